@@ -1,0 +1,157 @@
+//! The header value codec of the Streamable HTTP transport.
+//!
+//! `Mcp-Name` and `Mcp-Param-{Name}` values that are not plain, header-safe
+//! ASCII travel as `=?base64?{Base64 of the UTF-8 bytes}?=`. A plain value
+//! that itself looks like that sentinel is encoded too, so decoding is never
+//! ambiguous.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
+
+const PREFIX: &str = "=?base64?";
+const SUFFIX: &str = "?=";
+
+/// Why a received header value is unacceptable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeaderValueError {
+    /// A byte outside visible ASCII, space and tab.
+    InvalidChar(u8),
+    /// The sentinel's payload is not valid Base64.
+    InvalidBase64,
+    /// The decoded bytes are not UTF-8.
+    InvalidUtf8,
+}
+
+impl fmt::Display for HeaderValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HeaderValueError::InvalidChar(b) => write!(
+                f,
+                "contains byte 0x{b:02x}; header values must be visible ASCII, space or tab (use the =?base64?...?= encoding otherwise)"
+            ),
+            HeaderValueError::InvalidBase64 => {
+                write!(f, "the =?base64?...?= value is not valid Base64")
+            }
+            HeaderValueError::InvalidUtf8 => {
+                write!(f, "the =?base64?...?= value does not decode to UTF-8")
+            }
+        }
+    }
+}
+
+impl std::error::Error for HeaderValueError {}
+
+fn is_sentinel(value: &str) -> bool {
+    value.len() >= PREFIX.len() + SUFFIX.len()
+        && value.starts_with(PREFIX)
+        && value.ends_with(SUFFIX)
+}
+
+/// Whether `value` can be sent as a plain header value.
+pub fn is_plain_safe(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let edge_ws = |b: &u8| *b == b' ' || *b == b'\t';
+    bytes
+        .iter()
+        .all(|b| (0x20..=0x7e).contains(b) || *b == b'\t')
+        && !bytes.first().is_some_and(edge_ws)
+        && !bytes.last().is_some_and(edge_ws)
+        && !is_sentinel(value)
+}
+
+/// Encode a value for a `Mcp-Name` or `Mcp-Param-*` header.
+///
+/// ```
+/// use toolgate_protocol::header::encode_header_value;
+/// assert_eq!(encode_header_value("us-west1"), "us-west1");
+/// assert_eq!(encode_header_value("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
+/// assert_eq!(encode_header_value(" padded "), "=?base64?IHBhZGRlZCA=?=");
+/// ```
+pub fn encode_header_value(value: &str) -> Cow<'_, str> {
+    if is_plain_safe(value) {
+        Cow::Borrowed(value)
+    } else {
+        Cow::Owned(format!(
+            "{PREFIX}{}{SUFFIX}",
+            STANDARD.encode(value.as_bytes())
+        ))
+    }
+}
+
+/// Decode a received header value: validate its characters and undo the
+/// Base64 sentinel.
+///
+/// ```
+/// use toolgate_protocol::header::decode_header_value;
+/// assert_eq!(decode_header_value(b"=?base64?bGluZTEKbGluZTI=?=").unwrap(), "line1\nline2");
+/// assert!(decode_header_value(b"caf\xc3\xa9").is_err());
+/// ```
+pub fn decode_header_value(raw: &[u8]) -> Result<String, HeaderValueError> {
+    if let Some(b) = raw
+        .iter()
+        .find(|b| !((0x20..=0x7e).contains(*b) || **b == b'\t'))
+    {
+        return Err(HeaderValueError::InvalidChar(*b));
+    }
+    // Every byte is ASCII now, so this conversion cannot fail.
+    let text = std::str::from_utf8(raw).map_err(|_| HeaderValueError::InvalidUtf8)?;
+    if !is_sentinel(text) {
+        return Ok(text.to_owned());
+    }
+    let payload = &text[PREFIX.len()..text.len() - SUFFIX.len()];
+    let bytes = STANDARD
+        .decode(payload)
+        .or_else(|_| STANDARD_NO_PAD.decode(payload))
+        .map_err(|_| HeaderValueError::InvalidBase64)?;
+    String::from_utf8(bytes).map_err(|_| HeaderValueError::InvalidUtf8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_encoding_table() {
+        let table = [
+            ("us-west1", "us-west1"),
+            ("Hello, 世界", "=?base64?SGVsbG8sIOS4lueVjA==?="),
+            (" padded ", "=?base64?IHBhZGRlZCA=?="),
+            ("line1\nline2", "=?base64?bGluZTEKbGluZTI=?="),
+            ("=?base64?literal?=", "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="),
+        ];
+        for (plain, encoded) in table {
+            assert_eq!(encode_header_value(plain), encoded);
+            assert_eq!(
+                decode_header_value(encoded.as_bytes()).as_deref(),
+                Ok(plain)
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert_eq!(
+            decode_header_value(b"a\x01b"),
+            Err(HeaderValueError::InvalidChar(1))
+        );
+        assert_eq!(
+            decode_header_value(b"=?base64?***?="),
+            Err(HeaderValueError::InvalidBase64)
+        );
+        assert_eq!(
+            decode_header_value(b"=?base64?/w==?="),
+            Err(HeaderValueError::InvalidUtf8)
+        );
+    }
+
+    #[test]
+    fn sentinel_markers_are_case_sensitive() {
+        assert_eq!(
+            decode_header_value(b"=?BASE64?YQ==?=").as_deref(),
+            Ok("=?BASE64?YQ==?=")
+        );
+    }
+}
