@@ -1,0 +1,378 @@
+//! The server the official conformance suite tests: every tool, prompt and
+//! resource its server scenarios call, served at `http://127.0.0.1:PORT/mcp`
+//! (or on stdio with `--stdio`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use serde_json::json;
+use toolgate_server::protocol::types::{
+    Annotations, CallToolResult, ContentBlock, GetPromptResult, InputRequiredResult, LoggingLevel,
+    PromptMessage, Resource, ResourceContents, ResourceTemplate, Role,
+};
+use toolgate_server::transport::http::{HttpConfig, serve_http};
+use toolgate_server::transport::stdio::serve_stdio;
+use toolgate_server::{
+    ClientCapability, NoArgs, PromptEntry, RequestContext, ResourceEntry, Server, TemplateEntry,
+    ToolDef, ToolEntry, ToolError, ToolReply,
+};
+
+/// A 1x1 red PNG.
+const IMAGE_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// A minimal WAV file.
+const AUDIO_WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+
+#[derive(Parser)]
+#[command(about = "toolgate's server for the MCP conformance suite")]
+struct Args {
+    /// TCP port on 127.0.0.1.
+    #[arg(long, default_value_t = 3000)]
+    port: u16,
+    /// Serve on stdin/stdout instead of HTTP.
+    #[arg(long)]
+    stdio: bool,
+}
+
+fn simple(
+    name: &str,
+    description: &str,
+    reply: impl Fn() -> CallToolResult + Send + Sync + 'static,
+) -> ToolEntry {
+    let reply = Arc::new(reply);
+    ToolDef::new(name)
+        .description(description)
+        .read_only()
+        .open_world(false)
+        .handler(move |_: NoArgs, _ctx: RequestContext| {
+            let reply = reply.clone();
+            async move { Ok::<_, ToolError>(reply()) }
+        })
+}
+
+fn tools() -> Vec<ToolEntry> {
+    vec![
+        simple(
+            "test_simple_text",
+            "Tests simple text content response",
+            || CallToolResult::text("This is a simple text response for testing."),
+        ),
+        simple("test_image_content", "Tests image content response", || {
+            CallToolResult::new(vec![ContentBlock::image(IMAGE_PNG, "image/png")])
+        }),
+        simple("test_audio_content", "Tests audio content response", || {
+            CallToolResult::new(vec![ContentBlock::audio(AUDIO_WAV, "audio/wav")])
+        }),
+        simple(
+            "test_embedded_resource",
+            "Tests embedded resource content response",
+            || {
+                CallToolResult::new(vec![ContentBlock::embedded(ResourceContents::text(
+                    "test://embedded-resource",
+                    Some("text/plain"),
+                    "This is an embedded resource content.",
+                ))])
+            },
+        ),
+        simple(
+            "test_multiple_content_types",
+            "Tests response with multiple content types (text, image, resource)",
+            || {
+                CallToolResult::new(vec![
+                    ContentBlock::text("Multiple content types test:"),
+                    ContentBlock::image(IMAGE_PNG, "image/png").with_annotations(Annotations {
+                        audience: Some(vec![Role::User]),
+                        priority: Some(0.9),
+                        last_modified: None,
+                    }),
+                    ContentBlock::embedded(ResourceContents::text(
+                        "test://mixed-content-resource",
+                        Some("application/json"),
+                        json!({"test": "data", "value": 123}).to_string(),
+                    )),
+                ])
+            },
+        ),
+        ToolDef::new("test_error_handling")
+            .description("Tests error response handling: always fails with a tool execution error")
+            .read_only()
+            .handler(|_: NoArgs, _ctx: RequestContext| async {
+                Err::<String, _>(ToolError::new(
+                    "This tool intentionally returns an error for testing",
+                ))
+            }),
+        ToolDef::new("test_tool_with_progress")
+            .description("Tests tool that reports progress notifications (0, 50, 100 of 100)")
+            .read_only()
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                for (i, step) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+                    if i > 0 {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    ctx.progress(step, Some(100.0), Some(&format!("step {}", i + 1)))
+                        .await;
+                }
+                Ok::<_, ToolError>(format!(
+                    "Progress test completed{}",
+                    if ctx.wants_progress() {
+                        ""
+                    } else {
+                        " (no progress token)"
+                    }
+                ))
+            }),
+        ToolDef::new("test_tool_with_logging")
+            .description("Tests tool that emits log messages during execution")
+            .read_only()
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                for message in [
+                    "Tool execution started",
+                    "Tool processing data",
+                    "Tool execution completed",
+                ] {
+                    ctx.log(
+                        LoggingLevel::Info,
+                        Some("conformance-test-server"),
+                        json!(message),
+                    )
+                    .await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Ok::<_, ToolError>("Tool with logging executed successfully")
+            }),
+        ToolDef::new("test_logging_tool")
+            .description(
+                "Logs at info level; sends messages only when the request sets a log level",
+            )
+            .read_only()
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                ctx.log(
+                    LoggingLevel::Info,
+                    Some("conformance-test-server"),
+                    json!("logging tool ran"),
+                )
+                .await;
+                Ok::<_, ToolError>("Logged")
+            }),
+        ToolDef::new("test_missing_capability")
+            .description("Requires the client's sampling capability; fails with -32021 without it")
+            .read_only()
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                ctx.require(ClientCapability::Sampling)?;
+                Ok::<_, ToolError>("The client declared sampling")
+            }),
+        ToolDef::new("test_streaming_elicitation")
+            .description("Asks the user for a username through an elicitation input request")
+            .read_only()
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                ctx.require(ClientCapability::Elicitation)?;
+                Ok::<_, ToolError>(ToolReply::InputRequired(
+                    InputRequiredResult::new().with_request(
+                        "username",
+                        "elicitation/create",
+                        json!({
+                            "mode": "form",
+                            "message": "Please provide your username",
+                            "requestedSchema": {
+                                "type": "object",
+                                "properties": {"username": {"type": "string"}},
+                                "required": ["username"]
+                            }
+                        }),
+                    ),
+                ))
+            }),
+    ]
+}
+
+fn dynamic_tool() -> ToolEntry {
+    simple(
+        "test_dynamic_tool",
+        "A tool that appears and disappears (test_trigger_tool_change)",
+        || CallToolResult::text("dynamic tool"),
+    )
+}
+
+fn prompts() -> Vec<PromptEntry> {
+    vec![
+        PromptEntry::new("test_simple_prompt", |_, _| async {
+            Ok(GetPromptResult {
+                result_type: Default::default(),
+                description: None,
+                messages: vec![PromptMessage {
+                    role: Role::User,
+                    content: ContentBlock::text("This is a simple prompt for testing."),
+                }],
+                meta: None,
+            })
+        })
+        .description("A simple prompt without arguments"),
+        PromptEntry::new("test_prompt_with_arguments", |args, _| async move {
+            let get = |k: &str| args.get(k).cloned().unwrap_or_default();
+            Ok(GetPromptResult {
+                result_type: Default::default(),
+                description: None,
+                messages: vec![PromptMessage {
+                    role: Role::User,
+                    content: ContentBlock::text(format!(
+                        "Prompt with arguments: arg1='{}', arg2='{}'",
+                        get("arg1"),
+                        get("arg2")
+                    )),
+                }],
+                meta: None,
+            })
+        })
+        .description("A prompt with required arguments")
+        .argument("arg1", "First test argument", true)
+        .argument("arg2", "Second test argument", true),
+    ]
+}
+
+fn resources() -> (Vec<ResourceEntry>, Vec<TemplateEntry>) {
+    let mut text = Resource::new("test://static-text", "static-text");
+    text.description = Some("A static text resource for testing".into());
+    text.mime_type = Some("text/plain".into());
+    let mut binary = Resource::new("test://static-binary", "static-binary");
+    binary.description = Some("A static binary resource (image) for testing".into());
+    binary.mime_type = Some("image/png".into());
+    let template = ResourceTemplate {
+        uri_template: "test://template/{id}/data".into(),
+        name: "template".into(),
+        title: None,
+        description: Some("A resource template with an id parameter".into()),
+        mime_type: Some("application/json".into()),
+        annotations: None,
+        icons: None,
+        meta: None,
+    };
+    (
+        vec![
+            ResourceEntry::new(text, |uri, _| async move {
+                Ok(vec![ResourceContents::text(
+                    uri,
+                    Some("text/plain"),
+                    "This is the content of the static text resource.",
+                )])
+            }),
+            ResourceEntry::new(binary, |uri, _| async move {
+                Ok(vec![ResourceContents::blob(
+                    uri,
+                    Some("image/png"),
+                    IMAGE_PNG,
+                )])
+            }),
+        ],
+        vec![TemplateEntry::new(template, |uri, vars, _| async move {
+            let id = vars.get("id").cloned().unwrap_or_default();
+            Ok(vec![ResourceContents::text(
+                uri,
+                Some("application/json"),
+                json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")})
+                    .to_string(),
+            )])
+        })],
+    )
+}
+
+fn build() -> anyhow::Result<Server> {
+    let (resources, templates) = resources();
+    let mut builder = Server::builder("toolgate-everything-server", env!("CARGO_PKG_VERSION"))
+        .instructions("The toolgate conformance server: test tools, prompts and resources.");
+    for t in tools() {
+        builder = builder.tool(t);
+    }
+    for p in prompts() {
+        builder = builder.prompt(p);
+    }
+    for r in resources {
+        builder = builder.resource(r);
+    }
+    for t in templates {
+        builder = builder.resource_template(t);
+    }
+    let server = builder
+        .build()
+        .context("registering the conformance tools")?;
+
+    // Hooks that change the tool and prompt sets at run time.
+    let toggled = Arc::new(AtomicBool::new(false));
+    let handle = server.clone();
+    server.add_tool(
+        ToolDef::new("test_trigger_tool_change")
+            .description("Adds or removes test_dynamic_tool, changing the tool list")
+            .handler(move |_: NoArgs, _ctx: RequestContext| {
+                let (server, toggled) = (handle.clone(), toggled.clone());
+                async move {
+                    if toggled.fetch_xor(true, Ordering::SeqCst) {
+                        server.remove_tool("test_dynamic_tool");
+                        Ok::<_, ToolError>("removed test_dynamic_tool")
+                    } else {
+                        server
+                            .add_tool(dynamic_tool())
+                            .map_err(|e| ToolError::new(e.to_string()))?;
+                        Ok("added test_dynamic_tool")
+                    }
+                }
+            }),
+    )?;
+    let handle = server.clone();
+    let prompt_toggled = Arc::new(AtomicBool::new(false));
+    server.add_tool(
+        ToolDef::new("test_trigger_prompt_change")
+            .description("Adds or removes test_dynamic_prompt, changing the prompt list")
+            .handler(move |_: NoArgs, _ctx: RequestContext| {
+                let (server, toggled) = (handle.clone(), prompt_toggled.clone());
+                async move {
+                    if toggled.fetch_xor(true, Ordering::SeqCst) {
+                        server.remove_prompt("test_dynamic_prompt");
+                    } else {
+                        let prompt = PromptEntry::new("test_dynamic_prompt", |_, _| async {
+                            Ok(GetPromptResult {
+                                result_type: Default::default(),
+                                description: None,
+                                messages: vec![],
+                                meta: None,
+                            })
+                        })
+                        .description("A prompt that appears and disappears");
+                        server
+                            .add_prompt(prompt)
+                            .map_err(|e| ToolError::new(e.to_string()))?;
+                    }
+                    Ok::<_, ToolError>("prompt list changed")
+                }
+            }),
+    )?;
+    Ok(server)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    let server = build()?;
+    if args.stdio {
+        serve_stdio(server).await?;
+    } else {
+        let config = HttpConfig {
+            bind: ([127, 0, 0, 1], args.port).into(),
+            ..HttpConfig::default()
+        };
+        let shutdown = server.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                shutdown.shutdown();
+            }
+        });
+        serve_http(server, config).await?;
+    }
+    Ok(())
+}

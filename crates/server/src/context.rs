@@ -1,0 +1,198 @@
+//! What a handler knows about the request it serves, and how it talks back.
+//!
+//! A [`RequestContext`] carries the request's metadata (protocol version,
+//! client capabilities, client identity), the caller's [`AuthContext`], a
+//! cancellation signal, and the channel for request-scoped notifications:
+//! progress (only when the client sent a `progressToken`) and log messages
+//! (only at or above the client's `io.modelcontextprotocol/logLevel`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use toolgate_protocol::RequestId;
+use toolgate_protocol::jsonrpc::encode_notification;
+use toolgate_protocol::meta::RequestMeta;
+use toolgate_protocol::types::{
+    ClientCapabilities, LoggingLevel, LoggingMessageNotificationParams, ProgressNotificationParams,
+    methods,
+};
+
+use crate::AuthContext;
+use crate::exchange::Frame;
+use crate::tool::ToolError;
+
+/// The request-scoped view a handler gets.
+#[derive(Clone)]
+pub struct RequestContext {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) id: RequestId,
+    pub(crate) meta: RequestMeta,
+    pub(crate) auth: Option<AuthContext>,
+    pub(crate) sink: mpsc::Sender<Frame>,
+    pub(crate) cancel: CancellationToken,
+    /// Bits of the last progress value sent (f64), to keep progress increasing.
+    last_progress: AtomicU64,
+}
+
+/// A client capability a handler may need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientCapability {
+    /// Sampling (`sampling/createMessage` input requests).
+    Sampling,
+    /// Form-mode elicitation.
+    Elicitation,
+    /// URL-mode elicitation.
+    ElicitationUrl,
+    /// Roots (`roots/list` input requests).
+    Roots,
+}
+
+impl RequestContext {
+    pub(crate) fn new(
+        id: RequestId,
+        meta: RequestMeta,
+        auth: Option<AuthContext>,
+        sink: mpsc::Sender<Frame>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                id,
+                meta,
+                auth,
+                sink,
+                cancel,
+                last_progress: AtomicU64::new(f64::NEG_INFINITY.to_bits()),
+            }),
+        }
+    }
+
+    /// The JSON-RPC id of the request.
+    pub fn request_id(&self) -> &RequestId {
+        &self.inner.id
+    }
+
+    /// The request's metadata.
+    pub fn meta(&self) -> &RequestMeta {
+        &self.inner.meta
+    }
+
+    /// The capabilities the client declared on this request.
+    pub fn client_capabilities(&self) -> &ClientCapabilities {
+        &self.inner.meta.client_capabilities
+    }
+
+    /// The caller's authorization, if the transport attached one.
+    pub fn auth(&self) -> Option<&AuthContext> {
+        self.inner.auth.as_ref()
+    }
+
+    /// Fail with `-32021 MissingRequiredClientCapability` unless the client
+    /// declared `capability` on this request.
+    ///
+    /// ```no_run
+    /// # use toolgate_server::{RequestContext, ClientCapability, ToolError};
+    /// # fn f(ctx: &RequestContext) -> Result<(), ToolError> {
+    /// ctx.require(ClientCapability::Sampling)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn require(&self, capability: ClientCapability) -> Result<(), ToolError> {
+        let caps = self.client_capabilities();
+        let (ok, required) = match capability {
+            ClientCapability::Sampling => (caps.sampling.is_some(), json!({"sampling": {}})),
+            ClientCapability::Elicitation => (
+                caps.supports_elicitation_form(),
+                json!({"elicitation": {"form": {}}}),
+            ),
+            ClientCapability::ElicitationUrl => (
+                caps.supports_elicitation_url(),
+                json!({"elicitation": {"url": {}}}),
+            ),
+            ClientCapability::Roots => (caps.roots.is_some(), json!({"roots": {}})),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(ToolError::protocol(
+                toolgate_protocol::RpcError::missing_client_capability(required),
+            ))
+        }
+    }
+
+    /// Resolves when the client cancels the request (closes the HTTP stream,
+    /// or sends `notifications/cancelled` on stdio). Handlers doing long work
+    /// can `select!` on it; dropping the handler is the default anyway.
+    pub async fn cancelled(&self) {
+        self.inner.cancel.cancelled().await
+    }
+
+    /// Whether the request was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
+    /// Whether the client asked for progress (sent a `progressToken`).
+    pub fn wants_progress(&self) -> bool {
+        self.inner.meta.progress_token.is_some()
+    }
+
+    /// Report progress. Does nothing when the client sent no
+    /// `progressToken`; a value that does not increase is dropped, because
+    /// the protocol requires progress to increase with each notification.
+    pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let Some(token) = self.inner.meta.progress_token.clone() else {
+            return;
+        };
+        let previous = f64::from_bits(self.inner.last_progress.load(Ordering::Relaxed));
+        if !progress.is_finite() || progress <= previous {
+            tracing::debug!(progress, previous, "dropping non-increasing progress");
+            return;
+        }
+        self.inner
+            .last_progress
+            .store(progress.to_bits(), Ordering::Relaxed);
+        let params = ProgressNotificationParams {
+            progress_token: token,
+            progress,
+            total,
+            message: message.map(str::to_owned),
+            meta: None,
+        };
+        self.send(encode_notification(methods::PROGRESS, Some(&params)))
+            .await;
+    }
+
+    /// Send a log message for this request, if the client asked for messages
+    /// at `level` or above with `io.modelcontextprotocol/logLevel`.
+    pub async fn log(&self, level: LoggingLevel, logger: Option<&str>, data: Value) {
+        let Some(min) = self.inner.meta.log_level else {
+            return;
+        };
+        if level < min {
+            return;
+        }
+        let params = LoggingMessageNotificationParams {
+            level,
+            logger: logger.map(str::to_owned),
+            data,
+            meta: None,
+        };
+        self.send(encode_notification(methods::MESSAGE, Some(&params)))
+            .await;
+    }
+
+    async fn send(&self, bytes: Vec<u8>) {
+        if self.inner.cancel.is_cancelled() {
+            return;
+        }
+        // A closed channel means the client went away; the handler will be
+        // dropped shortly, so there is nobody to tell.
+        let _ = self.inner.sink.send(Frame::Notification(bytes)).await;
+    }
+}

@@ -1,0 +1,205 @@
+//! The request pipeline: parse → check → dispatch → validate → encode.
+//!
+//! Every incoming message goes through [`Server::handle_message`] (or
+//! [`Server::handle_request`] when a transport already parsed it). The order
+//! of checks is fixed here and nowhere else:
+//!
+//! 1. JSON-RPC envelope (`-32700`, `-32600`);
+//! 2. required `_meta` (`-32602`);
+//! 3. transport header checks, supplied by the transport (`-32020`);
+//! 4. protocol version (`-32022`, listing the supported versions);
+//! 5. method dispatch (`-32601` for unknown methods and for capabilities
+//!    this server does not offer).
+//!
+//! Results carry `resultType` and the server's identity in
+//! `_meta.io.modelcontextprotocol/serverInfo`. Nothing is remembered between
+//! requests.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+use toolgate_protocol::jsonrpc::{
+    Incoming, Notification, Request, encode_error, encode_result, parse_message,
+};
+use toolgate_protocol::meta::RequestMeta;
+use toolgate_protocol::types::{CancelledNotificationParams, methods as notifications};
+use toolgate_protocol::version::{
+    LATEST_PROTOCOL_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS, is_modern,
+};
+use toolgate_protocol::{RequestId, RpcError, codes};
+
+use crate::exchange::{Frame, Reply};
+use crate::{AuthContext, Server, methods};
+
+/// What a transport knows about a request beyond its body.
+#[derive(Clone, Debug, Default)]
+pub struct TransportContext {
+    /// The caller's authorization, if any.
+    pub auth: Option<AuthContext>,
+    /// Whether each request has its own response stream (HTTP). On a shared
+    /// channel (stdio) a subscription torn down by the server is also
+    /// announced with `notifications/cancelled`.
+    pub stream_per_request: bool,
+}
+
+/// A transport-supplied check run after `_meta` is read and before the
+/// version check (the HTTP transport compares its headers with the body).
+pub type HeaderCheck<'a> = &'a (dyn Fn(&Request, &RequestMeta) -> Result<(), RpcError> + Sync);
+
+/// What dispatch made of a notification.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NotificationAction {
+    /// Cancel the in-flight request with this id.
+    Cancel(RequestId),
+    /// Nothing to do.
+    Ignore,
+}
+
+impl Server {
+    /// Handle one serialized message. Notifications yield
+    /// [`Reply::Nothing`]; use [`Server::classify_notification`] to act on them.
+    pub fn handle_message(&self, bytes: &[u8], transport: &TransportContext) -> Reply {
+        match parse_message(bytes) {
+            Ok(Incoming::Request(req)) => self.handle_request(req, transport, None),
+            Ok(Incoming::Notification(_)) => Reply::Nothing,
+            Ok(Incoming::Response(r)) => Reply::Done(error_frame(
+                r.id.as_ref(),
+                RpcError::invalid_request("servers do not accept JSON-RPC responses"),
+            )),
+            Err(rejected) => Reply::Done(error_frame(rejected.id.as_ref(), rejected.error)),
+        }
+    }
+
+    /// Decide what a client notification means. Malformed or unknown
+    /// notifications are ignored, as the protocol asks.
+    pub fn classify_notification(&self, notification: &Notification) -> NotificationAction {
+        if notification.method != notifications::CANCELLED {
+            return NotificationAction::Ignore;
+        }
+        let Some(params) = &notification.params else {
+            return NotificationAction::Ignore;
+        };
+        match serde_json::from_value::<CancelledNotificationParams>(Value::Object(params.clone())) {
+            Ok(p) => {
+                tracing::debug!(request = %p.request_id, reason = p.reason.as_deref().unwrap_or(""), "cancel requested");
+                NotificationAction::Cancel(p.request_id)
+            }
+            Err(_) => NotificationAction::Ignore,
+        }
+    }
+
+    /// Handle one parsed request.
+    pub fn handle_request(
+        &self,
+        req: Request,
+        transport: &TransportContext,
+        header_check: Option<HeaderCheck<'_>>,
+    ) -> Reply {
+        match self.check_and_dispatch(req, transport, header_check) {
+            Ok(reply) => reply,
+            Err((id, error)) => Reply::Done(error_frame(Some(&id), error)),
+        }
+    }
+
+    fn check_and_dispatch(
+        &self,
+        req: Request,
+        transport: &TransportContext,
+        header_check: Option<HeaderCheck<'_>>,
+    ) -> Result<Reply, (RequestId, RpcError)> {
+        if req.method == "initialize" {
+            // A legacy (handshake) client: it has no way to move forward, so
+            // the error must name what this server does speak.
+            return Err((req.id, legacy_initialize_error()));
+        }
+        let meta =
+            RequestMeta::from_params(req.params.as_ref()).map_err(|e| (req.id.clone(), e))?;
+        if let Some(check) = header_check {
+            check(&req, &meta).map_err(|e| (req.id.clone(), e))?;
+        }
+        if !is_modern(&meta.protocol_version) {
+            return Err((
+                req.id,
+                RpcError::unsupported_version(&meta.protocol_version, MODERN_VERSIONS),
+            ));
+        }
+        methods::dispatch(self, req, meta, transport)
+    }
+
+    /// Encode a successful result, adding `resultType` when missing and the
+    /// server's identity to `_meta`.
+    pub(crate) fn result_frame<T: Serialize>(&self, id: &RequestId, result: &T) -> Frame {
+        match serde_json::to_value(result) {
+            Ok(Value::Object(mut map)) => {
+                self.stamp(&mut map);
+                Frame::Response {
+                    body: encode_result(id, &map),
+                    error_code: None,
+                }
+            }
+            Ok(_) | Err(_) => {
+                tracing::error!("a result did not serialize to a JSON object");
+                error_frame(Some(id), RpcError::internal())
+            }
+        }
+    }
+
+    pub(crate) fn stamp(&self, map: &mut Map<String, Value>) {
+        map.entry("resultType")
+            .or_insert_with(|| Value::from("complete"));
+        let meta = map
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            for (k, v) in &self.inner.result_meta {
+                meta.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+    }
+}
+
+/// Encode an error response.
+pub(crate) fn error_frame(id: Option<&RequestId>, error: RpcError) -> Frame {
+    Frame::Response {
+        body: encode_error(id, &error),
+        error_code: Some(error.code),
+    }
+}
+
+fn legacy_initialize_error() -> RpcError {
+    let mut error = RpcError::method_not_found("initialize");
+    error.message = format!(
+        "Method not found: initialize. This server speaks MCP {} without an initialize handshake (supported protocol versions: {}); legacy versions such as {} are not served",
+        LATEST_PROTOCOL_VERSION,
+        MODERN_VERSIONS.join(", "),
+        LEGACY_VERSIONS[0],
+    );
+    error.with_data(serde_json::json!({ "supported": MODERN_VERSIONS }))
+}
+
+/// The HTTP status for a response carrying `code` (`None`: success).
+///
+/// Malformed requests and those the server cannot accept as sent are `400`;
+/// an unknown method is `404`; an internal failure `500`; any other outcome,
+/// including errors produced by a method's own handling, travels in a `200`.
+pub fn http_status_for(code: Option<i64>) -> u16 {
+    match code {
+        None => 200,
+        Some(codes::METHOD_NOT_FOUND) => 404,
+        Some(codes::INTERNAL_ERROR) => 500,
+        Some(
+            codes::PARSE_ERROR
+            | codes::INVALID_REQUEST
+            | codes::INVALID_PARAMS
+            | codes::HEADER_MISMATCH
+            | codes::MISSING_REQUIRED_CLIENT_CAPABILITY
+            | codes::UNSUPPORTED_PROTOCOL_VERSION,
+        ) => 400,
+        Some(_) => 200,
+    }
+}
+
+/// A fresh cancellation token for a request.
+pub(crate) fn request_token(server: &Server) -> CancellationToken {
+    server.inner.shutdown.child_token()
+}

@@ -1,0 +1,83 @@
+//! Stateless MCP (revision 2026-07-28) tool servers.
+//!
+//! # A guided tour
+//!
+//! **Define tools as typed functions.** An argument struct deriving
+//! `Deserialize` and `JsonSchema` becomes the tool's `inputSchema`; every
+//! call is validated against it before the handler runs, and a violation is
+//! returned to the model as an `isError` result naming each bad field.
+//!
+//! ```
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//! use toolgate_server::{RequestContext, Server, Structured, ToolDef, ToolError};
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! #[serde(deny_unknown_fields)]
+//! struct Add { a: i64, b: i64 }
+//!
+//! #[derive(Serialize, JsonSchema)]
+//! struct Sum { sum: i64 }
+//!
+//! let server = Server::builder("calc", "1.0.0")
+//!     .tool(ToolDef::new("add").description("Adds two integers.").read_only().handler(
+//!         |args: Add, _ctx: RequestContext| async move {
+//!             let sum = args.a.checked_add(args.b).ok_or_else(|| ToolError::new("the sum overflows a 64-bit integer"))?;
+//!             Ok(Structured(Sum { sum }))
+//!         },
+//!     ))
+//!     .build()
+//!     .unwrap();
+//! # let _ = server;
+//! ```
+//!
+//! **Return structured results.** [`Structured<T>`] puts `T` in
+//! `structuredContent`, mirrors it as JSON text for older clients, and
+//! advertises `T`'s schema as the `outputSchema`. Output that breaks the
+//! declared schema never reaches the wire.
+//!
+//! **Report errors in the right layer.** A [`ToolError`] (any error via `?`)
+//! is a tool execution error the model can read; unknown tools, malformed
+//! requests and panics are JSON-RPC errors, and a panic never leaks its
+//! message.
+//!
+//! **Talk back while working.** [`RequestContext::progress`] and
+//! [`RequestContext::log`] send notifications the client asked for;
+//! [`RequestContext::cancelled`] resolves when the client gives up.
+//!
+//! **Serve it.** [`transport::stdio::serve_stdio`] or
+//! [`transport::http::serve_http`]; or call [`Server::handle_message`] from
+//! a transport of your own. The server keeps no per-client state.
+//!
+//! **Change it at run time.** [`Server::add_tool`] and
+//! [`Server::remove_tool`] notify every `subscriptions/listen` stream that
+//! asked for `toolsListChanged`.
+#![forbid(unsafe_code)]
+
+mod auth;
+mod context;
+mod dispatch;
+mod exchange;
+mod methods;
+mod prompt;
+mod registry;
+mod resource;
+mod server;
+pub mod tool;
+pub mod transport;
+
+pub use auth::AuthContext;
+pub use context::{ClientCapability, RequestContext};
+pub use dispatch::{HeaderCheck, NotificationAction, TransportContext, http_status_for};
+pub use exchange::{Exchange, Frame, Reply};
+pub use prompt::PromptEntry;
+pub use registry::Change;
+pub use resource::{ResourceEntry, TemplateEntry};
+pub use server::{Server, ServerBuilder, ServerConfig};
+pub use tool::{
+    DynToolHandler, IntoToolReply, NoArgs, RegistrationError, Structured, ToolDef, ToolEntry,
+    ToolError, ToolReply,
+};
+
+/// Re-exported protocol types.
+pub use toolgate_protocol as protocol;

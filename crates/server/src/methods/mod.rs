@@ -1,0 +1,94 @@
+//! One module per method family. Each method reads its params, does its
+//! work, and hands back a [`Reply`].
+
+mod discover;
+mod listen;
+mod lists;
+mod prompts;
+mod resources;
+mod tools;
+
+use std::future::Future;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+use toolgate_protocol::jsonrpc::Request;
+use toolgate_protocol::meta::RequestMeta;
+use toolgate_protocol::{RequestId, RpcError};
+
+use crate::Server;
+use crate::context::RequestContext;
+use crate::dispatch::{TransportContext, request_token};
+use crate::exchange::{Exchange, FRAME_BUFFER, Frame, Reply};
+
+type Failure = (RequestId, RpcError);
+
+pub(crate) fn dispatch(
+    server: &Server,
+    req: Request,
+    meta: RequestMeta,
+    transport: &TransportContext,
+) -> Result<Reply, Failure> {
+    let inner = &server.inner;
+    match req.method.as_str() {
+        "server/discover" => Ok(discover::discover(server, &req.id)),
+        "tools/list" => lists::tools(server, req, transport),
+        "tools/call" => tools::call(server, req, meta, transport),
+        "prompts/list" if inner.prompts_enabled => lists::prompts(server, req, transport),
+        "prompts/get" if inner.prompts_enabled => prompts::get(server, req, meta, transport),
+        "resources/list" if inner.resources_enabled => lists::resources(server, req, transport),
+        "resources/templates/list" if inner.resources_enabled => {
+            lists::templates(server, req, transport)
+        }
+        "resources/read" if inner.resources_enabled => {
+            resources::read(server, req, meta, transport)
+        }
+        "subscriptions/listen" => listen::listen(server, req, meta, transport),
+        _ => Err((req.id, RpcError::method_not_found(&req.method))),
+    }
+}
+
+/// Deserialize `params` into the method's parameter type; a mismatch is
+/// `-32602` naming the method and the problem.
+pub(crate) fn params<T: DeserializeOwned>(req: &Request) -> Result<T, Failure> {
+    let value = Value::Object(req.params.clone().unwrap_or_else(Map::new));
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let at = if path == "." {
+            String::new()
+        } else {
+            format!(" at {path}")
+        };
+        (
+            req.id.clone(),
+            RpcError::invalid_params(format!("Invalid {} params{at}: {}", req.method, e.inner())),
+        )
+    })
+}
+
+/// Run `work` as its own task, feeding an [`Exchange`]. The work receives
+/// a [`RequestContext`] whose notifications flow into the exchange, and
+/// returns the final frame.
+pub(crate) fn spawn<F, Fut>(
+    server: &Server,
+    id: RequestId,
+    meta: RequestMeta,
+    transport: &TransportContext,
+    work: F,
+) -> Reply
+where
+    F: FnOnce(RequestContext) -> Fut,
+    Fut: Future<Output = Option<Frame>> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(FRAME_BUFFER);
+    let cancel = request_token(server);
+    let ctx = RequestContext::new(id, meta, transport.auth.clone(), tx.clone(), cancel.clone());
+    let fut = work(ctx);
+    let task = tokio::spawn(async move {
+        if let Some(frame) = fut.await {
+            let _ = tx.send(frame).await;
+        }
+    });
+    Reply::Streaming(Exchange::new(rx, task, cancel))
+}

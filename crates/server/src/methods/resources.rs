@@ -1,0 +1,95 @@
+//! `resources/read`.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt as _;
+use serde::Deserialize;
+use serde_json::json;
+use toolgate_protocol::RpcError;
+use toolgate_protocol::jsonrpc::Request;
+use toolgate_protocol::meta::RequestMeta;
+use toolgate_protocol::types::{CacheScope, ReadResourceResult, ResultType};
+
+use super::discover::millis;
+use super::{Failure, params, spawn};
+use crate::Server;
+use crate::dispatch::{TransportContext, error_frame};
+use crate::exchange::Reply;
+use crate::tool::{ErrorKind, ToolError};
+
+#[derive(Deserialize)]
+struct ReadParams {
+    uri: String,
+}
+
+pub(super) fn read(
+    server: &Server,
+    req: Request,
+    meta: RequestMeta,
+    transport: &TransportContext,
+) -> Result<Reply, Failure> {
+    let p: ReadParams = params(&req)?;
+    let auth = transport.auth.as_ref();
+    let found = match server.inner.resources.get(&p.uri, auth) {
+        Some(entry) => Some((
+            entry.read.clone(),
+            HashMap::new(),
+            entry.visibility.is_some(),
+        )),
+        None => server
+            .inner
+            .templates
+            .visible(auth)
+            .into_iter()
+            .find_map(|t| {
+                t.matches(&p.uri)
+                    .map(|vars| (t.read.clone(), vars, t.visibility.is_some()))
+            }),
+    };
+    let Some((reader, vars, private)) = found else {
+        return Err((req.id, not_found(&p.uri)));
+    };
+    let server = server.clone();
+    let id = req.id;
+    Ok(spawn(
+        &server.clone(),
+        id.clone(),
+        meta,
+        transport,
+        move |ctx| async move {
+            let outcome = AssertUnwindSafe(reader(p.uri.clone(), vars, ctx))
+                .catch_unwind()
+                .await;
+            Some(match outcome {
+                Ok(Ok(contents)) => {
+                    let result = ReadResourceResult {
+                        result_type: ResultType::Complete,
+                        contents,
+                        ttl_ms: Some(millis(server.inner.config.read_ttl)),
+                        cache_scope: Some(if private {
+                            CacheScope::Private
+                        } else {
+                            CacheScope::Public
+                        }),
+                        meta: None,
+                    };
+                    server.result_frame(&id, &result)
+                }
+                Ok(Err(ToolError(ErrorKind::Protocol(e)))) => error_frame(Some(&id), e),
+                Ok(Err(ToolError(ErrorKind::Execution(message)))) => {
+                    tracing::warn!(uri = %p.uri, %message, "resource read failed");
+                    error_frame(Some(&id), not_found(&p.uri))
+                }
+                Err(_) => {
+                    tracing::error!(uri = %p.uri, "resource reader panicked");
+                    error_frame(Some(&id), RpcError::internal())
+                }
+            })
+        },
+    ))
+}
+
+fn not_found(uri: &str) -> RpcError {
+    RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri }))
+}

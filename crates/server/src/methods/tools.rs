@@ -1,0 +1,165 @@
+//! `tools/call`: look up → validate input → run → check output → encode.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt as _;
+use serde_json::Value;
+use toolgate_protocol::jsonrpc::{Request, encode_result};
+use toolgate_protocol::meta::RequestMeta;
+use toolgate_protocol::types::{CallToolRequestParams, CallToolResult, ContentBlock};
+use toolgate_protocol::{RequestId, RpcError};
+use toolgate_schema::Violation;
+
+use super::{Failure, params, spawn};
+use crate::Server;
+use crate::dispatch::{TransportContext, error_frame};
+use crate::exchange::{Frame, Reply};
+use crate::tool::{ErrorKind, RegisteredTool, ToolError, ToolReply};
+
+pub(super) fn call(
+    server: &Server,
+    req: Request,
+    meta: RequestMeta,
+    transport: &TransportContext,
+) -> Result<Reply, Failure> {
+    let p: CallToolRequestParams = params(&req)?;
+    let Some(tool) = server.inner.tools.get(&p.name, transport.auth.as_ref()) else {
+        return Err((
+            req.id,
+            RpcError::invalid_params(format!("Unknown tool: {}", p.name)),
+        ));
+    };
+    // Omitted arguments mean "no arguments".
+    let args = p.arguments.unwrap_or_default();
+    if let Err(violations) = tool.input.validate(&Value::Object(args.clone())) {
+        let result = CallToolResult::error(describe_input_violations(&tool.tool.name, &violations));
+        return Ok(Reply::Done(server.result_frame(&req.id, &result)));
+    }
+    let server = server.clone();
+    let id = req.id;
+    Ok(spawn(
+        &server.clone(),
+        id.clone(),
+        meta,
+        transport,
+        move |ctx| async move {
+            let outcome = AssertUnwindSafe(tool.handler.call(args, ctx))
+                .catch_unwind()
+                .await;
+            Some(match outcome {
+                Ok(reply) => finish(&server, &id, &tool, reply),
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    tracing::error!(tool = %tool.tool.name, panic = %what, "tool handler panicked");
+                    error_frame(Some(&id), RpcError::internal())
+                }
+            })
+        },
+    ))
+}
+
+fn finish(
+    server: &Server,
+    id: &RequestId,
+    tool: &Arc<RegisteredTool>,
+    reply: Result<ToolReply, ToolError>,
+) -> Frame {
+    match reply {
+        Ok(ToolReply::Complete(result)) => {
+            let result = check_output(tool, result);
+            server.result_frame(id, &result)
+        }
+        Ok(ToolReply::InputRequired(result)) => {
+            let mut map = match serde_json::to_value(&result) {
+                Ok(Value::Object(map)) => map,
+                _ => return error_frame(Some(id), RpcError::internal()),
+            };
+            server.stamp(&mut map);
+            Frame::Response {
+                body: encode_result(id, &map),
+                error_code: None,
+            }
+        }
+        Err(ToolError(ErrorKind::Execution(message))) => {
+            server.result_frame(id, &CallToolResult::error(message))
+        }
+        Err(ToolError(ErrorKind::Protocol(error))) => error_frame(Some(id), error),
+    }
+}
+
+/// Enforce the tool's promises before anything reaches the wire:
+/// structured content is mirrored as JSON text, and a tool with an
+/// `outputSchema` never emits `structuredContent` that breaks it.
+pub(crate) fn check_output(tool: &RegisteredTool, mut result: CallToolResult) -> CallToolResult {
+    if let (Some(schema), Some(structured)) = (&tool.output, &result.structured_content) {
+        if let Err(violations) = schema.validate(structured) {
+            tracing::error!(
+                tool = %tool.tool.name,
+                violations = %join(&violations),
+                "tool output does not match its outputSchema; withheld"
+            );
+            if result.is_error() {
+                // Keep the tool's error text, drop the non-conforming data.
+                result.structured_content = None;
+                return result;
+            }
+            return CallToolResult::error(format!(
+                "The tool {:?} produced a result that does not match its declared outputSchema, so it was withheld. This is a fault in the tool, not in the arguments.",
+                tool.tool.name
+            ));
+        }
+    }
+    if tool.output.is_some() && result.structured_content.is_none() && !result.is_error() {
+        tracing::error!(tool = %tool.tool.name, "tool with an outputSchema returned no structuredContent");
+        return CallToolResult::error(format!(
+            "The tool {:?} returned no structured result although it declares an outputSchema. This is a fault in the tool.",
+            tool.tool.name
+        ));
+    }
+    mirror_structured(&mut result);
+    result
+}
+
+/// Older clients read only `content`: a structured result also appears
+/// there, serialized, unless the tool already included that exact text.
+fn mirror_structured(result: &mut CallToolResult) {
+    let Some(structured) = &result.structured_content else {
+        return;
+    };
+    let Ok(text) = serde_json::to_string(structured) else {
+        return;
+    };
+    if !result
+        .content
+        .iter()
+        .any(|c| c.as_text() == Some(text.as_str()))
+    {
+        result.content.push(ContentBlock::text(text));
+    }
+}
+
+fn join(violations: &[Violation]) -> String {
+    violations
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The `isError` text for arguments that break the input schema: every
+/// failing location, what was expected there, and how to recover.
+pub(crate) fn describe_input_violations(tool: &str, violations: &[Violation]) -> String {
+    let mut text = format!("Invalid arguments for tool {tool:?}:\n");
+    for v in violations {
+        text.push_str("- ");
+        text.push_str(&v.to_string());
+        text.push('\n');
+    }
+    text.push_str("Fix these arguments to match the tool's inputSchema and call the tool again.");
+    text
+}

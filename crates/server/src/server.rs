@@ -1,0 +1,303 @@
+//! The server: configuration, registration, and the entry points transports call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+use toolgate_protocol::meta::SERVER_INFO;
+use toolgate_protocol::types::{Implementation, Meta};
+
+use crate::prompt::PromptEntry;
+use crate::registry::{Catalog, Change, ChangeBus};
+use crate::resource::{ResourceEntry, TemplateEntry};
+use crate::tool::{RegisteredTool, RegistrationError, ToolEntry};
+
+/// Tunables, with safe defaults.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Items per page of every `*/list` result.
+    pub page_size: usize,
+    /// `ttlMs` of list results.
+    pub list_ttl: Duration,
+    /// `ttlMs` of `server/discover`.
+    pub discover_ttl: Duration,
+    /// `ttlMs` of `resources/read`.
+    pub read_ttl: Duration,
+    /// How long stdio waits for in-flight requests after end of input.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            page_size: 100,
+            list_ttl: Duration::from_secs(300),
+            discover_ttl: Duration::from_secs(3600),
+            read_ttl: Duration::ZERO,
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) info: Implementation,
+    pub(crate) instructions: Option<String>,
+    pub(crate) config: ServerConfig,
+    pub(crate) tools: Catalog<RegisteredTool>,
+    pub(crate) prompts: Catalog<PromptEntry>,
+    pub(crate) resources: Catalog<ResourceEntry>,
+    pub(crate) templates: Catalog<TemplateEntry>,
+    pub(crate) prompts_enabled: bool,
+    pub(crate) resources_enabled: bool,
+    pub(crate) bus: ChangeBus,
+    pub(crate) shutdown: CancellationToken,
+    /// `_meta` of every result: the server's identity.
+    pub(crate) result_meta: Meta,
+}
+
+/// An MCP server. Cheap to clone; clones share registrations.
+///
+/// ```
+/// use toolgate_server::{NoArgs, RequestContext, Server, ToolDef, ToolError};
+///
+/// let server = Server::builder("demo", "1.0.0")
+///     .instructions("Use get_current_time for the time.")
+///     .tool(
+///         ToolDef::new("get_current_time")
+///             .description("Returns the server's current time (UTC, RFC 3339).")
+///             .read_only()
+///             .handler(|_: NoArgs, _ctx: RequestContext| async {
+///                 Ok::<_, ToolError>("2026-07-28T00:00:00Z")
+///             }),
+///     )
+///     .build()
+///     .unwrap();
+/// # let _ = server;
+/// ```
+#[derive(Clone)]
+pub struct Server {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// Builds a [`Server`].
+pub struct ServerBuilder {
+    info: Implementation,
+    instructions: Option<String>,
+    config: ServerConfig,
+    tools: Vec<ToolEntry>,
+    prompts: Vec<PromptEntry>,
+    resources: Vec<ResourceEntry>,
+    templates: Vec<TemplateEntry>,
+    enable_prompts: bool,
+    enable_resources: bool,
+}
+
+impl Server {
+    /// Start building a server that identifies as `name` `version`.
+    pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
+        ServerBuilder {
+            info: Implementation::new(name, version),
+            instructions: None,
+            config: ServerConfig::default(),
+            tools: Vec::new(),
+            prompts: Vec::new(),
+            resources: Vec::new(),
+            templates: Vec::new(),
+            enable_prompts: false,
+            enable_resources: false,
+        }
+    }
+
+    /// Register a tool on the running server; open `subscriptions/listen`
+    /// streams that asked for `toolsListChanged` are told.
+    pub fn add_tool(&self, entry: ToolEntry) -> Result<(), RegistrationError> {
+        let tool = entry.compile()?;
+        self.inner
+            .tools
+            .insert(tool)
+            .map_err(|t| RegistrationError::Duplicate(t.tool.name.clone()))
+    }
+
+    /// Remove a tool; whether it existed.
+    pub fn remove_tool(&self, name: &str) -> bool {
+        self.inner.tools.remove(name)
+    }
+
+    /// Register a prompt on the running server.
+    pub fn add_prompt(&self, entry: PromptEntry) -> Result<(), RegistrationError> {
+        let name = entry.prompt.name.clone();
+        self.inner.prompts.insert(entry).map_err(|_| {
+            RegistrationError::Invalid(format!("a prompt named {name:?} is already registered"))
+        })
+    }
+
+    /// Remove a prompt; whether it existed.
+    pub fn remove_prompt(&self, name: &str) -> bool {
+        self.inner.prompts.remove(name)
+    }
+
+    /// Tell subscribers that the contents of `uri` changed.
+    pub fn notify_resource_updated(&self, uri: &str) {
+        self.inner.bus.publish(Change::ResourceUpdated(uri.into()));
+    }
+
+    /// The server's identity.
+    pub fn info(&self) -> &Implementation {
+        &self.inner.info
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.inner.config
+    }
+
+    /// Names of the registered tools, in list order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.inner
+            .tools
+            .visible_all()
+            .into_iter()
+            .map(|t| t.tool.name.clone())
+            .collect()
+    }
+
+    /// Begin shutting down: open subscriptions end gracefully.
+    pub fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+    }
+
+    /// Resolves once [`Server::shutdown`] was called.
+    pub async fn shutting_down(&self) {
+        self.inner.shutdown.cancelled().await
+    }
+}
+
+impl Catalog<RegisteredTool> {
+    fn visible_all(&self) -> Vec<Arc<RegisteredTool>> {
+        // Every tool regardless of visibility: used for introspection only.
+        self.visible_with(|_| true)
+    }
+}
+
+impl ServerBuilder {
+    /// Display title of the server.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.info.title = Some(title.into());
+        self
+    }
+
+    /// Description of the server (in its `serverInfo`).
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.info.description = Some(description.into());
+        self
+    }
+
+    /// Guidance for the model, returned by `server/discover`.
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+
+    /// Replace the configuration.
+    pub fn config(mut self, config: ServerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Items per list page.
+    pub fn page_size(mut self, page_size: usize) -> Self {
+        self.config.page_size = page_size.max(1);
+        self
+    }
+
+    /// Add a tool.
+    pub fn tool(mut self, entry: ToolEntry) -> Self {
+        self.tools.push(entry);
+        self
+    }
+
+    /// Add a prompt.
+    pub fn prompt(mut self, entry: PromptEntry) -> Self {
+        self.prompts.push(entry);
+        self
+    }
+
+    /// Add a resource.
+    pub fn resource(mut self, entry: ResourceEntry) -> Self {
+        self.resources.push(entry);
+        self
+    }
+
+    /// Add a resource template.
+    pub fn resource_template(mut self, entry: TemplateEntry) -> Self {
+        self.templates.push(entry);
+        self
+    }
+
+    /// Declare the prompts capability even with no prompt registered yet
+    /// (for servers that add prompts at run time).
+    pub fn enable_prompts(mut self) -> Self {
+        self.enable_prompts = true;
+        self
+    }
+
+    /// Declare the resources capability even with no resource registered yet.
+    pub fn enable_resources(mut self) -> Self {
+        self.enable_resources = true;
+        self
+    }
+
+    /// Check every registration and build the server. The first invalid
+    /// registration is returned as the error.
+    pub fn build(self) -> Result<Server, RegistrationError> {
+        let bus = ChangeBus::default();
+        let mut result_meta = Map::new();
+        result_meta.insert(
+            SERVER_INFO.into(),
+            serde_json::to_value(&self.info).unwrap_or(Value::Null),
+        );
+        let inner = Inner {
+            prompts_enabled: self.enable_prompts || !self.prompts.is_empty(),
+            resources_enabled: self.enable_resources
+                || !self.resources.is_empty()
+                || !self.templates.is_empty(),
+            tools: Catalog::new(bus.clone(), Change::ToolsListChanged),
+            prompts: Catalog::new(bus.clone(), Change::PromptsListChanged),
+            resources: Catalog::new(bus.clone(), Change::ResourcesListChanged),
+            templates: Catalog::new(bus.clone(), Change::ResourcesListChanged),
+            info: self.info,
+            instructions: self.instructions,
+            config: self.config,
+            bus,
+            shutdown: CancellationToken::new(),
+            result_meta,
+        };
+        let server = Server {
+            inner: Arc::new(inner),
+        };
+        for tool in self.tools {
+            server.add_tool(tool)?;
+        }
+        for prompt in self.prompts {
+            server.add_prompt(prompt)?;
+        }
+        for resource in self.resources {
+            let uri = resource.resource.uri.clone();
+            server.inner.resources.insert(resource).map_err(|_| {
+                RegistrationError::Invalid(format!(
+                    "a resource with URI {uri:?} is already registered"
+                ))
+            })?;
+        }
+        for template in self.templates {
+            let t = template.template.uri_template.clone();
+            server.inner.templates.insert(template).map_err(|_| {
+                RegistrationError::Invalid(format!(
+                    "a resource template {t:?} is already registered"
+                ))
+            })?;
+        }
+        Ok(server)
+    }
+}

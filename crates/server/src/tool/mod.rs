@@ -1,0 +1,377 @@
+//! Tool definitions and handlers.
+//!
+//! A tool is a [`ToolDef`] (name, description, annotations, …) plus a
+//! handler. Typed handlers take an argument struct deriving `Deserialize` and
+//! `JsonSchema`: its schema becomes the `inputSchema`, and the handler's
+//! return type decides the `outputSchema` ([`Structured<T>`] advertises
+//! `T`'s schema). Dynamic handlers take a JSON Schema and raw arguments, for
+//! gateways and generated tools.
+//!
+//! ```
+//! use schemars::JsonSchema;
+//! use serde::Deserialize;
+//! use toolgate_server::{RequestContext, ToolDef, ToolError};
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! #[serde(deny_unknown_fields)]
+//! struct Greet {
+//!     /// Who to greet.
+//!     name: String,
+//! }
+//!
+//! let tool = ToolDef::new("greet")
+//!     .description("Greets someone by name.")
+//!     .read_only()
+//!     .handler(|args: Greet, _ctx: RequestContext| async move {
+//!         Ok::<_, ToolError>(format!("Hello, {}!", args.name))
+//!     });
+//! # let _ = tool;
+//! ```
+
+mod output;
+mod schema_gen;
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use toolgate_protocol::names::validate_tool_name;
+use toolgate_protocol::types::{Icon, Tool, ToolAnnotations};
+use toolgate_schema::CompiledSchema;
+
+pub(crate) use output::ErrorKind;
+pub use output::{IntoToolReply, Structured, ToolError, ToolReply};
+pub(crate) use schema_gen::schema_for;
+
+use crate::AuthContext;
+use crate::auth::Visibility;
+use crate::context::RequestContext;
+
+/// The boxed future a handler returns.
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<ToolReply, ToolError>> + Send>>;
+
+/// A tool handler working on raw JSON arguments.
+///
+/// Implemented for closures `Fn(Map<String, Value>, RequestContext) -> impl
+/// Future<Output = Result<ToolReply, ToolError>>`.
+pub trait DynToolHandler: Send + Sync + 'static {
+    /// Run the tool. `args` already passed the tool's `inputSchema`.
+    fn call(&self, args: Map<String, Value>, ctx: RequestContext) -> HandlerFuture;
+}
+
+impl<F, Fut> DynToolHandler for F
+where
+    F: Fn(Map<String, Value>, RequestContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<ToolReply, ToolError>> + Send + 'static,
+{
+    fn call(&self, args: Map<String, Value>, ctx: RequestContext) -> HandlerFuture {
+        Box::pin((self)(args, ctx))
+    }
+}
+
+/// Arguments of a tool that takes none. Its schema is
+/// `{"type": "object", "additionalProperties": false}`, so only `{}` is accepted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+impl JsonSchema for NoArgs {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NoArgs".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "object", "additionalProperties": false })
+    }
+}
+
+/// Why a tool could not be registered.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RegistrationError {
+    /// The name breaks the tool-name rules.
+    #[error("tool name {name:?} is invalid: {reason}")]
+    InvalidName {
+        /// The name.
+        name: String,
+        /// The rule broken.
+        reason: String,
+    },
+    /// Another tool already has this name.
+    #[error("a tool named {0:?} is already registered; tool names must be unique within a server")]
+    Duplicate(String),
+    /// The input schema's root is not `type: "object"`.
+    #[error(
+        "tool {name:?}: inputSchema must be a JSON Schema object with \"type\": \"object\" at its root"
+    )]
+    InputNotObject {
+        /// The tool.
+        name: String,
+    },
+    /// A schema does not compile.
+    #[error("tool {name:?}: {which} is not a valid JSON Schema: {reason}")]
+    InvalidSchema {
+        /// The tool.
+        name: String,
+        /// `inputSchema` or `outputSchema`.
+        which: &'static str,
+        /// The compiler's message.
+        reason: String,
+    },
+    /// A prompt or resource definition is invalid.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A tool's description, before a handler is attached.
+#[derive(Clone)]
+pub struct ToolDef {
+    tool: Tool,
+    visibility: Option<Visibility>,
+}
+
+impl ToolDef {
+    /// A tool named `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            tool: Tool {
+                name: name.into(),
+                title: None,
+                description: None,
+                icons: None,
+                input_schema: Map::new(),
+                output_schema: None,
+                annotations: None,
+                meta: None,
+            },
+            visibility: None,
+        }
+    }
+
+    /// Display title.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.tool.title = Some(title.into());
+        self
+    }
+
+    /// What the tool does, when to use it and when not to. This is the
+    /// model's main clue for choosing the tool.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.tool.description = Some(description.into());
+        self
+    }
+
+    /// Add an icon.
+    pub fn icon(mut self, icon: Icon) -> Self {
+        self.tool.icons.get_or_insert_with(Vec::new).push(icon);
+        self
+    }
+
+    /// Set all annotations at once.
+    pub fn annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.tool.annotations = Some(annotations);
+        self
+    }
+
+    fn hints(&mut self) -> &mut ToolAnnotations {
+        self.tool
+            .annotations
+            .get_or_insert_with(ToolAnnotations::default)
+    }
+
+    /// `readOnlyHint: true`: the tool does not modify its environment.
+    pub fn read_only(mut self) -> Self {
+        self.hints().read_only_hint = Some(true);
+        self
+    }
+
+    /// `destructiveHint`: whether updates may be destructive.
+    pub fn destructive(mut self, destructive: bool) -> Self {
+        self.hints().destructive_hint = Some(destructive);
+        self
+    }
+
+    /// `idempotentHint`: whether repeating a call has no further effect.
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.hints().idempotent_hint = Some(idempotent);
+        self
+    }
+
+    /// `openWorldHint`: whether the tool reaches an open world of external entities.
+    pub fn open_world(mut self, open_world: bool) -> Self {
+        self.hints().open_world_hint = Some(open_world);
+        self
+    }
+
+    /// Add a `_meta` entry.
+    pub fn meta(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.tool
+            .meta
+            .get_or_insert_with(Map::new)
+            .insert(key.into(), value);
+        self
+    }
+
+    /// Show the tool only to callers for which `rule` holds. Hidden tools are
+    /// absent from `tools/list` and unknown to `tools/call`; lists of a server
+    /// with such rules are `private`.
+    pub fn visible_when<F>(mut self, rule: F) -> Self
+    where
+        F: Fn(Option<&AuthContext>) -> bool + Send + Sync + 'static,
+    {
+        self.visibility = Some(Arc::new(rule));
+        self
+    }
+
+    /// Show the tool only to callers granted `scope`.
+    pub fn requires_scope(self, scope: impl Into<String>) -> Self {
+        let scope = scope.into();
+        self.visible_when(move |auth| auth.is_some_and(|a| a.has_scope(&scope)))
+    }
+
+    /// Attach a typed handler: `A` gives the `inputSchema`, `R` the `outputSchema`.
+    pub fn handler<A, R, F, Fut>(mut self, handler: F) -> ToolEntry
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: IntoToolReply,
+        F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+    {
+        self.tool.input_schema = schema_for::<A>();
+        self.tool.output_schema = R::output_schema();
+        ToolEntry {
+            def: self,
+            handler: Arc::new(Typed {
+                handler,
+                _marker: PhantomData::<fn(A) -> R>,
+            }),
+        }
+    }
+
+    /// Attach a dynamic handler with explicit schemas.
+    pub fn dynamic(
+        mut self,
+        input_schema: Map<String, Value>,
+        output_schema: Option<Map<String, Value>>,
+        handler: impl DynToolHandler,
+    ) -> ToolEntry {
+        self.tool.input_schema = input_schema;
+        self.tool.output_schema = output_schema;
+        ToolEntry {
+            def: self,
+            handler: Arc::new(handler),
+        }
+    }
+}
+
+struct Typed<F, M> {
+    handler: F,
+    _marker: PhantomData<M>,
+}
+
+impl<A, R, F, Fut> DynToolHandler for Typed<F, fn(A) -> R>
+where
+    A: DeserializeOwned + Send + 'static,
+    R: IntoToolReply,
+    F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+{
+    fn call(&self, args: Map<String, Value>, ctx: RequestContext) -> HandlerFuture {
+        let parsed: Result<A, _> = serde_path_to_error::deserialize(Value::Object(args));
+        match parsed {
+            Ok(args) => {
+                let fut = (self.handler)(args, ctx);
+                Box::pin(async move { fut.await?.into_reply() })
+            }
+            Err(e) => {
+                let path = e.path().to_string();
+                let message = format!(
+                    "Invalid arguments at {}: {}. Correct the arguments to match the tool's inputSchema and call it again.",
+                    if path == "." {
+                        "(root)".to_owned()
+                    } else {
+                        path
+                    },
+                    e.inner()
+                );
+                Box::pin(async move { Err(ToolError::new(message)) })
+            }
+        }
+    }
+}
+
+/// A tool definition with its handler, ready to register.
+#[derive(Clone)]
+pub struct ToolEntry {
+    def: ToolDef,
+    handler: Arc<dyn DynToolHandler>,
+}
+
+impl ToolEntry {
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.def.tool.name
+    }
+
+    /// Check the definition and compile its schemas.
+    pub(crate) fn compile(self) -> Result<RegisteredTool, RegistrationError> {
+        let ToolEntry { def, handler } = self;
+        let tool = def.tool;
+        validate_tool_name(&tool.name).map_err(|e| RegistrationError::InvalidName {
+            name: tool.name.clone(),
+            reason: e.to_string(),
+        })?;
+        if tool.input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(RegistrationError::InputNotObject {
+                name: tool.name.clone(),
+            });
+        }
+        let compile = |which: &'static str, schema: &Map<String, Value>| {
+            CompiledSchema::compile(&Value::Object(schema.clone())).map_err(|e| {
+                RegistrationError::InvalidSchema {
+                    name: tool.name.clone(),
+                    which,
+                    reason: e.to_string(),
+                }
+            })
+        };
+        let input = compile("inputSchema", &tool.input_schema)?;
+        let output = tool
+            .output_schema
+            .as_ref()
+            .map(|s| compile("outputSchema", s))
+            .transpose()?;
+        Ok(RegisteredTool {
+            tool,
+            handler,
+            input,
+            output,
+            visibility: def.visibility,
+        })
+    }
+}
+
+/// A registered tool: definition, compiled schemas and handler.
+pub(crate) struct RegisteredTool {
+    pub(crate) tool: Tool,
+    pub(crate) handler: Arc<dyn DynToolHandler>,
+    pub(crate) input: CompiledSchema,
+    pub(crate) output: Option<CompiledSchema>,
+    pub(crate) visibility: Option<Visibility>,
+}
+
+impl crate::registry::Listed for RegisteredTool {
+    type Wire = Tool;
+    fn key(&self) -> &str {
+        &self.tool.name
+    }
+    fn visibility(&self) -> Option<&Visibility> {
+        self.visibility.as_ref()
+    }
+    fn wire(&self) -> &Tool {
+        &self.tool
+    }
+}

@@ -1,0 +1,269 @@
+//! Checks on the HTTP layer of a request: origin and host (DNS rebinding),
+//! content negotiation, and the headers that mirror the JSON-RPC body.
+
+use http::HeaderMap;
+use http::header::{ACCEPT, CONTENT_TYPE, HOST, ORIGIN};
+use serde_json::Value;
+use toolgate_protocol::RpcError;
+use toolgate_protocol::header::decode_header_value;
+use toolgate_protocol::jsonrpc::Request;
+use toolgate_protocol::meta::RequestMeta;
+
+/// Header carrying the protocol version.
+pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+/// Header mirroring the JSON-RPC method.
+pub const METHOD_HEADER: &str = "mcp-method";
+/// Header mirroring `params.name` / `params.uri`.
+pub const NAME_HEADER: &str = "mcp-name";
+
+/// Which `Origin` values may call the server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OriginPolicy {
+    /// Only `http(s)://localhost`, `127.0.0.1` and `[::1]`, any port (the default).
+    Localhost,
+    /// Exactly these origins (scheme://host[:port]), plus requests without `Origin`.
+    List(Vec<String>),
+    /// Any origin. Only for servers protected otherwise (authentication).
+    Any,
+}
+
+fn is_local_host(host: &str) -> bool {
+    // Strip a port; IPv6 literals keep their brackets.
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']')
+            .next()
+            .map(|h| format!("[{h}]"))
+            .unwrap_or_default()
+    } else {
+        host.rsplit_once(':')
+            .map_or(host, |(h, port)| {
+                if port.chars().all(|c| c.is_ascii_digit()) {
+                    h
+                } else {
+                    host
+                }
+            })
+            .to_owned()
+    };
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "localhost" | "127.0.0.1" | "[::1]"
+    )
+}
+
+/// `Ok` if the `Origin` header is absent or allowed.
+pub(crate) fn check_origin(headers: &HeaderMap, policy: &OriginPolicy) -> Result<(), String> {
+    let Some(origin) = headers.get(ORIGIN) else {
+        return Ok(());
+    };
+    let origin = origin
+        .to_str()
+        .map_err(|_| "the Origin header is not valid ASCII".to_owned())?;
+    let allowed = match policy {
+        OriginPolicy::Any => true,
+        OriginPolicy::List(list) => list.iter().any(|o| o.eq_ignore_ascii_case(origin)),
+        OriginPolicy::Localhost => origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+            .is_some_and(is_local_host),
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(format!(
+            "origin {origin:?} is not allowed to call this server"
+        ))
+    }
+}
+
+/// `Ok` if the `Host` header names an allowed host (`None`: any host).
+pub(crate) fn check_host(headers: &HeaderMap, allowed: Option<&[String]>) -> Result<(), String> {
+    let Some(allowed) = allowed else {
+        return Ok(());
+    };
+    let host = headers
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    let ok = if allowed.is_empty() {
+        is_local_host(host)
+    } else {
+        allowed.iter().any(|a| {
+            a.eq_ignore_ascii_case(host)
+                || host
+                    .split(':')
+                    .next()
+                    .is_some_and(|h| a.eq_ignore_ascii_case(h))
+        })
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("host {host:?} is not served here"))
+    }
+}
+
+/// `Ok` if the body is declared as JSON.
+pub(crate) fn check_content_type(headers: &HeaderMap) -> Result<(), String> {
+    let ct = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = ct.split(';').next().unwrap_or("").trim();
+    if essence.eq_ignore_ascii_case("application/json") {
+        Ok(())
+    } else {
+        Err(format!("Content-Type must be application/json, got {ct:?}"))
+    }
+}
+
+/// `Ok` if `Accept` admits both `application/json` and `text/event-stream`.
+pub(crate) fn check_accept(headers: &HeaderMap) -> Result<(), String> {
+    let ranges: Vec<String> = headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|r| {
+            let mut parts = r.split(';');
+            let range = parts.next()?.trim().to_ascii_lowercase();
+            // `q=0` means "not acceptable".
+            let refused = parts.any(|p| {
+                let p = p.trim();
+                p.strip_prefix("q=")
+                    .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q == 0.0))
+            });
+            (!refused).then_some(range)
+        })
+        .collect();
+    let admits = |ty: &str, sub: &str| {
+        ranges
+            .iter()
+            .any(|r| r == "*/*" || *r == format!("{ty}/*") || *r == format!("{ty}/{sub}"))
+    };
+    if admits("application", "json") && admits("text", "event-stream") {
+        Ok(())
+    } else {
+        Err("Accept must list both application/json and text/event-stream".into())
+    }
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<&'a [u8], RpcError> {
+    headers
+        .get(name)
+        .map(|v| v.as_bytes())
+        .ok_or_else(|| RpcError::header_mismatch(format!("required header {name} is missing")))
+}
+
+/// Compare the mirrored headers with the body.
+pub(crate) fn check_mirrored_headers(
+    headers: &HeaderMap,
+    req: &Request,
+    meta: &RequestMeta,
+) -> Result<(), RpcError> {
+    let version = header(headers, PROTOCOL_VERSION_HEADER)?;
+    if version != meta.protocol_version.as_bytes() {
+        return Err(RpcError::header_mismatch(format!(
+            "MCP-Protocol-Version header value {:?} does not match body value {:?}",
+            String::from_utf8_lossy(version),
+            meta.protocol_version
+        )));
+    }
+    let method = header(headers, METHOD_HEADER)?;
+    if method != req.method.as_bytes() {
+        return Err(RpcError::header_mismatch(format!(
+            "Mcp-Method header value {:?} does not match body value {:?}",
+            String::from_utf8_lossy(method),
+            req.method
+        )));
+    }
+    let name_field = match req.method.as_str() {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    if let Some(field) = name_field {
+        let raw = header(headers, NAME_HEADER)?;
+        let decoded = decode_header_value(raw)
+            .map_err(|e| RpcError::header_mismatch(format!("Mcp-Name header {e}")))?;
+        let body = req
+            .params
+            .as_ref()
+            .and_then(|p| p.get(field))
+            .and_then(Value::as_str);
+        if body != Some(decoded.as_str()) {
+            return Err(RpcError::header_mismatch(format!(
+                "Mcp-Name header value {decoded:?} does not match body value {:?}",
+                body.unwrap_or("(absent)")
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn with(name: http::header::HeaderName, value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(name, HeaderValue::from_str(value).unwrap());
+        h
+    }
+
+    #[test]
+    fn origin_policy() {
+        let p = OriginPolicy::Localhost;
+        assert!(check_origin(&HeaderMap::new(), &p).is_ok());
+        for ok in [
+            "http://localhost:3000",
+            "http://127.0.0.1",
+            "https://[::1]:8443",
+        ] {
+            assert!(check_origin(&with(ORIGIN, ok), &p).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://evil.example.com",
+            "http://localhost.evil.com",
+            "null",
+            "file://localhost",
+        ] {
+            assert!(check_origin(&with(ORIGIN, bad), &p).is_err(), "{bad}");
+        }
+        let list = OriginPolicy::List(vec!["https://app.example.com".into()]);
+        assert!(check_origin(&with(ORIGIN, "https://app.example.com"), &list).is_ok());
+        assert!(check_origin(&with(ORIGIN, "http://localhost"), &list).is_err());
+    }
+
+    #[test]
+    fn host_check() {
+        assert!(check_host(&with(HOST, "localhost:3000"), Some(&[])).is_ok());
+        assert!(check_host(&with(HOST, "evil.example.com"), Some(&[])).is_err());
+        assert!(check_host(&with(HOST, "evil.example.com"), None).is_ok());
+        assert!(
+            check_host(
+                &with(HOST, "api.example.com:443"),
+                Some(&["api.example.com".into()])
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn accept_negotiation() {
+        assert!(check_accept(&with(ACCEPT, "application/json, text/event-stream")).is_ok());
+        assert!(check_accept(&with(ACCEPT, "text/event-stream, application/json")).is_ok());
+        assert!(check_accept(&with(ACCEPT, "*/*")).is_ok());
+        assert!(check_accept(&with(ACCEPT, "application/json")).is_err());
+        assert!(check_accept(&with(ACCEPT, "application/json, text/event-stream;q=0")).is_err());
+        assert!(check_accept(&HeaderMap::new()).is_err());
+    }
+
+    #[test]
+    fn content_type() {
+        assert!(check_content_type(&with(CONTENT_TYPE, "application/json; charset=utf-8")).is_ok());
+        assert!(check_content_type(&with(CONTENT_TYPE, "text/plain")).is_err());
+        assert!(check_content_type(&HeaderMap::new()).is_err());
+    }
+}

@@ -1,0 +1,273 @@
+//! The endpoint's request handler.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request as HttpRequest;
+use axum::response::Response;
+use futures::stream::{self, Stream};
+use http::{HeaderValue, Method, StatusCode, header};
+use http_body_util::BodyExt as _;
+use toolgate_protocol::RpcError;
+use toolgate_protocol::jsonrpc::{Incoming, encode_error, parse_message};
+
+use super::HttpConfig;
+use super::checks::{
+    check_accept, check_content_type, check_host, check_mirrored_headers, check_origin,
+};
+use crate::dispatch::{TransportContext, http_status_for};
+use crate::exchange::{Exchange, Frame, Reply};
+use crate::{AuthContext, Server};
+
+#[derive(Clone)]
+pub(super) struct State(Arc<(Server, HttpConfig)>);
+
+impl State {
+    pub(super) fn new(server: Server, config: HttpConfig) -> Self {
+        Self(Arc::new((server, config)))
+    }
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// A transport-level refusal, with a JSON-RPC error body that has no id.
+fn refuse(status: StatusCode, code: i64, message: String) -> Response {
+    json_response(status, encode_error(None, &RpcError::new(code, message)))
+}
+
+fn frame_response(frame: Frame) -> Response {
+    match frame {
+        Frame::Response { body, error_code } => {
+            let status =
+                StatusCode::from_u16(http_status_for(error_code)).unwrap_or(StatusCode::OK);
+            json_response(status, body)
+        }
+        Frame::Notification(body) => json_response(StatusCode::OK, body),
+    }
+}
+
+pub(super) async fn handle(
+    axum::extract::State(state): axum::extract::State<State>,
+    request: HttpRequest,
+) -> Response {
+    let (server, config) = (&state.0.0, &state.0.1);
+    let (parts, body) = request.into_parts();
+
+    if parts.method != Method::POST {
+        let mut response = refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            toolgate_protocol::codes::INVALID_REQUEST,
+            format!(
+                "{} is not supported; send each JSON-RPC message as a POST",
+                parts.method
+            ),
+        );
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return response;
+    }
+    let forbidden = |m: String| {
+        refuse(
+            StatusCode::FORBIDDEN,
+            toolgate_protocol::codes::INVALID_REQUEST,
+            m,
+        )
+    };
+    if let Err(m) = check_origin(&parts.headers, &config.origins) {
+        return forbidden(m);
+    }
+    if let Err(m) = check_host(&parts.headers, config.hosts.as_deref()) {
+        return forbidden(m);
+    }
+    if let Err(m) = check_content_type(&parts.headers) {
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            toolgate_protocol::codes::INVALID_REQUEST,
+            m,
+        );
+    }
+    if let Err(m) = check_accept(&parts.headers) {
+        return refuse(
+            StatusCode::NOT_ACCEPTABLE,
+            toolgate_protocol::codes::INVALID_REQUEST,
+            m,
+        );
+    }
+
+    let limited = http_body_util::Limited::new(body, config.body_limit);
+    let bytes: Bytes = match tokio::time::timeout(config.body_timeout, limited.collect()).await {
+        Err(_) => {
+            return refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                toolgate_protocol::codes::INVALID_REQUEST,
+                format!(
+                    "the request body did not arrive within {:?}",
+                    config.body_timeout
+                ),
+            );
+        }
+        Ok(Err(e))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                toolgate_protocol::codes::INVALID_REQUEST,
+                format!(
+                    "the request body exceeds the limit of {} bytes",
+                    config.body_limit
+                ),
+            );
+        }
+        Ok(Err(_)) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                toolgate_protocol::codes::INVALID_REQUEST,
+                "the request body could not be read".into(),
+            );
+        }
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+
+    let transport = TransportContext {
+        auth: parts.extensions.get::<AuthContext>().cloned(),
+        stream_per_request: true,
+    };
+    let req = match parse_message(&bytes) {
+        Ok(Incoming::Request(req)) => req,
+        Ok(Incoming::Notification(n)) => {
+            // Cancellation on HTTP is closing the stream; other client
+            // notifications carry nothing for a stateless server.
+            let _ = server.classify_notification(&n);
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = StatusCode::ACCEPTED;
+            return response;
+        }
+        Ok(Incoming::Response(r)) => {
+            let error = RpcError::invalid_request("servers do not accept JSON-RPC responses");
+            return json_response(StatusCode::BAD_REQUEST, encode_error(r.id.as_ref(), &error));
+        }
+        Err(rejected) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                encode_error(rejected.id.as_ref(), &rejected.error),
+            );
+        }
+    };
+
+    let long_lived = req.method == "subscriptions/listen";
+    let headers = parts.headers;
+    let check = move |r: &_, m: &_| check_mirrored_headers(&headers, r, m);
+    match server.handle_request(req, &transport, Some(&check)) {
+        Reply::Nothing => StatusCode::ACCEPTED.into_response_empty(),
+        Reply::Done(frame) => frame_response(frame),
+        Reply::Streaming(mut exchange) => {
+            if long_lived {
+                return sse_response(exchange, None, Some(config.keep_alive));
+            }
+            // JSON unless a notification comes before the final response.
+            match exchange.next().await {
+                Some(frame @ Frame::Response { .. }) => frame_response(frame),
+                Some(first @ Frame::Notification(_)) => sse_response(exchange, Some(first), None),
+                None => {
+                    tracing::error!("a request ended without a response");
+                    frame_response(crate::dispatch::error_frame(None, RpcError::internal()))
+                }
+            }
+        }
+    }
+}
+
+trait EmptyResponse {
+    fn into_response_empty(self) -> Response;
+}
+
+impl EmptyResponse for StatusCode {
+    fn into_response_empty(self) -> Response {
+        let mut response = Response::new(Body::empty());
+        *response.status_mut() = self;
+        response
+    }
+}
+
+fn sse_event(bytes: &[u8]) -> Bytes {
+    let mut event = Vec::with_capacity(bytes.len() + 24);
+    event.extend_from_slice(b"event: message\ndata: ");
+    event.extend_from_slice(bytes);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
+/// An SSE response carrying `first` (if any) and then every frame of the
+/// exchange. Dropping the body (client gone) drops the exchange, which
+/// cancels the work.
+fn sse_response(
+    exchange: Exchange,
+    first: Option<Frame>,
+    keep_alive: Option<Duration>,
+) -> Response {
+    let body = Body::from_stream(frames(exchange, first, keep_alive));
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+fn frames(
+    exchange: Exchange,
+    first: Option<Frame>,
+    keep_alive: Option<Duration>,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    let ticker = keep_alive.map(|period| {
+        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    });
+    stream::unfold(
+        (exchange, first, ticker, false),
+        |(mut exchange, first, mut ticker, done)| async move {
+            if done {
+                return None;
+            }
+            if let Some(frame) = first {
+                let last = frame.is_final();
+                return Some((Ok(sse_event(frame.bytes())), (exchange, None, ticker, last)));
+            }
+            let next = match ticker.as_mut() {
+                Some(t) => tokio::select! {
+                    frame = exchange.next() => Some(frame),
+                    _ = t.tick() => None,
+                },
+                None => Some(exchange.next().await),
+            };
+            match next {
+                // Keep-alive: an SSE comment.
+                None => Some((
+                    Ok(Bytes::from_static(b": keep-alive\n\n")),
+                    (exchange, None, ticker, false),
+                )),
+                Some(Some(frame)) => {
+                    let last = frame.is_final();
+                    Some((Ok(sse_event(frame.bytes())), (exchange, None, ticker, last)))
+                }
+                Some(None) => None,
+            }
+        },
+    )
+}

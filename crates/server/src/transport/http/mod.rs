@@ -1,0 +1,144 @@
+//! The Streamable HTTP transport (revision 2026-07-28).
+//!
+//! One endpoint accepts `POST`; every other method gets `405`. Before the
+//! body is looked at, the request must come from an allowed `Origin` and
+//! `Host` (DNS-rebinding protection: `403`), declare a JSON body (`415`),
+//! accept both JSON and SSE (`406`), and fit the body limit (`413`) within the
+//! body timeout (`408`). The mirrored headers (`MCP-Protocol-Version`,
+//! `Mcp-Method`, `Mcp-Name`) are compared with the body during dispatch
+//! (`400` with `-32020`).
+//!
+//! Responses are JSON unless the handler sends a notification first
+//! (progress, logging) — then the response switches to an SSE stream that
+//! ends with the final response. `subscriptions/listen` is always a stream,
+//! with keep-alive comments. Closing a stream cancels its request.
+//! Every accepted socket has `TCP_NODELAY` set: with Nagle's algorithm and
+//! delayed ACKs, small responses otherwise wait tens of milliseconds.
+//!
+//! ```no_run
+//! # async fn run(server: toolgate_server::Server) -> std::io::Result<()> {
+//! use toolgate_server::transport::http::{HttpConfig, serve_http};
+//! serve_http(server, HttpConfig::default()).await
+//! # }
+//! ```
+
+mod checks;
+mod handler;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tower::ServiceExt as _;
+
+pub use checks::OriginPolicy;
+
+use crate::Server;
+
+/// Settings of the HTTP transport.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// Where to listen. Default `127.0.0.1:3000`: local servers should not
+    /// listen on every interface.
+    pub bind: SocketAddr,
+    /// Path of the MCP endpoint. Default `/mcp`.
+    pub path: String,
+    /// Allowed `Origin`s. Default: localhost only.
+    pub origins: OriginPolicy,
+    /// Allowed `Host` values. `Some(vec![])` (the default) means the loopback
+    /// names only; `None` disables the check (put the server behind a proxy
+    /// that enforces it).
+    pub hosts: Option<Vec<String>>,
+    /// Largest accepted body. Default 4 MiB.
+    pub body_limit: usize,
+    /// Time allowed to receive a body. Default 30 s.
+    pub body_timeout: Duration,
+    /// Time allowed to receive request headers. Default 10 s.
+    pub header_timeout: Duration,
+    /// Interval of keep-alive comments on long-lived streams. Default 15 s.
+    pub keep_alive: Duration,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 3000)),
+            path: "/mcp".into(),
+            origins: OriginPolicy::Localhost,
+            hosts: Some(Vec::new()),
+            body_limit: 4 * 1024 * 1024,
+            body_timeout: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(10),
+            keep_alive: Duration::from_secs(15),
+        }
+    }
+}
+
+/// An axum router serving the MCP endpoint, to mount in a larger app. Put an
+/// [`AuthContext`](crate::AuthContext) in the request extensions (from your
+/// authentication middleware) to scope what each caller sees.
+pub fn router(server: Server, config: HttpConfig) -> Router {
+    let state = handler::State::new(server, config.clone());
+    Router::new()
+        .route(&config.path, axum::routing::any(handler::handle))
+        .with_state(state)
+}
+
+/// Bind `config.bind` and serve until [`Server::shutdown`].
+pub async fn serve_http(server: Server, config: HttpConfig) -> std::io::Result<()> {
+    let listener = TcpListener::bind(config.bind).await?;
+    serve_listener(server, config, listener).await
+}
+
+/// Serve on an already bound listener (e.g. port 0 in tests).
+pub async fn serve_listener(
+    server: Server,
+    config: HttpConfig,
+    listener: TcpListener,
+) -> std::io::Result<()> {
+    let app = router(server.clone(), config.clone());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_timeout);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tracing::info!(addr = %listener.local_addr()?, path = %config.path, "serving MCP over HTTP");
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = server.shutting_down() => break,
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, %peer, "could not set TCP_NODELAY");
+        }
+        let app = app.clone();
+        let service =
+            hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                app.clone().oneshot(req.map(axum::body::Body::new))
+            });
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            }
+        });
+    }
+    // Give open streams a moment to deliver their graceful endings.
+    let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! The stdio transport: one JSON-RPC message per line.
+//!
+//! Requests are served concurrently; their notifications and responses are
+//! written by a single writer, one whole line at a time, so messages never
+//! interleave mid-line. `notifications/cancelled` aborts the request it names
+//! and nothing more is written for it. At end of input the server stops
+//! reading, lets in-flight requests finish for
+//! [`ServerConfig::shutdown_grace`](crate::ServerConfig), ends open
+//! subscriptions gracefully, and returns. Logs go to stderr, never stdout.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt as _;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use toolgate_protocol::jsonrpc::{Incoming, parse_message};
+use toolgate_protocol::{RequestId, RpcError};
+
+use crate::Server;
+use crate::dispatch::{NotificationAction, TransportContext, error_frame};
+use crate::exchange::Reply;
+
+/// The longest line accepted (4 MiB); a longer one is answered with an
+/// error and skipped.
+pub const MAX_LINE: usize = 4 * 1024 * 1024;
+
+/// Serve `server` on this process's stdin and stdout until stdin closes.
+pub async fn serve_stdio(server: Server) -> std::io::Result<()> {
+    serve_stream(server, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// Serve on any pair of byte streams (a socket, a pipe, a test duplex).
+pub async fn serve_stream<R, W>(server: Server, reader: R, writer: W) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(256);
+    let writer_task = tokio::spawn(write_lines(writer, out_rx));
+    let in_flight: Arc<Mutex<HashMap<RequestId, tokio::task::AbortHandle>>> = Arc::default();
+    let mut tasks = JoinSet::new();
+    let transport = TransportContext {
+        auth: None,
+        stream_per_request: false,
+    };
+    let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE));
+
+    while let Some(line) = lines.next().await {
+        let line = match line {
+            Ok(line) => line,
+            Err(LinesCodecError::MaxLineLengthExceeded) => {
+                let error =
+                    RpcError::invalid_request(format!("message longer than {MAX_LINE} bytes"));
+                send(&out_tx, error_frame(None, error).bytes().to_vec()).await;
+                continue;
+            }
+            Err(LinesCodecError::Io(e)) => {
+                tracing::warn!(error = %e, "stdin read failed; shutting down");
+                break;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_message(line.as_bytes()) {
+            Ok(Incoming::Request(req)) => {
+                let id = req.id.clone();
+                if lock(&in_flight).contains_key(&id) {
+                    let error = RpcError::invalid_request(format!(
+                        "request id {id} is already in use by a request in flight"
+                    ));
+                    send(&out_tx, error_frame(Some(&id), error).bytes().to_vec()).await;
+                    continue;
+                }
+                match server.handle_request(req, &transport, None) {
+                    Reply::Nothing => {}
+                    Reply::Done(frame) => send(&out_tx, frame.bytes().to_vec()).await,
+                    Reply::Streaming(mut exchange) => {
+                        let out = out_tx.clone();
+                        let registry = in_flight.clone();
+                        let key = id.clone();
+                        // Holding the lock across spawn+insert keeps a fast
+                        // task from removing its entry before it exists.
+                        let mut guard = lock(&in_flight);
+                        let handle = tasks.spawn(async move {
+                            while let Some(frame) = exchange.next().await {
+                                if out.send(frame.bytes().to_vec()).await.is_err() {
+                                    break;
+                                }
+                            }
+                            lock(&registry).remove(&key);
+                        });
+                        guard.insert(id, handle);
+                    }
+                }
+            }
+            Ok(Incoming::Notification(n)) => {
+                if let NotificationAction::Cancel(id) = server.classify_notification(&n) {
+                    if let Some(handle) = lock(&in_flight).remove(&id) {
+                        handle.abort();
+                    }
+                }
+            }
+            Ok(Incoming::Response(_)) => {
+                tracing::debug!("ignoring a JSON-RPC response from the client");
+            }
+            Err(rejected) => {
+                send(
+                    &out_tx,
+                    error_frame(rejected.id.as_ref(), rejected.error)
+                        .bytes()
+                        .to_vec(),
+                )
+                .await;
+            }
+        }
+        // Reap finished tasks so the set does not grow without bound.
+        while tasks.try_join_next().is_some() {}
+    }
+
+    // End of input: let requests in flight finish, close subscriptions.
+    server.shutdown();
+    let grace = server.config().shutdown_grace;
+    if tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} })
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still running after the shutdown grace period; aborting them");
+        tasks.abort_all();
+    }
+    drop(out_tx);
+    match writer_task.await {
+        Ok(result) => result,
+        Err(e) => Err(std::io::Error::other(e)),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn send(out: &mpsc::Sender<Vec<u8>>, bytes: Vec<u8>) {
+    let _ = out.send(bytes).await;
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut rx: mpsc::Receiver<Vec<u8>>,
+) -> std::io::Result<()> {
+    while let Some(mut line) = rx.recv().await {
+        line.push(b'\n');
+        writer.write_all(&line).await?;
+        // Flush only when nothing else is queued: batches bursts, never delays
+        // a lone message.
+        while let Ok(mut next) = rx.try_recv() {
+            next.push(b'\n');
+            writer.write_all(&next).await?;
+        }
+        writer.flush().await?;
+    }
+    writer.flush().await
+}
