@@ -3,7 +3,6 @@
 
 use http::HeaderMap;
 use http::header::{ACCEPT, CONTENT_TYPE, HOST, ORIGIN};
-use serde_json::Value;
 use toolgate_protocol::RpcError;
 use toolgate_protocol::header::decode_header_value;
 use toolgate_protocol::jsonrpc::Request;
@@ -182,19 +181,16 @@ pub(crate) fn check_mirrored_headers(
         "resources/read" => Some("uri"),
         _ => None,
     };
-    if let Some(field) = name_field {
+    // Without a string name in the body the request is malformed; the
+    // method's own parameter check answers that with -32602.
+    let body_name = name_field.and_then(|f| req.params.as_ref()?.get(f)?.as_str());
+    if let Some(body) = body_name {
         let raw = header(headers, NAME_HEADER)?;
         let decoded = decode_header_value(raw)
             .map_err(|e| RpcError::header_mismatch(format!("Mcp-Name header {e}")))?;
-        let body = req
-            .params
-            .as_ref()
-            .and_then(|p| p.get(field))
-            .and_then(Value::as_str);
-        if body != Some(decoded.as_str()) {
+        if body != decoded {
             return Err(RpcError::header_mismatch(format!(
-                "Mcp-Name header value {decoded:?} does not match body value {:?}",
-                body.unwrap_or("(absent)")
+                "Mcp-Name header value {decoded:?} does not match body value {body:?}"
             )));
         }
     }

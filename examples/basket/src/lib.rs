@@ -1,0 +1,275 @@
+//! A shopping-basket MCP server: the tools of the toolgate seed documents.
+//!
+//! - `get_current_time`: no arguments, read-only.
+//! - `create_basket`: returns an opaque, high-entropy handle; its lifetime is
+//!   stated in the description, as stateful tools should.
+//! - `add_item`, `get_basket`: structured results with an `outputSchema`.
+//! - `delete_basket`: destructive.
+//!
+//! The protocol keeps no session, so state lives behind the handle, and an
+//! unknown or expired handle is a tool error that tells the model to create
+//! a new basket.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use toolgate_server::{NoArgs, RequestContext, Server, Structured, ToolDef, ToolError};
+
+/// Baskets untouched this long are forgotten.
+pub const BASKET_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The products on sale: SKU, name, price in cents.
+pub const CATALOG: &[(&str, &str, u64)] = &[
+    ("SKU-1001", "Espresso beans, 1 kg", 2490),
+    ("SKU-1002", "Milk frother", 3999),
+    ("SKU-1003", "Ceramic cup", 1250),
+    ("SKU-1004", "Descaler, 500 ml", 899),
+];
+
+struct Basket {
+    items: Vec<(String, u32)>,
+    last_used: Instant,
+}
+
+#[derive(Default)]
+struct Store {
+    baskets: Mutex<HashMap<String, Basket>>,
+}
+
+impl Store {
+    fn with_basket<T>(&self, id: &str, f: impl FnOnce(&mut Basket) -> T) -> Result<T, ToolError> {
+        let mut baskets = self.baskets.lock().unwrap_or_else(|e| e.into_inner());
+        baskets.retain(|_, b| b.last_used.elapsed() < BASKET_TTL);
+        let basket = baskets.get_mut(id).ok_or_else(|| {
+            ToolError::new(format!(
+                "Basket {id:?} is unknown or has expired (baskets expire after 24 hours of inactivity). Create a new one with create_basket and use its basket_id."
+            ))
+        })?;
+        basket.last_used = Instant::now();
+        Ok(f(basket))
+    }
+}
+
+/// The id of a basket, as returned by `create_basket`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BasketRef {
+    /// The basket_id returned by create_basket, e.g. "bsk_3f9c…".
+    pub basket_id: String,
+}
+
+/// Arguments of `add_item`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddItem {
+    /// The basket_id returned by create_basket.
+    pub basket_id: String,
+    /// Product code: "SKU-" followed by four digits, e.g. "SKU-1001".
+    #[schemars(regex(pattern = r"^SKU-[0-9]{4}$"))]
+    pub sku: String,
+    /// How many to add (1-99, default 1).
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 99))]
+    pub quantity: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A new basket.
+#[derive(Serialize, JsonSchema)]
+pub struct NewBasket {
+    /// Handle to pass to the other basket tools.
+    pub basket_id: String,
+    /// Hours of inactivity after which the basket is deleted.
+    pub expires_after_hours: u64,
+}
+
+/// A basket's contents.
+#[derive(Serialize, JsonSchema)]
+pub struct BasketView {
+    /// The basket's handle.
+    pub basket_id: String,
+    /// Lines of the basket.
+    pub items: Vec<Line>,
+    /// Sum of all lines, in cents.
+    pub total_cents: u64,
+}
+
+/// One line of a basket.
+#[derive(Serialize, JsonSchema)]
+pub struct Line {
+    /// Product code.
+    pub sku: String,
+    /// Product name.
+    pub name: String,
+    /// Quantity.
+    pub quantity: u32,
+    /// Price of the line, in cents.
+    pub line_cents: u64,
+}
+
+fn view(id: &str, basket: &Basket) -> BasketView {
+    let items: Vec<Line> = basket
+        .items
+        .iter()
+        .filter_map(|(sku, quantity)| {
+            let (_, name, price) = CATALOG.iter().find(|(s, _, _)| s == sku)?;
+            Some(Line {
+                sku: sku.clone(),
+                name: (*name).into(),
+                quantity: *quantity,
+                line_cents: price * u64::from(*quantity),
+            })
+        })
+        .collect();
+    let total_cents = items.iter().map(|l| l.line_cents).sum();
+    BasketView {
+        basket_id: id.to_owned(),
+        items,
+        total_cents,
+    }
+}
+
+/// RFC 3339 UTC time of `t`, without a date library: days since the epoch
+/// to a civil date (Howard Hinnant's algorithm).
+pub fn rfc3339(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Build the basket server.
+pub fn server() -> Result<Server, toolgate_server::RegistrationError> {
+    let store = Arc::new(Store::default());
+    let (s1, s2, s3, s4) = (store.clone(), store.clone(), store.clone(), store);
+    let skus: Vec<&str> = CATALOG.iter().map(|(s, _, _)| *s).collect();
+    Server::builder("basket", env!("CARGO_PKG_VERSION"))
+        .instructions("Create a basket with create_basket, then pass its basket_id to add_item, get_basket and delete_basket.")
+        .tool(
+            ToolDef::new("get_current_time")
+                .title("Current time")
+                .description("Returns the server's current time in UTC (RFC 3339). Use it when the user asks for the time or date.")
+                .read_only()
+                .open_world(false)
+                .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>(rfc3339(SystemTime::now())) }),
+        )
+        .tool(
+            ToolDef::new("create_basket")
+                .title("Create basket")
+                .description("Creates an empty shopping basket and returns its basket_id. Baskets expire after 24 hours of inactivity; after that, create a new one.")
+                .destructive(false)
+                .open_world(false)
+                .handler(move |_: NoArgs, _ctx: RequestContext| {
+                    let store = s1.clone();
+                    async move {
+                        // 128 random bits: the handle is the only credential.
+                        let id = format!("bsk_{:032x}", rand::random::<u128>());
+                        store
+                            .baskets
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(id.clone(), Basket { items: Vec::new(), last_used: Instant::now() });
+                        Ok::<_, ToolError>(Structured(NewBasket { basket_id: id, expires_after_hours: BASKET_TTL.as_secs() / 3600 }))
+                    }
+                }),
+        )
+        .tool(
+            ToolDef::new("add_item")
+                .title("Add item")
+                .description(format!(
+                    "Adds a product to a basket and returns the updated basket. Known SKUs: {}.",
+                    skus.join(", ")
+                ))
+                .destructive(false)
+                .open_world(false)
+                .handler(move |args: AddItem, _ctx: RequestContext| {
+                    let store = s2.clone();
+                    async move {
+                        if !CATALOG.iter().any(|(s, _, _)| *s == args.sku) {
+                            let known: Vec<&str> = CATALOG.iter().map(|(s, _, _)| *s).collect();
+                            return Err(ToolError::new(format!(
+                                "Unknown SKU {:?}: there is no such product. Use one of {}.",
+                                args.sku,
+                                known.join(", ")
+                            )));
+                        }
+                        let basket = store.with_basket(&args.basket_id, |b| {
+                            match b.items.iter_mut().find(|(s, _)| *s == args.sku) {
+                                Some((_, q)) => *q = q.saturating_add(args.quantity),
+                                None => b.items.push((args.sku.clone(), args.quantity)),
+                            }
+                            view(&args.basket_id, b)
+                        })?;
+                        Ok(Structured(basket))
+                    }
+                }),
+        )
+        .tool(
+            ToolDef::new("get_basket")
+                .title("Show basket")
+                .description("Returns the contents and total of a basket.")
+                .read_only()
+                .open_world(false)
+                .handler(move |args: BasketRef, _ctx: RequestContext| {
+                    let store = s3.clone();
+                    async move { Ok(Structured(store.with_basket(&args.basket_id, |b| view(&args.basket_id, b))?)) }
+                }),
+        )
+        .tool(
+            ToolDef::new("delete_basket")
+                .title("Delete basket")
+                .description("Deletes a basket and everything in it. This cannot be undone.")
+                .destructive(true)
+                .idempotent(true)
+                .open_world(false)
+                .handler(move |args: BasketRef, _ctx: RequestContext| {
+                    let store = s4.clone();
+                    async move {
+                        store.with_basket(&args.basket_id, |_| ())?;
+                        store.baskets.lock().unwrap_or_else(|e| e.into_inner()).remove(&args.basket_id);
+                        Ok::<_, ToolError>(format!("Deleted basket {}", args.basket_id))
+                    }
+                }),
+        )
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_rfc3339() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(1_785_196_800)),
+            "2026-07-28T00:00:00Z"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400 + 3723)),
+            "2000-02-29T01:02:03Z"
+        );
+    }
+}
