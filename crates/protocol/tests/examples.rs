@@ -1,5 +1,7 @@
 //! Every example of the specification that concerns these types survives a
 //! trip through them: deserialize, serialize, and compare with the original.
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 
@@ -109,9 +111,12 @@ fn data_types_round_trip() {
 
 /// Full JSON-RPC messages: parse with the envelope parser, check the params
 /// or result against its type, re-encode, and compare.
+/// A folder of examples and the check its payload gets.
+type Case = (&'static str, fn(&Value));
+
 #[test]
 fn messages_round_trip() {
-    let requests: &[(&str, fn(&Value))] = &[
+    let requests: &[Case] = &[
         ("CallToolRequest", |p| check::<CallToolRequestParams>(p)),
         ("DiscoverRequest", |_| {}),
         ("ListToolsRequest", |p| check::<PaginatedRequestParams>(p)),
@@ -136,7 +141,7 @@ fn messages_round_trip() {
             assert!(same(&original, &back), "{path}");
         }
     }
-    let notifications: &[(&str, fn(&Value))] = &[
+    let notifications: &[Case] = &[
         ("ProgressNotification", |p| {
             check::<ProgressNotificationParams>(p)
         }),
@@ -166,7 +171,7 @@ fn messages_round_trip() {
             assert!(same(&original, &back), "{path}");
         }
     }
-    let responses: &[(&str, fn(&Value))] = &[
+    let responses: &[Case] = &[
         ("CallToolResultResponse", |r| check::<CallToolResult>(r)),
         ("ListToolsResultResponse", |r| check::<ListToolsResult>(r)),
         ("DiscoverResultResponse", |r| check::<DiscoverResult>(r)),

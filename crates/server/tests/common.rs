@@ -1,6 +1,6 @@
 //! Shared fixtures: a server with tools that exercise every code path, and
 //! helpers that check each message against the specification's schema.
-#![allow(dead_code, missing_docs)]
+#![allow(dead_code, missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

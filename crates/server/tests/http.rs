@@ -1,6 +1,8 @@
 //! The Streamable HTTP transport, end to end over loopback: every kind of bad
 //! input gets its exact status and JSON-RPC code, and the server still
 //! answers afterwards.
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -328,7 +330,8 @@ async fn header_mismatches_are_32020() {
         "tools/call",
         json!({"name": "echo", "arguments": {"text": "a"}}),
     );
-    let edits: Vec<(&str, Box<dyn FnOnce(&mut HeaderMap)>)> = vec![
+    type Edit = Box<dyn FnOnce(&mut HeaderMap)>;
+    let edits: Vec<(&str, Edit)> = vec![
         (
             "no version header",
             Box::new(|m: &mut HeaderMap| {

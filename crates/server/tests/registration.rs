@@ -1,4 +1,6 @@
 //! Registration rules: names, uniqueness, schemas.
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::json;
 use toolgate_server::{NoArgs, RegistrationError, RequestContext, Server, ToolDef, ToolError};
@@ -9,32 +11,94 @@ fn noop(name: &str) -> toolgate_server::ToolEntry {
 
 #[test]
 fn bad_names_name_the_rule() {
-    for (name, needle) in [("", "empty"), ("has space", "' '"), ("a/b", "'/'"), (&"x".repeat(129)[..], "129")] {
-        let err = Server::builder("s", "1").tool(noop(name)).build().err().expect("rejected");
-        assert!(matches!(err, RegistrationError::InvalidName { .. }), "{err}");
+    for (name, needle) in [
+        ("", "empty"),
+        ("has space", "' '"),
+        ("a/b", "'/'"),
+        (&"x".repeat(129)[..], "129"),
+    ] {
+        let err = Server::builder("s", "1")
+            .tool(noop(name))
+            .build()
+            .err()
+            .expect("rejected");
+        assert!(
+            matches!(err, RegistrationError::InvalidName { .. }),
+            "{err}"
+        );
         assert!(err.to_string().contains(needle), "{name}: {err}");
     }
 }
 
 #[test]
 fn duplicates_are_rejected_at_build_and_at_run_time() {
-    let err = Server::builder("s", "1").tool(noop("a")).tool(noop("a")).build().err().expect("rejected");
+    let err = Server::builder("s", "1")
+        .tool(noop("a"))
+        .tool(noop("a"))
+        .build()
+        .err()
+        .expect("rejected");
     assert_eq!(err, RegistrationError::Duplicate("a".into()));
     let server = Server::builder("s", "1").tool(noop("a")).build().unwrap();
-    assert_eq!(server.add_tool(noop("a")), Err(RegistrationError::Duplicate("a".into())));
+    assert_eq!(
+        server.add_tool(noop("a")),
+        Err(RegistrationError::Duplicate("a".into()))
+    );
     assert!(server.add_tool(noop("b")).is_ok());
     assert_eq!(server.tool_names(), ["a", "b"]);
 }
 
 #[test]
 fn input_schemas_must_be_objects_and_compile() {
-    let handler = |_args, _ctx| async { Ok(toolgate_server::ToolReply::Complete(Default::default())) };
-    let not_object = ToolDef::new("t").dynamic(json!({"type": "string"}).as_object().cloned().unwrap(), None, handler);
-    let err = Server::builder("s", "1").tool(not_object).build().err().expect("rejected");
-    assert!(matches!(err, RegistrationError::InputNotObject { .. }), "{err}");
-    let broken = ToolDef::new("t").dynamic(json!({"type": "object", "minProperties": "many"}).as_object().cloned().unwrap(), None, handler);
-    let err = Server::builder("s", "1").tool(broken).build().err().expect("rejected");
-    assert!(matches!(err, RegistrationError::InvalidSchema { which: "inputSchema", .. }), "{err}");
-    let remote = ToolDef::new("t").dynamic(json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}).as_object().cloned().unwrap(), None, handler);
-    assert!(Server::builder("s", "1").tool(remote).build().is_err(), "remote $ref must not be fetched or accepted");
+    let handler =
+        |_args, _ctx| async { Ok(toolgate_server::ToolReply::Complete(Default::default())) };
+    let not_object = ToolDef::new("t").dynamic(
+        json!({"type": "string"}).as_object().cloned().unwrap(),
+        None,
+        handler,
+    );
+    let err = Server::builder("s", "1")
+        .tool(not_object)
+        .build()
+        .err()
+        .expect("rejected");
+    assert!(
+        matches!(err, RegistrationError::InputNotObject { .. }),
+        "{err}"
+    );
+    let broken = ToolDef::new("t").dynamic(
+        json!({"type": "object", "minProperties": "many"})
+            .as_object()
+            .cloned()
+            .unwrap(),
+        None,
+        handler,
+    );
+    let err = Server::builder("s", "1")
+        .tool(broken)
+        .build()
+        .err()
+        .expect("rejected");
+    assert!(
+        matches!(
+            err,
+            RegistrationError::InvalidSchema {
+                which: "inputSchema",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let remote = ToolDef::new("t").dynamic(
+        json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}})
+            .as_object()
+            .cloned()
+            .unwrap(),
+        None,
+        handler,
+    );
+    assert!(
+        Server::builder("s", "1").tool(remote).build().is_err(),
+        "remote $ref must not be fetched or accepted"
+    );
 }

@@ -36,7 +36,7 @@ pub(crate) fn capabilities(server: &Server) -> ServerCapabilities {
     ServerCapabilities {
         tools: list(),
         prompts: if inner.prompts_enabled { list() } else { None },
-        resources: inner.resources_enabled.then(|| ResourcesCapability {
+        resources: inner.resources_enabled.then_some(ResourcesCapability {
             subscribe: Some(true),
             list_changed: Some(true),
         }),

@@ -11,7 +11,7 @@ mod tools;
 use std::future::Future;
 
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::meta::RequestMeta;
@@ -52,7 +52,7 @@ pub(crate) fn dispatch(
 /// Deserialize `params` into the method's parameter type; a mismatch is
 /// `-32602` naming the method and the problem.
 pub(crate) fn params<T: DeserializeOwned>(req: &Request) -> Result<T, Failure> {
-    let value = Value::Object(req.params.clone().unwrap_or_else(Map::new));
+    let value = Value::Object(req.params.clone().unwrap_or_default());
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let at = if path == "." {

