@@ -179,9 +179,13 @@ fn legacy_initialize_error() -> RpcError {
 
 /// The HTTP status for a response carrying `code` (`None`: success).
 ///
-/// Malformed requests and those the server cannot accept as sent are `400`;
-/// an unknown method is `404`; an internal failure `500`; any other outcome,
-/// including errors produced by a method's own handling, travels in a `200`.
+/// The mapping follows the code, so one code always gets one status: the
+/// codes that mean "this request cannot be served as sent" (parse, invalid
+/// request, invalid params — which includes a missing `_meta`, an unknown
+/// tool or a bad cursor —, header mismatch, missing capability, unsupported
+/// version) are `400`; an unknown method is `404`; an internal failure
+/// `500`. Codes this server never emits itself (a gateway relaying another
+/// server's error) travel in a `200`.
 pub fn http_status_for(code: Option<i64>) -> u16 {
     match code {
         None => 200,
