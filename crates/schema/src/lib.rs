@@ -1,12 +1,22 @@
-//! JSON Schema validation for MCP tool inputs and outputs.
+//! Bounded JSON Schema validation for MCP tool inputs and outputs, and the
+//! `x-mcp-header` rules.
 //!
-//! A schema is compiled once into a [`CompiledSchema`] and reused for every
-//! call. Validation reports each violation with the JSON pointer of the
-//! offending value, so a model can be told exactly what to fix.
+//! A schema is measured against [`Limits`], then compiled once into a
+//! [`CompiledSchema`] and reused for every call. Validation reports each
+//! violation with the JSON pointer of the offending value, what was expected
+//! there, and how to fix it, so a model can correct itself.
 //!
-//! Remote references are never fetched: the `jsonschema` crate is built
-//! without its HTTP and file resolvers, so a `$ref` that does not resolve
-//! inside the schema makes compilation fail.
+//! Safety properties:
+//! - **No network, ever.** The `jsonschema` crate is built without its HTTP
+//!   and file resolvers; a `$ref` that does not resolve inside the schema
+//!   makes compilation fail with an error naming it.
+//! - **Bounded cost.** Depth, subschema count, `$ref`-expanded size, `$defs`
+//!   count and byte size of schemas are capped; instances are capped in depth
+//!   and size before validation; `pattern` uses a linear-time regex engine, so
+//!   no pattern can backtrack catastrophically (look-around and
+//!   back-references are therefore not supported, and a schema using them is
+//!   refused when compiled).
+//! - **Known dialects only** (see [`dialect`]).
 //!
 //! ```
 //! use serde_json::json;
@@ -20,117 +30,48 @@
 //! ```
 #![forbid(unsafe_code)]
 
-use std::fmt;
+pub mod dialect;
+pub mod header_rules;
+mod hints;
+mod limits;
+mod validator;
 
-use serde_json::Value;
+pub use dialect::Dialect;
+pub use limits::Limits;
+pub use validator::{CompiledSchema, Violation};
 
-/// Why a schema could not be compiled.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid JSON Schema: {0}")]
-pub struct SchemaError(String);
-
-/// One way an instance fails its schema.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Violation {
-    /// JSON pointer to the offending value (`""` for the root).
-    pub pointer: String,
-    /// What the schema expected, in words.
-    pub message: String,
+/// Why a schema cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// `$schema` names a dialect toolgate does not validate.
+    #[error(
+        "unsupported JSON Schema dialect {0:?}; supported: 2020-12 (default), 2019-09, draft-07"
+    )]
+    UnsupportedDialect(String),
+    /// The schema exceeds one of the [`Limits`].
+    #[error("schema exceeds the limit on {bound}: {actual} > {limit}")]
+    OverLimit {
+        /// Which bound.
+        bound: &'static str,
+        /// The limit.
+        limit: usize,
+        /// What the schema has (at least).
+        actual: usize,
+    },
+    /// A `$ref` that does not resolve within the schema.
+    #[error("unresolvable $ref {0:?}: references must point inside the schema; nothing is fetched")]
+    UnresolvedRef(String),
+    /// The schema is not valid for its dialect.
+    #[error("invalid JSON Schema: {0}")]
+    Invalid(String),
 }
 
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let at = if self.pointer.is_empty() {
-            "(root)"
-        } else {
-            &self.pointer
-        };
-        write!(f, "at {at}: {}", self.message)
-    }
-}
-
-/// A compiled, reusable validator.
-pub struct CompiledSchema {
-    validator: jsonschema::Validator,
-}
-
-impl fmt::Debug for CompiledSchema {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CompiledSchema").finish_non_exhaustive()
-    }
-}
-
-impl CompiledSchema {
-    /// Compile `schema`. Schemas without `$schema` are JSON Schema 2020-12.
-    pub fn compile(schema: &Value) -> Result<Self, SchemaError> {
-        // The dialect comes from `$schema`; without one the crate's default,
-        // 2020-12, applies, as MCP requires.
-        let validator = jsonschema::options()
-            .build(schema)
-            .map_err(|e| SchemaError(e.to_string()))?;
-        Ok(Self { validator })
-    }
-
-    /// Validate `instance`, collecting every violation.
-    pub fn validate(&self, instance: &Value) -> Result<(), Vec<Violation>> {
-        let violations: Vec<Violation> = self
-            .validator
-            .iter_errors(instance)
-            .map(|e| Violation {
-                pointer: e.instance_path().to_string(),
-                message: e.to_string(),
-            })
-            .collect();
-        if violations.is_empty() {
-            Ok(())
-        } else {
-            Err(violations)
+impl SchemaError {
+    pub(crate) fn over(bound: &'static str, limit: usize, actual: usize) -> Self {
+        SchemaError::OverLimit {
+            bound,
+            limit,
+            actual,
         }
-    }
-
-    /// Whether `instance` is valid.
-    pub fn is_valid(&self, instance: &Value) -> bool {
-        self.validator.is_valid(instance)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn reports_each_violation_with_its_pointer() {
-        let schema = json!({
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "y"]}},
-            "required": ["a", "b"],
-            "additionalProperties": false
-        });
-        let c = CompiledSchema::compile(&schema).unwrap();
-        let errors = c.validate(&json!({"a": "1", "b": "z"})).unwrap_err();
-        let pointers: Vec<_> = errors.iter().map(|e| e.pointer.as_str()).collect();
-        assert!(
-            pointers.contains(&"/a") && pointers.contains(&"/b"),
-            "{errors:?}"
-        );
-    }
-
-    #[test]
-    fn dialect_follows_dollar_schema() {
-        // Draft-07 `items` as an array means tuple validation; in 2020-12 it is invalid.
-        let d7 = json!({"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "string"}]});
-        let c = CompiledSchema::compile(&d7).unwrap();
-        assert!(!c.is_valid(&json!([1])));
-        // Default dialect: 2020-12 `prefixItems`.
-        let d2020 = json!({"prefixItems": [{"type": "string"}]});
-        let c = CompiledSchema::compile(&d2020).unwrap();
-        assert!(!c.is_valid(&json!([1])));
-    }
-
-    #[test]
-    fn never_fetches_remote_refs() {
-        let schema = json!({"$ref": "https://example.com/schema.json"});
-        assert!(CompiledSchema::compile(&schema).is_err());
     }
 }

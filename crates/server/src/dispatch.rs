@@ -40,6 +40,9 @@ pub struct TransportContext {
     /// channel (stdio) a subscription torn down by the server is also
     /// announced with `notifications/cancelled`.
     pub stream_per_request: bool,
+    /// The HTTP request headers, when the transport is HTTP: `tools/call`
+    /// compares the tool's `Mcp-Param-*` headers with the arguments.
+    pub http_headers: Option<std::sync::Arc<http::HeaderMap>>,
 }
 
 /// A transport-supplied check run after `_meta` is read and before the

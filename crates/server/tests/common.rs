@@ -106,6 +106,15 @@ pub fn test_server(page_size: usize) -> (Server, Probe) {
                 }
             },
         ))
+        .tool(ToolDef::new("route").description("Header-mirrored parameters").dynamic(
+            json!({"type": "object", "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "shard": {"type": "integer", "x-mcp-header": "Shard"},
+                "opts": {"type": "object", "properties": {"dry": {"type": "boolean", "x-mcp-header": "Dry-Run"}}}
+            }}).as_object().cloned().unwrap(),
+            None,
+            |args, _ctx| async move { Ok(ToolReply::Complete(CallToolResult::text(serde_json::Value::Object(args).to_string()))) },
+        ))
         .tool(ToolDef::new("admin_reset").description("Admins only").requires_scope("admin").handler(
             |_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("reset") },
         ))

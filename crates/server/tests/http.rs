@@ -154,7 +154,7 @@ async fn discover_and_list_carry_result_type_caching_and_server_info() {
         .collect();
     assert_eq!(
         names,
-        ["echo", "fail", "panic", "count", "liar", "slow"],
+        ["echo", "fail", "panic", "count", "liar", "slow", "route"],
         "registration order, admin_reset hidden"
     );
     let no_args = &v["result"]["tools"][1]["inputSchema"];
@@ -190,7 +190,7 @@ async fn pagination_walks_every_page_with_hints_and_rejects_bad_cursors() {
             None => break,
         }
     }
-    assert_eq!(names.len(), 6);
+    assert_eq!(names.len(), 7);
     let (status, v) = h
         .send(&request(
             20,
@@ -675,4 +675,89 @@ async fn listen_acknowledges_then_delivers_only_requested_kinds() {
         json!({"toolsListChanged": true})
     );
     assert_eq!(events[1]["method"], "notifications/tools/list_changed");
+}
+
+#[tokio::test]
+async fn mirrored_parameters_must_match_their_headers() {
+    let h = start().await;
+    let call = |args: Value| request(1, "tools/call", json!({"name": "route", "arguments": args}));
+    let full = json!({"region": "Hello, 世界", "shard": 42, "opts": {"dry": true}});
+    fn set(m: &mut HeaderMap, name: &'static str, v: &'static [u8]) {
+        m.insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_bytes(v).unwrap(),
+        );
+    }
+    fn good(m: &mut HeaderMap) {
+        set(m, "mcp-param-region", b"=?base64?SGVsbG8sIOS4lueVjA==?=");
+        set(m, "mcp-param-shard", b"42.0");
+        set(m, "mcp-param-dry-run", b"true");
+    }
+    let (status, v) = h.send_with(&call(full.clone()), good).await;
+    assert_eq!(status, 200, "{v}");
+
+    type Edit = Box<dyn FnOnce(&mut HeaderMap)>;
+    let cases: Vec<(&str, Value, Edit)> = vec![
+        (
+            "header missing for a present value",
+            full.clone(),
+            Box::new(move |m: &mut HeaderMap| {
+                good(m);
+                m.remove("mcp-param-shard");
+            }),
+        ),
+        (
+            "value differs",
+            full.clone(),
+            Box::new(move |m: &mut HeaderMap| {
+                good(m);
+                set(m, "mcp-param-shard", b"43");
+            }),
+        ),
+        (
+            "boolean spelled differently",
+            full.clone(),
+            Box::new(move |m: &mut HeaderMap| {
+                good(m);
+                set(m, "mcp-param-dry-run", b"True");
+            }),
+        ),
+        (
+            "invalid characters",
+            full.clone(),
+            Box::new(move |m: &mut HeaderMap| {
+                good(m);
+                set(m, "mcp-param-region", b"caf\xe9");
+            }),
+        ),
+        (
+            "broken base64",
+            full.clone(),
+            Box::new(move |m: &mut HeaderMap| {
+                good(m);
+                set(m, "mcp-param-region", b"=?base64?SGVsbG8?=");
+            }),
+        ),
+        (
+            "header for an absent value",
+            json!({"shard": 1}),
+            Box::new(move |m: &mut HeaderMap| {
+                set(m, "mcp-param-shard", b"1");
+                set(m, "mcp-param-region", b"x");
+            }),
+        ),
+    ];
+    for (what, args, edit) in cases {
+        let (status, v) = h.send_with(&call(args), edit).await;
+        assert_eq!((status, code(&v)), (400, -32020), "{what}: {v}");
+    }
+    // Null and absent values need no header.
+    let (status, v) = h.send(&call(json!({"region": null}))).await;
+    assert_eq!(status, 200, "{v}");
+    // Unknown Mcp-Param headers are ignored.
+    let (status, _) = h
+        .send_with(&call(json!({})), |m| set(m, "mcp-param-other", b"1"))
+        .await;
+    assert_eq!(status, 200);
+    h.still_serves().await;
 }

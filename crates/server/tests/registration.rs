@@ -102,3 +102,21 @@ fn input_schemas_must_be_objects_and_compile() {
         "remote $ref must not be fetched or accepted"
     );
 }
+
+#[test]
+fn x_mcp_header_rules_are_checked_at_registration() {
+    let handler =
+        |_args, _ctx| async { Ok(toolgate_server::ToolReply::Complete(Default::default())) };
+    let schema = json!({"type": "object", "properties": {"amount": {"type": "number", "x-mcp-header": "Amount"}}});
+    let tool = ToolDef::new("pay").dynamic(schema.as_object().cloned().unwrap(), None, handler);
+    let err = Server::builder("s", "1")
+        .tool(tool)
+        .build()
+        .err()
+        .expect("rejected");
+    assert!(
+        matches!(&err, RegistrationError::HeaderRule { name, error } if name == "pay" && error.location == "/properties/amount"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("number"), "{err}");
+}

@@ -80,6 +80,49 @@ fn one() -> u32 {
     1
 }
 
+/// Where a basket ships: `eu`, `us` or `apac`.
+///
+/// Inlined (not a `$ref`) and without per-variant docs (which would make a
+/// `oneOf`), because a parameter mirrored into a header must declare its
+/// primitive type in place.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+#[schemars(inline)]
+pub enum Region {
+    // European Union.
+    #[allow(missing_docs)]
+    Eu,
+    // United States.
+    #[allow(missing_docs)]
+    Us,
+    // Asia-Pacific.
+    #[allow(missing_docs)]
+    Apac,
+}
+
+/// Arguments of `quote_shipping`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuoteShipping {
+    /// The basket_id returned by create_basket.
+    pub basket_id: String,
+    /// Destination region. Mirrored into the `Mcp-Param-Region` HTTP header
+    /// so a load balancer can route by region without reading the body.
+    #[schemars(extend("x-mcp-header" = "Region"))]
+    pub region: Region,
+}
+
+/// A shipping quote.
+#[derive(Serialize, JsonSchema)]
+pub struct Quote {
+    /// The basket's handle.
+    pub basket_id: String,
+    /// Shipping cost in cents.
+    pub shipping_cents: u64,
+    /// Basket total plus shipping, in cents.
+    pub total_cents: u64,
+}
+
 /// A new basket.
 #[derive(Serialize, JsonSchema)]
 pub struct NewBasket {
@@ -163,7 +206,13 @@ pub fn rfc3339(t: SystemTime) -> String {
 /// Build the basket server.
 pub fn server() -> Result<Server, toolgate_server::RegistrationError> {
     let store = Arc::new(Store::default());
-    let (s1, s2, s3, s4) = (store.clone(), store.clone(), store.clone(), store);
+    let (s1, s2, s3, s4, s5) = (
+        store.clone(),
+        store.clone(),
+        store.clone(),
+        store.clone(),
+        store,
+    );
     let skus: Vec<&str> = CATALOG.iter().map(|(s, _, _)| *s).collect();
     Server::builder("basket", env!("CARGO_PKG_VERSION"))
         .instructions("Create a basket with create_basket, then pass its basket_id to add_item, get_basket and delete_basket.")
@@ -238,6 +287,29 @@ pub fn server() -> Result<Server, toolgate_server::RegistrationError> {
                 }),
         )
         .tool(
+            ToolDef::new("quote_shipping")
+                .title("Quote shipping")
+                .description("Quotes shipping for a basket to a region (eu, us or apac) and returns the total.")
+                .read_only()
+                .open_world(false)
+                .handler(move |args: QuoteShipping, _ctx: RequestContext| {
+                    let store = s5.clone();
+                    async move {
+                        let view = store.with_basket(&args.basket_id, |b| view(&args.basket_id, b))?;
+                        let shipping_cents = match args.region {
+                            Region::Eu => 490,
+                            Region::Us => 790,
+                            Region::Apac => 1290,
+                        };
+                        Ok(Structured(Quote {
+                            basket_id: view.basket_id,
+                            shipping_cents,
+                            total_cents: view.total_cents + shipping_cents,
+                        }))
+                    }
+                }),
+        )
+        .tool(
             ToolDef::new("delete_basket")
                 .title("Delete basket")
                 .description("Deletes a basket and everything in it. This cannot be undone.")
@@ -259,6 +331,12 @@ pub fn server() -> Result<Server, toolgate_server::RegistrationError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_server_builds() {
+        let server = server().expect("valid registrations");
+        assert!(server.tool_names().contains(&"quote_shipping".to_owned()));
+    }
 
     #[test]
     fn formats_rfc3339() {

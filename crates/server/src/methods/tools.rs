@@ -32,6 +32,14 @@ pub(super) fn call(
     };
     // Omitted arguments mean "no arguments".
     let args = p.arguments.unwrap_or_default();
+    if let Some(headers) = &transport.http_headers {
+        for param in &tool.header_params {
+            let raw = headers.get(param.header_name()).map(|v| v.as_bytes());
+            param
+                .check(raw, &args)
+                .map_err(|m| (req.id.clone(), RpcError::header_mismatch(m)))?;
+        }
+    }
     if let Err(violations) = tool.input.validate(&Value::Object(args.clone())) {
         let result = CallToolResult::error(describe_input_violations(&tool.tool.name, &violations));
         return Ok(Reply::Done(server.result_frame(&req.id, &result)));

@@ -42,6 +42,7 @@ use serde_json::{Map, Value};
 use toolgate_protocol::names::validate_tool_name;
 use toolgate_protocol::types::{Icon, Tool, ToolAnnotations};
 use toolgate_schema::CompiledSchema;
+use toolgate_schema::header_rules::{HeaderParam, header_params};
 
 pub(crate) use output::ErrorKind;
 pub use output::{IntoToolReply, Structured, ToolError, ToolReply};
@@ -120,6 +121,14 @@ pub enum RegistrationError {
         which: &'static str,
         /// The compiler's message.
         reason: String,
+    },
+    /// An `x-mcp-header` annotation breaks the rules.
+    #[error("tool {name:?}: {error}")]
+    HeaderRule {
+        /// The tool.
+        name: String,
+        /// The rule broken and where.
+        error: toolgate_schema::header_rules::HeaderRuleError,
     },
     /// A prompt or resource definition is invalid.
     #[error("{0}")]
@@ -344,11 +353,17 @@ impl ToolEntry {
             .as_ref()
             .map(|s| compile("outputSchema", s))
             .transpose()?;
+        let header_params =
+            header_params(&tool.input_schema).map_err(|error| RegistrationError::HeaderRule {
+                name: tool.name.clone(),
+                error,
+            })?;
         Ok(RegisteredTool {
             tool,
             handler,
             input,
             output,
+            header_params,
             visibility: def.visibility,
         })
     }
@@ -360,6 +375,8 @@ pub(crate) struct RegisteredTool {
     pub(crate) handler: Arc<dyn DynToolHandler>,
     pub(crate) input: CompiledSchema,
     pub(crate) output: Option<CompiledSchema>,
+    /// Parameters mirrored into `Mcp-Param-*` headers.
+    pub(crate) header_params: Vec<HeaderParam>,
     pub(crate) visibility: Option<Visibility>,
 }
 

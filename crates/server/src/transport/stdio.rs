@@ -45,6 +45,7 @@ where
     let transport = TransportContext {
         auth: None,
         stream_per_request: false,
+        http_headers: None,
     };
     let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE));
 

@@ -140,9 +140,11 @@ pub(super) async fn handle(
         Ok(Ok(collected)) => collected.to_bytes(),
     };
 
+    let headers = Arc::new(parts.headers);
     let transport = TransportContext {
         auth: parts.extensions.get::<AuthContext>().cloned(),
         stream_per_request: true,
+        http_headers: Some(headers.clone()),
     };
     let req = match parse_message(&bytes) {
         Ok(Incoming::Request(req)) => req,
@@ -167,7 +169,6 @@ pub(super) async fn handle(
     };
 
     let long_lived = req.method == "subscriptions/listen";
-    let headers = parts.headers;
     let check = move |r: &_, m: &_| check_mirrored_headers(&headers, r, m);
     match server.handle_request(req, &transport, Some(&check)) {
         Reply::Nothing => StatusCode::ACCEPTED.into_response_empty(),
