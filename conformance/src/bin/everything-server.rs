@@ -248,6 +248,110 @@ fn schema_tools() -> Vec<ToolEntry> {
     ]
 }
 
+fn name_form() -> serde_json::Value {
+    json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
+}
+
+fn field(answer: &toolgate_server::Elicited, key: &str) -> String {
+    answer.content.as_ref().and_then(|c| c.get(key)).and_then(|v| v.as_str()).unwrap_or("unknown").to_owned()
+}
+
+fn sampled_text(answer: &serde_json::Value) -> String {
+    answer.pointer("/content/text").and_then(|v| v.as_str()).unwrap_or("").to_owned()
+}
+
+/// Tools of the multi round-trip request (MRTR) scenarios.
+fn mrtr_tools() -> Vec<ToolEntry> {
+    let tool = |name: &str, description: &str| ToolDef::new(name).description(description).read_only();
+    vec![
+        tool("test_input_required_result_elicitation", "Asks the user's name through an elicitation, then greets them")
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                let mut input = ctx.inputs();
+                let Some(answer) = input.elicit("user_name", "What is your name?", name_form())? else {
+                    return Err(input.ask());
+                };
+                Ok(format!("Hello, {}!", field(&answer, "name")))
+            }),
+        tool("test_input_required_result_sampling", "Asks the client's model a question through sampling")
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                let mut input = ctx.inputs();
+                let params = json!({
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "What is the capital of France?"}}],
+                    "maxTokens": 100
+                });
+                let Some(answer) = input.sample("capital_question", params)? else { return Err(input.ask()) };
+                Ok(format!("The model said: {}", sampled_text(&answer)))
+            }),
+        tool("test_input_required_result_list_roots", "Asks the client for its roots")
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                let mut input = ctx.inputs();
+                let Some(roots) = input.roots("client_roots")? else { return Err(input.ask()) };
+                let uris: Vec<&str> = roots.iter().filter_map(|r| r.get("uri").and_then(|u| u.as_str())).collect();
+                Ok(format!("Roots: {}", uris.join(", ")))
+            }),
+        tool("test_input_required_result_request_state", "Asks for confirmation, carrying sealed requestState")
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                let mut input = ctx.inputs();
+                let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
+                let Some(_answer) = input.elicit("confirm", "Please confirm", form)? else { return Err(input.ask()) };
+                // Reaching here on a retry means the state verified.
+                Ok::<_, ToolError>("state-ok: confirmation received".to_owned())
+            }),
+        tool("test_input_required_result_multiple_inputs", "Asks for an elicitation, a sampling and the roots at once")
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                let mut input = ctx.inputs();
+                let name = input.elicit("user_name", "What is your name?", name_form())?;
+                let greeting = input.sample(
+                    "greeting",
+                    json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Generate a greeting"}}], "maxTokens": 50}),
+                )?;
+                let roots = input.roots("client_roots")?;
+                let (Some(name), Some(greeting), Some(roots)) = (name, greeting, roots) else { return Err(input.ask()) };
+                Ok(format!("{} {} ({} roots)", sampled_text(&greeting), field(&name, "name"), roots.len()))
+            }),
+        tool("test_input_required_result_multi_round", "Asks two questions in two rounds")
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                let mut input = ctx.inputs();
+                let Some(step1) = input.elicit("step1", "Step 1: What is your name?", name_form())? else {
+                    return Err(input.ask());
+                };
+                let color = json!({"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]});
+                let Some(step2) = input.elicit("step2", "Step 2: What is your favorite color?", color)? else {
+                    return Err(input.ask());
+                };
+                Ok(format!("{} likes {}", field(&step1, "name"), field(&step2, "color")))
+            }),
+        tool("test_input_required_result_tampered_state", "Issues integrity-protected requestState")
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                let mut input = ctx.inputs();
+                let Some(_ok) = input.elicit("confirm", "Please confirm", json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}))? else {
+                    return Err(input.ask());
+                };
+                Ok::<_, ToolError>("state verified".to_owned())
+            }),
+        tool("test_input_required_result_capabilities", "Asks only for input the client declared it can give")
+            .handler(|_: NoArgs, ctx: RequestContext| async move {
+                let caps = ctx.client_capabilities().clone();
+                let mut input = ctx.inputs();
+                let mut asked = Vec::new();
+                if caps.supports_elicitation_form() {
+                    asked.push(input.elicit("user_name", "What is your name?", name_form())?.is_some());
+                }
+                if caps.sampling.is_some() {
+                    let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}], "maxTokens": 10});
+                    asked.push(input.sample("hello", params)?.is_some());
+                }
+                if caps.roots.is_some() {
+                    asked.push(input.roots("client_roots")?.is_some());
+                }
+                if !input.complete() {
+                    return Err(input.ask());
+                }
+                Ok::<_, ToolError>(format!("received {} inputs", asked.len()))
+            }),
+    ]
+}
+
 fn dynamic_tool() -> ToolEntry {
     simple(
         "test_dynamic_tool",
@@ -288,7 +392,53 @@ fn prompts() -> Vec<PromptEntry> {
         })
         .description("A prompt with required arguments")
         .argument("arg1", "First test argument", true)
-        .argument("arg2", "Second test argument", true),
+        .argument("arg2", "Second test argument", true)
+        .completer(|_arg, value, _others| {
+            ["paris", "park", "party", "test", "testing"].iter().filter(|c| c.starts_with(value)).map(|c| (*c).to_owned()).collect()
+        }),
+        PromptEntry::new("test_prompt_with_embedded_resource", |args, _| async move {
+            let uri = args.get("resourceUri").cloned().unwrap_or_default();
+            Ok(GetPromptResult {
+                result_type: Default::default(),
+                description: None,
+                messages: vec![
+                    PromptMessage {
+                        role: Role::User,
+                        content: ContentBlock::embedded(ResourceContents::text(uri, Some("text/plain"), "Embedded resource content for testing.")),
+                    },
+                    PromptMessage { role: Role::User, content: ContentBlock::text("Please process the embedded resource above.") },
+                ],
+                meta: None,
+            })
+        })
+        .description("A prompt that embeds a resource")
+        .argument("resourceUri", "URI of the resource to embed", true),
+        PromptEntry::new("test_prompt_with_image", |_, _| async {
+            Ok(GetPromptResult {
+                result_type: Default::default(),
+                description: None,
+                messages: vec![
+                    PromptMessage { role: Role::User, content: ContentBlock::image(IMAGE_PNG, "image/png") },
+                    PromptMessage { role: Role::User, content: ContentBlock::text("Please analyze the image above.") },
+                ],
+                meta: None,
+            })
+        })
+        .description("A prompt with an image"),
+        PromptEntry::new("test_input_required_result_prompt", |_, ctx| async move {
+            let mut input = ctx.inputs();
+            let form = json!({"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]});
+            let Some(answer) = input.elicit("user_context", "What context should the prompt use?", form)? else {
+                return Err(input.ask());
+            };
+            Ok(GetPromptResult {
+                result_type: Default::default(),
+                description: None,
+                messages: vec![PromptMessage { role: Role::User, content: ContentBlock::text(format!("Context: {}", field(&answer, "context"))) }],
+                meta: None,
+            })
+        })
+        .description("A prompt that asks the user for context first"),
     ]
 }
 
@@ -342,7 +492,7 @@ fn build() -> anyhow::Result<Server> {
     let (resources, templates) = resources();
     let mut builder = Server::builder("toolgate-everything-server", env!("CARGO_PKG_VERSION"))
         .instructions("The toolgate conformance server: test tools, prompts and resources.");
-    for t in tools().into_iter().chain(schema_tools()) {
+    for t in tools().into_iter().chain(schema_tools()).chain(mrtr_tools()) {
         builder = builder.tool(t);
     }
     for p in prompts() {

@@ -21,6 +21,7 @@ use toolgate_protocol::types::{
 };
 
 use crate::AuthContext;
+use crate::mrtr::Inputs;
 use crate::exchange::Frame;
 use crate::tool::ToolError;
 
@@ -36,6 +37,8 @@ pub(crate) struct Inner {
     pub(crate) auth: Option<AuthContext>,
     pub(crate) sink: mpsc::Sender<Frame>,
     pub(crate) cancel: CancellationToken,
+    /// Input gathered in earlier rounds and sent with this retry.
+    pub(crate) round: Round,
     /// Bits of the last progress value sent (f64), to keep progress increasing.
     last_progress: AtomicU64,
 }
@@ -60,6 +63,7 @@ impl RequestContext {
         auth: Option<AuthContext>,
         sink: mpsc::Sender<Frame>,
         cancel: CancellationToken,
+        round: Round,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -68,6 +72,7 @@ impl RequestContext {
                 auth,
                 sink,
                 cancel,
+                round,
                 last_progress: AtomicU64::new(f64::NEG_INFINITY.to_bits()),
             }),
         }
@@ -130,6 +135,13 @@ impl RequestContext {
     /// can `select!` on it; dropping the handler is the default anyway.
     pub async fn cancelled(&self) {
         self.inner.cancel.cancelled().await
+    }
+
+    /// The input gathered for this request (multi round-trip requests): read
+    /// answers, ask for more. See [`Inputs`].
+    pub fn inputs(&self) -> Inputs {
+        let round = &self.inner.round;
+        Inputs::new(round.responses.clone(), round.app.clone(), self.client_capabilities().clone())
     }
 
     /// Whether the request was cancelled.
@@ -195,4 +207,11 @@ impl RequestContext {
         // dropped shortly, so there is nobody to tell.
         let _ = self.inner.sink.send(Frame::Notification(bytes)).await;
     }
+}
+
+/// Answers carried into this round.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Round {
+    pub(crate) responses: serde_json::Map<String, Value>,
+    pub(crate) app: Option<Value>,
 }

@@ -14,12 +14,17 @@ use crate::{RequestContext, ToolError};
 type PromptFuture = Pin<Box<dyn Future<Output = Result<GetPromptResult, ToolError>> + Send>>;
 type PromptFn = Arc<dyn Fn(HashMap<String, String>, RequestContext) -> PromptFuture + Send + Sync>;
 
+/// Suggests values for an argument: `(argument name, partial value, other
+/// arguments already given) -> candidates`, best first.
+pub type Completer = Arc<dyn Fn(&str, &str, &HashMap<String, String>) -> Vec<String> + Send + Sync>;
+
 /// A prompt with its handler.
 #[derive(Clone)]
 pub struct PromptEntry {
     pub(crate) prompt: Prompt,
     pub(crate) handler: PromptFn,
     pub(crate) visibility: Option<Visibility>,
+    pub(crate) completer: Option<Completer>,
 }
 
 impl PromptEntry {
@@ -41,6 +46,7 @@ impl PromptEntry {
             },
             handler: Arc::new(move |args, ctx| Box::pin(handler(args, ctx))),
             visibility: None,
+            completer: None,
         }
     }
 
@@ -66,6 +72,15 @@ impl PromptEntry {
                 description: Some(description.into()),
                 required: Some(required),
             });
+        self
+    }
+
+    /// Offer completions for this prompt's arguments (`completion/complete`).
+    pub fn completer<F>(mut self, complete: F) -> Self
+    where
+        F: Fn(&str, &str, &HashMap<String, String>) -> Vec<String> + Send + Sync + 'static,
+    {
+        self.completer = Some(Arc::new(complete));
         self
     }
 

@@ -67,6 +67,10 @@ impl ChangeBus {
         let _ = self.tx.send(change);
     }
 
+    pub(crate) fn receivers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.tx.subscribe()
     }

@@ -81,6 +81,7 @@ pub struct TemplateEntry {
     parts: Vec<Part>,
     pub(crate) read: ReadFn,
     pub(crate) visibility: Option<Visibility>,
+    pub(crate) completer: Option<crate::prompt::Completer>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -104,7 +105,17 @@ impl TemplateEntry {
             parts,
             read,
             visibility: None,
+            completer: None,
         }
+    }
+
+    /// Offer completions for the template's variables (`completion/complete`).
+    pub fn completer<F>(mut self, complete: F) -> Self
+    where
+        F: Fn(&str, &str, &HashMap<String, String>) -> Vec<String> + Send + Sync + 'static,
+    {
+        self.completer = Some(Arc::new(complete));
+        self
     }
 
     /// The variables `uri` binds, if it matches.

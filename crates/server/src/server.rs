@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_protocol::meta::SERVER_INFO;
 use toolgate_protocol::types::{Implementation, Meta};
 
+use crate::mrtr::StateKey;
 use crate::prompt::PromptEntry;
 use crate::registry::{Catalog, Change, ChangeBus};
 use crate::resource::{ResourceEntry, TemplateEntry};
@@ -26,6 +27,8 @@ pub struct ServerConfig {
     pub read_ttl: Duration,
     /// How long stdio waits for in-flight requests after end of input.
     pub shutdown_grace: Duration,
+    /// How long a `requestState` stays valid.
+    pub state_ttl: Duration,
 }
 
 impl Default for ServerConfig {
@@ -36,6 +39,7 @@ impl Default for ServerConfig {
             discover_ttl: Duration::from_secs(3600),
             read_ttl: Duration::ZERO,
             shutdown_grace: Duration::from_secs(5),
+            state_ttl: Duration::from_secs(600),
         }
     }
 }
@@ -50,8 +54,11 @@ pub(crate) struct Inner {
     pub(crate) templates: Catalog<TemplateEntry>,
     pub(crate) prompts_enabled: bool,
     pub(crate) resources_enabled: bool,
+    pub(crate) completions_enabled: bool,
     pub(crate) bus: ChangeBus,
     pub(crate) shutdown: CancellationToken,
+    /// Seals `requestState`.
+    pub(crate) state_key: StateKey,
     /// `_meta` of every result: the server's identity.
     pub(crate) result_meta: Meta,
 }
@@ -91,6 +98,7 @@ pub struct ServerBuilder {
     templates: Vec<TemplateEntry>,
     enable_prompts: bool,
     enable_resources: bool,
+    state_key: Option<StateKey>,
 }
 
 impl Server {
@@ -106,6 +114,7 @@ impl Server {
             templates: Vec::new(),
             enable_prompts: false,
             enable_resources: false,
+            state_key: None,
         }
     }
 
@@ -160,6 +169,11 @@ impl Server {
             .into_iter()
             .map(|t| t.tool.name.clone())
             .collect()
+    }
+
+    /// How many `subscriptions/listen` streams are open right now.
+    pub fn open_subscriptions(&self) -> usize {
+        self.inner.bus.receivers()
     }
 
     /// Begin shutting down: open subscriptions end gracefully.
@@ -235,6 +249,14 @@ impl ServerBuilder {
         self
     }
 
+    /// The key that seals `requestState`. Give every process serving the
+    /// same clients the same key so multi-round flows can continue on any
+    /// of them; by default each server draws a random key.
+    pub fn state_key(mut self, key: StateKey) -> Self {
+        self.state_key = Some(key);
+        self
+    }
+
     /// Declare the prompts capability even with no prompt registered yet
     /// (for servers that add prompts at run time).
     pub fn enable_prompts(mut self) -> Self {
@@ -262,6 +284,8 @@ impl ServerBuilder {
             resources_enabled: self.enable_resources
                 || !self.resources.is_empty()
                 || !self.templates.is_empty(),
+            completions_enabled: self.prompts.iter().any(|p| p.completer.is_some())
+                || self.templates.iter().any(|t| t.completer.is_some()),
             tools: Catalog::new(bus.clone(), Change::ToolsListChanged),
             prompts: Catalog::new(bus.clone(), Change::PromptsListChanged),
             resources: Catalog::new(bus.clone(), Change::ResourcesListChanged),
@@ -271,6 +295,7 @@ impl ServerBuilder {
             config: self.config,
             bus,
             shutdown: CancellationToken::new(),
+            state_key: self.state_key.unwrap_or_else(StateKey::random),
             result_meta,
         };
         let server = Server {

@@ -41,6 +41,7 @@ pub(crate) fn capabilities(server: &Server) -> ServerCapabilities {
             list_changed: Some(true),
         }),
         logging: Some(Default::default()),
+        completions: inner.completions_enabled.then(Default::default),
         ..Default::default()
     }
 }

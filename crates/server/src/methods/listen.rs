@@ -48,6 +48,7 @@ pub(super) fn listen(
         id.clone(),
         meta,
         transport,
+        Default::default(),
         move |ctx| async move {
             let tag = tag(&id);
             let ack = json!({ "notifications": honoured, "_meta": tag });

@@ -1,6 +1,7 @@
 //! One module per method family. Each method reads its params, does its
 //! work, and hands back a [`Reply`].
 
+mod complete;
 mod discover;
 mod listen;
 mod lists;
@@ -18,7 +19,8 @@ use toolgate_protocol::meta::RequestMeta;
 use toolgate_protocol::{RequestId, RpcError};
 
 use crate::Server;
-use crate::context::RequestContext;
+use crate::context::{RequestContext, Round};
+use crate::mrtr::{self, Binding, Pending};
 use crate::dispatch::{TransportContext, request_token};
 use crate::exchange::{Exchange, FRAME_BUFFER, Frame, Reply};
 
@@ -44,6 +46,7 @@ pub(crate) fn dispatch(
         "resources/read" if inner.resources_enabled => {
             resources::read(server, req, meta, transport)
         }
+        "completion/complete" if inner.completions_enabled => complete::complete(server, req, transport),
         "subscriptions/listen" => listen::listen(server, req, meta, transport),
         _ => Err((req.id, RpcError::method_not_found(&req.method))),
     }
@@ -75,6 +78,7 @@ pub(crate) fn spawn<F, Fut>(
     id: RequestId,
     meta: RequestMeta,
     transport: &TransportContext,
+    round: Round,
     work: F,
 ) -> Reply
 where
@@ -83,7 +87,7 @@ where
 {
     let (tx, rx) = mpsc::channel(FRAME_BUFFER);
     let cancel = request_token(server);
-    let ctx = RequestContext::new(id, meta, transport.auth.clone(), tx.clone(), cancel.clone());
+    let ctx = RequestContext::new(id, meta, transport.auth.clone(), tx.clone(), cancel.clone(), round);
     let fut = work(ctx);
     let task = tokio::spawn(async move {
         if let Some(frame) = fut.await {
@@ -91,4 +95,40 @@ where
         }
     });
     Reply::Streaming(Exchange::new(rx, task, cancel))
+}
+
+/// The multi-round context of a request that may ask for input: its binding,
+/// and the answers it carries (from a verified `requestState` and from
+/// `inputResponses`, the latter winning).
+pub(crate) fn round(
+    server: &Server,
+    req: &Request,
+    name: &str,
+    arguments: &Value,
+    transport: &TransportContext,
+) -> Result<(Binding, Round), Failure> {
+    let fail = |e| (req.id.clone(), e);
+    let retry = mrtr::retry_fields(req.params.as_ref()).map_err(fail)?;
+    let subject = transport.auth.as_ref().and_then(|a| a.subject());
+    let binding = Binding::new(&req.method, name, arguments, subject);
+    let mut round = Round::default();
+    if let Some(state) = &retry.state {
+        let (responses, app) = mrtr::open(&server.inner.state_key, state, &binding).map_err(fail)?;
+        round.responses = responses;
+        round.app = app;
+    }
+    round.responses.extend(retry.responses);
+    Ok((binding, round))
+}
+
+/// The `input_required` frame for a round that ended asking for input.
+pub(crate) fn input_required(server: &Server, id: &RequestId, binding: &Binding, pending: Pending) -> Frame {
+    let ttl = server.inner.config.state_ttl.as_secs();
+    let result = mrtr::input_required(&server.inner.state_key, binding, ttl, pending);
+    let mut map = match serde_json::to_value(&result) {
+        Ok(Value::Object(map)) => map,
+        _ => return crate::dispatch::error_frame(Some(id), RpcError::internal()),
+    };
+    server.stamp(&mut map);
+    Frame::Response { body: toolgate_protocol::jsonrpc::encode_result(id, &map), error_code: None }
 }

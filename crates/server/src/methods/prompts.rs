@@ -46,6 +46,8 @@ pub(super) fn get(
             )),
         ));
     }
+    let args_value = serde_json::to_value(&p.arguments).unwrap_or_default();
+    let (binding, round) = super::round(server, &req, &p.name, &args_value, transport)?;
     let server = server.clone();
     let id = req.id;
     Ok(spawn(
@@ -53,12 +55,16 @@ pub(super) fn get(
         id.clone(),
         meta,
         transport,
+        round,
         move |ctx| async move {
             let outcome = AssertUnwindSafe((prompt.handler)(p.arguments, ctx))
                 .catch_unwind()
                 .await;
             Some(match outcome {
                 Ok(Ok(result)) => server.result_frame(&id, &result),
+                Ok(Err(ToolError(ErrorKind::InputRequired(pending)))) => {
+                    super::input_required(&server, &id, &binding, *pending)
+                }
                 Ok(Err(ToolError(ErrorKind::Protocol(e)))) => error_frame(Some(&id), e),
                 Ok(Err(ToolError(ErrorKind::Execution(message)))) => {
                     error_frame(Some(&id), RpcError::invalid_params(message))

@@ -50,6 +50,7 @@ pub(super) fn read(
     let Some((reader, vars, private)) = found else {
         return Err((req.id, not_found(&p.uri)));
     };
+    let (binding, round) = super::round(server, &req, &p.uri, &serde_json::Value::Null, transport)?;
     let server = server.clone();
     let id = req.id;
     Ok(spawn(
@@ -57,11 +58,15 @@ pub(super) fn read(
         id.clone(),
         meta,
         transport,
+        round,
         move |ctx| async move {
             let outcome = AssertUnwindSafe(reader(p.uri.clone(), vars, ctx))
                 .catch_unwind()
                 .await;
             Some(match outcome {
+                Ok(Err(ToolError(ErrorKind::InputRequired(pending)))) => {
+                    super::input_required(&server, &id, &binding, *pending)
+                }
                 Ok(Ok(contents)) => {
                     let result = ReadResourceResult {
                         result_type: ResultType::Complete,

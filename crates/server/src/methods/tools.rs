@@ -40,7 +40,9 @@ pub(super) fn call(
                 .map_err(|m| (req.id.clone(), RpcError::header_mismatch(m)))?;
         }
     }
-    if let Err(violations) = tool.input.validate(&Value::Object(args.clone())) {
+    let args_value = Value::Object(args.clone());
+    let (binding, round) = super::round(server, &req, &p.name, &args_value, transport)?;
+    if let Err(violations) = tool.input.validate(&args_value) {
         let result = CallToolResult::error(describe_input_violations(&tool.tool.name, &violations));
         return Ok(Reply::Done(server.result_frame(&req.id, &result)));
     }
@@ -51,11 +53,15 @@ pub(super) fn call(
         id.clone(),
         meta,
         transport,
+        round,
         move |ctx| async move {
             let outcome = AssertUnwindSafe(tool.handler.call(args, ctx))
                 .catch_unwind()
                 .await;
             Some(match outcome {
+                Ok(Err(ToolError(ErrorKind::InputRequired(pending)))) => {
+                    super::input_required(&server, &id, &binding, *pending)
+                }
                 Ok(reply) => finish(&server, &id, &tool, reply),
                 Err(panic) => {
                     let what = panic
@@ -97,6 +103,11 @@ fn finish(
             server.result_frame(id, &CallToolResult::error(message))
         }
         Err(ToolError(ErrorKind::Protocol(error))) => error_frame(Some(id), error),
+        Err(ToolError(ErrorKind::InputRequired(pending))) => {
+            // Unreachable in practice (handled by the caller), but never panic.
+            tracing::error!(?pending, "input-required reached finish()");
+            error_frame(Some(id), RpcError::internal())
+        }
     }
 }
 

@@ -42,6 +42,8 @@ pub struct ToolError(pub(crate) ErrorKind);
 pub(crate) enum ErrorKind {
     Execution(String),
     Protocol(RpcError),
+    /// Input is missing: end the round with `input_required`.
+    InputRequired(Box<crate::mrtr::Pending>),
 }
 
 impl ToolError {
@@ -60,6 +62,7 @@ impl ToolError {
         match &self.0 {
             ErrorKind::Execution(m) => m,
             ErrorKind::Protocol(e) => &e.message,
+            ErrorKind::InputRequired(_) => "input required",
         }
     }
 }
@@ -69,6 +72,7 @@ impl fmt::Debug for ToolError {
         match &self.0 {
             ErrorKind::Execution(m) => f.debug_tuple("ToolError").field(m).finish(),
             ErrorKind::Protocol(e) => f.debug_tuple("ToolError::Protocol").field(e).finish(),
+            ErrorKind::InputRequired(p) => f.debug_tuple("ToolError::InputRequired").field(p).finish(),
         }
     }
 }

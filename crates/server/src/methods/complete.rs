@@ -1,0 +1,84 @@
+//! `completion/complete`: argument suggestions for prompts and resource templates.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::json;
+use toolgate_protocol::RpcError;
+use toolgate_protocol::jsonrpc::Request;
+
+use super::{Failure, params};
+use crate::Server;
+use crate::dispatch::TransportContext;
+use crate::exchange::Reply;
+
+/// At most this many values per answer, as the spec requires.
+const MAX_VALUES: usize = 100;
+
+#[derive(Deserialize)]
+#[serde(tag = "type")]
+enum Reference {
+    #[serde(rename = "ref/prompt")]
+    Prompt { name: String },
+    #[serde(rename = "ref/resource")]
+    Resource { uri: String },
+}
+
+#[derive(Deserialize)]
+struct Argument {
+    name: String,
+    value: String,
+}
+
+#[derive(Deserialize, Default)]
+struct Context {
+    #[serde(default)]
+    arguments: HashMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct CompleteParams {
+    #[serde(rename = "ref")]
+    reference: Reference,
+    argument: Argument,
+    #[serde(default)]
+    context: Option<Context>,
+}
+
+pub(super) fn complete(server: &Server, req: Request, transport: &TransportContext) -> Result<Reply, Failure> {
+    let p: CompleteParams = params(&req)?;
+    let auth = transport.auth.as_ref();
+    let completer = match &p.reference {
+        Reference::Prompt { name } => {
+            let prompt = server
+                .inner
+                .prompts
+                .get(name, auth)
+                .ok_or_else(|| (req.id.clone(), RpcError::invalid_params(format!("Unknown prompt: {name}"))))?;
+            let known = prompt.prompt.arguments.iter().flatten().any(|a| a.name == p.argument.name);
+            if !known {
+                return Err((
+                    req.id,
+                    RpcError::invalid_params(format!("Prompt {name:?} has no argument {:?}", p.argument.name)),
+                ));
+            }
+            prompt.completer.clone()
+        }
+        Reference::Resource { uri } => {
+            let template = server
+                .inner
+                .templates
+                .get(uri, auth)
+                .ok_or_else(|| (req.id.clone(), RpcError::invalid_params(format!("Unknown resource template: {uri}"))))?;
+            template.completer.clone()
+        }
+    };
+    let others = p.context.unwrap_or_default().arguments;
+    let mut values = completer.map(|c| c(&p.argument.name, &p.argument.value, &others)).unwrap_or_default();
+    let total = values.len();
+    values.truncate(MAX_VALUES);
+    let result = json!({
+        "completion": { "values": values, "total": total, "hasMore": total > MAX_VALUES }
+    });
+    Ok(Reply::Done(server.result_frame(&req.id, &result)))
+}

@@ -1,0 +1,408 @@
+//! Multi round-trip requests: asking the client for input, statelessly.
+//!
+//! A handler that needs input (an elicitation, a sampling completion, the
+//! client's roots) asks through [`Inputs`]. When something is missing, the
+//! request ends with an `input_required` result listing what is needed and a
+//! `requestState`; the client gathers the input and retries the same request
+//! with `inputResponses` and the state. On the retry the handler runs again
+//! from the top and finds its answers — including those of earlier rounds,
+//! which travel inside the state.
+//!
+//! The state is sealed with HMAC-SHA-256 under the server's key and bound to
+//! the request (method, tool/prompt name or URI, a digest of the arguments),
+//! to the caller's subject, and to an expiry. Any server process holding the
+//! same key can continue a flow another one started; tampered, expired or
+//! transplanted state is refused with `-32602`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use toolgate_protocol::RpcError;
+use toolgate_protocol::types::{ClientCapabilities, InputRequiredResult};
+use toolgate_schema::CompiledSchema;
+
+use crate::tool::{ErrorKind, ToolError};
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The secret that seals `requestState`. Share it between processes that
+/// serve the same clients so they can complete each other's flows.
+#[derive(Clone)]
+pub struct StateKey([u8; 32]);
+
+impl StateKey {
+    /// A key from 32 secret bytes.
+    pub fn new(bytes: [u8; 32]) -> Self {
+        StateKey(bytes)
+    }
+
+    /// A fresh random key (the default: flows then survive only within one process).
+    pub fn random() -> Self {
+        StateKey(rand::random())
+    }
+}
+
+impl std::fmt::Debug for StateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateKey(..)")
+    }
+}
+
+/// What a request's `requestState` is bound to.
+#[derive(Clone, Debug)]
+pub(crate) struct Binding {
+    pub(crate) method: String,
+    pub(crate) name: String,
+    pub(crate) digest: String,
+    pub(crate) subject: Option<String>,
+}
+
+impl Binding {
+    pub(crate) fn new(method: &str, name: &str, arguments: &Value, subject: Option<&str>) -> Self {
+        let mut hasher = Sha256::new();
+        canonical(arguments, &mut hasher);
+        let digest = URL_SAFE_NO_PAD.encode(hasher.finalize());
+        Binding { method: method.to_owned(), name: name.to_owned(), digest, subject: subject.map(str::to_owned) }
+    }
+}
+
+/// Hash JSON with object keys sorted, so key order does not change the digest.
+fn canonical(value: &Value, hasher: &mut Sha256) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            hasher.update(b"{");
+            for k in keys {
+                hasher.update(serde_json::to_string(k).unwrap_or_default().as_bytes());
+                hasher.update(b":");
+                canonical(&map[k], hasher);
+                hasher.update(b",");
+            }
+            hasher.update(b"}");
+        }
+        Value::Array(items) => {
+            hasher.update(b"[");
+            for item in items {
+                canonical(item, hasher);
+                hasher.update(b",");
+            }
+            hasher.update(b"]");
+        }
+        other => hasher.update(other.to_string().as_bytes()),
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Sealed {
+    v: u8,
+    m: String,
+    n: String,
+    d: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    s: Option<String>,
+    e: u64,
+    #[serde(default)]
+    r: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    a: Option<Value>,
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn invalid(detail: impl std::fmt::Display) -> RpcError {
+    RpcError::invalid_params(format!("Invalid requestState: {detail}; call again without requestState to start over"))
+}
+
+/// Seal round state for the client to carry.
+pub(crate) fn seal(key: &StateKey, binding: &Binding, ttl_secs: u64, responses: Map<String, Value>, app: Option<Value>) -> String {
+    let sealed = Sealed {
+        v: 1,
+        m: binding.method.clone(),
+        n: binding.name.clone(),
+        d: binding.digest.clone(),
+        s: binding.subject.clone(),
+        e: now().saturating_add(ttl_secs),
+        r: responses,
+        a: app,
+    };
+    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&sealed).unwrap_or_default());
+    let mut mac = <HmacSha256 as Mac>::new_from_slice(&key.0).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+    mac.update(payload.as_bytes());
+    let tag = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+    format!("{payload}.{tag}")
+}
+
+/// Open and verify a state presented on `binding`'s request.
+pub(crate) fn open(key: &StateKey, raw: &str, binding: &Binding) -> Result<(Map<String, Value>, Option<Value>), RpcError> {
+    let (payload, tag) = raw.split_once('.').ok_or_else(|| invalid("it was not issued by this server"))?;
+    let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| invalid("it was not issued by this server"))?;
+    let mut mac = <HmacSha256 as Mac>::new_from_slice(&key.0).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+    mac.update(payload.as_bytes());
+    // Constant-time comparison.
+    mac.verify_slice(&tag)
+        .map_err(|_| invalid("integrity check failed (it was modified, or sealed with another server's key)"))?;
+    let bytes = URL_SAFE_NO_PAD.decode(payload).map_err(|_| invalid("it is malformed"))?;
+    let sealed: Sealed = serde_json::from_slice(&bytes).map_err(|_| invalid("it is malformed"))?;
+    if sealed.m != binding.method || sealed.n != binding.name || sealed.d != binding.digest {
+        return Err(invalid("it belongs to a different request (method, name or arguments differ)"));
+    }
+    if sealed.s != binding.subject {
+        return Err(invalid("it was issued to a different caller"));
+    }
+    let t = now();
+    if sealed.e <= t {
+        return Err(invalid(format!("it expired {} s ago", t - sealed.e)));
+    }
+    Ok((sealed.r, sealed.a))
+}
+
+/// The answer to an elicitation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Elicited {
+    /// `accept`, `decline` or `cancel`.
+    pub action: ElicitAction,
+    /// The submitted form (accepted form-mode elicitations only).
+    pub content: Option<Map<String, Value>>,
+}
+
+/// What the user did with an elicitation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElicitAction {
+    /// Submitted.
+    Accept,
+    /// Explicitly declined.
+    Decline,
+    /// Dismissed.
+    Cancel,
+}
+
+/// Input gathered for this request so far, and what it still needs.
+///
+/// ```no_run
+/// # use serde_json::json;
+/// # use toolgate_server::{RequestContext, ToolError};
+/// # async fn handler(ctx: RequestContext) -> Result<String, ToolError> {
+/// let mut input = ctx.inputs();
+/// let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+/// let Some(answer) = input.elicit("user_name", "What is your name?", schema)? else {
+///     return Err(input.ask()); // ends this round with `input_required`
+/// };
+/// let name = answer.content.and_then(|c| c.get("name").cloned()).unwrap_or_default();
+/// Ok(format!("Hello, {name}!"))
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Inputs {
+    responses: Map<String, Value>,
+    app: Option<Value>,
+    capabilities: ClientCapabilities,
+    requests: Map<String, Value>,
+    used: Map<String, Value>,
+}
+
+/// A round that ended because input is missing.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub(crate) requests: Map<String, Value>,
+    pub(crate) responses: Map<String, Value>,
+    pub(crate) app: Option<Value>,
+}
+
+fn malformed(key: &str, what: &str) -> ToolError {
+    ToolError::protocol(RpcError::invalid_params(format!("inputResponses.{key} {what}")))
+}
+
+impl Inputs {
+    pub(crate) fn new(responses: Map<String, Value>, app: Option<Value>, capabilities: ClientCapabilities) -> Self {
+        Self { responses, app, capabilities, requests: Map::new(), used: Map::new() }
+    }
+
+    fn take(&mut self, key: &str, request: Value) -> Option<Value> {
+        match self.responses.get(key) {
+            Some(v) => {
+                self.used.insert(key.to_owned(), v.clone());
+                Some(v.clone())
+            }
+            None => {
+                self.requests.insert(key.to_owned(), request);
+                None
+            }
+        }
+    }
+
+    /// Ask the user to fill a form. `Ok(None)`: not answered yet (call
+    /// [`Inputs::ask`]). The answer's content is validated against
+    /// `requested_schema`. Fails with `-32021` if the client cannot elicit.
+    pub fn elicit(&mut self, key: &str, message: &str, requested_schema: Value) -> Result<Option<Elicited>, ToolError> {
+        if !self.capabilities.supports_elicitation_form() {
+            return Err(ToolError::protocol(RpcError::missing_client_capability(json!({"elicitation": {"form": {}}}))));
+        }
+        let request = json!({"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": requested_schema}});
+        let Some(answer) = self.take(key, request) else { return Ok(None) };
+        let elicited = parse_elicit(key, &answer)?;
+        if let (ElicitAction::Accept, Some(content)) = (elicited.action, &elicited.content) {
+            let schema = CompiledSchema::compile(&requested_schema)
+                .map_err(|e| ToolError::protocol(RpcError::internal().with_data(json!(e.to_string()))))?;
+            if let Err(violations) = schema.validate(&Value::Object(content.clone())) {
+                let list: Vec<String> = violations.iter().map(ToString::to_string).collect();
+                return Err(malformed(key, &format!("does not match the requested schema: {}", list.join("; "))));
+            }
+        } else if elicited.action == ElicitAction::Accept {
+            return Err(malformed(key, "accepts a form elicitation but carries no content object"));
+        }
+        Ok(Some(elicited))
+    }
+
+    /// Send the user to `url` (URL-mode elicitation). Fails with `-32021` if
+    /// the client does not support URL mode.
+    pub fn elicit_url(&mut self, key: &str, message: &str, url: &str, elicitation_id: &str) -> Result<Option<Elicited>, ToolError> {
+        if !self.capabilities.supports_elicitation_url() {
+            return Err(ToolError::protocol(RpcError::missing_client_capability(json!({"elicitation": {"url": {}}}))));
+        }
+        let request = json!({"method": "elicitation/create", "params": {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id}});
+        let Some(answer) = self.take(key, request) else { return Ok(None) };
+        parse_elicit(key, &answer).map(Some)
+    }
+
+    /// Ask the client's model for a completion; `params` is a
+    /// `CreateMessageRequest`'s params. The answer is a `CreateMessageResult`.
+    pub fn sample(&mut self, key: &str, params: Value) -> Result<Option<Value>, ToolError> {
+        if self.capabilities.sampling.is_none() {
+            return Err(ToolError::protocol(RpcError::missing_client_capability(json!({"sampling": {}}))));
+        }
+        let Some(answer) = self.take(key, json!({"method": "sampling/createMessage", "params": params})) else {
+            return Ok(None);
+        };
+        let ok = answer.as_object().is_some_and(|o| {
+            o.get("role").is_some_and(Value::is_string)
+                && o.get("model").is_some_and(Value::is_string)
+                && o.get("content").is_some_and(|c| c.is_object() || c.is_array())
+        });
+        if !ok {
+            return Err(malformed(key, "must be a CreateMessageResult with role, content and model"));
+        }
+        Ok(Some(answer))
+    }
+
+    /// Ask for the client's roots. The answer is the list of roots (each with a `uri`).
+    pub fn roots(&mut self, key: &str) -> Result<Option<Vec<Value>>, ToolError> {
+        if self.capabilities.roots.is_none() {
+            return Err(ToolError::protocol(RpcError::missing_client_capability(json!({"roots": {}}))));
+        }
+        let Some(answer) = self.take(key, json!({"method": "roots/list", "params": {}})) else { return Ok(None) };
+        match answer.get("roots").and_then(Value::as_array) {
+            Some(roots) if roots.iter().all(|r| r.get("uri").is_some_and(Value::is_string)) => Ok(Some(roots.clone())),
+            _ => Err(malformed(key, "must be a ListRootsResult: {\"roots\": [{\"uri\": ...}]}")),
+        }
+    }
+
+    /// Data the handler kept from an earlier round.
+    pub fn remembered(&self) -> Option<&Value> {
+        self.app.as_ref()
+    }
+
+    /// Keep `data` for the next round (sealed in the state with everything else).
+    pub fn remember(&mut self, data: Value) {
+        self.app = Some(data);
+    }
+
+    /// Whether every input asked for so far was answered.
+    pub fn complete(&self) -> bool {
+        self.requests.is_empty()
+    }
+
+    /// End this round: the client is asked for everything still missing.
+    pub fn ask(self) -> ToolError {
+        let mut responses = self.responses;
+        // Only answers the handler actually used travel forward; unknown keys are dropped.
+        responses.retain(|k, _| self.used.contains_key(k));
+        ToolError(ErrorKind::InputRequired(Box::new(Pending { requests: self.requests, responses, app: self.app })))
+    }
+}
+
+fn parse_elicit(key: &str, answer: &Value) -> Result<Elicited, ToolError> {
+    let obj = answer.as_object().ok_or_else(|| malformed(key, "must be an ElicitResult object"))?;
+    let action = match obj.get("action").and_then(Value::as_str) {
+        Some("accept") => ElicitAction::Accept,
+        Some("decline") => ElicitAction::Decline,
+        Some("cancel") => ElicitAction::Cancel,
+        _ => return Err(malformed(key, "needs \"action\": \"accept\", \"decline\" or \"cancel\"")),
+    };
+    let content = match obj.get("content") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(c)) => Some(c.clone()),
+        Some(_) => return Err(malformed(key, "has a \"content\" that is not an object")),
+    };
+    Ok(Elicited { action, content })
+}
+
+/// Build the `input_required` result for a pending round.
+pub(crate) fn input_required(key: &StateKey, binding: &Binding, ttl_secs: u64, pending: Pending) -> InputRequiredResult {
+    let state = seal(key, binding, ttl_secs, pending.responses, pending.app);
+    let mut result = InputRequiredResult::new().with_state(state);
+    if !pending.requests.is_empty() {
+        result.input_requests = Some(pending.requests);
+    }
+    result
+}
+
+/// `inputResponses` and `requestState` as sent, type-checked.
+pub(crate) struct Retry {
+    pub(crate) responses: Map<String, Value>,
+    pub(crate) state: Option<String>,
+}
+
+/// Read the retry fields of a request's params.
+pub(crate) fn retry_fields(params: Option<&Map<String, Value>>) -> Result<Retry, RpcError> {
+    let responses = match params.and_then(|p| p.get("inputResponses")) {
+        None => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return Err(RpcError::invalid_params("inputResponses must be an object mapping request keys to responses")),
+    };
+    let state = match params.and_then(|p| p.get("requestState")) {
+        None => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(RpcError::invalid_params("requestState must be the string the server sent")),
+    };
+    Ok(Retry { responses, state })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn binding(args: Value) -> Binding {
+        Binding::new("tools/call", "t", &args, Some("alice"))
+    }
+
+    #[test]
+    fn sealed_state_opens_only_on_its_own_request() {
+        let key = StateKey::random();
+        let b = binding(json!({"a": 1, "b": [1, 2]}));
+        let mut r = Map::new();
+        r.insert("k".into(), json!({"action": "accept"}));
+        let s = seal(&key, &b, 60, r.clone(), Some(json!(7)));
+        assert_eq!(open(&key, &s, &b).unwrap(), (r, Some(json!(7))));
+        // Same arguments in another key order: same request.
+        assert!(open(&key, &s, &binding(json!({"b": [1, 2], "a": 1}))).is_ok());
+        let msg = |e: RpcError| e.message;
+        assert!(msg(open(&key, &s, &binding(json!({"a": 2}))).unwrap_err()).contains("different request"));
+        assert!(msg(open(&key, &s, &Binding::new("prompts/get", "t", &json!({"a": 1, "b": [1, 2]}), Some("alice"))).unwrap_err()).contains("different request"));
+        assert!(msg(open(&key, &s, &Binding::new("tools/call", "t", &json!({"a": 1, "b": [1, 2]}), Some("bob"))).unwrap_err()).contains("different caller"));
+        assert!(msg(open(&StateKey::random(), &s, &b).unwrap_err()).contains("integrity"));
+        let mut tampered = s.clone();
+        tampered.insert(3, 'x');
+        assert_eq!(open(&key, &tampered, &b).unwrap_err().code, -32602);
+        assert!(msg(open(&key, "garbage", &b).unwrap_err()).contains("not issued"));
+        let expired = seal(&key, &b, 0, Map::new(), None);
+        assert!(msg(open(&key, &expired, &b).unwrap_err()).contains("expired"));
+    }
+}

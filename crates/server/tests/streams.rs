@@ -1,0 +1,84 @@
+//! Subscriptions end cleanly: a thousand listen streams opened and closed
+//! leave no subscriptions, tasks or memory behind.
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::request;
+use serde_json::json;
+use tokio::net::TcpListener;
+use toolgate_server::transport::http::{HttpConfig, serve_listener};
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .map_or(0, |pages| pages * 4096)
+}
+
+async fn settle(check: impl Fn() -> bool) -> bool {
+    for _ in 0..250 {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_streams_open_and_close_without_leaks() {
+    let (server, _) = common::test_server(100);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(serve_listener(server.clone(), HttpConfig::default(), listener));
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+    let body = request(1, "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}));
+
+    let mut rss_after_round = Vec::new();
+    let baseline_tasks = metrics.num_alive_tasks();
+    for _round in 0..2 {
+        let mut open = Vec::new();
+        for chunk in 0..10 {
+            let batch: Vec<_> = (0..100)
+                .map(|i| {
+                    let (client, url, body) = (client.clone(), url.clone(), body.clone());
+                    async move {
+                        let mut response = client
+                            .post(&url)
+                            .header("accept", "application/json, text/event-stream")
+                            .header("mcp-protocol-version", "2026-07-28")
+                            .header("mcp-method", "subscriptions/listen")
+                            .json(&body)
+                            .send()
+                            .await
+                            .unwrap_or_else(|e| panic!("stream {chunk}/{i}: {e}"));
+                        // The acknowledgement arrives first.
+                        let first = response.chunk().await.unwrap().unwrap();
+                        assert!(String::from_utf8_lossy(&first).contains("acknowledged"));
+                        response
+                    }
+                })
+                .collect();
+            open.extend(futures::future::join_all(batch).await);
+        }
+        assert_eq!(server.open_subscriptions(), 1000);
+        drop(open);
+        assert!(settle(|| server.open_subscriptions() == 0).await, "{} subscriptions left", server.open_subscriptions());
+        assert!(
+            settle(|| metrics.num_alive_tasks() <= baseline_tasks + 2).await,
+            "tasks alive: {} (baseline {baseline_tasks})",
+            metrics.num_alive_tasks()
+        );
+        rss_after_round.push(rss_bytes());
+    }
+    // The second thousand reuses what the first one freed.
+    let growth = rss_after_round[1].saturating_sub(rss_after_round[0]);
+    assert!(growth < 16 << 20, "RSS grew by {growth} bytes between rounds");
+    // And the server still serves.
+    assert_eq!(server.tool_names().len(), 8, "every registration, hidden ones included");
+}
