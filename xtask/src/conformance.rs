@@ -109,7 +109,11 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
     let _guard = Guard(server);
     wait_for(SocketAddr::from(([127, 0, 0, 1], port)))?;
 
-    let path = format!("{}:{}", node_bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        node_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let suite = tools_dir().join("node_modules/.bin/conformance");
     let url = format!("http://127.0.0.1:{port}/mcp");
     let run_suite = |args: &[&str]| -> anyhow::Result<bool> {
@@ -138,7 +142,11 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
     } else {
         list.extend(scenarios.iter().cloned());
     }
-    for scenario in list.clone().iter().filter(|s| !s.starts_with("requirements ")) {
+    for scenario in list
+        .clone()
+        .iter()
+        .filter(|s| !s.starts_with("requirements "))
+    {
         eprintln!("== conformance: {scenario}");
         if !run_suite(&["--scenario", scenario, "--spec-version", SPEC_VERSION])? {
             failed.push(scenario.clone());

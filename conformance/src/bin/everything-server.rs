@@ -253,16 +253,27 @@ fn name_form() -> serde_json::Value {
 }
 
 fn field(answer: &toolgate_server::Elicited, key: &str) -> String {
-    answer.content.as_ref().and_then(|c| c.get(key)).and_then(|v| v.as_str()).unwrap_or("unknown").to_owned()
+    answer
+        .content
+        .as_ref()
+        .and_then(|c| c.get(key))
+        .and_then(|v| v.as_str())
+        .unwrap_or("unknown")
+        .to_owned()
 }
 
 fn sampled_text(answer: &serde_json::Value) -> String {
-    answer.pointer("/content/text").and_then(|v| v.as_str()).unwrap_or("").to_owned()
+    answer
+        .pointer("/content/text")
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+        .to_owned()
 }
 
 /// Tools of the multi round-trip request (MRTR) scenarios.
 fn mrtr_tools() -> Vec<ToolEntry> {
-    let tool = |name: &str, description: &str| ToolDef::new(name).description(description).read_only();
+    let tool =
+        |name: &str, description: &str| ToolDef::new(name).description(description).read_only();
     vec![
         tool("test_input_required_result_elicitation", "Asks the user's name through an elicitation, then greets them")
             .handler(|_: NoArgs, ctx: RequestContext| async move {
@@ -492,7 +503,11 @@ fn build() -> anyhow::Result<Server> {
     let (resources, templates) = resources();
     let mut builder = Server::builder("toolgate-everything-server", env!("CARGO_PKG_VERSION"))
         .instructions("The toolgate conformance server: test tools, prompts and resources.");
-    for t in tools().into_iter().chain(schema_tools()).chain(mrtr_tools()) {
+    for t in tools()
+        .into_iter()
+        .chain(schema_tools())
+        .chain(mrtr_tools())
+    {
         builder = builder.tool(t);
     }
     for p in prompts() {

@@ -21,8 +21,8 @@ use toolgate_protocol::types::{
 };
 
 use crate::AuthContext;
-use crate::mrtr::Inputs;
 use crate::exchange::Frame;
+use crate::mrtr::Inputs;
 use crate::tool::ToolError;
 
 /// The request-scoped view a handler gets.
@@ -141,7 +141,11 @@ impl RequestContext {
     /// answers, ask for more. See [`Inputs`].
     pub fn inputs(&self) -> Inputs {
         let round = &self.inner.round;
-        Inputs::new(round.responses.clone(), round.app.clone(), self.client_capabilities().clone())
+        Inputs::new(
+            round.responses.clone(),
+            round.app.clone(),
+            self.client_capabilities().clone(),
+        )
     }
 
     /// Whether the request was cancelled.

@@ -67,7 +67,12 @@ impl Binding {
         let mut hasher = Sha256::new();
         canonical(arguments, &mut hasher);
         let digest = URL_SAFE_NO_PAD.encode(hasher.finalize());
-        Binding { method: method.to_owned(), name: name.to_owned(), digest, subject: subject.map(str::to_owned) }
+        Binding {
+            method: method.to_owned(),
+            name: name.to_owned(),
+            digest,
+            subject: subject.map(str::to_owned),
+        }
     }
 }
 
@@ -114,15 +119,26 @@ struct Sealed {
 }
 
 fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 fn invalid(detail: impl std::fmt::Display) -> RpcError {
-    RpcError::invalid_params(format!("Invalid requestState: {detail}; call again without requestState to start over"))
+    RpcError::invalid_params(format!(
+        "Invalid requestState: {detail}; call again without requestState to start over"
+    ))
 }
 
 /// Seal round state for the client to carry.
-pub(crate) fn seal(key: &StateKey, binding: &Binding, ttl_secs: u64, responses: Map<String, Value>, app: Option<Value>) -> String {
+pub(crate) fn seal(
+    key: &StateKey,
+    binding: &Binding,
+    ttl_secs: u64,
+    responses: Map<String, Value>,
+    app: Option<Value>,
+) -> String {
     let sealed = Sealed {
         v: 1,
         m: binding.method.clone(),
@@ -134,25 +150,40 @@ pub(crate) fn seal(key: &StateKey, binding: &Binding, ttl_secs: u64, responses: 
         a: app,
     };
     let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&sealed).unwrap_or_default());
-    let mut mac = <HmacSha256 as Mac>::new_from_slice(&key.0).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+    let mut mac = <HmacSha256 as Mac>::new_from_slice(&key.0)
+        .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
     mac.update(payload.as_bytes());
     let tag = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
     format!("{payload}.{tag}")
 }
 
 /// Open and verify a state presented on `binding`'s request.
-pub(crate) fn open(key: &StateKey, raw: &str, binding: &Binding) -> Result<(Map<String, Value>, Option<Value>), RpcError> {
-    let (payload, tag) = raw.split_once('.').ok_or_else(|| invalid("it was not issued by this server"))?;
-    let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| invalid("it was not issued by this server"))?;
-    let mut mac = <HmacSha256 as Mac>::new_from_slice(&key.0).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+pub(crate) fn open(
+    key: &StateKey,
+    raw: &str,
+    binding: &Binding,
+) -> Result<(Map<String, Value>, Option<Value>), RpcError> {
+    let (payload, tag) = raw
+        .split_once('.')
+        .ok_or_else(|| invalid("it was not issued by this server"))?;
+    let tag = URL_SAFE_NO_PAD
+        .decode(tag)
+        .map_err(|_| invalid("it was not issued by this server"))?;
+    let mut mac = <HmacSha256 as Mac>::new_from_slice(&key.0)
+        .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
     mac.update(payload.as_bytes());
     // Constant-time comparison.
-    mac.verify_slice(&tag)
-        .map_err(|_| invalid("integrity check failed (it was modified, or sealed with another server's key)"))?;
-    let bytes = URL_SAFE_NO_PAD.decode(payload).map_err(|_| invalid("it is malformed"))?;
+    mac.verify_slice(&tag).map_err(|_| {
+        invalid("integrity check failed (it was modified, or sealed with another server's key)")
+    })?;
+    let bytes = URL_SAFE_NO_PAD
+        .decode(payload)
+        .map_err(|_| invalid("it is malformed"))?;
     let sealed: Sealed = serde_json::from_slice(&bytes).map_err(|_| invalid("it is malformed"))?;
     if sealed.m != binding.method || sealed.n != binding.name || sealed.d != binding.digest {
-        return Err(invalid("it belongs to a different request (method, name or arguments differ)"));
+        return Err(invalid(
+            "it belongs to a different request (method, name or arguments differ)",
+        ));
     }
     if sealed.s != binding.subject {
         return Err(invalid("it was issued to a different caller"));
@@ -217,12 +248,24 @@ pub(crate) struct Pending {
 }
 
 fn malformed(key: &str, what: &str) -> ToolError {
-    ToolError::protocol(RpcError::invalid_params(format!("inputResponses.{key} {what}")))
+    ToolError::protocol(RpcError::invalid_params(format!(
+        "inputResponses.{key} {what}"
+    )))
 }
 
 impl Inputs {
-    pub(crate) fn new(responses: Map<String, Value>, app: Option<Value>, capabilities: ClientCapabilities) -> Self {
-        Self { responses, app, capabilities, requests: Map::new(), used: Map::new() }
+    pub(crate) fn new(
+        responses: Map<String, Value>,
+        app: Option<Value>,
+        capabilities: ClientCapabilities,
+    ) -> Self {
+        Self {
+            responses,
+            app,
+            capabilities,
+            requests: Map::new(),
+            used: Map::new(),
+        }
     }
 
     fn take(&mut self, key: &str, request: Value) -> Option<Value> {
@@ -241,34 +284,60 @@ impl Inputs {
     /// Ask the user to fill a form. `Ok(None)`: not answered yet (call
     /// [`Inputs::ask`]). The answer's content is validated against
     /// `requested_schema`. Fails with `-32021` if the client cannot elicit.
-    pub fn elicit(&mut self, key: &str, message: &str, requested_schema: Value) -> Result<Option<Elicited>, ToolError> {
+    pub fn elicit(
+        &mut self,
+        key: &str,
+        message: &str,
+        requested_schema: Value,
+    ) -> Result<Option<Elicited>, ToolError> {
         if !self.capabilities.supports_elicitation_form() {
-            return Err(ToolError::protocol(RpcError::missing_client_capability(json!({"elicitation": {"form": {}}}))));
+            return Err(ToolError::protocol(RpcError::missing_client_capability(
+                json!({"elicitation": {"form": {}}}),
+            )));
         }
         let request = json!({"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": requested_schema}});
-        let Some(answer) = self.take(key, request) else { return Ok(None) };
+        let Some(answer) = self.take(key, request) else {
+            return Ok(None);
+        };
         let elicited = parse_elicit(key, &answer)?;
         if let (ElicitAction::Accept, Some(content)) = (elicited.action, &elicited.content) {
-            let schema = CompiledSchema::compile(&requested_schema)
-                .map_err(|e| ToolError::protocol(RpcError::internal().with_data(json!(e.to_string()))))?;
+            let schema = CompiledSchema::compile(&requested_schema).map_err(|e| {
+                ToolError::protocol(RpcError::internal().with_data(json!(e.to_string())))
+            })?;
             if let Err(violations) = schema.validate(&Value::Object(content.clone())) {
                 let list: Vec<String> = violations.iter().map(ToString::to_string).collect();
-                return Err(malformed(key, &format!("does not match the requested schema: {}", list.join("; "))));
+                return Err(malformed(
+                    key,
+                    &format!("does not match the requested schema: {}", list.join("; ")),
+                ));
             }
         } else if elicited.action == ElicitAction::Accept {
-            return Err(malformed(key, "accepts a form elicitation but carries no content object"));
+            return Err(malformed(
+                key,
+                "accepts a form elicitation but carries no content object",
+            ));
         }
         Ok(Some(elicited))
     }
 
     /// Send the user to `url` (URL-mode elicitation). Fails with `-32021` if
     /// the client does not support URL mode.
-    pub fn elicit_url(&mut self, key: &str, message: &str, url: &str, elicitation_id: &str) -> Result<Option<Elicited>, ToolError> {
+    pub fn elicit_url(
+        &mut self,
+        key: &str,
+        message: &str,
+        url: &str,
+        elicitation_id: &str,
+    ) -> Result<Option<Elicited>, ToolError> {
         if !self.capabilities.supports_elicitation_url() {
-            return Err(ToolError::protocol(RpcError::missing_client_capability(json!({"elicitation": {"url": {}}}))));
+            return Err(ToolError::protocol(RpcError::missing_client_capability(
+                json!({"elicitation": {"url": {}}}),
+            )));
         }
         let request = json!({"method": "elicitation/create", "params": {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id}});
-        let Some(answer) = self.take(key, request) else { return Ok(None) };
+        let Some(answer) = self.take(key, request) else {
+            return Ok(None);
+        };
         parse_elicit(key, &answer).map(Some)
     }
 
@@ -276,18 +345,27 @@ impl Inputs {
     /// `CreateMessageRequest`'s params. The answer is a `CreateMessageResult`.
     pub fn sample(&mut self, key: &str, params: Value) -> Result<Option<Value>, ToolError> {
         if self.capabilities.sampling.is_none() {
-            return Err(ToolError::protocol(RpcError::missing_client_capability(json!({"sampling": {}}))));
+            return Err(ToolError::protocol(RpcError::missing_client_capability(
+                json!({"sampling": {}}),
+            )));
         }
-        let Some(answer) = self.take(key, json!({"method": "sampling/createMessage", "params": params})) else {
+        let Some(answer) = self.take(
+            key,
+            json!({"method": "sampling/createMessage", "params": params}),
+        ) else {
             return Ok(None);
         };
         let ok = answer.as_object().is_some_and(|o| {
             o.get("role").is_some_and(Value::is_string)
                 && o.get("model").is_some_and(Value::is_string)
-                && o.get("content").is_some_and(|c| c.is_object() || c.is_array())
+                && o.get("content")
+                    .is_some_and(|c| c.is_object() || c.is_array())
         });
         if !ok {
-            return Err(malformed(key, "must be a CreateMessageResult with role, content and model"));
+            return Err(malformed(
+                key,
+                "must be a CreateMessageResult with role, content and model",
+            ));
         }
         Ok(Some(answer))
     }
@@ -295,12 +373,25 @@ impl Inputs {
     /// Ask for the client's roots. The answer is the list of roots (each with a `uri`).
     pub fn roots(&mut self, key: &str) -> Result<Option<Vec<Value>>, ToolError> {
         if self.capabilities.roots.is_none() {
-            return Err(ToolError::protocol(RpcError::missing_client_capability(json!({"roots": {}}))));
+            return Err(ToolError::protocol(RpcError::missing_client_capability(
+                json!({"roots": {}}),
+            )));
         }
-        let Some(answer) = self.take(key, json!({"method": "roots/list", "params": {}})) else { return Ok(None) };
+        let Some(answer) = self.take(key, json!({"method": "roots/list", "params": {}})) else {
+            return Ok(None);
+        };
         match answer.get("roots").and_then(Value::as_array) {
-            Some(roots) if roots.iter().all(|r| r.get("uri").is_some_and(Value::is_string)) => Ok(Some(roots.clone())),
-            _ => Err(malformed(key, "must be a ListRootsResult: {\"roots\": [{\"uri\": ...}]}")),
+            Some(roots)
+                if roots
+                    .iter()
+                    .all(|r| r.get("uri").is_some_and(Value::is_string)) =>
+            {
+                Ok(Some(roots.clone()))
+            }
+            _ => Err(malformed(
+                key,
+                "must be a ListRootsResult: {\"roots\": [{\"uri\": ...}]}",
+            )),
         }
     }
 
@@ -324,17 +415,28 @@ impl Inputs {
         let mut responses = self.responses;
         // Only answers the handler actually used travel forward; unknown keys are dropped.
         responses.retain(|k, _| self.used.contains_key(k));
-        ToolError(ErrorKind::InputRequired(Box::new(Pending { requests: self.requests, responses, app: self.app })))
+        ToolError(ErrorKind::InputRequired(Box::new(Pending {
+            requests: self.requests,
+            responses,
+            app: self.app,
+        })))
     }
 }
 
 fn parse_elicit(key: &str, answer: &Value) -> Result<Elicited, ToolError> {
-    let obj = answer.as_object().ok_or_else(|| malformed(key, "must be an ElicitResult object"))?;
+    let obj = answer
+        .as_object()
+        .ok_or_else(|| malformed(key, "must be an ElicitResult object"))?;
     let action = match obj.get("action").and_then(Value::as_str) {
         Some("accept") => ElicitAction::Accept,
         Some("decline") => ElicitAction::Decline,
         Some("cancel") => ElicitAction::Cancel,
-        _ => return Err(malformed(key, "needs \"action\": \"accept\", \"decline\" or \"cancel\"")),
+        _ => {
+            return Err(malformed(
+                key,
+                "needs \"action\": \"accept\", \"decline\" or \"cancel\"",
+            ));
+        }
     };
     let content = match obj.get("content") {
         None | Some(Value::Null) => None,
@@ -345,7 +447,12 @@ fn parse_elicit(key: &str, answer: &Value) -> Result<Elicited, ToolError> {
 }
 
 /// Build the `input_required` result for a pending round.
-pub(crate) fn input_required(key: &StateKey, binding: &Binding, ttl_secs: u64, pending: Pending) -> InputRequiredResult {
+pub(crate) fn input_required(
+    key: &StateKey,
+    binding: &Binding,
+    ttl_secs: u64,
+    pending: Pending,
+) -> InputRequiredResult {
     let state = seal(key, binding, ttl_secs, pending.responses, pending.app);
     let mut result = InputRequiredResult::new().with_state(state);
     if !pending.requests.is_empty() {
@@ -365,12 +472,20 @@ pub(crate) fn retry_fields(params: Option<&Map<String, Value>>) -> Result<Retry,
     let responses = match params.and_then(|p| p.get("inputResponses")) {
         None => Map::new(),
         Some(Value::Object(m)) => m.clone(),
-        Some(_) => return Err(RpcError::invalid_params("inputResponses must be an object mapping request keys to responses")),
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "inputResponses must be an object mapping request keys to responses",
+            ));
+        }
     };
     let state = match params.and_then(|p| p.get("requestState")) {
         None => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(RpcError::invalid_params("requestState must be the string the server sent")),
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "requestState must be the string the server sent",
+            ));
+        }
     };
     Ok(Retry { responses, state })
 }
@@ -394,9 +509,38 @@ mod tests {
         // Same arguments in another key order: same request.
         assert!(open(&key, &s, &binding(json!({"b": [1, 2], "a": 1}))).is_ok());
         let msg = |e: RpcError| e.message;
-        assert!(msg(open(&key, &s, &binding(json!({"a": 2}))).unwrap_err()).contains("different request"));
-        assert!(msg(open(&key, &s, &Binding::new("prompts/get", "t", &json!({"a": 1, "b": [1, 2]}), Some("alice"))).unwrap_err()).contains("different request"));
-        assert!(msg(open(&key, &s, &Binding::new("tools/call", "t", &json!({"a": 1, "b": [1, 2]}), Some("bob"))).unwrap_err()).contains("different caller"));
+        assert!(
+            msg(open(&key, &s, &binding(json!({"a": 2}))).unwrap_err())
+                .contains("different request")
+        );
+        assert!(
+            msg(open(
+                &key,
+                &s,
+                &Binding::new(
+                    "prompts/get",
+                    "t",
+                    &json!({"a": 1, "b": [1, 2]}),
+                    Some("alice")
+                )
+            )
+            .unwrap_err())
+            .contains("different request")
+        );
+        assert!(
+            msg(open(
+                &key,
+                &s,
+                &Binding::new(
+                    "tools/call",
+                    "t",
+                    &json!({"a": 1, "b": [1, 2]}),
+                    Some("bob")
+                )
+            )
+            .unwrap_err())
+            .contains("different caller")
+        );
         assert!(msg(open(&StateKey::random(), &s, &b).unwrap_err()).contains("integrity"));
         let mut tampered = s.clone();
         tampered.insert(3, 'x');

@@ -8,7 +8,8 @@ mod common;
 use common::assert_wire;
 use serde_json::{Value, json};
 use toolgate_server::{
-    NoArgs, Reply, RequestContext, Server, StateKey, ToolDef, ToolError, TransportContext, http_status_for,
+    NoArgs, Reply, RequestContext, Server, StateKey, ToolDef, ToolError, TransportContext,
+    http_status_for,
 };
 
 fn server(key: StateKey) -> Server {
@@ -16,21 +17,37 @@ fn server(key: StateKey) -> Server {
     let (f1, f2) = (form("name"), form("color"));
     Server::builder("mrtr", "1")
         .state_key(key)
-        .tool(ToolDef::new("greet").description("Two rounds").handler(move |_: NoArgs, ctx: RequestContext| {
-            let (f1, f2) = (f1.clone(), f2.clone());
-            async move {
+        .tool(ToolDef::new("greet").description("Two rounds").handler(
+            move |_: NoArgs, ctx: RequestContext| {
+                let (f1, f2) = (f1.clone(), f2.clone());
+                async move {
+                    let mut input = ctx.inputs();
+                    let Some(name) = input.elicit("name", "Name?", f1)? else {
+                        return Err(input.ask());
+                    };
+                    let Some(color) = input.elicit("color", "Color?", f2)? else {
+                        return Err(input.ask());
+                    };
+                    let get = |e: &toolgate_server::Elicited, k: &str| {
+                        e.content.as_ref().unwrap()[k].as_str().unwrap().to_owned()
+                    };
+                    Ok::<_, ToolError>(format!(
+                        "{} likes {}",
+                        get(&name, "name"),
+                        get(&color, "color")
+                    ))
+                }
+            },
+        ))
+        .tool(ToolDef::new("model").description("Sampling").handler(
+            |_: NoArgs, ctx: RequestContext| async move {
                 let mut input = ctx.inputs();
-                let Some(name) = input.elicit("name", "Name?", f1)? else { return Err(input.ask()) };
-                let Some(color) = input.elicit("color", "Color?", f2)? else { return Err(input.ask()) };
-                let get = |e: &toolgate_server::Elicited, k: &str| e.content.as_ref().unwrap()[k].as_str().unwrap().to_owned();
-                Ok::<_, ToolError>(format!("{} likes {}", get(&name, "name"), get(&color, "color")))
-            }
-        }))
-        .tool(ToolDef::new("model").description("Sampling").handler(|_: NoArgs, ctx: RequestContext| async move {
-            let mut input = ctx.inputs();
-            let Some(_) = input.sample("q", json!({"messages": [], "maxTokens": 5}))? else { return Err(input.ask()) };
-            Ok::<_, ToolError>("sampled")
-        }))
+                let Some(_) = input.sample("q", json!({"messages": [], "maxTokens": 5}))? else {
+                    return Err(input.ask());
+                };
+                Ok::<_, ToolError>("sampled")
+            },
+        ))
         .build()
         .unwrap()
 }
@@ -41,7 +58,10 @@ fn meta(caps: Value) -> Value {
 
 async fn call(server: &Server, id: i64, params: Value) -> Value {
     let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-    let reply = server.handle_message(&serde_json::to_vec(&message).unwrap(), &TransportContext::default());
+    let reply = server.handle_message(
+        &serde_json::to_vec(&message).unwrap(),
+        &TransportContext::default(),
+    );
     let frame = match reply {
         Reply::Done(frame) => frame,
         Reply::Streaming(mut exchange) => exchange.next().await.expect("a response"),
@@ -64,15 +84,31 @@ fn answer(field: &str, value: &str) -> Value {
 async fn rounds_accumulate_answers_across_two_server_processes() {
     let key = StateKey::new([7; 32]);
     let (a, b) = (server(key.clone()), server(key));
-    let r1 = call(&a, 1, json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps())})).await;
+    let r1 = call(
+        &a,
+        1,
+        json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps())}),
+    )
+    .await;
     assert_eq!(r1["result"]["resultType"], "input_required");
-    assert_eq!(r1["result"]["inputRequests"]["name"]["method"], "elicitation/create");
+    assert_eq!(
+        r1["result"]["inputRequests"]["name"]["method"],
+        "elicitation/create"
+    );
     let state1 = r1["result"]["requestState"].as_str().unwrap().to_owned();
     // Round 2 on the other process.
-    let r2 = call(&b, 2, json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps()),
-        "inputResponses": {"name": answer("name", "Alice")}, "requestState": state1})).await;
+    let r2 = call(
+        &b,
+        2,
+        json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps()),
+        "inputResponses": {"name": answer("name", "Alice")}, "requestState": state1}),
+    )
+    .await;
     assert_eq!(r2["result"]["resultType"], "input_required");
-    assert!(r2["result"]["inputRequests"].get("name").is_none(), "answered inputs are not asked again");
+    assert!(
+        r2["result"]["inputRequests"].get("name").is_none(),
+        "answered inputs are not asked again"
+    );
     let state2 = r2["result"]["requestState"].as_str().unwrap().to_owned();
     // Round 3 back on the first: the name travels in the state.
     let r3 = call(&a, 3, json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps()),
@@ -83,27 +119,67 @@ async fn rounds_accumulate_answers_across_two_server_processes() {
 #[tokio::test]
 async fn bad_state_is_refused_with_a_clear_error() {
     let s = server(StateKey::random());
-    let r1 = call(&s, 1, json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps())})).await;
+    let r1 = call(
+        &s,
+        1,
+        json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps())}),
+    )
+    .await;
     let state = r1["result"]["requestState"].as_str().unwrap().to_owned();
-    let retry = |state: Value, args: Value| json!({"name": "greet", "arguments": args, "_meta": meta(elicit_caps()),
-        "inputResponses": {"name": answer("name", "A")}, "requestState": state});
+    let retry = |state: Value, args: Value| {
+        json!({"name": "greet", "arguments": args, "_meta": meta(elicit_caps()),
+        "inputResponses": {"name": answer("name", "A")}, "requestState": state})
+    };
 
     let mut tampered = state.clone().into_bytes();
     tampered[5] ^= 1;
-    let r = call(&s, 2, retry(json!(String::from_utf8(tampered).unwrap()), json!({}))).await;
+    let r = call(
+        &s,
+        2,
+        retry(json!(String::from_utf8(tampered).unwrap()), json!({})),
+    )
+    .await;
     assert_eq!(r["error"]["code"], -32602);
-    assert!(r["error"]["message"].as_str().unwrap().contains("Invalid requestState"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Invalid requestState"),
+        "{r}"
+    );
 
     let r = call(&s, 3, retry(json!(state), json!({"other": true}))).await;
-    assert!(r["error"]["message"].as_str().unwrap().contains("different request"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("different request"),
+        "{r}"
+    );
 
-    let r = call(&server(StateKey::random()), 4, retry(json!(state), json!({}))).await;
-    assert!(r["error"]["message"].as_str().unwrap().contains("integrity"), "{r}");
+    let r = call(
+        &server(StateKey::random()),
+        4,
+        retry(json!(state), json!({})),
+    )
+    .await;
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("integrity"),
+        "{r}"
+    );
 
     let r = call(&s, 5, retry(json!(42), json!({}))).await;
     assert_eq!(r["error"]["code"], -32602);
     // The server still serves the flow from the start.
-    let r = call(&s, 6, json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps())})).await;
+    let r = call(
+        &s,
+        6,
+        json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps())}),
+    )
+    .await;
     assert_eq!(r["result"]["resultType"], "input_required");
 }
 
@@ -112,15 +188,27 @@ async fn malformed_input_responses_are_invalid_params() {
     let s = server(StateKey::random());
     let cases = [
         (json!(null), "inputResponses must be an object"),
-        (json!({"name": 12345}), "inputResponses.name must be an ElicitResult"),
-        (json!({"name": {"action": "maybe"}}), "\"accept\", \"decline\" or \"cancel\""),
+        (
+            json!({"name": 12345}),
+            "inputResponses.name must be an ElicitResult",
+        ),
+        (
+            json!({"name": {"action": "maybe"}}),
+            "\"accept\", \"decline\" or \"cancel\"",
+        ),
         (json!({"name": {"action": "accept"}}), "no content"),
-        (json!({"name": {"action": "accept", "content": {"name": 5}}}), "does not match the requested schema"),
+        (
+            json!({"name": {"action": "accept", "content": {"name": 5}}}),
+            "does not match the requested schema",
+        ),
     ];
     for (responses, needle) in cases {
         let r = call(&s, 1, json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps()), "inputResponses": responses})).await;
         assert_eq!(r["error"]["code"], -32602, "{r}");
-        assert!(r["error"]["message"].as_str().unwrap().contains(needle), "{needle}: {r}");
+        assert!(
+            r["error"]["message"].as_str().unwrap().contains(needle),
+            "{needle}: {r}"
+        );
     }
     // A declined elicitation is a valid answer.
     let r = call(&s, 2, json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps()), "inputResponses": {"name": {"action": "decline"}}})).await;
@@ -130,14 +218,38 @@ async fn malformed_input_responses_are_invalid_params() {
 #[tokio::test]
 async fn asking_without_the_capability_is_32021() {
     let s = server(StateKey::random());
-    let r = call(&s, 1, json!({"name": "greet", "arguments": {}, "_meta": meta(json!({}))})).await;
+    let r = call(
+        &s,
+        1,
+        json!({"name": "greet", "arguments": {}, "_meta": meta(json!({}))}),
+    )
+    .await;
     assert_eq!(r["error"]["code"], -32021);
-    assert_eq!(r["error"]["data"]["requiredCapabilities"], json!({"elicitation": {"form": {}}}));
+    assert_eq!(
+        r["error"]["data"]["requiredCapabilities"],
+        json!({"elicitation": {"form": {}}})
+    );
     assert_eq!(http_status_for(Some(-32021)), 400);
-    let r = call(&s, 2, json!({"name": "model", "arguments": {}, "_meta": meta(json!({"elicitation": {}}))})).await;
-    assert_eq!(r["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}));
-    let r = call(&s, 3, json!({"name": "model", "arguments": {}, "_meta": meta(json!({"sampling": {}}))})).await;
-    assert_eq!(r["result"]["inputRequests"]["q"]["method"], "sampling/createMessage");
+    let r = call(
+        &s,
+        2,
+        json!({"name": "model", "arguments": {}, "_meta": meta(json!({"elicitation": {}}))}),
+    )
+    .await;
+    assert_eq!(
+        r["error"]["data"]["requiredCapabilities"],
+        json!({"sampling": {}})
+    );
+    let r = call(
+        &s,
+        3,
+        json!({"name": "model", "arguments": {}, "_meta": meta(json!({"sampling": {}}))}),
+    )
+    .await;
+    assert_eq!(
+        r["result"]["inputRequests"]["q"]["method"],
+        "sampling/createMessage"
+    );
     // A malformed sampling answer is refused.
     let r = call(&s, 4, json!({"name": "model", "arguments": {}, "_meta": meta(json!({"sampling": {}})), "inputResponses": {"q": {"text": "hi"}}})).await;
     assert_eq!(r["error"]["code"], -32602);

@@ -15,7 +15,11 @@ use toolgate_server::transport::http::{HttpConfig, serve_listener};
 fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
         .map_or(0, |pages| pages * 4096)
 }
 
@@ -34,10 +38,21 @@ async fn a_thousand_streams_open_and_close_without_leaks() {
     let (server, _) = common::test_server(100);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(serve_listener(server.clone(), HttpConfig::default(), listener));
+    tokio::spawn(serve_listener(
+        server.clone(),
+        HttpConfig::default(),
+        listener,
+    ));
     let metrics = tokio::runtime::Handle::current().metrics();
-    let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
-    let body = request(1, "subscriptions/listen", json!({"notifications": {"toolsListChanged": true}}));
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let body = request(
+        1,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
 
     let mut rss_after_round = Vec::new();
     let baseline_tasks = metrics.num_alive_tasks();
@@ -68,7 +83,11 @@ async fn a_thousand_streams_open_and_close_without_leaks() {
         }
         assert_eq!(server.open_subscriptions(), 1000);
         drop(open);
-        assert!(settle(|| server.open_subscriptions() == 0).await, "{} subscriptions left", server.open_subscriptions());
+        assert!(
+            settle(|| server.open_subscriptions() == 0).await,
+            "{} subscriptions left",
+            server.open_subscriptions()
+        );
         assert!(
             settle(|| metrics.num_alive_tasks() <= baseline_tasks + 2).await,
             "tasks alive: {} (baseline {baseline_tasks})",
@@ -78,7 +97,65 @@ async fn a_thousand_streams_open_and_close_without_leaks() {
     }
     // The second thousand reuses what the first one freed.
     let growth = rss_after_round[1].saturating_sub(rss_after_round[0]);
-    assert!(growth < 16 << 20, "RSS grew by {growth} bytes between rounds");
+    assert!(
+        growth < 16 << 20,
+        "RSS grew by {growth} bytes between rounds"
+    );
     // And the server still serves.
-    assert_eq!(server.tool_names().len(), 8, "every registration, hidden ones included");
+    assert_eq!(
+        server.tool_names().len(),
+        8,
+        "every registration, hidden ones included"
+    );
+}
+
+#[tokio::test]
+async fn resource_updates_reach_only_streams_subscribed_to_that_uri() {
+    use toolgate_server::protocol::types::{Resource, ResourceContents};
+    use toolgate_server::{Reply, ResourceEntry, Server, TransportContext};
+    let server = Server::builder("r", "1")
+        .resource(ResourceEntry::new(
+            Resource::new("file:///a", "a"),
+            |uri, _| async move { Ok(vec![ResourceContents::text(uri, None, "a")]) },
+        ))
+        .build()
+        .unwrap();
+    let listen = |id: i64, uris: Vec<&str>| {
+        let message = request(
+            id,
+            "subscriptions/listen",
+            json!({"notifications": {"resourceSubscriptions": uris, "toolsListChanged": true}}),
+        );
+        match server.handle_message(
+            &serde_json::to_vec(&message).unwrap(),
+            &TransportContext::default(),
+        ) {
+            Reply::Streaming(exchange) => exchange,
+            other => panic!("{other:?}"),
+        }
+    };
+    let (mut a, mut b) = (listen(1, vec!["file:///a"]), listen(2, vec!["file:///b"]));
+    for stream in [&mut a, &mut b] {
+        let ack: serde_json::Value =
+            serde_json::from_slice(stream.next().await.unwrap().bytes()).unwrap();
+        common::assert_wire("subscriptions/listen", &ack);
+    }
+    server.notify_resource_updated("file:///a");
+    let update: serde_json::Value =
+        serde_json::from_slice(a.next().await.unwrap().bytes()).unwrap();
+    common::assert_wire("subscriptions/listen", &update);
+    assert_eq!(update["method"], "notifications/resources/updated");
+    assert_eq!(update["params"]["uri"], "file:///a");
+    assert_eq!(
+        update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        1
+    );
+    // Stream b asked for another URI: nothing arrives.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), b.next())
+            .await
+            .is_err()
+    );
+    drop((a, b));
+    assert!(settle(|| server.open_subscriptions() == 0).await);
 }

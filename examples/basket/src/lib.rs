@@ -206,7 +206,8 @@ pub fn rfc3339(t: SystemTime) -> String {
 /// Build the basket server.
 pub fn server() -> Result<Server, toolgate_server::RegistrationError> {
     let store = Arc::new(Store::default());
-    let (s1, s2, s3, s4, s5) = (
+    let (s1, s2, s3, s4, s5, s6) = (
+        store.clone(),
         store.clone(),
         store.clone(),
         store.clone(),
@@ -310,6 +311,51 @@ pub fn server() -> Result<Server, toolgate_server::RegistrationError> {
                 }),
         )
         .tool(
+            ToolDef::new("checkout")
+                .title("Check out")
+                .description("Pays for a basket. Asks the user to confirm the amount first (the client must support elicitation); nothing is charged without that confirmation.")
+                .destructive(true)
+                .open_world(false)
+                .handler(move |args: BasketRef, ctx: RequestContext| {
+                    let store = s6.clone();
+                    async move {
+                        let view = store.with_basket(&args.basket_id, |b| view(&args.basket_id, b))?;
+                        if view.items.is_empty() {
+                            return Err(ToolError::new("The basket is empty: add items with add_item before checking out."));
+                        }
+                        let mut input = ctx.inputs();
+                        let message = format!(
+                            "Pay {}.{:02} for {} item(s) in basket {}?",
+                            view.total_cents / 100,
+                            view.total_cents % 100,
+                            view.items.iter().map(|l| l.quantity).sum::<u32>(),
+                            view.basket_id
+                        );
+                        let form = serde_json::json!({
+                            "type": "object",
+                            "properties": {"confirm": {"type": "boolean", "title": "Confirm payment"}},
+                            "required": ["confirm"]
+                        });
+                        let Some(answer) = input.elicit("confirm_payment", &message, form)? else {
+                            // Ends this round: the client asks the user and retries.
+                            return Err(input.ask());
+                        };
+                        let confirmed = answer.action == toolgate_server::ElicitAction::Accept
+                            && answer.content.as_ref().and_then(|c| c.get("confirm")).and_then(|v| v.as_bool()) == Some(true);
+                        if !confirmed {
+                            return Ok("Checkout cancelled by the user; nothing was charged.".to_owned());
+                        }
+                        store.with_basket(&args.basket_id, |b| b.items.clear())?;
+                        Ok(format!(
+                            "Paid {}.{:02}. Order ord_{:016x} is confirmed.",
+                            view.total_cents / 100,
+                            view.total_cents % 100,
+                            rand::random::<u64>()
+                        ))
+                    }
+                }),
+        )
+        .tool(
             ToolDef::new("delete_basket")
                 .title("Delete basket")
                 .description("Deletes a basket and everything in it. This cannot be undone.")
@@ -331,6 +377,80 @@ pub fn server() -> Result<Server, toolgate_server::RegistrationError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn call(
+        server: &Server,
+        id: i64,
+        params: serde_json::Value,
+        caps: serde_json::Value,
+    ) -> serde_json::Value {
+        let mut params = params;
+        params["_meta"] = serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": caps
+        });
+        let message = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        let reply =
+            server.handle_message(&serde_json::to_vec(&message).unwrap(), &Default::default());
+        let frame = match reply {
+            toolgate_server::Reply::Done(f) => f,
+            toolgate_server::Reply::Streaming(mut e) => e.next().await.unwrap(),
+            toolgate_server::Reply::Nothing => panic!("no reply"),
+        };
+        serde_json::from_slice(frame.bytes()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn checkout_asks_for_confirmation_before_paying() {
+        let s = server().unwrap();
+        let caps = serde_json::json!({"elicitation": {}});
+        let created = call(
+            &s,
+            1,
+            serde_json::json!({"name": "create_basket"}),
+            caps.clone(),
+        )
+        .await;
+        let id = created["result"]["structuredContent"]["basket_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        call(&s, 2, serde_json::json!({"name": "add_item", "arguments": {"basket_id": id, "sku": "SKU-1003", "quantity": 2}}), caps.clone()).await;
+        let args = serde_json::json!({"basket_id": id});
+        let r1 = call(
+            &s,
+            3,
+            serde_json::json!({"name": "checkout", "arguments": args}),
+            caps.clone(),
+        )
+        .await;
+        assert_eq!(r1["result"]["resultType"], "input_required");
+        let message = r1["result"]["inputRequests"]["confirm_payment"]["params"]["message"]
+            .as_str()
+            .unwrap();
+        assert!(message.contains("25.00"), "{message}");
+        let state = r1["result"]["requestState"].clone();
+        let r2 = call(&s, 4, serde_json::json!({"name": "checkout", "arguments": args, "requestState": state,
+            "inputResponses": {"confirm_payment": {"action": "accept", "content": {"confirm": true}}}}), caps.clone()).await;
+        assert!(
+            r2["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("Paid 25.00"),
+            "{r2}"
+        );
+        // Without elicitation support nothing is charged: -32021.
+        let r = call(&s, 5, serde_json::json!({"name": "add_item", "arguments": {"basket_id": id, "sku": "SKU-1001"}}), caps).await;
+        assert_eq!(r["result"]["isError"], serde_json::Value::Null);
+        let r = call(
+            &s,
+            6,
+            serde_json::json!({"name": "checkout", "arguments": args}),
+            serde_json::json!({}),
+        )
+        .await;
+        assert_eq!(r["error"]["code"], -32021);
+    }
 
     #[test]
     fn the_server_builds() {

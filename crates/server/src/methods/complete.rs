@@ -45,36 +45,52 @@ struct CompleteParams {
     context: Option<Context>,
 }
 
-pub(super) fn complete(server: &Server, req: Request, transport: &TransportContext) -> Result<Reply, Failure> {
+pub(super) fn complete(
+    server: &Server,
+    req: Request,
+    transport: &TransportContext,
+) -> Result<Reply, Failure> {
     let p: CompleteParams = params(&req)?;
     let auth = transport.auth.as_ref();
     let completer = match &p.reference {
         Reference::Prompt { name } => {
-            let prompt = server
-                .inner
-                .prompts
-                .get(name, auth)
-                .ok_or_else(|| (req.id.clone(), RpcError::invalid_params(format!("Unknown prompt: {name}"))))?;
-            let known = prompt.prompt.arguments.iter().flatten().any(|a| a.name == p.argument.name);
+            let prompt = server.inner.prompts.get(name, auth).ok_or_else(|| {
+                (
+                    req.id.clone(),
+                    RpcError::invalid_params(format!("Unknown prompt: {name}")),
+                )
+            })?;
+            let known = prompt
+                .prompt
+                .arguments
+                .iter()
+                .flatten()
+                .any(|a| a.name == p.argument.name);
             if !known {
                 return Err((
                     req.id,
-                    RpcError::invalid_params(format!("Prompt {name:?} has no argument {:?}", p.argument.name)),
+                    RpcError::invalid_params(format!(
+                        "Prompt {name:?} has no argument {:?}",
+                        p.argument.name
+                    )),
                 ));
             }
             prompt.completer.clone()
         }
         Reference::Resource { uri } => {
-            let template = server
-                .inner
-                .templates
-                .get(uri, auth)
-                .ok_or_else(|| (req.id.clone(), RpcError::invalid_params(format!("Unknown resource template: {uri}"))))?;
+            let template = server.inner.templates.get(uri, auth).ok_or_else(|| {
+                (
+                    req.id.clone(),
+                    RpcError::invalid_params(format!("Unknown resource template: {uri}")),
+                )
+            })?;
             template.completer.clone()
         }
     };
     let others = p.context.unwrap_or_default().arguments;
-    let mut values = completer.map(|c| c(&p.argument.name, &p.argument.value, &others)).unwrap_or_default();
+    let mut values = completer
+        .map(|c| c(&p.argument.name, &p.argument.value, &others))
+        .unwrap_or_default();
     let total = values.len();
     values.truncate(MAX_VALUES);
     let result = json!({

@@ -20,9 +20,9 @@ use toolgate_protocol::{RequestId, RpcError};
 
 use crate::Server;
 use crate::context::{RequestContext, Round};
-use crate::mrtr::{self, Binding, Pending};
 use crate::dispatch::{TransportContext, request_token};
 use crate::exchange::{Exchange, FRAME_BUFFER, Frame, Reply};
+use crate::mrtr::{self, Binding, Pending};
 
 type Failure = (RequestId, RpcError);
 
@@ -46,7 +46,9 @@ pub(crate) fn dispatch(
         "resources/read" if inner.resources_enabled => {
             resources::read(server, req, meta, transport)
         }
-        "completion/complete" if inner.completions_enabled => complete::complete(server, req, transport),
+        "completion/complete" if inner.completions_enabled => {
+            complete::complete(server, req, transport)
+        }
         "subscriptions/listen" => listen::listen(server, req, meta, transport),
         _ => Err((req.id, RpcError::method_not_found(&req.method))),
     }
@@ -87,7 +89,14 @@ where
 {
     let (tx, rx) = mpsc::channel(FRAME_BUFFER);
     let cancel = request_token(server);
-    let ctx = RequestContext::new(id, meta, transport.auth.clone(), tx.clone(), cancel.clone(), round);
+    let ctx = RequestContext::new(
+        id,
+        meta,
+        transport.auth.clone(),
+        tx.clone(),
+        cancel.clone(),
+        round,
+    );
     let fut = work(ctx);
     let task = tokio::spawn(async move {
         if let Some(frame) = fut.await {
@@ -113,7 +122,8 @@ pub(crate) fn round(
     let binding = Binding::new(&req.method, name, arguments, subject);
     let mut round = Round::default();
     if let Some(state) = &retry.state {
-        let (responses, app) = mrtr::open(&server.inner.state_key, state, &binding).map_err(fail)?;
+        let (responses, app) =
+            mrtr::open(&server.inner.state_key, state, &binding).map_err(fail)?;
         round.responses = responses;
         round.app = app;
     }
@@ -122,7 +132,12 @@ pub(crate) fn round(
 }
 
 /// The `input_required` frame for a round that ended asking for input.
-pub(crate) fn input_required(server: &Server, id: &RequestId, binding: &Binding, pending: Pending) -> Frame {
+pub(crate) fn input_required(
+    server: &Server,
+    id: &RequestId,
+    binding: &Binding,
+    pending: Pending,
+) -> Frame {
     let ttl = server.inner.config.state_ttl.as_secs();
     let result = mrtr::input_required(&server.inner.state_key, binding, ttl, pending);
     let mut map = match serde_json::to_value(&result) {
@@ -130,5 +145,8 @@ pub(crate) fn input_required(server: &Server, id: &RequestId, binding: &Binding,
         _ => return crate::dispatch::error_frame(Some(id), RpcError::internal()),
     };
     server.stamp(&mut map);
-    Frame::Response { body: toolgate_protocol::jsonrpc::encode_result(id, &map), error_code: None }
+    Frame::Response {
+        body: toolgate_protocol::jsonrpc::encode_result(id, &map),
+        error_code: None,
+    }
 }

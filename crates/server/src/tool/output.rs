@@ -72,7 +72,9 @@ impl fmt::Debug for ToolError {
         match &self.0 {
             ErrorKind::Execution(m) => f.debug_tuple("ToolError").field(m).finish(),
             ErrorKind::Protocol(e) => f.debug_tuple("ToolError::Protocol").field(e).finish(),
-            ErrorKind::InputRequired(p) => f.debug_tuple("ToolError::InputRequired").field(p).finish(),
+            ErrorKind::InputRequired(p) => {
+                f.debug_tuple("ToolError::InputRequired").field(p).finish()
+            }
         }
     }
 }
