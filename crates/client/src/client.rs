@@ -1,0 +1,646 @@
+//! The client: one server, any transport.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use toolgate_protocol::jsonrpc::encode_request;
+use toolgate_protocol::meta;
+use toolgate_protocol::types::{
+    CallToolResult, ClientCapabilities, DiscoverResult, Implementation, ProgressNotificationParams,
+    Tool,
+};
+use toolgate_protocol::version::MODERN_VERSIONS;
+use toolgate_protocol::{RequestId, RpcError, codes};
+use toolgate_schema::CompiledSchema;
+use toolgate_schema::header_rules::{HeaderParam, header_params};
+
+use crate::ClientError;
+use crate::cache::{Lookup, PageCache};
+use crate::input::{Approval, ApprovalRequest, InputHandler, NoInput, classify};
+use crate::transport::{Inbound, Outgoing, Transport, TransportKind};
+
+/// A progress callback.
+pub type ProgressFn = Arc<dyn Fn(&ProgressNotificationParams) + Send + Sync>;
+
+/// Per-call options.
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    /// Overrides the client's default timeout.
+    pub timeout: Option<Duration>,
+    /// Receives `notifications/progress` for the call.
+    pub progress: Option<ProgressFn>,
+}
+
+/// Builds a [`Client`].
+pub struct ClientBuilder {
+    info: Implementation,
+    timeout: Duration,
+    max_rounds: usize,
+    handler: Arc<dyn InputHandler>,
+    approval: Option<Arc<dyn Approval>>,
+    trusted: bool,
+    name: String,
+}
+
+impl ClientBuilder {
+    /// The default timeout of every request (default 60 s). On expiry the
+    /// request is cancelled on the server.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How many `input_required` rounds a request may take (default 10).
+    pub fn max_rounds(mut self, rounds: usize) -> Self {
+        self.max_rounds = rounds;
+        self
+    }
+
+    /// Who answers the server's input requests; its capabilities are declared on every request.
+    pub fn input_handler(mut self, handler: impl InputHandler) -> Self {
+        self.handler = Arc::new(handler);
+        self
+    }
+
+    /// Asked before every tool call; a denied call is never sent.
+    pub fn approval(mut self, approval: impl Approval) -> Self {
+        self.approval = Some(Arc::new(approval));
+        self
+    }
+
+    /// Trust this server's annotations (by default they are ignored for risk).
+    pub fn trusted(mut self, trusted: bool) -> Self {
+        self.trusted = trusted;
+        self
+    }
+
+    /// A name for this server in logs and audit events.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Connect over `transport` (no traffic until the first request).
+    pub fn build(self, transport: impl Transport) -> Client {
+        Client {
+            transport: Arc::new(transport),
+            inner: Arc::new(Inner {
+                capabilities: self.handler.capabilities(),
+                info: self.info,
+                timeout: self.timeout,
+                max_rounds: self.max_rounds,
+                handler: self.handler,
+                approval: self.approval,
+                trusted: self.trusted,
+                name: self.name,
+                version: Mutex::new(MODERN_VERSIONS[0].to_owned()),
+                next_id: AtomicI64::new(1),
+                cache: Mutex::new(PageCache::default()),
+                tools: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+}
+
+struct KnownTool {
+    tool: Tool,
+    headers: Vec<HeaderParam>,
+    output: Option<Arc<CompiledSchema>>,
+}
+
+struct Inner {
+    info: Implementation,
+    capabilities: ClientCapabilities,
+    timeout: Duration,
+    max_rounds: usize,
+    handler: Arc<dyn InputHandler>,
+    approval: Option<Arc<dyn Approval>>,
+    trusted: bool,
+    name: String,
+    version: Mutex<String>,
+    next_id: AtomicI64,
+    cache: Mutex<PageCache>,
+    tools: Mutex<HashMap<String, Arc<KnownTool>>>,
+}
+
+/// An MCP client for one server. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    transport: Arc<dyn Transport>,
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Client {
+    /// Start building a client that identifies as `name` `version`.
+    pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ClientBuilder {
+        ClientBuilder {
+            info: Implementation::new(name, version),
+            timeout: Duration::from_secs(60),
+            max_rounds: 10,
+            handler: Arc::new(NoInput),
+            approval: None,
+            trusted: false,
+            name: "server".into(),
+        }
+    }
+
+    /// The protocol version in use.
+    pub fn protocol_version(&self) -> String {
+        lock(&self.inner.version).clone()
+    }
+
+    fn meta(&self, progress_token: Option<&RequestId>) -> Value {
+        let mut m = Map::new();
+        m.insert(
+            meta::PROTOCOL_VERSION.into(),
+            Value::from(self.protocol_version()),
+        );
+        m.insert(
+            meta::CLIENT_INFO.into(),
+            serde_json::to_value(&self.inner.info).unwrap_or(Value::Null),
+        );
+        m.insert(
+            meta::CLIENT_CAPABILITIES.into(),
+            serde_json::to_value(&self.inner.capabilities).unwrap_or_else(|_| json!({})),
+        );
+        if let Some(token) = progress_token {
+            m.insert(meta::PROGRESS_TOKEN.into(), token.to_value());
+        }
+        Value::Object(m)
+    }
+
+    /// Send one request and wait for its result (not following `input_required`).
+    ///
+    /// An `UnsupportedProtocolVersion` answer is retried once with a version
+    /// both sides speak, if there is one.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        options: &CallOptions,
+    ) -> Result<Value, ClientError> {
+        self.request_with_headers(method, params, Vec::new(), options)
+            .await
+    }
+
+    async fn request_with_headers(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        headers: Vec<(String, String)>,
+        options: &CallOptions,
+    ) -> Result<Value, ClientError> {
+        match self
+            .send_once(method, params.clone(), headers.clone(), options)
+            .await
+        {
+            Err(ClientError::Protocol(e)) if e.code == codes::UNSUPPORTED_PROTOCOL_VERSION => {
+                let server: Vec<String> = e
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("supported"))
+                    .and_then(|s| serde_json::from_value(s.clone()).ok())
+                    .unwrap_or_default();
+                let ours: Vec<String> = MODERN_VERSIONS.iter().map(|v| (*v).to_owned()).collect();
+                let common = ours
+                    .iter()
+                    .find(|v| server.contains(v) && **v != self.protocol_version());
+                match common {
+                    Some(v) => {
+                        *lock(&self.inner.version) = v.clone();
+                        self.send_once(method, params, headers, options).await
+                    }
+                    None => Err(ClientError::NoCommonVersion {
+                        server,
+                        client: ours,
+                    }),
+                }
+            }
+            other => other,
+        }
+    }
+
+    async fn send_once(
+        &self,
+        method: &str,
+        mut params: Map<String, Value>,
+        headers: Vec<(String, String)>,
+        options: &CallOptions,
+    ) -> Result<Value, ClientError> {
+        let id = RequestId::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
+        params.insert(
+            "_meta".into(),
+            self.meta(options.progress.as_ref().map(|_| &id)),
+        );
+        let name = match method {
+            "tools/call" | "prompts/get" => params
+                .get("name")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            "resources/read" => params.get("uri").and_then(Value::as_str).map(str::to_owned),
+            _ => None,
+        };
+        let outgoing = Outgoing {
+            body: encode_request(&id, method, &params),
+            id,
+            method: method.to_owned(),
+            name,
+            version: self.protocol_version(),
+            headers,
+        };
+        let timeout = options.timeout.unwrap_or(self.inner.timeout);
+        let work = async {
+            let mut pending = self.transport.send(outgoing).await?;
+            loop {
+                match pending.next().await {
+                    None => {
+                        return Err(ClientError::Transport(
+                            "the server ended the exchange without a response".into(),
+                        ));
+                    }
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(Inbound::Notification(n))) => {
+                        if n.get("method").and_then(Value::as_str) == Some("notifications/progress")
+                        {
+                            if let (Some(callback), Some(params)) =
+                                (&options.progress, n.get("params"))
+                            {
+                                if let Ok(p) = serde_json::from_value(params.clone()) {
+                                    callback(&p);
+                                }
+                            }
+                        }
+                    }
+                    Some(Ok(Inbound::Response(response))) => {
+                        pending.finished();
+                        return parse_response(response);
+                    }
+                }
+            }
+        };
+        // Dropping the work on timeout drops the pending request, which
+        // cancels it on the server.
+        tokio::time::timeout(timeout, work)
+            .await
+            .map_err(|_| ClientError::Timeout(timeout))?
+    }
+
+    /// `server/discover`.
+    pub async fn discover(&self) -> Result<DiscoverResult, ClientError> {
+        let result = self
+            .request("server/discover", Map::new(), &CallOptions::default())
+            .await?;
+        serde_json::from_value(result)
+            .map_err(|e| ClientError::InvalidResponse(format!("discover result: {e}")))
+    }
+
+    /// Every page of a list method, honouring the caching hints.
+    pub async fn list_all(&self, method: &str, field: &str) -> Result<Vec<Value>, ClientError> {
+        let auth = self.transport.auth_scope();
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut pages = 0usize;
+        loop {
+            pages += 1;
+            if pages > 10_000 {
+                return Err(ClientError::InvalidResponse(format!(
+                    "{method} did not end after 10,000 pages"
+                )));
+            }
+            let cached = lock(&self.inner.cache).get(method, cursor.as_deref(), &auth);
+            let page = match cached {
+                Lookup::Fresh(page) => page,
+                other => {
+                    let mut params = Map::new();
+                    if let Some(c) = &cursor {
+                        params.insert("cursor".into(), Value::from(c.clone()));
+                    }
+                    match self.request(method, params, &CallOptions::default()).await {
+                        Ok(page) => {
+                            lock(&self.inner.cache).put(method, cursor.as_deref(), &auth, &page);
+                            page
+                        }
+                        Err(ClientError::Protocol(e))
+                            if e.code == codes::INVALID_PARAMS && cursor.is_some() =>
+                        {
+                            // The cursor went invalid: start over from a clean slate.
+                            lock(&self.inner.cache).invalidate(method);
+                            return Box::pin(self.list_all(method, field)).await;
+                        }
+                        Err(e) => match other {
+                            Lookup::Stale(page) => {
+                                tracing::warn!(%method, error = %e, "re-fetch failed; serving the stale page");
+                                page
+                            }
+                            _ => return Err(e),
+                        },
+                    }
+                }
+            };
+            if let Some(list) = page.get(field).and_then(Value::as_array) {
+                items.extend(list.iter().cloned());
+            }
+            match page.get("nextCursor") {
+                Some(Value::String(next)) => cursor = Some(next.clone()),
+                _ => return Ok(items),
+            }
+        }
+    }
+
+    /// Forget cached lists (e.g. after `notifications/tools/list_changed`).
+    pub fn invalidate(&self, method: &str) {
+        lock(&self.inner.cache).invalidate(method);
+    }
+
+    /// The server's tools. On HTTP, a tool whose `x-mcp-header` use breaks
+    /// the rules is left out, with a warning naming it and the reason.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
+        let raw = self.list_all("tools/list", "tools").await?;
+        let mut tools = Vec::new();
+        let mut known = HashMap::new();
+        for value in raw {
+            let tool: Tool = match serde_json::from_value(value) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(server = %self.inner.name, error = %e, "ignoring a malformed tool definition");
+                    continue;
+                }
+            };
+            let headers = match header_params(&tool.input_schema) {
+                Ok(h) => h,
+                Err(e) if self.transport.kind() == TransportKind::Http => {
+                    tracing::warn!(server = %self.inner.name, tool = %tool.name, reason = %e, "excluding a tool with an invalid x-mcp-header");
+                    continue;
+                }
+                Err(_) => Vec::new(),
+            };
+            let output = tool
+                .output_schema
+                .as_ref()
+                .and_then(|s| match CompiledSchema::compile(&Value::Object(s.clone())) {
+                    Ok(c) => Some(Arc::new(c)),
+                    Err(e) => {
+                        tracing::warn!(tool = %tool.name, error = %e, "the outputSchema cannot be used to check results");
+                        None
+                    }
+                });
+            known.insert(
+                tool.name.clone(),
+                Arc::new(KnownTool {
+                    tool: tool.clone(),
+                    headers,
+                    output,
+                }),
+            );
+            tools.push(tool);
+        }
+        *lock(&self.inner.tools) = known;
+        Ok(tools)
+    }
+
+    async fn known_tool(&self, name: &str) -> Result<Arc<KnownTool>, ClientError> {
+        if let Some(t) = lock(&self.inner.tools).get(name).cloned() {
+            return Ok(t);
+        }
+        self.list_tools().await?;
+        lock(&self.inner.tools)
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ClientError::UnknownTool(name.to_owned()))
+    }
+
+    /// Call a tool: approval, header mirroring, input rounds, result checks.
+    ///
+    /// `Ok` is a successful result whose structured content matches the
+    /// tool's `outputSchema`; a tool's own failure is [`ClientError::Tool`].
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        options: &CallOptions,
+    ) -> Result<CallToolResult, ClientError> {
+        let started = Instant::now();
+        let known = self.known_tool(name).await?;
+        if let Some(approval) = &self.inner.approval {
+            let (risk, open_world) = classify(&known.tool, self.inner.trusted);
+            let request = ApprovalRequest {
+                tool: &known.tool,
+                arguments: &arguments,
+                risk,
+                open_world,
+            };
+            if !approval.approve(&request).await {
+                self.audit(name, &arguments, "denied", started);
+                return Err(ClientError::Denied(name.to_owned()));
+            }
+        }
+        let outcome = self.call_checked(name, &arguments, known, options).await;
+        let label = match &outcome {
+            Ok(_) => "ok",
+            Err(ClientError::Tool { .. }) => "tool_error",
+            Err(ClientError::OutputSchema { .. }) => "output_schema_violation",
+            Err(ClientError::Timeout(_)) => "timeout",
+            Err(_) => "failed",
+        };
+        self.audit(name, &arguments, label, started);
+        outcome
+    }
+
+    fn audit(&self, tool: &str, arguments: &Map<String, Value>, outcome: &str, started: Instant) {
+        let digest = Sha256::digest(serde_json::to_vec(arguments).unwrap_or_default());
+        let digest: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        tracing::info!(
+            target: "toolgate_client::audit",
+            server = %self.inner.name,
+            tool,
+            arguments_sha256 = %digest,
+            outcome,
+            duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "tool call"
+        );
+    }
+
+    async fn call_checked(
+        &self,
+        name: &str,
+        arguments: &Map<String, Value>,
+        mut known: Arc<KnownTool>,
+        options: &CallOptions,
+    ) -> Result<CallToolResult, ClientError> {
+        let mut params = Map::new();
+        params.insert("name".into(), Value::from(name));
+        params.insert("arguments".into(), Value::Object(arguments.clone()));
+        let mut retried_headers = false;
+        let result = loop {
+            let headers = self.mirrored_headers(&known, arguments);
+            match self
+                .with_rounds("tools/call", params.clone(), headers, options)
+                .await
+            {
+                Err(ClientError::Protocol(e))
+                    if e.code == codes::HEADER_MISMATCH && !retried_headers =>
+                {
+                    // The definition may have changed: re-list, then retry once.
+                    retried_headers = true;
+                    self.invalidate("tools/list");
+                    lock(&self.inner.tools).clear();
+                    known = self.known_tool(name).await?;
+                }
+                other => break other?,
+            }
+        };
+        let result: CallToolResult = serde_json::from_value(result)
+            .map_err(|e| ClientError::InvalidResponse(format!("tools/call result: {e}")))?;
+        if result.is_error() {
+            let text = result
+                .content
+                .iter()
+                .filter_map(|c| c.as_text())
+                .collect::<Vec<_>>()
+                .join("\n");
+            return Err(ClientError::Tool {
+                text,
+                result: Box::new(result),
+            });
+        }
+        if let Some(schema) = &known.output {
+            let violations = match &result.structured_content {
+                None => vec![toolgate_schema::Violation {
+                    pointer: String::new(),
+                    message: "no structuredContent".into(),
+                    expected: "a structured result".into(),
+                    fix: "the server must return structuredContent for a tool with an outputSchema"
+                        .into(),
+                }],
+                Some(value) => schema.validate(value).err().unwrap_or_default(),
+            };
+            if !violations.is_empty() {
+                return Err(ClientError::OutputSchema {
+                    tool: name.to_owned(),
+                    violations,
+                });
+            }
+        }
+        Ok(result)
+    }
+
+    fn mirrored_headers(
+        &self,
+        known: &KnownTool,
+        arguments: &Map<String, Value>,
+    ) -> Vec<(String, String)> {
+        if self.transport.kind() != TransportKind::Http {
+            return Vec::new();
+        }
+        known
+            .headers
+            .iter()
+            .filter_map(|p| {
+                p.value_in(arguments)
+                    .and_then(|v| p.encode(v))
+                    .map(|v| (p.header_name(), v))
+            })
+            .collect()
+    }
+
+    /// Run a request that may answer `input_required`, answering its input
+    /// requests through the input handler and retrying (new id, same
+    /// params, `inputResponses`, the untouched `requestState`).
+    async fn with_rounds(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        headers: Vec<(String, String)>,
+        options: &CallOptions,
+    ) -> Result<Value, ClientError> {
+        let mut attempt = params.clone();
+        for _ in 0..=self.inner.max_rounds {
+            let result = self
+                .request_with_headers(method, attempt.clone(), headers.clone(), options)
+                .await?;
+            match result.get("resultType").and_then(Value::as_str) {
+                None | Some("complete") => return Ok(result),
+                Some("input_required") => {}
+                Some(other) => {
+                    return Err(ClientError::InvalidResponse(format!(
+                        "unknown resultType {other:?}"
+                    )));
+                }
+            }
+            let mut responses = Map::new();
+            if let Some(requests) = result.get("inputRequests").and_then(Value::as_object) {
+                for (key, request) in requests {
+                    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+                    let answer = match request.get("method").and_then(Value::as_str) {
+                        Some("elicitation/create") => self.inner.handler.elicit(params).await?,
+                        Some("sampling/createMessage") => self.inner.handler.sample(params).await?,
+                        Some("roots/list") => self.inner.handler.roots().await?,
+                        other => {
+                            return Err(ClientError::InvalidResponse(format!(
+                                "unknown input request {other:?}"
+                            )));
+                        }
+                    };
+                    responses.insert(key.clone(), answer);
+                }
+            }
+            attempt = params.clone();
+            if !responses.is_empty() {
+                attempt.insert("inputResponses".into(), Value::Object(responses));
+            }
+            if let Some(state) = result.get("requestState") {
+                attempt.insert("requestState".into(), state.clone());
+            }
+        }
+        Err(ClientError::TooManyRounds(self.inner.max_rounds))
+    }
+
+    /// `resources/read` (following input rounds).
+    pub async fn read_resource(&self, uri: &str) -> Result<Value, ClientError> {
+        let mut params = Map::new();
+        params.insert("uri".into(), Value::from(uri));
+        self.with_rounds(
+            "resources/read",
+            params,
+            Vec::new(),
+            &CallOptions::default(),
+        )
+        .await
+    }
+
+    /// `prompts/get` (following input rounds).
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<Value, ClientError> {
+        let mut params = Map::new();
+        params.insert("name".into(), Value::from(name));
+        params.insert("arguments".into(), Value::Object(arguments));
+        self.with_rounds("prompts/get", params, Vec::new(), &CallOptions::default())
+            .await
+    }
+}
+
+fn parse_response(response: Value) -> Result<Value, ClientError> {
+    if let Some(error) = response.get("error") {
+        let error: RpcError = serde_json::from_value(error.clone()).map_err(|_| {
+            ClientError::InvalidResponse(format!("malformed error object: {error}"))
+        })?;
+        return Err(ClientError::Protocol(error));
+    }
+    match response.get("result") {
+        Some(Value::Object(_)) => Ok(response.get("result").cloned().unwrap_or(Value::Null)),
+        _ => Err(ClientError::InvalidResponse(format!(
+            "a response without a result object: {response}"
+        ))),
+    }
+}

@@ -1,0 +1,71 @@
+//! Everything that can go wrong on the client side, kept apart by kind so a
+//! caller can react: a tool's own error is not a protocol error, and neither
+//! is a result that breaks the tool's declared output schema.
+
+use toolgate_protocol::RpcError;
+use toolgate_protocol::types::CallToolResult;
+use toolgate_schema::Violation;
+
+/// A client failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with a JSON-RPC error.
+    #[error("the server refused the request: {0}")]
+    Protocol(RpcError),
+    /// The tool ran and reported an error (`isError: true`); its text is for the model.
+    #[error("tool error: {text}")]
+    Tool {
+        /// The tool's text content, joined.
+        text: String,
+        /// The whole result.
+        result: Box<CallToolResult>,
+    },
+    /// The result breaks the tool's `outputSchema`.
+    #[error("tool {tool:?} returned a result that breaks its outputSchema: {}", describe(.violations))]
+    OutputSchema {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        violations: Vec<Violation>,
+    },
+    /// No answer within the timeout; the request was cancelled on the server.
+    #[error("no answer within {0:?}; the request was cancelled")]
+    Timeout(std::time::Duration),
+    /// The stdio server process exited.
+    #[error("the server process exited ({0}); pending requests failed")]
+    ServerExited(String),
+    /// The connection or HTTP exchange failed.
+    #[error("transport failure: {0}")]
+    Transport(String),
+    /// The server sent something that is not a valid MCP message.
+    #[error("invalid response from the server: {0}")]
+    InvalidResponse(String),
+    /// No protocol version both sides speak.
+    #[error("the server supports {server:?}; this client speaks {client:?}")]
+    NoCommonVersion {
+        /// The server's versions.
+        server: Vec<String>,
+        /// Ours.
+        client: Vec<String>,
+    },
+    /// The tool is not in the server's (valid) tool list.
+    #[error("unknown tool {0:?}")]
+    UnknownTool(String),
+    /// The approval hook denied the call; nothing was sent.
+    #[error("the call to {0:?} was not approved; nothing was sent")]
+    Denied(String),
+    /// The server kept asking for input past the round limit.
+    #[error("the server asked for input more than {0} times")]
+    TooManyRounds(usize),
+    /// The server asked for input the application cannot give.
+    #[error("the server asked for {0}, which this client does not provide")]
+    InputUnavailable(String),
+}
+
+fn describe(violations: &[Violation]) -> String {
+    violations
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}

@@ -1,0 +1,93 @@
+//! How requests reach a server. A transport sends one serialized request
+//! and hands back its [`Pending`] answer: request-scoped notifications, then
+//! the response. Dropping a `Pending` cancels the request on the server
+//! (closing the stream on HTTP, `notifications/cancelled` on stdio).
+
+pub mod http;
+pub mod stdio;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+use toolgate_protocol::RequestId;
+
+use crate::ClientError;
+
+/// One request on its way.
+#[derive(Clone, Debug)]
+pub struct Outgoing {
+    /// Its id.
+    pub id: RequestId,
+    /// The method.
+    pub method: String,
+    /// `params.name` or `params.uri` (for `Mcp-Name`).
+    pub name: Option<String>,
+    /// The protocol version in its `_meta`.
+    pub version: String,
+    /// Extra headers (`Mcp-Param-*`), for HTTP.
+    pub headers: Vec<(String, String)>,
+    /// The serialized JSON-RPC request.
+    pub body: Vec<u8>,
+}
+
+/// A message received for a request.
+#[derive(Clone, Debug)]
+pub enum Inbound {
+    /// A notification about the request.
+    Notification(Value),
+    /// The response (result or error object), as JSON.
+    Response(Value),
+}
+
+/// The answer to a request, still arriving.
+pub struct Pending {
+    pub(crate) rx: mpsc::Receiver<Result<Inbound, ClientError>>,
+    pub(crate) on_drop: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl Pending {
+    /// The next message; `None` when the transport gave up without a response.
+    pub async fn next(&mut self) -> Option<Result<Inbound, ClientError>> {
+        self.rx.recv().await
+    }
+
+    /// Mark the request finished so dropping it does not cancel anything.
+    pub(crate) fn finished(&mut self) {
+        self.on_drop = None;
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.on_drop.take() {
+            cancel();
+        }
+    }
+}
+
+/// The transport family, which decides a few protocol details (header
+/// mirroring applies to HTTP only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportKind {
+    /// Streamable HTTP.
+    Http,
+    /// A child process over stdio.
+    Stdio,
+}
+
+/// The future a transport returns.
+pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<Pending, ClientError>> + Send + 'a>>;
+
+/// A way to reach a server.
+pub trait Transport: Send + Sync + 'static {
+    /// Send one request.
+    fn send(&self, request: Outgoing) -> SendFuture<'_>;
+    /// The family.
+    fn kind(&self) -> TransportKind;
+    /// An identity for caches of `private` results (the authorization context).
+    fn auth_scope(&self) -> String {
+        String::new()
+    }
+}

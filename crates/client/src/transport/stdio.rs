@@ -1,0 +1,214 @@
+//! A server run as a child process, spoken to over its stdin and stdout.
+//!
+//! Requests are written as lines; a reader task routes each response (by id)
+//! and each notification (by `progressToken` or subscription id, which the
+//! client sets to the request id) to its request. The child's stderr goes to
+//! this process's logs. When the child exits, every pending request fails at
+//! once with the exit status. Dropping the transport kills the child.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, LinesCodec};
+use toolgate_protocol::RequestId;
+use toolgate_protocol::jsonrpc::encode_notification;
+
+use super::{Inbound, Outgoing, Pending, SendFuture, Transport, TransportKind};
+use crate::ClientError;
+
+/// How to start the server.
+#[derive(Clone, Debug, Default)]
+pub struct StdioCommand {
+    /// The program.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Working directory.
+    pub cwd: Option<PathBuf>,
+}
+
+type Routes = Arc<Mutex<HashMap<RequestId, mpsc::Sender<Result<Inbound, ClientError>>>>>;
+
+/// The stdio transport.
+pub struct StdioTransport {
+    writer: mpsc::Sender<Vec<u8>>,
+    routes: Routes,
+    exited: Arc<Mutex<Option<String>>>,
+    _child: Arc<tokio::sync::Mutex<Child>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl StdioTransport {
+    /// Start the server.
+    pub fn spawn(command: &StdioCommand) -> Result<Self, ClientError> {
+        let mut cmd = Command::new(&command.program);
+        cmd.args(&command.args)
+            .envs(command.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(dir) = &command.cwd {
+            cmd.current_dir(dir);
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            ClientError::Transport(format!("cannot start {:?}: {e}", command.program))
+        })?;
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(ClientError::Transport(
+                "the child's standard streams are unavailable".into(),
+            ));
+        };
+        let program = command.program.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(target: "toolgate_client::server_stderr", server = %program, "{line}");
+            }
+        });
+        let (writer, mut queue) = mpsc::channel::<Vec<u8>>(256);
+        tokio::spawn(async move {
+            while let Some(mut line) = queue.recv().await {
+                line.push(b'\n');
+                if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+                    break;
+                }
+            }
+        });
+        let routes: Routes = Arc::default();
+        let exited = Arc::new(Mutex::new(None));
+        let child = Arc::new(tokio::sync::Mutex::new(child));
+        tokio::spawn(read_loop(
+            stdout,
+            routes.clone(),
+            exited.clone(),
+            child.clone(),
+        ));
+        Ok(Self {
+            writer,
+            routes,
+            exited,
+            _child: child,
+        })
+    }
+}
+
+async fn read_loop(
+    stdout: tokio::process::ChildStdout,
+    routes: Routes,
+    exited: Arc<Mutex<Option<String>>>,
+    child: Arc<tokio::sync::Mutex<Child>>,
+) {
+    let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(64 * 1024 * 1024));
+    while let Some(line) = lines.next().await {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(error = %e, "the server wrote a line that is not JSON; ignored");
+                continue;
+            }
+        };
+        let target = if value.get("method").is_some() {
+            // A notification: route by progress token or subscription id.
+            value
+                .pointer("/params/progressToken")
+                .or_else(|| value.pointer("/params/_meta/io.modelcontextprotocol~1subscriptionId"))
+                .or_else(|| {
+                    (value["method"] == "notifications/cancelled")
+                        .then(|| value.pointer("/params/requestId"))
+                        .flatten()
+                })
+                .and_then(RequestId::from_value)
+                .map(|id| (id, Inbound::Notification(value.clone())))
+        } else {
+            value
+                .get("id")
+                .and_then(RequestId::from_value)
+                .map(|id| (id, Inbound::Response(value.clone())))
+        };
+        match target {
+            Some((id, inbound)) => {
+                // A response ends its request: forget the route first, so
+                // dropping the request later cancels nothing.
+                let sender = match inbound {
+                    Inbound::Response(_) => lock(&routes).remove(&id),
+                    Inbound::Notification(_) => lock(&routes).get(&id).cloned(),
+                };
+                match sender {
+                    Some(tx) => {
+                        let _ = tx.send(Ok(inbound)).await;
+                    }
+                    None => tracing::debug!(%id, "a message for a request no longer pending"),
+                }
+            }
+            None => tracing::debug!(message = %value, "an unrouted message from the server"),
+        }
+    }
+    // The server closed stdout: it has exited or is about to.
+    let status = match child.lock().await.wait().await {
+        Ok(s) => s.to_string(),
+        Err(e) => format!("unknown status: {e}"),
+    };
+    *lock(&exited) = Some(status.clone());
+    let pending: Vec<_> = lock(&routes).drain().collect();
+    for (_, tx) in pending {
+        let _ = tx
+            .send(Err(ClientError::ServerExited(status.clone())))
+            .await;
+    }
+}
+
+impl Transport for StdioTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Stdio
+    }
+
+    fn send(&self, request: Outgoing) -> SendFuture<'_> {
+        Box::pin(async move {
+            if let Some(status) = lock(&self.exited).clone() {
+                return Err(ClientError::ServerExited(status));
+            }
+            let (tx, rx) = mpsc::channel(64);
+            lock(&self.routes).insert(request.id.clone(), tx);
+            if self.writer.send(request.body).await.is_err() {
+                lock(&self.routes).remove(&request.id);
+                let status = lock(&self.exited)
+                    .clone()
+                    .unwrap_or_else(|| "stdin closed".into());
+                return Err(ClientError::ServerExited(status));
+            }
+            let (routes, writer, id) = (self.routes.clone(), self.writer.clone(), request.id);
+            let on_drop = Box::new(move || {
+                if lock(&routes).remove(&id).is_some() {
+                    let params = json!({"requestId": id, "reason": "cancelled by the client"});
+                    let _ = writer.try_send(encode_notification(
+                        "notifications/cancelled",
+                        Some(&params),
+                    ));
+                }
+            });
+            Ok(Pending {
+                rx,
+                on_drop: Some(on_drop),
+            })
+        })
+    }
+}

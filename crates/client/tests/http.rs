@@ -1,0 +1,346 @@
+//! The client against toolgate servers and hostile mock servers over HTTP.
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::routing::post;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use tokio::net::TcpListener;
+use toolgate_client::transport::http::{HttpOptions, HttpTransport};
+use toolgate_client::{
+    Approval, ApprovalRequest, BoxFuture, CallOptions, Client, ClientError, InputHandler, Risk,
+};
+use toolgate_server::protocol::types::ClientCapabilities;
+use toolgate_server::transport::http::{HttpConfig, serve_listener};
+use toolgate_server::{NoArgs, RequestContext, Server, Structured, ToolDef, ToolError};
+
+#[derive(Deserialize, JsonSchema)]
+struct Route {
+    #[schemars(extend("x-mcp-header" = "Region"))]
+    region: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Count {
+    count: u32,
+}
+
+async fn serve(server: Server) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(serve_listener(server, HttpConfig::default(), listener));
+    url
+}
+
+fn toolgate_server(calls: Arc<AtomicUsize>) -> Server {
+    let slow_calls = calls.clone();
+    Server::builder("s", "1")
+        .tool(ToolDef::new("route").description("Mirrored region").read_only().handler(|a: Route, _ctx: RequestContext| async move {
+            Ok::<_, ToolError>(format!("routed to {}", a.region))
+        }))
+        .tool(ToolDef::new("count").description("Structured").handler(|_: NoArgs, _ctx: RequestContext| async {
+            Ok::<_, ToolError>(Structured(Count { count: 3 }))
+        }))
+        .tool(ToolDef::new("fail").description("Fails").handler(|_: NoArgs, _ctx: RequestContext| async {
+            Err::<String, _>(ToolError::new("upstream said no"))
+        }))
+        .tool(ToolDef::new("slow").description("Slow").handler(move |_: NoArgs, ctx: RequestContext| {
+            let calls = slow_calls.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                ctx.progress(1.0, None, Some("working")).await;
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Ok::<_, ToolError>("late")
+            }
+        }))
+        .tool(ToolDef::new("ask").description("Asks the user").handler(|_: NoArgs, ctx: RequestContext| async move {
+            let mut input = ctx.inputs();
+            let form = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+            let Some(answer) = input.elicit("name", "Name?", form)? else { return Err(input.ask()) };
+            Ok(format!("hi {}", answer.content.unwrap()["name"].as_str().unwrap()))
+        }))
+        .build()
+        .unwrap()
+}
+
+fn client(url: &str) -> Client {
+    Client::builder("test", "1")
+        .timeout(Duration::from_secs(5))
+        .build(HttpTransport::new(url, HttpOptions::default()).unwrap())
+}
+
+fn args(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+#[tokio::test]
+async fn lists_calls_mirrors_headers_and_separates_error_kinds() {
+    let url = serve(toolgate_server(Arc::default())).await;
+    let c = client(&url);
+    let info = c.discover().await.unwrap();
+    assert_eq!(info.supported_versions, ["2026-07-28"]);
+    let names: Vec<String> = c
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, ["route", "count", "fail", "slow", "ask"]);
+    // The server refuses a missing or wrong Mcp-Param-Region, so success
+    // proves the header was mirrored, including Base64 for non-ASCII.
+    for region in ["us-west1", "Zürich", " padded "] {
+        let r = c
+            .call_tool(
+                "route",
+                args(json!({"region": region})),
+                &CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            r.content[0].as_text().unwrap(),
+            format!("routed to {region}")
+        );
+    }
+    let r = c
+        .call_tool("count", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.structured_content, Some(json!({"count": 3})));
+    match c
+        .call_tool("fail", Map::new(), &CallOptions::default())
+        .await
+    {
+        Err(ClientError::Tool { text, .. }) => assert!(text.contains("upstream said no")),
+        other => panic!("{other:?}"),
+    }
+    match c
+        .call_tool("nope", Map::new(), &CallOptions::default())
+        .await
+    {
+        Err(ClientError::UnknownTool(name)) => assert_eq!(name, "nope"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn timeouts_cancel_the_call_and_report_progress() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = serve(toolgate_server(calls.clone())).await;
+    let c = client(&url);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    let options = CallOptions {
+        timeout: Some(Duration::from_millis(300)),
+        progress: Some(Arc::new(move |_p| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })),
+    };
+    match c.call_tool("slow", Map::new(), &options).await {
+        Err(ClientError::Timeout(d)) => assert_eq!(d, Duration::from_millis(300)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        1,
+        "progress reached the callback"
+    );
+    // Other calls are unaffected.
+    assert!(
+        c.call_tool("count", Map::new(), &CallOptions::default())
+            .await
+            .is_ok()
+    );
+}
+
+struct Answers;
+
+impl InputHandler for Answers {
+    fn capabilities(&self) -> ClientCapabilities {
+        serde_json::from_value(json!({"elicitation": {}})).unwrap()
+    }
+    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
+        assert_eq!(params["message"], "Name?");
+        Box::pin(async { Ok(json!({"action": "accept", "content": {"name": "Ada"}})) })
+    }
+}
+
+#[tokio::test]
+async fn input_rounds_are_driven_through_the_handler() {
+    let url = serve(toolgate_server(Arc::default())).await;
+    let c = Client::builder("test", "1")
+        .input_handler(Answers)
+        .build(HttpTransport::new(&url, HttpOptions::default()).unwrap());
+    let r = c
+        .call_tool("ask", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.content[0].as_text(), Some("hi Ada"));
+    // Without a handler, the server's -32021 comes back as a protocol error.
+    match client(&url)
+        .call_tool("ask", Map::new(), &CallOptions::default())
+        .await
+    {
+        Err(ClientError::Protocol(e)) => assert_eq!(e.code, -32021),
+        other => panic!("{other:?}"),
+    }
+}
+
+struct Deny(Arc<AtomicUsize>);
+
+impl Approval for Deny {
+    fn approve(&self, request: &ApprovalRequest<'_>) -> BoxFuture<'_, bool> {
+        // Untrusted server: annotations are ignored.
+        assert_eq!(request.risk, Risk::Destructive);
+        assert!(request.open_world);
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { false })
+    }
+}
+
+#[tokio::test]
+async fn a_denied_call_is_never_sent() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = serve(toolgate_server(calls.clone())).await;
+    let asked = Arc::new(AtomicUsize::new(0));
+    let c = Client::builder("test", "1")
+        .approval(Deny(asked.clone()))
+        .build(HttpTransport::new(&url, HttpOptions::default()).unwrap());
+    assert!(matches!(
+        c.call_tool("slow", Map::new(), &CallOptions::default())
+            .await,
+        Err(ClientError::Denied(_))
+    ));
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the handler never ran");
+}
+
+/// How the mock answers a request: status and body.
+type Answer = Arc<dyn Fn(&Value) -> (u16, String) + Send + Sync>;
+
+/// A mock server answering by method; counts requests per method.
+#[derive(Clone)]
+struct Mock {
+    hits: Arc<std::sync::Mutex<Vec<String>>>,
+    answer: Answer,
+}
+
+async fn mock(answer: impl Fn(&Value) -> (u16, String) + Send + Sync + 'static) -> (String, Mock) {
+    let state = Mock {
+        hits: Arc::default(),
+        answer: Arc::new(answer),
+    };
+    async fn handle(State(m): State<Mock>, body: axum::body::Bytes) -> axum::response::Response {
+        let request: Value = serde_json::from_slice(&body).unwrap();
+        m.hits
+            .lock()
+            .unwrap()
+            .push(request["method"].as_str().unwrap_or("").to_owned());
+        let (status, body) = (m.answer)(&request);
+        axum::response::Response::builder()
+            .status(status)
+            .header(
+                "content-type",
+                if body.starts_with('{') {
+                    "application/json"
+                } else {
+                    "text/html"
+                },
+            )
+            .body(axum::body::Body::from(body))
+            .unwrap()
+    }
+    let app = axum::Router::new()
+        .route("/mcp", post(handle))
+        .with_state(state.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, state)
+}
+
+fn result(request: &Value, result: Value) -> (u16, String) {
+    (
+        200,
+        json!({"jsonrpc": "2.0", "id": request["id"], "result": result}).to_string(),
+    )
+}
+
+#[tokio::test]
+async fn hostile_servers_get_clear_errors() {
+    let (url, m) = mock(|r| match r["method"].as_str().unwrap() {
+        "tools/list" => result(r, json!({"resultType": "complete", "ttlMs": 60000, "cacheScope": "public", "tools": [
+            {"name": "good", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}},
+            {"name": "bad_header", "inputSchema": {"type": "object", "properties": {"x": {"type": "number", "x-mcp-header": "X"}}}},
+            {"name": "html", "inputSchema": {"type": "object"}},
+            {"name": "loop", "inputSchema": {"type": "object"}}
+        ]})),
+        "tools/call" => match r["params"]["name"].as_str().unwrap() {
+            "good" => result(r, json!({"resultType": "complete", "content": [], "structuredContent": {"n": "nope"}})),
+            "html" => (200, "<html>oops</html>".into()),
+            _ => result(r, json!({"resultType": "input_required", "requestState": "s"})),
+        },
+        _ => (404, json!({"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32601, "message": "nope"}}).to_string()),
+    })
+    .await;
+    let c = client(&url);
+    let names: Vec<String> = c
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(
+        names,
+        ["good", "html", "loop"],
+        "the tool with an invalid x-mcp-header is excluded"
+    );
+    match c
+        .call_tool("good", Map::new(), &CallOptions::default())
+        .await
+    {
+        Err(ClientError::OutputSchema { tool, violations }) => {
+            assert_eq!(tool, "good");
+            assert_eq!(violations[0].pointer, "/n");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        c.call_tool("html", Map::new(), &CallOptions::default())
+            .await,
+        Err(ClientError::InvalidResponse(_))
+    ));
+    assert!(matches!(
+        c.call_tool("loop", Map::new(), &CallOptions::default())
+            .await,
+        Err(ClientError::TooManyRounds(10))
+    ));
+    // The list was served from the cache (ttl 60 s) every time.
+    let lists = m
+        .hits
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|h| *h == "tools/list")
+        .count();
+    assert_eq!(lists, 1);
+    c.invalidate("tools/list");
+    c.list_tools().await.unwrap();
+    assert_eq!(
+        m.hits
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|h| *h == "tools/list")
+            .count(),
+        2
+    );
+}
