@@ -1,9 +1,19 @@
-//! The `toolgate` command.
+//! The `toolgate` command: list and call the tools of any MCP server.
 //!
-//! Today it offers the header codec of the Streamable HTTP transport, for
-//! people writing proxies and WAF rules against `Mcp-Name` and
-//! `Mcp-Param-*` headers. Listing, calling and auditing tools arrive with
-//! the client crate.
+//! ```text
+//! toolgate tools [TARGET] [--json] [-- COMMAND ARGS...]
+//! toolgate call [TARGET] TOOL [--args JSON] [--yes] [--json] [--timeout SECONDS] [-- COMMAND ARGS...]
+//! toolgate header encode|decode VALUE
+//! ```
+//!
+//! TARGET is an `http(s)://` URL or the name of a server in an `mcpServers`
+//! config file (`--config FILE`, default `./mcp.json`).
+
+mod commands;
+mod target;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use toolgate_protocol::header::{decode_header_value, encode_header_value};
@@ -12,7 +22,7 @@ use toolgate_protocol::header::{decode_header_value, encode_header_value};
 #[command(
     name = "toolgate",
     version,
-    about = "Inspect, call and audit MCP tools"
+    about = "List, call and audit the tools of MCP servers"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -21,6 +31,50 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// List a server's tools: name, title, risk, annotations, output schema.
+    Tools {
+        /// A URL, or a server name from the config file.
+        target: Option<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// An mcpServers config file (default ./mcp.json).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Treat the server's annotations as trustworthy.
+        #[arg(long)]
+        trust: bool,
+        /// The server as a command over stdio (after `--`).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Call a tool, after showing it and its arguments.
+    Call {
+        /// `[TARGET] TOOL`.
+        #[arg(num_args = 1..=2, required = true)]
+        names: Vec<String>,
+        /// Arguments as a JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+        /// Print the whole result as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Seconds before the call is cancelled.
+        #[arg(long, default_value_t = 60)]
+        timeout: u64,
+        /// An mcpServers config file (default ./mcp.json).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Treat the server's annotations as trustworthy.
+        #[arg(long)]
+        trust: bool,
+        /// The server as a command over stdio (after `--`).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
     /// Encode or decode an Mcp-Name / Mcp-Param-* header value.
     Header {
         #[command(subcommand)]
@@ -42,18 +96,67 @@ enum HeaderAction {
     },
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let outcome = match Cli::parse().command {
+        Command::Tools {
+            target,
+            json,
+            config,
+            trust,
+            command,
+        } => commands::tools(target.as_deref(), config.as_deref(), &command, json, trust).await,
+        Command::Call {
+            names,
+            args,
+            yes,
+            json,
+            timeout,
+            config,
+            trust,
+            command,
+        } => {
+            let (target, tool) = match names.as_slice() {
+                [tool] => (None, tool.clone()),
+                [target, tool] => (Some(target.as_str()), tool.clone()),
+                _ => unreachable!("clap enforces one or two names"),
+            };
+            let options = commands::CallArgs {
+                args,
+                yes,
+                json,
+                timeout,
+                trust,
+            };
+            commands::call(target, &tool, config.as_deref(), &command, options).await
+        }
         Command::Header {
             action: HeaderAction::Encode { value },
-        } => println!("{}", encode_header_value(&value)),
+        } => {
+            println!("{}", encode_header_value(&value));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Header {
             action: HeaderAction::Decode { value },
-        } => {
-            let decoded = decode_header_value(value.as_bytes())
-                .map_err(|e| anyhow::anyhow!("invalid header value: {e}"))?;
-            println!("{decoded}");
+        } => match decode_header_value(value.as_bytes()) {
+            Ok(decoded) => {
+                println!("{decoded}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => Err(anyhow::anyhow!("invalid header value: {e}")),
+        },
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("toolgate: {e:#}");
+            ExitCode::from(2)
         }
     }
-    Ok(())
 }
