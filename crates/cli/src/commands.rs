@@ -188,7 +188,9 @@ pub async fn call(
         "arguments: {}",
         serde_json::to_string_pretty(&Value::Object(arguments.clone()))?
     );
-    let needs_confirmation = !o.yes && !(trusted && risk == Risk::ReadOnly);
+    // Only a read-only tool of a trusted server may skip the question.
+    let pre_approved = o.yes || (trusted && risk == Risk::ReadOnly);
+    let needs_confirmation = !pre_approved;
     if needs_confirmation {
         if !std::io::stdin().is_terminal() {
             eprintln!(
