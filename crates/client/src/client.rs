@@ -210,9 +210,9 @@ impl Client {
                     .and_then(|s| serde_json::from_value(s.clone()).ok())
                     .unwrap_or_default();
                 let ours: Vec<String> = MODERN_VERSIONS.iter().map(|v| (*v).to_owned()).collect();
-                let common = ours
-                    .iter()
-                    .find(|v| server.contains(v) && **v != self.protocol_version());
+                // Retry once with the first version both sides list (possibly
+                // the same one: a server may refuse transiently).
+                let common = ours.iter().find(|v| server.contains(v));
                 match common {
                     Some(v) => {
                         *lock(&self.inner.version) = v.clone();

@@ -1,0 +1,152 @@
+//! The client the official conformance suite tests. The runner passes the
+//! server URL as the last argument and the scenario in
+//! `MCP_CONFORMANCE_SCENARIO` (with extra data in `MCP_CONFORMANCE_CONTEXT`);
+//! each scenario gets the behaviour a real application would show.
+
+use anyhow::Context as _;
+use serde_json::{Map, Value, json};
+use toolgate_client::transport::http::{HttpOptions, HttpTransport};
+use toolgate_client::{BoxFuture, CallOptions, Client, ClientError, InputHandler};
+use toolgate_server::protocol::types::ClientCapabilities;
+
+/// Answers every input request the way a cooperative user would.
+struct Cooperative;
+
+/// A value that satisfies a (simple) JSON Schema property.
+fn sample_value(schema: &Value) -> Value {
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some("boolean") => json!(true),
+        Some("integer") | Some("number") => json!(1),
+        Some("array") => json!([]),
+        Some("object") => json!({}),
+        _ => json!("test"),
+    }
+}
+
+impl InputHandler for Cooperative {
+    fn capabilities(&self) -> ClientCapabilities {
+        serde_json::from_value(json!({"elicitation": {}, "sampling": {}, "roots": {}}))
+            .unwrap_or_default()
+    }
+
+    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
+        Box::pin(async move {
+            let mut content = Map::new();
+            if let Some(props) = params
+                .pointer("/requestedSchema/properties")
+                .and_then(Value::as_object)
+            {
+                for (name, schema) in props {
+                    content.insert(name.clone(), sample_value(schema));
+                }
+            }
+            Ok(json!({"action": "accept", "content": content}))
+        })
+    }
+
+    fn sample(&self, _params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
+        Box::pin(async {
+            Ok(
+                json!({"role": "assistant", "content": {"type": "text", "text": "Hello from the conformance client"}, "model": "test-model", "stopReason": "endTurn"}),
+            )
+        })
+    }
+
+    fn roots(&self) -> BoxFuture<'_, Result<Value, ClientError>> {
+        Box::pin(async {
+            Ok(json!({"roots": [{"uri": "file:///tmp/conformance", "name": "conformance"}]}))
+        })
+    }
+}
+
+fn object(v: &Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+/// Call a tool, logging rather than failing on its errors: the scenario
+/// judges what was sent.
+async fn call(client: &Client, name: &str, args: Map<String, Value>) {
+    match client.call_tool(name, args, &CallOptions::default()).await {
+        Ok(r) => tracing::info!(tool = name, result = ?r.content.first(), "called"),
+        Err(e) => tracing::warn!(tool = name, error = %e, "call failed"),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let url = std::env::args()
+        .last()
+        .context("usage: everything-client URL")?;
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or(Value::Null);
+    let client = Client::builder("toolgate-everything-client", env!("CARGO_PKG_VERSION"))
+        .input_handler(Cooperative)
+        .name(scenario.clone())
+        .build(HttpTransport::new(url, HttpOptions::default())?);
+
+    if scenario == "request-metadata" {
+        client.discover().await.context("server/discover")?;
+        client.list_tools().await.context("tools/list")?;
+        return Ok(());
+    }
+    let tools = client.list_tools().await.context("tools/list")?;
+    match scenario.as_str() {
+        "json-schema-ref-no-deref" => {}
+        "tools_call" | "tools-call" => {
+            if let Some(tool) = tools.first() {
+                call(&client, &tool.name, object(&json!({"a": 2, "b": 3}))).await;
+            }
+        }
+        "json-schema-2020-12-preservation" => {
+            let focal = tools
+                .iter()
+                .find(|t| t.name == "json_schema_2020_12_tool")
+                .context("the focal tool is not listed")?;
+            let args = object(&json!({"schema": Value::Object(focal.input_schema.clone())}));
+            call(&client, "json_schema_echo", args).await;
+        }
+        _ if context.get("toolCalls").is_some() => {
+            for planned in context["toolCalls"].as_array().into_iter().flatten() {
+                let name = planned["name"].as_str().unwrap_or_default();
+                call(&client, name, object(&planned["arguments"])).await;
+            }
+        }
+        _ => {
+            // Exercise everything the server offers.
+            for tool in &tools {
+                call(&client, &tool.name, Map::new()).await;
+            }
+            if let Ok(resources) = client.list_all("resources/list", "resources").await {
+                for r in resources {
+                    if let Some(uri) = r["uri"].as_str() {
+                        let _ = client.read_resource(uri).await;
+                    }
+                }
+            }
+            if let Ok(prompts) = client.list_all("prompts/list", "prompts").await {
+                for p in prompts {
+                    if let Some(name) = p["name"].as_str() {
+                        let _ = client.get_prompt(name, Map::new()).await;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,76 @@
+//! The stdio transport against misbehaving child processes.
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use serde_json::Map;
+use toolgate_client::transport::stdio::{StdioCommand, StdioTransport};
+use toolgate_client::{CallOptions, Client, ClientError};
+
+fn shell(script: &str) -> Client {
+    let command = StdioCommand {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), script.into()],
+        ..Default::default()
+    };
+    Client::builder("test", "1")
+        .timeout(Duration::from_secs(5))
+        .build(StdioTransport::spawn(&command).unwrap())
+}
+
+#[tokio::test]
+async fn a_crash_fails_pending_calls_with_the_exit_status() {
+    let c = shell("read line; exit 3");
+    match c
+        .request("tools/list", Map::new(), &CallOptions::default())
+        .await
+    {
+        Err(ClientError::ServerExited(status)) => assert!(status.contains('3'), "{status}"),
+        other => panic!("{other:?}"),
+    }
+    // Later requests fail at once, with the same cause.
+    assert!(matches!(
+        c.request("tools/list", Map::new(), &CallOptions::default())
+            .await,
+        Err(ClientError::ServerExited(_))
+    ));
+}
+
+#[tokio::test]
+async fn malformed_lines_are_skipped_and_the_real_answer_still_arrives() {
+    let c = shell(
+        r#"read line; echo 'this is not json'; echo '{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","tools":[],"ttlMs":0,"cacheScope":"public"}}'; sleep 5"#,
+    );
+    let page = c
+        .request("tools/list", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(page["tools"], serde_json::json!([]));
+}
+
+#[tokio::test]
+async fn a_hung_server_times_out() {
+    let c = shell("sleep 30");
+    let options = CallOptions {
+        timeout: Some(Duration::from_millis(200)),
+        progress: None,
+    };
+    assert!(matches!(
+        c.request("tools/list", Map::new(), &options).await,
+        Err(ClientError::Timeout(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_missing_program_is_a_clear_error() {
+    let command = StdioCommand {
+        program: "/nonexistent/toolgate-test".into(),
+        ..Default::default()
+    };
+    match StdioTransport::spawn(&command) {
+        Err(ClientError::Transport(m)) => assert!(m.contains("cannot start"), "{m}"),
+        Err(e) => panic!("{e:?}"),
+        Ok(_) => panic!("spawned a missing program"),
+    }
+}
