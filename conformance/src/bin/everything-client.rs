@@ -88,7 +88,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let url = std::env::args()
-        .last()
+        .next_back()
         .context("usage: everything-client URL")?;
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
