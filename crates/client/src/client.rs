@@ -228,18 +228,17 @@ impl Client {
         }
     }
 
-    async fn send_once(
+    /// Build a request: a fresh id, the per-request `_meta`, and the values
+    /// the HTTP transport mirrors into headers.
+    pub(crate) fn outgoing(
         &self,
         method: &str,
         mut params: Map<String, Value>,
         headers: Vec<(String, String)>,
-        options: &CallOptions,
-    ) -> Result<Value, ClientError> {
+        progress: bool,
+    ) -> Outgoing {
         let id = RequestId::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
-        params.insert(
-            "_meta".into(),
-            self.meta(options.progress.as_ref().map(|_| &id)),
-        );
+        params.insert("_meta".into(), self.meta(progress.then_some(&id)));
         let name = match method {
             "tools/call" | "prompts/get" => params
                 .get("name")
@@ -248,14 +247,34 @@ impl Client {
             "resources/read" => params.get("uri").and_then(Value::as_str).map(str::to_owned),
             _ => None,
         };
-        let outgoing = Outgoing {
+        Outgoing {
             body: encode_request(&id, method, &params),
             id,
             method: method.to_owned(),
             name,
             version: self.protocol_version(),
             headers,
-        };
+        }
+    }
+
+    pub(crate) fn transport(&self) -> &Arc<dyn Transport> {
+        &self.transport
+    }
+
+    /// Forget the known tool definitions (they are re-listed on next use).
+    pub(crate) fn forget_tools(&self) {
+        self.invalidate("tools/list");
+        lock(&self.inner.tools).clear();
+    }
+
+    async fn send_once(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        headers: Vec<(String, String)>,
+        options: &CallOptions,
+    ) -> Result<Value, ClientError> {
+        let outgoing = self.outgoing(method, params, headers, options.progress.is_some());
         let timeout = options.timeout.unwrap_or(self.inner.timeout);
         let work = async {
             let mut pending = self.transport.send(outgoing).await?;

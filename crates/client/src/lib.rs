@@ -29,8 +29,12 @@ mod cache;
 mod client;
 mod error;
 mod input;
+mod multi;
 pub mod transport;
+mod watch;
 
 pub use client::{CallOptions, Client, ClientBuilder, ProgressFn};
 pub use error::ClientError;
 pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Risk, classify};
+pub use multi::{MultiClient, MultiError, QualifiedTool};
+pub use watch::ToolWatch;

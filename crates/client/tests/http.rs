@@ -344,3 +344,80 @@ async fn hostile_servers_get_clear_errors() {
         2
     );
 }
+
+#[tokio::test]
+async fn a_list_changed_notification_invalidates_the_cache_at_once() {
+    let server = toolgate_server(Arc::default());
+    let url = serve(server.clone()).await;
+    let c = client(&url);
+    assert_eq!(c.list_tools().await.unwrap().len(), 5);
+    let _watch = c.watch_tools();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server
+        .add_tool(
+            ToolDef::new("late")
+                .description("Added at run time")
+                .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("here") }),
+        )
+        .unwrap();
+    let mut seen = false;
+    for _ in 0..100 {
+        if c.list_tools()
+            .await
+            .unwrap()
+            .iter()
+            .any(|t| t.name == "late")
+        {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(seen, "the cached list (ttl 5 min) was not invalidated");
+}
+
+#[tokio::test]
+async fn several_servers_share_one_namespace_without_shadowing() {
+    use toolgate_client::{MultiClient, MultiError};
+    let (a, b) = (
+        serve(toolgate_server(Arc::default())).await,
+        serve(toolgate_server(Arc::default())).await,
+    );
+    let multi = MultiClient::new([
+        ("shop".to_owned(), client(&a)),
+        ("ops".to_owned(), client(&b)),
+    ])
+    .unwrap();
+    let (tools, failures) = multi.list_tools().await;
+    assert!(failures.is_empty());
+    let names: Vec<&str> = tools.iter().map(|t| t.qualified_name.as_str()).collect();
+    assert!(
+        names.contains(&"shop.count") && names.contains(&"ops.count"),
+        "{names:?}"
+    );
+    let r = multi
+        .call_tool("ops.count", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.structured_content, Some(json!({"count": 3})));
+    assert!(matches!(
+        multi
+            .call_tool("count", Map::new(), &CallOptions::default())
+            .await,
+        Err(ClientError::UnknownTool(_))
+    ));
+    assert!(matches!(
+        multi
+            .call_tool("nope.count", Map::new(), &CallOptions::default())
+            .await,
+        Err(ClientError::UnknownTool(_))
+    ));
+    assert!(matches!(
+        MultiClient::new([("a.b".to_owned(), client(&a))]),
+        Err(MultiError::BadPrefix(_))
+    ));
+    assert!(matches!(
+        MultiClient::new([("x".to_owned(), client(&a)), ("x".to_owned(), client(&b))]),
+        Err(MultiError::DuplicatePrefix(_))
+    ));
+}

@@ -1,0 +1,64 @@
+//! Following `notifications/tools/list_changed` on a `subscriptions/listen`
+//! stream: each one invalidates the cached tool list at once, so the next
+//! listing is fresh whatever the TTL said.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::task::JoinHandle;
+
+use crate::Client;
+use crate::transport::Inbound;
+
+/// A running watch; dropping it closes the stream.
+pub struct ToolWatch {
+    task: JoinHandle<()>,
+}
+
+impl Drop for ToolWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Client {
+    /// Open a `subscriptions/listen` stream for `toolsListChanged` and keep
+    /// it open (reopening with backoff if it drops, and invalidating on each
+    /// reopen, since changes may have been missed meanwhile).
+    pub fn watch_tools(&self) -> ToolWatch {
+        let client = self.clone();
+        let task = tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(250);
+            loop {
+                let mut params = Map::new();
+                params.insert("notifications".into(), json!({"toolsListChanged": true}));
+                let outgoing = client.outgoing("subscriptions/listen", params, Vec::new(), false);
+                match client.transport().send(outgoing).await {
+                    Ok(mut pending) => {
+                        while let Some(Ok(message)) = pending.next().await {
+                            match message {
+                                Inbound::Notification(n) => {
+                                    let method =
+                                        n.get("method").and_then(Value::as_str).unwrap_or_default();
+                                    if method == "notifications/subscriptions/acknowledged" {
+                                        backoff = Duration::from_millis(250);
+                                    } else if method == "notifications/tools/list_changed" {
+                                        tracing::debug!("tool list changed; cache invalidated");
+                                        client.forget_tools();
+                                    }
+                                }
+                                // The server ended the subscription.
+                                Inbound::Response(_) => break,
+                            }
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "could not open subscriptions/listen"),
+                }
+                client.forget_tools();
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+        });
+        ToolWatch { task }
+    }
+}
