@@ -63,9 +63,18 @@ impl PageCache {
         );
     }
 
-    /// Forget everything for `method` (a list-changed notification, or an
-    /// invalid cursor).
+    /// Mark every page of `method` stale (a list-changed notification): the
+    /// next use re-fetches, but a stale page can still stand in if that fails.
     pub(crate) fn invalidate(&mut self, method: &str) {
+        for ((m, _), entry) in self.entries.iter_mut() {
+            if m == method {
+                entry.ttl = Duration::ZERO;
+            }
+        }
+    }
+
+    /// Drop every page of `method` (a cursor went invalid: start over).
+    pub(crate) fn discard(&mut self, method: &str) {
         self.entries.retain(|(m, _), _| m != method);
     }
 }
@@ -117,6 +126,11 @@ mod tests {
             "absent ttl means 0"
         );
         c.invalidate("tools/list");
+        assert!(
+            matches!(c.get("tools/list", None, ""), Lookup::Stale(_)),
+            "invalidated pages are stale, kept as a fallback"
+        );
+        c.discard("tools/list");
         assert!(matches!(c.get("tools/list", None, ""), Lookup::Missing));
     }
 }

@@ -351,7 +351,7 @@ impl Client {
                             if e.code == codes::INVALID_PARAMS && cursor.is_some() =>
                         {
                             // The cursor went invalid: start over from a clean slate.
-                            lock(&self.inner.cache).invalidate(method);
+                            lock(&self.inner.cache).discard(method);
                             return Box::pin(self.list_all(method, field)).await;
                         }
                         Err(e) => match other {
@@ -374,7 +374,9 @@ impl Client {
         }
     }
 
-    /// Forget cached lists (e.g. after `notifications/tools/list_changed`).
+    /// Mark cached pages of `method` stale (e.g. after
+    /// `notifications/tools/list_changed`): the next listing re-fetches, and
+    /// falls back to them only if that fails.
     pub fn invalidate(&self, method: &str) {
         lock(&self.inner.cache).invalidate(method);
     }

@@ -421,3 +421,44 @@ async fn several_servers_share_one_namespace_without_shadowing() {
         Err(MultiError::DuplicatePrefix(_))
     ));
 }
+
+#[tokio::test]
+async fn header_mismatch_relists_and_retries_once_and_stale_lists_survive_outages() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let lists = Arc::new(AtomicUsize::new(0));
+    let (c2, l2) = (calls.clone(), lists.clone());
+    let (url, _m) = mock(move |r| match r["method"].as_str().unwrap() {
+        "tools/list" => {
+            // The first listing succeeds (immediately stale); later ones fail.
+            if l2.fetch_add(1, Ordering::SeqCst) == 0 {
+                result(r, json!({"resultType": "complete", "ttlMs": 0, "cacheScope": "public",
+                    "tools": [{"name": "t", "inputSchema": {"type": "object"}}]}))
+            } else {
+                (500, "upstream down".into())
+            }
+        }
+        "tools/call" => {
+            if c2.fetch_add(1, Ordering::SeqCst) == 0 {
+                (400, json!({"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32020, "message": "Header mismatch"}}).to_string())
+            } else {
+                result(r, json!({"resultType": "complete", "content": [{"type": "text", "text": "second time lucky"}]}))
+            }
+        }
+        _ => (404, "{}".into()),
+    })
+    .await;
+    let c = client(&url);
+    let r = c
+        .call_tool("t", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.content[0].as_text(), Some("second time lucky"));
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "retried exactly once");
+    assert!(
+        lists.load(Ordering::SeqCst) >= 2,
+        "re-listed after the mismatch"
+    );
+    // The server now fails to list; the stale page is served.
+    let tools = c.list_tools().await.unwrap();
+    assert_eq!(tools[0].name, "t");
+}
