@@ -1,0 +1,155 @@
+//! Descriptions: present, informative, describing the tool rather than
+//! instructing the model, and free of hidden text.
+
+use super::Subject;
+use crate::Finding;
+use crate::text::{excerpt, hidden_char, words};
+
+/// Phrases that address the model or the conversation rather than describe
+/// the tool, with what they attempt.
+const STEERING: &[(&str, &str)] = &[
+    ("ignore previous", "override earlier instructions"),
+    ("ignore all previous", "override earlier instructions"),
+    ("disregard", "override earlier instructions"),
+    ("do not tell the user", "hide things from the user"),
+    ("don't tell the user", "hide things from the user"),
+    ("without telling the user", "hide things from the user"),
+    ("do not mention", "hide things from the user"),
+    ("don't mention", "hide things from the user"),
+    ("never mention", "hide things from the user"),
+    ("secretly", "hide things from the user"),
+    ("without the user", "act behind the user's back"),
+    ("the user must not", "hide things from the user"),
+    ("<important>", "inject privileged-looking instructions"),
+    ("<system>", "inject privileged-looking instructions"),
+    ("system prompt", "touch the system prompt"),
+    ("you must", "give the model orders"),
+    ("you should always", "give the model orders"),
+    ("always call", "steer the model's use of tools"),
+    ("never call", "steer the model's use of tools"),
+    (
+        "before using any other tool",
+        "steer the model's use of tools",
+    ),
+    ("instead of using", "steer the model away from other tools"),
+    ("do not use the", "steer the model away from other tools"),
+    ("other tools", "change the behaviour of other tools"),
+    (
+        "other server",
+        "change the behaviour of other servers' tools",
+    ),
+    ("~/.ssh", "read secrets"),
+    ("id_rsa", "read secrets"),
+    (".env", "read secrets"),
+    ("/etc/passwd", "read secrets"),
+    ("private key", "read secrets"),
+    ("api key", "read secrets"),
+    ("credentials", "read secrets"),
+    ("mcp.json", "read client configuration"),
+    ("read the file", "read files unrelated to its job"),
+    ("send the contents", "exfiltrate data"),
+    ("include the contents", "exfiltrate data"),
+];
+
+/// Longest description before it counts as very long.
+const LONG: usize = 2_000;
+
+pub(crate) fn check(s: &Subject<'_>, out: &mut Vec<Finding>) {
+    let Some(description) = s
+        .tool
+        .description
+        .as_deref()
+        .filter(|d| !d.trim().is_empty())
+    else {
+        out.push(s.finding(
+            "TG-D001",
+            "the tool has no description",
+            "description: (absent)",
+            "describe what the tool does, when to use it and when not to",
+        ));
+        return;
+    };
+    let word_count = words(description).len();
+    if word_count < 5 {
+        out.push(s.finding(
+            "TG-D002",
+            format!("the description has only {word_count} word(s)"),
+            format!("description: {description:?}"),
+            "say what the tool does, what it needs, what it returns, and when not to use it",
+        ));
+    }
+    if description.chars().count() > LONG {
+        out.push(s.finding(
+            "TG-D006",
+            format!(
+                "the description is {} characters long",
+                description.chars().count()
+            ),
+            excerpt(description, 0, 80),
+            format!("keep it under {LONG} characters; move detail to documentation"),
+        ));
+    }
+    let lower = description.to_lowercase();
+    for (phrase, attempt) in STEERING {
+        if let Some(at) = lower.find(phrase) {
+            out.push(s.finding(
+                "TG-D003",
+                format!("the description appears to {attempt} ({phrase:?})"),
+                excerpt(description, at, phrase.len()),
+                "describe only what the tool does; remove instructions to the model",
+            ));
+        }
+    }
+    if let Some((at, c)) = description
+        .char_indices()
+        .find(|(_, c)| hidden_char(*c).is_some())
+    {
+        let kind = hidden_char(c).unwrap_or("hidden character");
+        out.push(s.finding(
+            "TG-D004",
+            format!("the description contains a {kind} (U+{:04X})", c as u32),
+            excerpt(description, at, 1),
+            "remove invisible and control characters; what the reviewer sees must be what the model reads",
+        ));
+    }
+    for scheme in ["http://", "https://", "data:", "file://", "ftp://"] {
+        if let Some(at) = lower.find(scheme) {
+            out.push(s.finding(
+                "TG-D005",
+                "the description embeds a URL",
+                excerpt(description, at, 40),
+                "remove links from descriptions; document them elsewhere",
+            ));
+            break;
+        }
+    }
+    if let Some(at) = encoded_run(description) {
+        out.push(s.finding(
+            "TG-D005",
+            "the description contains a long encoded-looking run",
+            excerpt(description, at, 40),
+            "remove encoded data from descriptions",
+        ));
+    }
+}
+
+/// Start of a run of 48+ characters of a base64/hex alphabet, if any.
+fn encoded_run(text: &str) -> Option<usize> {
+    let mut start = None;
+    let mut len = 0;
+    for (i, c) in text.char_indices() {
+        if c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '-' | '_') {
+            if start.is_none() {
+                start = Some(i);
+            }
+            len += 1;
+            if len >= 48 {
+                return start;
+            }
+        } else {
+            start = None;
+            len = 0;
+        }
+    }
+    None
+}

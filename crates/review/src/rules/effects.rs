@@ -1,0 +1,155 @@
+//! Effects: what a tool looks like it does, compared with what it claims.
+
+use serde::Serialize;
+
+use super::Subject;
+use crate::Finding;
+use crate::text::words;
+
+/// A kind of effect a tool can have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    /// Reads data.
+    Read,
+    /// Creates or changes data.
+    Write,
+    /// Removes data.
+    Delete,
+    /// Sends something to someone.
+    Send,
+    /// Spends money.
+    Spend,
+    /// Runs code or commands.
+    Execute,
+}
+
+const VERBS: &[(Effect, &[&str])] = &[
+    (
+        Effect::Delete,
+        &[
+            "delete", "remove", "destroy", "drop", "purge", "erase", "wipe", "truncate", "revoke",
+            "unlink", "rm",
+        ],
+    ),
+    (
+        Effect::Send,
+        &[
+            "send", "email", "mail", "post", "publish", "notify", "message", "tweet", "sms",
+            "share", "invite", "reply", "forward",
+        ],
+    ),
+    (
+        Effect::Spend,
+        &[
+            "pay",
+            "payment",
+            "purchase",
+            "buy",
+            "charge",
+            "checkout",
+            "order",
+            "transfer",
+            "withdraw",
+            "refund",
+            "invoice",
+            "spend",
+            "subscribe",
+        ],
+    ),
+    (
+        Effect::Execute,
+        &[
+            "exec", "execute", "run", "shell", "command", "eval", "script", "spawn", "deploy",
+            "invoke", "sql",
+        ],
+    ),
+    (
+        Effect::Write,
+        &[
+            "write", "create", "update", "set", "add", "insert", "edit", "modify", "save",
+            "upload", "put", "patch", "rename", "move", "commit", "push", "merge", "append",
+            "replace", "reset",
+        ],
+    ),
+    (
+        Effect::Read,
+        &[
+            "get", "read", "list", "search", "find", "fetch", "query", "show", "describe",
+            "lookup", "view", "count", "check", "download", "inspect", "status",
+        ],
+    ),
+];
+
+/// The effects a tool appears to have, from its name (strongest evidence),
+/// then its description's first sentence.
+pub fn classify(name: &str, description: Option<&str>) -> Vec<Effect> {
+    fn scan(text: &str, found: &mut Vec<Effect>) {
+        for w in words(text) {
+            for (effect, verbs) in VERBS {
+                if verbs.contains(&w.as_str()) && !found.contains(effect) {
+                    found.push(*effect);
+                }
+            }
+        }
+    }
+    let mut found: Vec<Effect> = Vec::new();
+    scan(name, &mut found);
+    if found.is_empty() {
+        if let Some(d) = description {
+            scan(d.split(['.', '\n']).next().unwrap_or(""), &mut found);
+        }
+    }
+    found.sort();
+    found
+}
+
+pub(crate) fn check(s: &Subject<'_>, out: &mut Vec<Finding>) {
+    let effects = classify(&s.tool.name, s.tool.description.as_deref());
+    let risky: Vec<Effect> = effects
+        .iter()
+        .copied()
+        .filter(|e| *e != Effect::Read)
+        .collect();
+    let hints = s.tool.annotations.clone().unwrap_or_default();
+    let label = |e: &[Effect]| {
+        e.iter()
+            .map(|x| format!("{x:?}").to_lowercase())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !risky.is_empty() {
+        if hints.read_only_hint == Some(true) {
+            out.push(s.finding(
+                "TG-E001",
+                format!("the tool looks like it can {} but claims readOnlyHint: true", label(&risky)),
+                "annotations.readOnlyHint: true",
+                "correct the annotation, or rename and re-describe the tool if it really only reads",
+            ));
+        } else if hints.destructive_hint == Some(false) && risky.contains(&Effect::Delete) {
+            out.push(s.finding(
+                "TG-E001",
+                "the tool looks like it deletes but claims destructiveHint: false",
+                "annotations.destructiveHint: false",
+                "set destructiveHint: true",
+            ));
+        }
+        out.push(s.finding(
+            "TG-E003",
+            format!(
+                "the tool can {}: a person should approve each call",
+                label(&risky)
+            ),
+            format!("name: {:?}", s.tool.name),
+            "keep human approval on for this tool",
+        ));
+    }
+    if s.tool.annotations.is_none() {
+        out.push(s.finding(
+            "TG-E002",
+            "no annotations: clients must assume destructive and open-world",
+            "annotations: (absent)",
+            "declare readOnlyHint / destructiveHint / idempotentHint / openWorldHint truthfully",
+        ));
+    }
+}

@@ -1,0 +1,81 @@
+//! Output: structured results and stateful handles.
+
+use super::Subject;
+use crate::Finding;
+use crate::text::words;
+
+const DATA_VERBS: &[&str] = &[
+    "get", "list", "search", "fetch", "query", "find", "lookup", "read", "describe", "show",
+];
+const CREATE_VERBS: &[&str] = &[
+    "create", "open", "start", "new", "begin", "allocate", "reserve",
+];
+const STATEFUL_NOUNS: &[&str] = &[
+    "session",
+    "basket",
+    "cart",
+    "handle",
+    "context",
+    "transaction",
+    "browser",
+    "page",
+    "connection",
+    "job",
+    "lock",
+    "lease",
+    "token",
+    "workspace",
+    "sandbox",
+];
+const LIFETIME_WORDS: &[&str] = &[
+    "expire",
+    "expires",
+    "expiry",
+    "ttl",
+    "lifetime",
+    "valid",
+    "hours",
+    "hour",
+    "minutes",
+    "minute",
+    "days",
+    "day",
+    "seconds",
+    "until",
+    "inactivity",
+    "lives",
+];
+
+pub(crate) fn check(s: &Subject<'_>, out: &mut Vec<Finding>) {
+    let name_words = words(&s.tool.name);
+    let first = name_words.first().map(String::as_str).unwrap_or("");
+    if s.tool.output_schema.is_none() && DATA_VERBS.contains(&first) {
+        out.push(s.finding(
+            "TG-O001",
+            "the tool returns data but declares no outputSchema",
+            format!("name: {:?}, outputSchema: (absent)", s.tool.name),
+            "declare an outputSchema and return structuredContent, so clients can check results",
+        ));
+    }
+    let stateful = CREATE_VERBS.contains(&first)
+        && name_words
+            .iter()
+            .any(|w| STATEFUL_NOUNS.contains(&w.as_str()));
+    if stateful {
+        let description_words = words(s.tool.description.as_deref().unwrap_or(""));
+        if !description_words
+            .iter()
+            .any(|w| LIFETIME_WORDS.contains(&w.as_str()))
+        {
+            out.push(s.finding(
+                "TG-O002",
+                "the tool creates a handle but its description does not say how long it lives",
+                format!(
+                    "description: {:?}",
+                    s.tool.description.as_deref().unwrap_or("")
+                ),
+                "state the lifetime, e.g. \"expires after 24 hours of inactivity\"",
+            ));
+        }
+    }
+}
