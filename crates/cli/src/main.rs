@@ -3,6 +3,9 @@
 //! ```text
 //! toolgate tools [TARGET] [--json] [-- COMMAND ARGS...]
 //! toolgate call [TARGET] TOOL [--args JSON] [--yes] [--json] [--timeout SECONDS] [-- COMMAND ARGS...]
+//! toolgate audit [TARGET] [--json | --sarif] [--fail-on LEVEL] [-- COMMAND ARGS...]
+//! toolgate lock [TARGET] [--lock FILE] [--update] [-- COMMAND ARGS...]
+//! toolgate verify [TARGET] [--lock FILE] [-- COMMAND ARGS...]
 //! toolgate header encode|decode VALUE
 //! ```
 //!
@@ -10,6 +13,7 @@
 //! config file (`--config FILE`, default `./mcp.json`).
 
 mod commands;
+mod review;
 mod target;
 
 use std::path::PathBuf;
@@ -75,6 +79,66 @@ enum Command {
         #[arg(last = true)]
         command: Vec<String>,
     },
+    /// Review a server's tool definitions before trusting them.
+    Audit {
+        /// A URL, or a server name from the config file.
+        target: Option<String>,
+        /// Findings as JSON.
+        #[arg(long, conflicts_with = "sarif")]
+        json: bool,
+        /// Findings as SARIF 2.1.0 (for code-scanning interfaces).
+        #[arg(long)]
+        sarif: bool,
+        /// Exit 1 if any finding is at least this severe (info, low, medium, high).
+        #[arg(long, value_name = "LEVEL", value_parser = parse_severity)]
+        fail_on: Option<toolgate_review::Severity>,
+        /// An mcpServers config file (default ./mcp.json).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Every server of the config file (also finds tools shadowing each other).
+        #[arg(long)]
+        all: bool,
+        /// The server as a command over stdio (after `--`).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Record the approved tool definitions in a lock file.
+    Lock {
+        /// A URL, or a server name from the config file.
+        target: Option<String>,
+        /// The lock file.
+        #[arg(long, default_value = "toolgate.lock")]
+        lock: PathBuf,
+        /// Accept changes to servers already locked.
+        #[arg(long)]
+        update: bool,
+        /// An mcpServers config file (default ./mcp.json).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Every server of the config file.
+        #[arg(long)]
+        all: bool,
+        /// The server as a command over stdio (after `--`).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Compare the live tool definitions with the lock file.
+    Verify {
+        /// A URL, or a server name from the config file.
+        target: Option<String>,
+        /// The lock file.
+        #[arg(long, default_value = "toolgate.lock")]
+        lock: PathBuf,
+        /// An mcpServers config file (default ./mcp.json).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Every server of the config file.
+        #[arg(long)]
+        all: bool,
+        /// The server as a command over stdio (after `--`).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
     /// Encode or decode an Mcp-Name / Mcp-Param-* header value.
     Header {
         #[command(subcommand)]
@@ -94,6 +158,11 @@ enum HeaderAction {
         /// The header value as received.
         value: String,
     },
+}
+
+fn parse_severity(s: &str) -> Result<toolgate_review::Severity, String> {
+    toolgate_review::Severity::parse(s)
+        .ok_or_else(|| format!("{s:?} is not one of info, low, medium, high"))
 }
 
 #[tokio::main]
@@ -135,6 +204,61 @@ async fn main() -> ExitCode {
                 trust,
             };
             commands::call(target, &tool, config.as_deref(), &command, options).await
+        }
+        Command::Audit {
+            target,
+            json,
+            sarif,
+            fail_on,
+            config,
+            all,
+            command,
+        } => {
+            let format = if sarif {
+                review::Format::Sarif
+            } else if json {
+                review::Format::Json
+            } else {
+                review::Format::Text
+            };
+            let t = review::Targets {
+                target: target.as_deref(),
+                config: config.as_deref(),
+                all,
+                command: &command,
+            };
+            review::audit_command(t, format, fail_on).await
+        }
+        Command::Lock {
+            target,
+            lock,
+            update,
+            config,
+            all,
+            command,
+        } => {
+            let t = review::Targets {
+                target: target.as_deref(),
+                config: config.as_deref(),
+                all,
+                command: &command,
+            };
+            review::lock_command(t, &lock, update).await
+        }
+        Command::Verify {
+            target,
+            lock,
+            config,
+            all,
+            command,
+        } => {
+            let t = review::Targets {
+                target: target.as_deref(),
+                config: config.as_deref(),
+                all,
+                command: &command,
+            };
+            review::verify_command(t, &lock).await
         }
         Command::Header {
             action: HeaderAction::Encode { value },

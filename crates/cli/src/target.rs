@@ -113,6 +113,19 @@ pub fn resolve(
     })
 }
 
+/// Every server of a config file, in name order.
+pub fn resolve_all(config: Option<&Path>) -> anyhow::Result<Vec<Target>> {
+    let path = config
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("mcp.json"));
+    let file = load_config(&path)?;
+    Ok(file
+        .servers
+        .into_iter()
+        .map(|(name, entry)| Target { name, entry })
+        .collect())
+}
+
 impl Target {
     /// Whether the config marks this server as trusted.
     pub fn trusted(&self) -> bool {

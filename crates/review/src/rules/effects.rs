@@ -81,26 +81,27 @@ const VERBS: &[(Effect, &[&str])] = &[
     ),
 ];
 
-/// The effects a tool appears to have, from its name (strongest evidence),
-/// then its description's first sentence.
+/// The effects a tool appears to have: the first verb of its name (its
+/// strongest evidence: `lookup_order` reads, `place_order` spends), else
+/// the verbs of its description's first sentence.
 pub fn classify(name: &str, description: Option<&str>) -> Vec<Effect> {
-    fn scan(text: &str, found: &mut Vec<Effect>) {
-        for w in words(text) {
-            for (effect, verbs) in VERBS {
-                if verbs.contains(&w.as_str()) && !found.contains(effect) {
-                    found.push(*effect);
-                }
-            }
-        }
+    let effect_of = |w: &str| {
+        VERBS
+            .iter()
+            .find(|(_, verbs)| verbs.contains(&w))
+            .map(|(e, _)| *e)
+    };
+    if let Some(effect) = words(name).iter().find_map(|w| effect_of(w)) {
+        return vec![effect];
     }
-    let mut found: Vec<Effect> = Vec::new();
-    scan(name, &mut found);
-    if found.is_empty() {
-        if let Some(d) = description {
-            scan(d.split(['.', '\n']).next().unwrap_or(""), &mut found);
-        }
-    }
+    let mut found: Vec<Effect> = description
+        .map(|d| words(d.split(['.', '\n']).next().unwrap_or("")))
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|w| effect_of(w))
+        .collect();
     found.sort();
+    found.dedup();
     found
 }
 
