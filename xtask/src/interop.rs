@@ -13,6 +13,8 @@ use crate::{cargo, root};
 
 const TS_SDK: &str = "@modelcontextprotocol/server@2.4.0";
 const PY_SDK: &str = "mcp==2.3.0";
+/// Reference servers people run today (built on the 1.x SDK: legacy era).
+const LEGACY_SERVERS: &str = "@modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31";
 
 fn tools_dir() -> PathBuf {
     root().join(".tools")
@@ -49,6 +51,35 @@ fn install_ts(node_bin: &Path) -> anyhow::Result<()> {
     )?;
     std::fs::write(stamp, TS_SDK)?;
     Ok(())
+}
+
+fn install_legacy(node_bin: &Path) -> anyhow::Result<PathBuf> {
+    let dir = tools_dir().join("interop-legacy");
+    let stamp = dir.join(".installed");
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(LEGACY_SERVERS) {
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("package.json"), "{\"private\": true}\n")?;
+        let path = format!(
+            "{}:{}",
+            node_bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        crate::run(
+            Command::new("npm")
+                .args([
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--no-save",
+                    "--loglevel=error",
+                ])
+                .args(LEGACY_SERVERS.split(' '))
+                .env("PATH", path)
+                .current_dir(&dir),
+        )?;
+        std::fs::write(stamp, LEGACY_SERVERS)?;
+    }
+    Ok(dir.join("node_modules/.bin"))
 }
 
 fn install_py() -> anyhow::Result<PathBuf> {
@@ -216,7 +247,8 @@ pub fn run() -> anyhow::Result<()> {
         let url = format!("http://127.0.0.1:{port}/mcp");
         check(label, &[&url], &path, &mut failures)?;
     }
-    let total = 16;
+    checks_legacy(&node_bin, &path, &mut failures)?;
+    let total = 16 + 9;
     println!(
         "interop: {} passed, {} failed",
         total - failures.len(),
@@ -225,5 +257,81 @@ pub fn run() -> anyhow::Result<()> {
     if !failures.is_empty() {
         bail!("interop checks failed:\n{}", failures.join("\n"));
     }
+    Ok(())
+}
+
+/// The npm reference servers (legacy era) over stdio: list, call, tool
+/// error, audit, lock and verify.
+fn checks_legacy(node_bin: &Path, path: &str, failures: &mut Vec<String>) -> anyhow::Result<()> {
+    let bin = install_legacy(node_bin)?;
+    let everything = bin.join("mcp-server-everything").display().to_string();
+    let filesystem = bin.join("mcp-server-filesystem").display().to_string();
+    let root_dir = std::env::temp_dir().join(format!("toolgate-interop-fs-{}", std::process::id()));
+    std::fs::create_dir_all(&root_dir)?;
+    std::fs::write(root_dir.join("hello.txt"), "hello from toolgate\n")?;
+    let root = root_dir.display().to_string();
+    let lock = root_dir.join("toolgate.lock").display().to_string();
+    let mut expect = |what: &str, ok: bool| {
+        eprintln!("{} legacy: {what}", if ok { "ok  " } else { "FAIL" });
+        if !ok {
+            failures.push(format!("legacy: {what}"));
+        }
+    };
+    let ev = |args: &[&str]| -> anyhow::Result<(i32, String)> {
+        let mut argv: Vec<&str> = args.to_vec();
+        argv.extend(["--", everything.as_str()]);
+        toolgate(&argv, path)
+    };
+    let fs = |args: &[&str]| -> anyhow::Result<(i32, String)> {
+        let mut argv: Vec<&str> = args.to_vec();
+        argv.extend(["--", filesystem.as_str(), root.as_str()]);
+        toolgate(&argv, path)
+    };
+    let (code, out) = ev(&["tools"])?;
+    expect(
+        "server-everything: tools lists echo",
+        code == 0 && out.contains("echo"),
+    );
+    let (code, out) = ev(&["call", "--yes", "echo", "--args", r#"{"message":"hi"}"#])?;
+    expect(
+        "server-everything: call echo",
+        code == 0 && out.contains("hi"),
+    );
+    let (code, _) = ev(&["call", "--yes", "get-sum", "--args", r#"{"a":"x"}"#])?;
+    expect(
+        "server-everything: bad arguments yield its tool error (exit 1)",
+        code == 1,
+    );
+    let (code, out) = fs(&[
+        "call",
+        "--yes",
+        "read_text_file",
+        "--args",
+        &format!(r#"{{"path":"{root}/hello.txt"}}"#),
+    ])?;
+    expect(
+        "server-filesystem: read_text_file reads the file",
+        code == 0 && out.contains("hello from toolgate"),
+    );
+    let (code, out) = ev(&["audit"])?;
+    expect(
+        "server-everything: audit reports",
+        code == 0 && out.contains("Audited 13 tool(s)"),
+    );
+    let (code, out) = fs(&["audit"])?;
+    expect(
+        "server-filesystem: audit names the tools that write",
+        code == 0 && out.contains("write_file: write"),
+    );
+    let (code, _) = ev(&["lock", "--lock", &lock])?;
+    expect("server-everything: lock", code == 0);
+    let (code, _) = fs(&["lock", "--lock", &lock])?;
+    expect("server-filesystem: lock", code == 0);
+    let (code, out) = ev(&["verify", "--lock", &lock])?;
+    expect(
+        "server-everything: verify matches the lock",
+        code == 0 && out.contains("match the lock"),
+    );
+    std::fs::remove_dir_all(&root_dir).ok();
     Ok(())
 }

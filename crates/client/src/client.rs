@@ -86,9 +86,24 @@ impl ClientBuilder {
 
     /// Connect over `transport` (no traffic until the first request).
     pub fn build(self, transport: impl Transport) -> Client {
+        let handler = self.handler.clone();
+        transport.on_server_request(Arc::new(move |method, params| {
+            let handler = handler.clone();
+            Box::pin(async move {
+                let outcome = match method.as_str() {
+                    "roots/list" => handler.roots().await,
+                    "sampling/createMessage" => handler.sample(params).await,
+                    "elicitation/create" => handler.elicit(params).await,
+                    _ => return Err(RpcError::method_not_found(&method)),
+                };
+                outcome.map_err(|e| RpcError::new(codes::INVALID_REQUEST, e.to_string()))
+            })
+        }));
         Client {
             transport: Arc::new(transport),
             inner: Arc::new(Inner {
+                era: tokio::sync::OnceCell::new(),
+                probe_timeout: Duration::from_secs(5),
                 capabilities: self.handler.capabilities(),
                 info: self.info,
                 timeout: self.timeout,
@@ -112,7 +127,22 @@ struct KnownTool {
     output: Option<Arc<CompiledSchema>>,
 }
 
+/// Which era of the protocol the server speaks.
+#[derive(Clone, Debug)]
+enum Era {
+    /// Per-request metadata (2026-07-28 and later).
+    Modern,
+    /// After an initialize handshake: the negotiated version and the
+    /// server's `InitializeResult`.
+    Legacy { version: String, init: Value },
+}
+
+/// Legacy revisions this client can fall back to, newest first.
+const LEGACY_SPOKEN: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+
 struct Inner {
+    era: tokio::sync::OnceCell<Era>,
+    probe_timeout: Duration,
     info: Implementation,
     capabilities: ClientCapabilities,
     timeout: Duration,
@@ -157,8 +187,15 @@ impl Client {
         lock(&self.inner.version).clone()
     }
 
-    fn meta(&self, progress_token: Option<&RequestId>) -> Value {
+    fn meta(&self, progress_token: Option<&RequestId>, legacy: bool) -> Value {
         let mut m = Map::new();
+        if legacy {
+            // A legacy server learned all of this at initialize.
+            if let Some(token) = progress_token {
+                m.insert(meta::PROGRESS_TOKEN.into(), token.to_value());
+            }
+            return Value::Object(m);
+        }
         m.insert(
             meta::PROTOCOL_VERSION.into(),
             Value::from(self.protocol_version()),
@@ -233,12 +270,30 @@ impl Client {
     pub(crate) fn outgoing(
         &self,
         method: &str,
+        params: Map<String, Value>,
+        headers: Vec<(String, String)>,
+        progress: bool,
+    ) -> Outgoing {
+        self.outgoing_in(&Era::Modern, method, params, headers, progress)
+    }
+
+    fn outgoing_in(
+        &self,
+        era: &Era,
+        method: &str,
         mut params: Map<String, Value>,
         headers: Vec<(String, String)>,
         progress: bool,
     ) -> Outgoing {
         let id = RequestId::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
-        params.insert("_meta".into(), self.meta(progress.then_some(&id)));
+        let legacy = match era {
+            Era::Modern => None,
+            Era::Legacy { version, .. } => Some(version.clone()),
+        };
+        let meta = self.meta(progress.then_some(&id), legacy.is_some());
+        if meta.as_object().is_some_and(|m| !m.is_empty()) {
+            params.insert("_meta".into(), meta);
+        }
         let name = match method {
             "tools/call" | "prompts/get" => params
                 .get("name")
@@ -254,6 +309,7 @@ impl Client {
             name,
             version: self.protocol_version(),
             headers,
+            legacy,
         }
     }
 
@@ -267,6 +323,103 @@ impl Client {
         lock(&self.inner.tools).clear();
     }
 
+    /// The server's era, detected on first use and then kept: a
+    /// `server/discover` probe; a result or a recognized modern error means
+    /// modern, anything else (another error, or no answer within the probe
+    /// timeout) means legacy, and the initialize handshake follows.
+    async fn era(&self) -> Result<Era, ClientError> {
+        self.inner
+            .era
+            .get_or_try_init(|| self.detect_era())
+            .await
+            .cloned()
+    }
+
+    /// Whether the server speaks a legacy (initialize-handshake) revision.
+    pub async fn is_legacy(&self) -> Result<bool, ClientError> {
+        Ok(matches!(self.era().await?, Era::Legacy { .. }))
+    }
+
+    async fn detect_era(&self) -> Result<Era, ClientError> {
+        let probe = CallOptions {
+            timeout: Some(self.inner.probe_timeout.min(self.inner.timeout)),
+            progress: None,
+        };
+        match self
+            .send_in(
+                &Era::Modern,
+                "server/discover",
+                Map::new(),
+                Vec::new(),
+                &probe,
+            )
+            .await
+        {
+            Ok(_) => return Ok(Era::Modern),
+            // On HTTP a JSON-RPC "method not found" body comes from a modern
+            // endpoint (a legacy one refuses session-less requests first); on
+            // stdio it is what legacy servers commonly answer, so it is not
+            // evidence there.
+            Err(ClientError::Protocol(e))
+                if e.is_modern_protocol_error()
+                    || (e.code == codes::METHOD_NOT_FOUND
+                        && self.transport.kind() == TransportKind::Http) =>
+            {
+                return Ok(Era::Modern);
+            }
+            Err(e @ ClientError::ServerExited(_)) => return Err(e),
+            Err(e) => {
+                tracing::info!(server = %self.inner.name, probe = %e, "not a modern server; trying the initialize handshake")
+            }
+        }
+        let mut params = Map::new();
+        params.insert("protocolVersion".into(), Value::from(LEGACY_SPOKEN[0]));
+        params.insert(
+            "capabilities".into(),
+            serde_json::to_value(&self.inner.capabilities).unwrap_or_else(|_| json!({})),
+        );
+        params.insert(
+            "clientInfo".into(),
+            serde_json::to_value(&self.inner.info).unwrap_or(Value::Null),
+        );
+        let opening = Era::Legacy {
+            version: LEGACY_SPOKEN[0].to_owned(),
+            init: Value::Null,
+        };
+        let init = self
+            .send_in(
+                &opening,
+                "initialize",
+                params,
+                Vec::new(),
+                &CallOptions::default(),
+            )
+            .await?;
+        let version = init
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if !LEGACY_SPOKEN.contains(&version.as_str()) {
+            return Err(ClientError::NoCommonVersion {
+                server: vec![version],
+                client: MODERN_VERSIONS
+                    .iter()
+                    .chain(LEGACY_SPOKEN)
+                    .map(|v| (*v).to_owned())
+                    .collect(),
+            });
+        }
+        let initialized = toolgate_protocol::jsonrpc::encode_notification::<Value>(
+            "notifications/initialized",
+            None,
+        );
+        self.transport
+            .notify(initialized, Some(version.clone()))
+            .await?;
+        Ok(Era::Legacy { version, init })
+    }
+
     async fn send_once(
         &self,
         method: &str,
@@ -274,7 +427,19 @@ impl Client {
         headers: Vec<(String, String)>,
         options: &CallOptions,
     ) -> Result<Value, ClientError> {
-        let outgoing = self.outgoing(method, params, headers, options.progress.is_some());
+        let era = self.era().await?;
+        self.send_in(&era, method, params, headers, options).await
+    }
+
+    async fn send_in(
+        &self,
+        era: &Era,
+        method: &str,
+        params: Map<String, Value>,
+        headers: Vec<(String, String)>,
+        options: &CallOptions,
+    ) -> Result<Value, ClientError> {
+        let outgoing = self.outgoing_in(era, method, params, headers, options.progress.is_some());
         let timeout = options.timeout.unwrap_or(self.inner.timeout);
         let work = async {
             let mut pending = self.transport.send(outgoing).await?;
@@ -312,8 +477,23 @@ impl Client {
             .map_err(|_| ClientError::Timeout(timeout))?
     }
 
-    /// `server/discover`.
+    /// `server/discover`; for a legacy server, the same facts from its
+    /// `initialize` result.
     pub async fn discover(&self) -> Result<DiscoverResult, ClientError> {
+        if let Era::Legacy { version, init } = self.era().await? {
+            let mut meta = Map::new();
+            if let Some(info) = init.get("serverInfo") {
+                meta.insert(toolgate_protocol::meta::SERVER_INFO.into(), info.clone());
+            }
+            let synthesized = json!({
+                "supportedVersions": [version],
+                "capabilities": init.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+                "instructions": init.get("instructions"),
+                "_meta": meta,
+            });
+            return serde_json::from_value(synthesized)
+                .map_err(|e| ClientError::InvalidResponse(format!("initialize result: {e}")));
+        }
         let result = self
             .request("server/discover", Map::new(), &CallOptions::default())
             .await?;

@@ -444,7 +444,7 @@ async fn header_mismatch_relists_and_retries_once_and_stale_lists_survive_outage
                 result(r, json!({"resultType": "complete", "content": [{"type": "text", "text": "second time lucky"}]}))
             }
         }
-        _ => (404, "{}".into()),
+        _ => (404, json!({"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32601, "message": "nope"}}).to_string()),
     })
     .await;
     let c = client(&url);

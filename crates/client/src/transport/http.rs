@@ -28,6 +28,8 @@ pub struct HttpTransport {
     url: String,
     client: reqwest::Client,
     options: HttpOptions,
+    /// The legacy session, once a legacy server assigned one.
+    session: std::sync::Mutex<Option<String>>,
 }
 
 impl HttpTransport {
@@ -42,6 +44,7 @@ impl HttpTransport {
             url: url.into(),
             client,
             options,
+            session: std::sync::Mutex::new(None),
         })
     }
 }
@@ -62,15 +65,53 @@ impl Transport for HttpTransport {
             })
     }
 
-    fn send(&self, request: Outgoing) -> SendFuture<'_> {
+    fn notify(&self, body: Vec<u8>, legacy: Option<String>) -> super::NotifyFuture<'_> {
         Box::pin(async move {
             let mut builder = self
                 .client
                 .post(&self.url)
                 .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream");
+            if let Some(version) = &legacy {
+                builder = builder.header("mcp-protocol-version", version);
+            }
+            if let Some(session) = self.session() {
+                builder = builder.header("mcp-session-id", session);
+            }
+            let response = builder
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| ClientError::Transport(e.to_string()))?;
+            if response.status().is_success() {
+                Ok(())
+            } else {
+                Err(ClientError::Transport(format!(
+                    "a notification was refused with HTTP {}",
+                    response.status()
+                )))
+            }
+        })
+    }
+
+    fn send(&self, request: Outgoing) -> SendFuture<'_> {
+        Box::pin(async move {
+            let version = request
+                .legacy
+                .clone()
+                .unwrap_or_else(|| request.version.clone());
+            let mut builder = self
+                .client
+                .post(&self.url)
+                .header("content-type", "application/json")
                 .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", &request.version)
+                .header("mcp-protocol-version", &version)
                 .header("mcp-method", &request.method);
+            if request.legacy.is_some() {
+                if let Some(session) = self.session() {
+                    builder = builder.header("mcp-session-id", session);
+                }
+            }
             if let Some(name) = &request.name {
                 builder = builder.header("mcp-name", encode_header_value(name).as_ref());
             }
@@ -86,6 +127,13 @@ impl Transport for HttpTransport {
                 .await
                 .map_err(|e| ClientError::Transport(format!("POST {}: {e}", self.url)))?;
             let status = response.status();
+            if let Some(session) = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+            {
+                *self.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(session.to_owned());
+            }
             let is_sse = response
                 .headers()
                 .get("content-type")
@@ -116,6 +164,15 @@ impl Transport for HttpTransport {
             let _ = tx.send(Ok(Inbound::Response(value))).await;
             Ok(Pending { rx, on_drop: None })
         })
+    }
+}
+
+impl HttpTransport {
+    fn session(&self) -> Option<String> {
+        self.session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 

@@ -28,6 +28,9 @@ pub struct Outgoing {
     pub version: String,
     /// Extra headers (`Mcp-Param-*`), for HTTP.
     pub headers: Vec<(String, String)>,
+    /// The negotiated legacy version, when the server speaks an
+    /// initialize-handshake revision (HTTP then sends it and the session id).
+    pub legacy: Option<String>,
     /// The serialized JSON-RPC request.
     pub body: Vec<u8>,
 }
@@ -80,6 +83,21 @@ pub enum TransportKind {
 /// The future a transport returns.
 pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<Pending, ClientError>> + Send + 'a>>;
 
+/// The future of a notification.
+pub type NotifyFuture<'a> = Pin<Box<dyn Future<Output = Result<(), ClientError>> + Send + 'a>>;
+
+/// Answers requests a legacy server sends to the client (ping, roots,
+/// sampling, elicitation): `(method, params) -> result or error`.
+pub type ServerRequestHandler = std::sync::Arc<
+    dyn Fn(
+            String,
+            Value,
+        )
+            -> Pin<Box<dyn Future<Output = Result<Value, toolgate_protocol::RpcError>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// A way to reach a server.
 pub trait Transport: Send + Sync + 'static {
     /// Send one request.
@@ -90,4 +108,8 @@ pub trait Transport: Send + Sync + 'static {
     fn auth_scope(&self) -> String {
         String::new()
     }
+    /// Send a notification (legacy handshake only).
+    fn notify(&self, body: Vec<u8>, legacy: Option<String>) -> NotifyFuture<'_>;
+    /// Where requests from a legacy server go.
+    fn on_server_request(&self, _handler: ServerRequestHandler) {}
 }

@@ -20,7 +20,10 @@ use tokio_util::codec::{FramedRead, LinesCodec};
 use toolgate_protocol::RequestId;
 use toolgate_protocol::jsonrpc::encode_notification;
 
-use super::{Inbound, Outgoing, Pending, SendFuture, Transport, TransportKind};
+use super::{
+    Inbound, NotifyFuture, Outgoing, Pending, SendFuture, ServerRequestHandler, Transport,
+    TransportKind,
+};
 use crate::ClientError;
 
 /// How to start the server.
@@ -43,6 +46,7 @@ pub struct StdioTransport {
     writer: mpsc::Sender<Vec<u8>>,
     routes: Routes,
     exited: Arc<Mutex<Option<String>>>,
+    requests: Arc<Mutex<Option<ServerRequestHandler>>>,
     _child: Arc<tokio::sync::Mutex<Child>>,
 }
 
@@ -92,16 +96,20 @@ impl StdioTransport {
         let routes: Routes = Arc::default();
         let exited = Arc::new(Mutex::new(None));
         let child = Arc::new(tokio::sync::Mutex::new(child));
+        let requests: Arc<Mutex<Option<ServerRequestHandler>>> = Arc::default();
         tokio::spawn(read_loop(
             stdout,
             routes.clone(),
             exited.clone(),
             child.clone(),
+            requests.clone(),
+            writer.clone(),
         ));
         Ok(Self {
             writer,
             routes,
             exited,
+            requests,
             _child: child,
         })
     }
@@ -112,6 +120,8 @@ async fn read_loop(
     routes: Routes,
     exited: Arc<Mutex<Option<String>>>,
     child: Arc<tokio::sync::Mutex<Child>>,
+    requests: Arc<Mutex<Option<ServerRequestHandler>>>,
+    writer: mpsc::Sender<Vec<u8>>,
 ) {
     let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(64 * 1024 * 1024));
     while let Some(line) = lines.next().await {
@@ -126,6 +136,31 @@ async fn read_loop(
                 continue;
             }
         };
+        if let (Some(method), Some(id)) = (
+            value.get("method").and_then(Value::as_str),
+            value.get("id").and_then(RequestId::from_value),
+        ) {
+            // A request from a legacy server (ping, roots, sampling, elicitation).
+            let handler = lock(&requests).clone();
+            let (method, params, writer) = (
+                method.to_owned(),
+                value.get("params").cloned().unwrap_or(Value::Null),
+                writer.clone(),
+            );
+            tokio::spawn(async move {
+                let outcome = match (&handler, method.as_str()) {
+                    (_, "ping") => Ok(json!({})),
+                    (Some(h), _) => h(method.clone(), params).await,
+                    (None, _) => Err(toolgate_protocol::RpcError::method_not_found(&method)),
+                };
+                let bytes = match outcome {
+                    Ok(result) => toolgate_protocol::jsonrpc::encode_result(&id, &result),
+                    Err(error) => toolgate_protocol::jsonrpc::encode_error(Some(&id), &error),
+                };
+                let _ = writer.send(bytes).await;
+            });
+            continue;
+        }
         let target = if value.get("method").is_some() {
             // A notification: route by progress token or subscription id.
             value
@@ -179,6 +214,19 @@ async fn read_loop(
 impl Transport for StdioTransport {
     fn kind(&self) -> TransportKind {
         TransportKind::Stdio
+    }
+
+    fn notify(&self, body: Vec<u8>, _legacy: Option<String>) -> NotifyFuture<'_> {
+        Box::pin(async move {
+            self.writer
+                .send(body)
+                .await
+                .map_err(|_| ClientError::ServerExited("stdin closed".into()))
+        })
+    }
+
+    fn on_server_request(&self, handler: ServerRequestHandler) {
+        *lock(&self.requests) = Some(handler);
     }
 
     fn send(&self, request: Outgoing) -> SendFuture<'_> {
