@@ -1,8 +1,9 @@
 //! Project tasks.
 //!
 //! - `cargo xtask ci`: format check, clippy (`-D warnings`), every test, the
-//!   pathological-schema timing run (release), then the official conformance
-//!   suite. This is what `.ci/run` calls.
+//!   pathological-schema and audit-speed runs (release), the official
+//!   conformance suite, then the interoperability checks. This is what
+//!   `.ci/run` calls.
 //! - `cargo xtask conformance [SCENARIO...]`: only the conformance run.
 //! - `cargo xtask interop`: `toolgate` against servers built with the
 //!   official TypeScript (npm) and Python (PyPI) SDKs, over stdio and HTTP.
@@ -66,6 +67,16 @@ fn ci() -> anyhow::Result<()> {
         "toolgate-schema",
         "--example",
         "pathological",
+    ])?;
+    // Auditing 1,000 tools must take well under a second once listed.
+    cargo(&[
+        "run",
+        "--quiet",
+        "--release",
+        "--package",
+        "toolgate-review",
+        "--example",
+        "audit_speed",
     ])?;
     conformance::run(&[])?;
     interop::run()?;

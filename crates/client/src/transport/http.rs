@@ -35,6 +35,9 @@ pub struct HttpTransport {
 impl HttpTransport {
     /// A transport for the MCP endpoint at `url`.
     pub fn new(url: impl Into<String>, options: HttpOptions) -> Result<Self, ClientError> {
+        // TLS through rustls with the ring provider (pure Rust and C, no
+        // cmake); installing twice is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout.unwrap_or(Duration::from_secs(10)))
             .tcp_nodelay(true)
