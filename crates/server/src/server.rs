@@ -29,6 +29,9 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// How long a `requestState` stays valid.
     pub state_ttl: Duration,
+    /// Bounds on tool schemas (checked at registration) and on the
+    /// arguments and results validated against them.
+    pub schema_limits: toolgate_schema::Limits,
 }
 
 impl Default for ServerConfig {
@@ -40,6 +43,7 @@ impl Default for ServerConfig {
             read_ttl: Duration::ZERO,
             shutdown_grace: Duration::from_secs(5),
             state_ttl: Duration::from_secs(600),
+            schema_limits: toolgate_schema::Limits::default(),
         }
     }
 }
@@ -121,7 +125,7 @@ impl Server {
     /// Register a tool on the running server; open `subscriptions/listen`
     /// streams that asked for `toolsListChanged` are told.
     pub fn add_tool(&self, entry: ToolEntry) -> Result<(), RegistrationError> {
-        let tool = entry.compile()?;
+        let tool = entry.compile(&self.inner.config.schema_limits)?;
         self.inner
             .tools
             .insert(tool)

@@ -144,3 +144,11 @@ pub fn assert_wire(method: &str, message: &Value) {
         panic!("message violates the 2026-07-28 schema: {e}");
     }
 }
+
+/// An HTTP client for the tests. TLS is never used here, but reqwest's
+/// rustls backend (enabled for toolgate-client) needs a crypto provider
+/// installed before any client is built.
+pub fn http_client() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+}

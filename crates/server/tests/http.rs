@@ -32,7 +32,7 @@ async fn start_with(config: HttpConfig, page_size: usize) -> Harness {
     Harness {
         url: format!("http://{addr}/mcp"),
         addr,
-        client: reqwest::Client::new(),
+        client: common::http_client().build().unwrap(),
         server,
         probe,
     }

@@ -120,3 +120,23 @@ fn x_mcp_header_rules_are_checked_at_registration() {
     );
     assert!(err.to_string().contains("number"), "{err}");
 }
+
+#[test]
+fn schema_limits_are_configurable_and_name_the_bound() {
+    let mut config = toolgate_server::ServerConfig::default();
+    config.schema_limits.max_schema_depth = 2;
+    let deep = json!({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "object", "properties": {"c": {"type": "string"}}}}}}});
+    let handler =
+        |_args, _ctx| async { Ok(toolgate_server::ToolReply::Complete(Default::default())) };
+    let tool = ToolDef::new("deep").dynamic(deep.as_object().cloned().unwrap(), None, handler);
+    let err = Server::builder("s", "1")
+        .config(config)
+        .tool(tool)
+        .build()
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("schema depth"), "{err}");
+    // The default bounds accept it.
+    let tool = ToolDef::new("deep").dynamic(deep.as_object().cloned().unwrap(), None, handler);
+    assert!(Server::builder("s", "1").tool(tool).build().is_ok());
+}

@@ -45,7 +45,7 @@ async fn a_thousand_streams_open_and_close_without_leaks() {
         listener,
     ));
     let metrics = tokio::runtime::Handle::current().metrics();
-    let client = reqwest::Client::builder()
+    let client = common::http_client()
         .pool_max_idle_per_host(0)
         .build()
         .unwrap();

@@ -326,7 +326,10 @@ impl ToolEntry {
     }
 
     /// Check the definition and compile its schemas.
-    pub(crate) fn compile(self) -> Result<RegisteredTool, RegistrationError> {
+    pub(crate) fn compile(
+        self,
+        limits: &toolgate_schema::Limits,
+    ) -> Result<RegisteredTool, RegistrationError> {
         let ToolEntry { def, handler } = self;
         let tool = def.tool;
         validate_tool_name(&tool.name).map_err(|e| RegistrationError::InvalidName {
@@ -339,13 +342,13 @@ impl ToolEntry {
             });
         }
         let compile = |which: &'static str, schema: &Map<String, Value>| {
-            CompiledSchema::compile(&Value::Object(schema.clone())).map_err(|e| {
-                RegistrationError::InvalidSchema {
+            CompiledSchema::compile_with(&Value::Object(schema.clone()), limits.clone()).map_err(
+                |e| RegistrationError::InvalidSchema {
                     name: tool.name.clone(),
                     which,
                     reason: e.to_string(),
-                }
-            })
+                },
+            )
         };
         let input = compile("inputSchema", &tool.input_schema)?;
         let output = tool
