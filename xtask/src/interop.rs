@@ -2,13 +2,13 @@
 //! written with the official TypeScript SDK v2 and Python SDK, installed
 //! from npm and PyPI, over stdio and Streamable HTTP.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, bail};
 
+use crate::support::{ChildGuard, npm_install, wait_for};
 use crate::{cargo, root};
 
 const TS_SDK: &str = "@modelcontextprotocol/server@2.4.0";
@@ -22,63 +22,18 @@ fn tools_dir() -> PathBuf {
 
 fn install_ts(node_bin: &Path) -> anyhow::Result<()> {
     let dir = tools_dir().join("interop-ts");
-    let stamp = dir.join(".installed");
-    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(TS_SDK) {
-        return Ok(());
-    }
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(
-        dir.join("package.json"),
+    npm_install(
+        &dir,
         "{\"private\": true, \"type\": \"module\"}\n",
-    )?;
-    let path = format!(
-        "{}:{}",
-        node_bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    crate::run(
-        Command::new("npm")
-            .args([
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--no-save",
-                "--loglevel=error",
-                TS_SDK,
-            ])
-            .env("PATH", path)
-            .current_dir(&dir),
-    )?;
-    std::fs::write(stamp, TS_SDK)?;
-    Ok(())
+        &[TS_SDK],
+        Some(node_bin),
+    )
 }
 
 fn install_legacy(node_bin: &Path) -> anyhow::Result<PathBuf> {
     let dir = tools_dir().join("interop-legacy");
-    let stamp = dir.join(".installed");
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(LEGACY_SERVERS) {
-        std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join("package.json"), "{\"private\": true}\n")?;
-        let path = format!(
-            "{}:{}",
-            node_bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        crate::run(
-            Command::new("npm")
-                .args([
-                    "install",
-                    "--no-audit",
-                    "--no-fund",
-                    "--no-save",
-                    "--loglevel=error",
-                ])
-                .args(LEGACY_SERVERS.split(' '))
-                .env("PATH", path)
-                .current_dir(&dir),
-        )?;
-        std::fs::write(stamp, LEGACY_SERVERS)?;
-    }
+    let packages: Vec<&str> = LEGACY_SERVERS.split(' ').collect();
+    npm_install(&dir, "{\"private\": true}\n", &packages, Some(node_bin))?;
     Ok(dir.join("node_modules/.bin"))
 }
 
@@ -98,26 +53,6 @@ fn install_py() -> anyhow::Result<PathBuf> {
     ]))?;
     std::fs::write(stamp, PY_SDK)?;
     Ok(python)
-}
-
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_for(addr: SocketAddr) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    bail!("the interop server did not start listening on {addr}")
 }
 
 /// Run `toolgate ARGS`, returning exit code and stdout.
@@ -242,8 +177,8 @@ pub fn run() -> anyhow::Result<()> {
             .stderr(Stdio::null())
             .spawn()
             .with_context(|| format!("starting {label}"))?;
-        let _guard = Guard(child);
-        wait_for(SocketAddr::from(([127, 0, 0, 1], port)))?;
+        let _guard = ChildGuard(child);
+        wait_for(SocketAddr::from(([127, 0, 0, 1], port)), label)?;
         let url = format!("http://127.0.0.1:{port}/mcp");
         check(label, &[&url], &path, &mut failures)?;
     }

@@ -16,6 +16,7 @@
 
 mod conformance;
 mod interop;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,0 +1,76 @@
+//! Helpers the tasks share: installing npm packages once, running servers
+//! for the length of a check.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+
+/// Kills the child when dropped.
+pub struct ChildGuard(pub Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A free port on 127.0.0.1.
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Wait until something listens on `addr` (30 s at most).
+pub fn wait_for(addr: SocketAddr, what: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("{what} did not start listening on {addr}")
+}
+
+/// Install `packages` from npm into `dir`, unless a stamp says these exact
+/// versions are already there. `node_bin` goes first on PATH when given.
+pub fn npm_install(
+    dir: &Path,
+    package_json: &str,
+    packages: &[&str],
+    node_bin: Option<&Path>,
+) -> anyhow::Result<()> {
+    let stamp = dir.join(".installed");
+    let wanted = packages.join(" ");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("package.json"), package_json)?;
+    let mut npm = Command::new("npm");
+    npm.args([
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--no-save",
+        "--loglevel=error",
+    ])
+    .args(packages)
+    .current_dir(dir);
+    if let Some(bin) = node_bin {
+        npm.env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        );
+    }
+    crate::run(&mut npm).with_context(|| format!("installing {wanted} from npm"))?;
+    std::fs::write(stamp, wanted)?;
+    Ok(())
+}
