@@ -150,3 +150,41 @@ pub(crate) fn input_required(
         error_code: None,
     }
 }
+
+/// How a handler's future ended.
+pub(crate) enum Ended<T> {
+    /// It returned a value.
+    Value(T),
+    /// A tool execution error with this message.
+    Failed(String),
+    /// A protocol error.
+    Protocol(RpcError),
+    /// It asked for input.
+    NeedsInput(Pending),
+    /// It panicked (already logged; never shown to the client).
+    Panicked,
+}
+
+/// Run a handler's future, turning its error kinds and any panic into [`Ended`].
+pub(crate) async fn guarded<T>(
+    what: &str,
+    work: impl Future<Output = Result<T, crate::tool::ToolError>>,
+) -> Ended<T> {
+    use crate::tool::{ErrorKind, ToolError};
+    use futures::FutureExt as _;
+    match std::panic::AssertUnwindSafe(work).catch_unwind().await {
+        Ok(Ok(value)) => Ended::Value(value),
+        Ok(Err(ToolError(ErrorKind::Execution(message)))) => Ended::Failed(message),
+        Ok(Err(ToolError(ErrorKind::Protocol(error)))) => Ended::Protocol(error),
+        Ok(Err(ToolError(ErrorKind::InputRequired(pending)))) => Ended::NeedsInput(*pending),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(handler = what, panic = %message, "handler panicked");
+            Ended::Panicked
+        }
+    }
+}

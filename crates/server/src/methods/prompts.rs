@@ -1,19 +1,16 @@
 //! `prompts/get`.
 
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 
-use futures::FutureExt as _;
 use serde::Deserialize;
 use toolgate_protocol::RpcError;
 use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::meta::RequestMeta;
 
-use super::{Failure, params, spawn};
+use super::{Ended, Failure, guarded, params, spawn};
 use crate::Server;
 use crate::dispatch::{TransportContext, error_frame};
 use crate::exchange::Reply;
-use crate::tool::{ErrorKind, ToolError};
 
 #[derive(Deserialize)]
 struct GetParams {
@@ -57,23 +54,19 @@ pub(super) fn get(
         transport,
         round,
         move |ctx| async move {
-            let outcome = AssertUnwindSafe((prompt.handler)(p.arguments, ctx))
-                .catch_unwind()
-                .await;
-            Some(match outcome {
-                Ok(Ok(result)) => server.result_frame(&id, &result),
-                Ok(Err(ToolError(ErrorKind::InputRequired(pending)))) => {
-                    super::input_required(&server, &id, &binding, *pending)
-                }
-                Ok(Err(ToolError(ErrorKind::Protocol(e)))) => error_frame(Some(&id), e),
-                Ok(Err(ToolError(ErrorKind::Execution(message)))) => {
-                    error_frame(Some(&id), RpcError::invalid_params(message))
-                }
-                Err(_) => {
-                    tracing::error!(prompt = %prompt.prompt.name, "prompt handler panicked");
-                    error_frame(Some(&id), RpcError::internal())
-                }
-            })
+            Some(
+                match guarded(&prompt.prompt.name, (prompt.handler)(p.arguments, ctx)).await {
+                    Ended::Value(result) => server.result_frame(&id, &result),
+                    Ended::NeedsInput(pending) => {
+                        super::input_required(&server, &id, &binding, pending)
+                    }
+                    Ended::Protocol(e) => error_frame(Some(&id), e),
+                    Ended::Failed(message) => {
+                        error_frame(Some(&id), RpcError::invalid_params(message))
+                    }
+                    Ended::Panicked => error_frame(Some(&id), RpcError::internal()),
+                },
+            )
         },
     ))
 }

@@ -1,9 +1,7 @@
 //! `resources/read`.
 
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 
-use futures::FutureExt as _;
 use serde::Deserialize;
 use serde_json::json;
 use toolgate_protocol::RpcError;
@@ -12,11 +10,10 @@ use toolgate_protocol::meta::RequestMeta;
 use toolgate_protocol::types::{CacheScope, ReadResourceResult, ResultType};
 
 use super::discover::millis;
-use super::{Failure, params, spawn};
+use super::{Ended, Failure, guarded, params, spawn};
 use crate::Server;
 use crate::dispatch::{TransportContext, error_frame};
 use crate::exchange::Reply;
-use crate::tool::{ErrorKind, ToolError};
 
 #[derive(Deserialize)]
 struct ReadParams {
@@ -60,37 +57,34 @@ pub(super) fn read(
         transport,
         round,
         move |ctx| async move {
-            let outcome = AssertUnwindSafe(reader(p.uri.clone(), vars, ctx))
-                .catch_unwind()
-                .await;
-            Some(match outcome {
-                Ok(Err(ToolError(ErrorKind::InputRequired(pending)))) => {
-                    super::input_required(&server, &id, &binding, *pending)
-                }
-                Ok(Ok(contents)) => {
-                    let result = ReadResourceResult {
-                        result_type: ResultType::Complete,
-                        contents,
-                        ttl_ms: Some(millis(server.inner.config.read_ttl)),
-                        cache_scope: Some(if private {
+            Some(
+                match guarded(&p.uri, reader(p.uri.clone(), vars, ctx)).await {
+                    Ended::NeedsInput(pending) => {
+                        super::input_required(&server, &id, &binding, pending)
+                    }
+                    Ended::Value(contents) => {
+                        let scope = if private {
                             CacheScope::Private
                         } else {
                             CacheScope::Public
-                        }),
-                        meta: None,
-                    };
-                    server.result_frame(&id, &result)
-                }
-                Ok(Err(ToolError(ErrorKind::Protocol(e)))) => error_frame(Some(&id), e),
-                Ok(Err(ToolError(ErrorKind::Execution(message)))) => {
-                    tracing::warn!(uri = %p.uri, %message, "resource read failed");
-                    error_frame(Some(&id), not_found(&p.uri))
-                }
-                Err(_) => {
-                    tracing::error!(uri = %p.uri, "resource reader panicked");
-                    error_frame(Some(&id), RpcError::internal())
-                }
-            })
+                        };
+                        let result = ReadResourceResult {
+                            result_type: ResultType::Complete,
+                            contents,
+                            ttl_ms: Some(millis(server.inner.config.read_ttl)),
+                            cache_scope: Some(scope),
+                            meta: None,
+                        };
+                        server.result_frame(&id, &result)
+                    }
+                    Ended::Protocol(e) => error_frame(Some(&id), e),
+                    Ended::Failed(message) => {
+                        tracing::warn!(uri = %p.uri, %message, "resource read failed");
+                        error_frame(Some(&id), not_found(&p.uri))
+                    }
+                    Ended::Panicked => error_frame(Some(&id), RpcError::internal()),
+                },
+            )
         },
     ))
 }

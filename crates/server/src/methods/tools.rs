@@ -1,21 +1,17 @@
 //! `tools/call`: look up → validate input → run → check output → encode.
 
-use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
-
-use futures::FutureExt as _;
 use serde_json::Value;
+use toolgate_protocol::RpcError;
 use toolgate_protocol::jsonrpc::{Request, encode_result};
 use toolgate_protocol::meta::RequestMeta;
 use toolgate_protocol::types::{CallToolRequestParams, CallToolResult, ContentBlock};
-use toolgate_protocol::{RequestId, RpcError};
 use toolgate_schema::Violation;
 
-use super::{Failure, params, spawn};
+use super::{Ended, Failure, guarded, params, spawn};
 use crate::Server;
 use crate::dispatch::{TransportContext, error_frame};
 use crate::exchange::{Frame, Reply};
-use crate::tool::{ErrorKind, RegisteredTool, ToolError, ToolReply};
+use crate::tool::{RegisteredTool, ToolReply};
 
 pub(super) fn call(
     server: &Server,
@@ -55,60 +51,34 @@ pub(super) fn call(
         transport,
         round,
         move |ctx| async move {
-            let outcome = AssertUnwindSafe(tool.handler.call(args, ctx))
-                .catch_unwind()
-                .await;
-            Some(match outcome {
-                Ok(Err(ToolError(ErrorKind::InputRequired(pending)))) => {
-                    super::input_required(&server, &id, &binding, *pending)
-                }
-                Ok(reply) => finish(&server, &id, &tool, reply),
-                Err(panic) => {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_default();
-                    tracing::error!(tool = %tool.tool.name, panic = %what, "tool handler panicked");
-                    error_frame(Some(&id), RpcError::internal())
-                }
-            })
+            Some(
+                match guarded(&tool.tool.name, tool.handler.call(args, ctx)).await {
+                    Ended::Value(ToolReply::Complete(result)) => {
+                        server.result_frame(&id, &check_output(&tool, result))
+                    }
+                    Ended::Value(ToolReply::InputRequired(result)) => {
+                        let mut map = match serde_json::to_value(&result) {
+                            Ok(Value::Object(map)) => map,
+                            _ => return Some(error_frame(Some(&id), RpcError::internal())),
+                        };
+                        server.stamp(&mut map);
+                        Frame::Response {
+                            body: encode_result(&id, &map),
+                            error_code: None,
+                        }
+                    }
+                    Ended::Failed(message) => {
+                        server.result_frame(&id, &CallToolResult::error(message))
+                    }
+                    Ended::Protocol(error) => error_frame(Some(&id), error),
+                    Ended::NeedsInput(pending) => {
+                        super::input_required(&server, &id, &binding, pending)
+                    }
+                    Ended::Panicked => error_frame(Some(&id), RpcError::internal()),
+                },
+            )
         },
     ))
-}
-
-fn finish(
-    server: &Server,
-    id: &RequestId,
-    tool: &Arc<RegisteredTool>,
-    reply: Result<ToolReply, ToolError>,
-) -> Frame {
-    match reply {
-        Ok(ToolReply::Complete(result)) => {
-            let result = check_output(tool, result);
-            server.result_frame(id, &result)
-        }
-        Ok(ToolReply::InputRequired(result)) => {
-            let mut map = match serde_json::to_value(&result) {
-                Ok(Value::Object(map)) => map,
-                _ => return error_frame(Some(id), RpcError::internal()),
-            };
-            server.stamp(&mut map);
-            Frame::Response {
-                body: encode_result(id, &map),
-                error_code: None,
-            }
-        }
-        Err(ToolError(ErrorKind::Execution(message))) => {
-            server.result_frame(id, &CallToolResult::error(message))
-        }
-        Err(ToolError(ErrorKind::Protocol(error))) => error_frame(Some(id), error),
-        Err(ToolError(ErrorKind::InputRequired(pending))) => {
-            // Unreachable in practice (handled by the caller), but never panic.
-            tracing::error!(?pending, "input-required reached finish()");
-            error_frame(Some(id), RpcError::internal())
-        }
-    }
 }
 
 /// Enforce the tool's promises before anything reaches the wire:
