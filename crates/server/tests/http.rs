@@ -761,3 +761,41 @@ async fn mirrored_parameters_must_match_their_headers() {
     assert_eq!(status, 200);
     h.still_serves().await;
 }
+
+#[tokio::test]
+async fn quiet_listen_streams_carry_keep_alive_comments() {
+    let h = start_with(
+        HttpConfig {
+            keep_alive: Duration::from_millis(50),
+            ..HttpConfig::default()
+        },
+        100,
+    )
+    .await;
+    let body = request(
+        9,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    let mut response = h
+        .client
+        .post(&h.url)
+        .headers(standard_headers(&body))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    while !seen.contains(": keep-alive") {
+        let chunk = tokio::time::timeout(Duration::from_secs(2), response.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(
+        seen.starts_with("event: message\ndata: "),
+        "the acknowledgement comes first: {seen:?}"
+    );
+}
