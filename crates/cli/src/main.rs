@@ -81,8 +81,8 @@ enum Command {
     },
     /// Review a server's tool definitions before trusting them.
     Audit {
-        /// A URL, or a server name from the config file.
-        target: Option<String>,
+        #[command(flatten)]
+        servers: ServerArgs,
         /// Findings as JSON.
         #[arg(long, conflicts_with = "sarif")]
         json: bool,
@@ -92,58 +92,58 @@ enum Command {
         /// Exit 1 if any finding is at least this severe (info, low, medium, high).
         #[arg(long, value_name = "LEVEL", value_parser = parse_severity)]
         fail_on: Option<toolgate_review::Severity>,
-        /// An mcpServers config file (default ./mcp.json).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Every server of the config file (also finds tools shadowing each other).
-        #[arg(long)]
-        all: bool,
-        /// The server as a command over stdio (after `--`).
-        #[arg(last = true)]
-        command: Vec<String>,
     },
     /// Record the approved tool definitions in a lock file.
     Lock {
-        /// A URL, or a server name from the config file.
-        target: Option<String>,
+        #[command(flatten)]
+        servers: ServerArgs,
         /// The lock file.
         #[arg(long, default_value = "toolgate.lock")]
         lock: PathBuf,
         /// Accept changes to servers already locked.
         #[arg(long)]
         update: bool,
-        /// An mcpServers config file (default ./mcp.json).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Every server of the config file.
-        #[arg(long)]
-        all: bool,
-        /// The server as a command over stdio (after `--`).
-        #[arg(last = true)]
-        command: Vec<String>,
     },
     /// Compare the live tool definitions with the lock file.
     Verify {
-        /// A URL, or a server name from the config file.
-        target: Option<String>,
+        #[command(flatten)]
+        servers: ServerArgs,
         /// The lock file.
         #[arg(long, default_value = "toolgate.lock")]
         lock: PathBuf,
-        /// An mcpServers config file (default ./mcp.json).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Every server of the config file.
-        #[arg(long)]
-        all: bool,
-        /// The server as a command over stdio (after `--`).
-        #[arg(last = true)]
-        command: Vec<String>,
     },
     /// Encode or decode an Mcp-Name / Mcp-Param-* header value.
     Header {
         #[command(subcommand)]
         action: HeaderAction,
     },
+}
+
+/// Which servers `audit`, `lock` and `verify` look at.
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// A URL, or a server name from the config file.
+    target: Option<String>,
+    /// An mcpServers config file (default ./mcp.json).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Every server of the config file (audit also finds tools shadowing each other).
+    #[arg(long)]
+    all: bool,
+    /// The server as a command over stdio (after `--`).
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+impl ServerArgs {
+    fn targets(&self) -> review::Targets<'_> {
+        review::Targets {
+            target: self.target.as_deref(),
+            config: self.config.as_deref(),
+            all: self.all,
+            command: &self.command,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -206,13 +206,10 @@ async fn main() -> ExitCode {
             commands::call(target, &tool, config.as_deref(), &command, options).await
         }
         Command::Audit {
-            target,
+            servers,
             json,
             sarif,
             fail_on,
-            config,
-            all,
-            command,
         } => {
             let format = if sarif {
                 review::Format::Sarif
@@ -221,45 +218,14 @@ async fn main() -> ExitCode {
             } else {
                 review::Format::Text
             };
-            let t = review::Targets {
-                target: target.as_deref(),
-                config: config.as_deref(),
-                all,
-                command: &command,
-            };
-            review::audit_command(t, format, fail_on).await
+            review::audit_command(servers.targets(), format, fail_on).await
         }
         Command::Lock {
-            target,
+            servers,
             lock,
             update,
-            config,
-            all,
-            command,
-        } => {
-            let t = review::Targets {
-                target: target.as_deref(),
-                config: config.as_deref(),
-                all,
-                command: &command,
-            };
-            review::lock_command(t, &lock, update).await
-        }
-        Command::Verify {
-            target,
-            lock,
-            config,
-            all,
-            command,
-        } => {
-            let t = review::Targets {
-                target: target.as_deref(),
-                config: config.as_deref(),
-                all,
-                command: &command,
-            };
-            review::verify_command(t, &lock).await
-        }
+        } => review::lock_command(servers.targets(), &lock, update).await,
+        Command::Verify { servers, lock } => review::verify_command(servers.targets(), &lock).await,
         Command::Header {
             action: HeaderAction::Encode { value },
         } => {
