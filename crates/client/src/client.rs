@@ -567,6 +567,8 @@ impl Client {
         let raw = self.list_all("tools/list", "tools").await?;
         let mut tools = Vec::new();
         let mut known = HashMap::new();
+        // Unchanged definitions keep their compiled output schema.
+        let previous = lock(&self.inner.tools).clone();
         for value in raw {
             let tool: Tool = match serde_json::from_value(value) {
                 Ok(t) => t,
@@ -583,6 +585,11 @@ impl Client {
                 }
                 Err(_) => Vec::new(),
             };
+            if let Some(same) = previous.get(&tool.name).filter(|k| k.tool == tool) {
+                known.insert(tool.name.clone(), same.clone());
+                tools.push(tool);
+                continue;
+            }
             let output = tool
                 .output_schema
                 .as_ref()

@@ -36,12 +36,17 @@ pub(super) fn call(
                 .map_err(|m| (req.id.clone(), RpcError::header_mismatch(m)))?;
         }
     }
-    let args_value = Value::Object(args.clone());
+    // Validate and bind the arguments as one JSON value, then hand the same
+    // map to the handler: no copy of the arguments per call.
+    let args_value = Value::Object(args);
     let (binding, round) = super::round(server, &req, &p.name, &args_value, transport)?;
     if let Err(violations) = tool.input.validate(&args_value) {
         let result = CallToolResult::error(describe_input_violations(&tool.tool.name, &violations));
         return Ok(Reply::Done(server.result_frame(&req.id, &result)));
     }
+    let Value::Object(args) = args_value else {
+        unreachable!("built from a map just above")
+    };
     let server = server.clone();
     let id = req.id;
     Ok(spawn(
