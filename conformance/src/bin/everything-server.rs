@@ -2,6 +2,9 @@
 //! resource its server scenarios call, served at `http://127.0.0.1:PORT/mcp`
 //! (or on stdio with `--stdio`).
 
+#[path = "../input_tools.rs"]
+mod input_tools;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -507,6 +510,7 @@ fn build() -> anyhow::Result<Server> {
         .into_iter()
         .chain(schema_tools())
         .chain(mrtr_tools())
+        .chain(input_tools::tools())
     {
         builder = builder.tool(t);
     }

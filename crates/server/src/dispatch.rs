@@ -24,7 +24,7 @@ use toolgate_protocol::jsonrpc::{
 use toolgate_protocol::meta::RequestMeta;
 use toolgate_protocol::types::{CancelledNotificationParams, methods as notifications};
 use toolgate_protocol::version::{
-    LATEST_PROTOCOL_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS, is_modern,
+    LATEST_PROTOCOL_VERSION, LEGACY_SERVED, LEGACY_VERSIONS, MODERN_VERSIONS, is_modern,
 };
 use toolgate_protocol::{RequestId, RpcError, codes};
 
@@ -113,7 +113,7 @@ impl Server {
         if req.method == "initialize" {
             // A legacy (handshake) client: it has no way to move forward, so
             // the error must name what this server does speak.
-            return Err((req.id, legacy_initialize_error()));
+            return Err((req.id, legacy_initialize_error(self.serves_legacy())));
         }
         let meta =
             RequestMeta::from_params(req.params.as_ref()).map_err(|e| (req.id.clone(), e))?;
@@ -169,15 +169,24 @@ pub(crate) fn error_frame(id: Option<&RequestId>, error: RpcError) -> Frame {
     }
 }
 
-fn legacy_initialize_error() -> RpcError {
+fn legacy_initialize_error(serves_legacy: bool) -> RpcError {
     let mut error = RpcError::method_not_found("initialize");
-    error.message = format!(
-        "Method not found: initialize. This server speaks MCP {} without an initialize handshake (supported protocol versions: {}); legacy versions such as {} are not served",
-        LATEST_PROTOCOL_VERSION,
-        MODERN_VERSIONS.join(", "),
-        LEGACY_VERSIONS[0],
-    );
-    error.with_data(serde_json::json!({ "supported": MODERN_VERSIONS }))
+    let mut supported: Vec<&str> = MODERN_VERSIONS.to_vec();
+    error.message = if serves_legacy {
+        supported.extend(LEGACY_SERVED);
+        format!(
+            "Method not found: initialize is not part of MCP {LATEST_PROTOCOL_VERSION}, which this request's _meta selects. To open a legacy session ({}), send initialize without the modern _meta",
+            LEGACY_SERVED.join(", "),
+        )
+    } else {
+        format!(
+            "Method not found: initialize. This server speaks MCP {} without an initialize handshake (supported protocol versions: {}); legacy versions such as {} are not served",
+            LATEST_PROTOCOL_VERSION,
+            MODERN_VERSIONS.join(", "),
+            LEGACY_VERSIONS[0],
+        )
+    };
+    error.with_data(serde_json::json!({ "supported": supported }))
 }
 
 /// The HTTP status for a response carrying `code` (`None`: success).

@@ -58,6 +58,7 @@ mod auth;
 mod context;
 mod dispatch;
 mod exchange;
+mod legacy;
 mod methods;
 mod mrtr;
 mod prompt;

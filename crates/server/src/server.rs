@@ -32,6 +32,17 @@ pub struct ServerConfig {
     /// Bounds on tool schemas (checked at registration) and on the
     /// arguments and results validated against them.
     pub schema_limits: toolgate_schema::Limits,
+    /// Also serve legacy clients: answer `initialize` (negotiating 2025-11-25,
+    /// 2025-06-18 or 2025-03-26) and keep a session for each of them, next
+    /// to stateless modern service. Default `true`; when `false`,
+    /// `initialize` is refused with an error naming the supported versions.
+    pub legacy: bool,
+    /// A legacy HTTP session not used for this long is ended (its client
+    /// gets `404` and starts a new one). Default 30 min.
+    pub legacy_idle: Duration,
+    /// At most this many legacy HTTP sessions are kept; a new one ends the
+    /// least recently used. Default 1024.
+    pub max_legacy_sessions: usize,
 }
 
 impl Default for ServerConfig {
@@ -44,6 +55,9 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(5),
             state_ttl: Duration::from_secs(600),
             schema_limits: toolgate_schema::Limits::default(),
+            legacy: true,
+            legacy_idle: Duration::from_secs(30 * 60),
+            max_legacy_sessions: 1024,
         }
     }
 }
@@ -271,6 +285,13 @@ impl ServerBuilder {
     /// Declare the resources capability even with no resource registered yet.
     pub fn enable_resources(mut self) -> Self {
         self.enable_resources = true;
+        self
+    }
+
+    /// Serve modern (2026-07-28) clients only: `initialize` is refused with
+    /// an error naming the supported versions.
+    pub fn modern_only(mut self) -> Self {
+        self.config.legacy = false;
         self
     }
 

@@ -24,6 +24,8 @@ use crate::dispatch::{TransportContext, request_token};
 use crate::exchange::{Exchange, FRAME_BUFFER, Frame, Reply};
 use crate::mrtr::{self, Binding, Pending};
 
+pub(crate) use discover::capabilities;
+
 type Failure = (RequestId, RpcError);
 
 pub(crate) fn dispatch(

@@ -7,6 +7,11 @@
 //! reading, lets in-flight requests finish for
 //! [`ServerConfig::shutdown_grace`](crate::ServerConfig), ends open
 //! subscriptions gracefully, and returns. Logs go to stderr, never stdout.
+//!
+//! A legacy client opens with `initialize`; the process then holds its
+//! session (see the `legacy` module): requests without the modern `_meta`
+//! are served in that session, and the client's JSON-RPC responses answer
+//! the server's input requests.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,6 +27,7 @@ use toolgate_protocol::{RequestId, RpcError};
 use crate::Server;
 use crate::dispatch::{NotificationAction, TransportContext, error_frame};
 use crate::exchange::Reply;
+use crate::legacy::{self, Session};
 
 /// The longest line accepted (4 MiB); a longer one is answered with an
 /// error and skipped.
@@ -48,6 +54,8 @@ where
         http_headers: None,
     };
     let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE));
+    // Set by `initialize`: the whole process is then one legacy session.
+    let mut session: Option<Arc<Session>> = None;
 
     while let Some(line) = lines.next().await {
         let line = match line {
@@ -76,7 +84,20 @@ where
                     send(&out_tx, error_frame(Some(&id), error).bytes().to_vec()).await;
                     continue;
                 }
-                match server.handle_request(req, &transport, None) {
+                let reply = if req.method == "initialize"
+                    && server.serves_legacy()
+                    && !legacy::is_modern_request(&req)
+                {
+                    legacy_initialize(&server, &mut session, &req, &out_tx)
+                } else {
+                    match session.as_ref() {
+                        Some(s) if !legacy::is_modern_request(&req) => {
+                            server.handle_legacy(s, req, &transport)
+                        }
+                        _ => server.handle_request(req, &transport, None),
+                    }
+                };
+                match reply {
                     Reply::Nothing => {}
                     Reply::Done(frame) => send(&out_tx, frame.bytes().to_vec()).await,
                     Reply::Streaming(mut exchange) => {
@@ -99,15 +120,22 @@ where
                 }
             }
             Ok(Incoming::Notification(n)) => {
+                if n.method == "notifications/initialized" {
+                    if let Some(s) = &session {
+                        s.mark_initialized();
+                    }
+                }
                 if let NotificationAction::Cancel(id) = server.classify_notification(&n) {
                     if let Some(handle) = lock(&in_flight).remove(&id) {
                         handle.abort();
                     }
                 }
             }
-            Ok(Incoming::Response(_)) => {
-                tracing::debug!("ignoring a JSON-RPC response from the client");
-            }
+            Ok(Incoming::Response(response)) => match &session {
+                // The answer to an input request of a legacy session.
+                Some(s) => s.deliver(response),
+                None => tracing::debug!("ignoring a JSON-RPC response from the client"),
+            },
             Err(rejected) => {
                 send(
                     &out_tx,
@@ -136,6 +164,28 @@ where
     match writer_task.await {
         Ok(result) => result,
         Err(e) => Err(std::io::Error::other(e)),
+    }
+}
+
+/// `initialize` on stdio: the first one opens the process's legacy session.
+fn legacy_initialize(
+    server: &Server,
+    session: &mut Option<Arc<Session>>,
+    req: &toolgate_protocol::jsonrpc::Request,
+    out: &mpsc::Sender<Vec<u8>>,
+) -> Reply {
+    if session.is_some() {
+        let error = RpcError::invalid_request(
+            "this process is already initialized; restart the server to initialize again",
+        );
+        return Reply::Done(error_frame(Some(&req.id), error));
+    }
+    match server.legacy_initialize(req, String::new(), None, Some(out.clone())) {
+        Ok((opened, frame)) => {
+            *session = Some(opened);
+            Reply::Done(frame)
+        }
+        Err(frame) => Reply::Done(frame),
     }
 }
 

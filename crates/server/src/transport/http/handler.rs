@@ -1,36 +1,63 @@
 //! The endpoint's request handler.
 
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request as HttpRequest;
 use axum::response::Response;
+use futures::StreamExt as _;
 use futures::stream::{self, Stream};
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt as _;
 use toolgate_protocol::RpcError;
 use toolgate_protocol::jsonrpc::{Incoming, encode_error, parse_message};
 
-use super::HttpConfig;
 use super::checks::{
     check_accept, check_content_type, check_host, check_mirrored_headers, check_origin,
 };
+use super::{HttpConfig, legacy};
 use crate::dispatch::{TransportContext, http_status_for};
 use crate::exchange::{Exchange, Frame, Reply};
+use crate::legacy::Sessions;
 use crate::{AuthContext, Server};
 
+/// What every request to the endpoint shares.
+pub(super) struct Shared {
+    pub(super) server: Server,
+    pub(super) config: HttpConfig,
+    /// Legacy sessions (empty unless the server serves legacy clients).
+    pub(super) sessions: Sessions,
+}
+
 #[derive(Clone)]
-pub(super) struct State(Arc<(Server, HttpConfig)>);
+pub(super) struct State(Arc<Shared>);
 
 impl State {
     pub(super) fn new(server: Server, config: HttpConfig) -> Self {
-        Self(Arc::new((server, config)))
+        let c = server.config();
+        let sessions = Sessions::new(c.legacy_idle, c.max_legacy_sessions);
+        Self(Arc::new(Shared {
+            server,
+            config,
+            sessions,
+        }))
     }
 }
 
-fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+/// Frames on their way into an SSE body.
+pub(super) type FrameSource = Pin<Box<dyn Stream<Item = Frame> + Send>>;
+
+fn exchange_frames(exchange: Exchange) -> FrameSource {
+    Box::pin(stream::unfold(exchange, |mut exchange| async move {
+        let frame = exchange.next().await?;
+        Some((frame, exchange))
+    }))
+}
+
+pub(super) fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
@@ -41,7 +68,7 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
 }
 
 /// A transport-level refusal, with a JSON-RPC error body that has no id.
-fn refuse(status: StatusCode, code: i64, message: String) -> Response {
+pub(super) fn refuse(status: StatusCode, code: i64, message: String) -> Response {
     json_response(status, encode_error(None, &RpcError::new(code, message)))
 }
 
@@ -60,9 +87,38 @@ pub(super) async fn handle(
     axum::extract::State(state): axum::extract::State<State>,
     request: HttpRequest,
 ) -> Response {
-    let (server, config) = (&state.0.0, &state.0.1);
+    let shared = &*state.0;
+    let (server, config) = (&shared.server, &shared.config);
     let (parts, body) = request.into_parts();
 
+    let forbidden = |m: String| {
+        refuse(
+            StatusCode::FORBIDDEN,
+            toolgate_protocol::codes::INVALID_REQUEST,
+            m,
+        )
+    };
+    if let Err(m) = check_origin(&parts.headers, &config.origins) {
+        return forbidden(m);
+    }
+    if let Err(m) = check_host(&parts.headers, config.hosts.as_deref()) {
+        return forbidden(m);
+    }
+    let auth = parts.extensions.get::<AuthContext>().cloned();
+    if server.serves_legacy() {
+        // A legacy session's stream and its ending; without a session
+        // header these methods are refused like on a modern-only server.
+        let legacy = match parts.method {
+            Method::GET => {
+                legacy::open_stream(shared, &parts.headers, auth.as_ref(), config.keep_alive)
+            }
+            Method::DELETE => legacy::end_session(shared, &parts.headers, auth.as_ref()),
+            _ => None,
+        };
+        if let Some(response) = legacy {
+            return response;
+        }
+    }
     if parts.method != Method::POST {
         let mut response = refuse(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -76,19 +132,6 @@ pub(super) async fn handle(
             .headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
         return response;
-    }
-    let forbidden = |m: String| {
-        refuse(
-            StatusCode::FORBIDDEN,
-            toolgate_protocol::codes::INVALID_REQUEST,
-            m,
-        )
-    };
-    if let Err(m) = check_origin(&parts.headers, &config.origins) {
-        return forbidden(m);
-    }
-    if let Err(m) = check_host(&parts.headers, config.hosts.as_deref()) {
-        return forbidden(m);
     }
     if let Err(m) = check_content_type(&parts.headers) {
         return refuse(
@@ -140,13 +183,22 @@ pub(super) async fn handle(
         Ok(Ok(collected)) => collected.to_bytes(),
     };
 
+    let mut incoming = parse_message(&bytes);
+    if server.serves_legacy() {
+        if let Ok(message) = incoming {
+            match legacy::route(shared, &parts.headers, auth.clone(), message).await {
+                legacy::Routed::Done(response) => return response,
+                legacy::Routed::Modern(message) => incoming = Ok(message),
+            }
+        }
+    }
     let headers = Arc::new(parts.headers);
     let transport = TransportContext {
-        auth: parts.extensions.get::<AuthContext>().cloned(),
+        auth,
         stream_per_request: true,
         http_headers: Some(headers.clone()),
     };
-    let req = match parse_message(&bytes) {
+    let req = match incoming {
         Ok(Incoming::Request(req)) => req,
         Ok(Incoming::Notification(n)) => {
             // Cancellation on HTTP is closing the stream; other client
@@ -175,12 +227,14 @@ pub(super) async fn handle(
         Reply::Done(frame) => frame_response(frame),
         Reply::Streaming(mut exchange) => {
             if long_lived {
-                return sse_response(exchange, None, Some(config.keep_alive));
+                return sse_response(exchange_frames(exchange), None, Some(config.keep_alive));
             }
             // JSON unless a notification comes before the final response.
             match exchange.next().await {
                 Some(frame @ Frame::Response { .. }) => frame_response(frame),
-                Some(first @ Frame::Notification(_)) => sse_response(exchange, Some(first), None),
+                Some(first @ Frame::Notification(_)) => {
+                    sse_response(exchange_frames(exchange), Some(first), None)
+                }
                 None => {
                     tracing::error!("a request ended without a response");
                     frame_response(crate::dispatch::error_frame(None, RpcError::internal()))
@@ -202,7 +256,7 @@ impl EmptyResponse for StatusCode {
     }
 }
 
-fn sse_event(bytes: &[u8]) -> Bytes {
+pub(super) fn sse_event(bytes: &[u8]) -> Bytes {
     let mut event = Vec::with_capacity(bytes.len() + 24);
     event.extend_from_slice(b"event: message\ndata: ");
     event.extend_from_slice(bytes);
@@ -213,8 +267,8 @@ fn sse_event(bytes: &[u8]) -> Bytes {
 /// An SSE response carrying `first` (if any) and then every frame of the
 /// exchange. Dropping the body (client gone) drops the exchange, which
 /// cancels the work.
-fn sse_response(
-    exchange: Exchange,
+pub(super) fn sse_response(
+    exchange: FrameSource,
     first: Option<Frame>,
     keep_alive: Option<Duration>,
 ) -> Response {
@@ -231,7 +285,7 @@ fn sse_response(
 }
 
 fn frames(
-    exchange: Exchange,
+    exchange: FrameSource,
     first: Option<Frame>,
     keep_alive: Option<Duration>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {

@@ -24,6 +24,7 @@
 
 mod checks;
 mod handler;
+mod legacy;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -35,6 +36,7 @@ use tokio::net::TcpListener;
 use tower::ServiceExt as _;
 
 pub use checks::OriginPolicy;
+pub use legacy::SESSION_HEADER;
 
 use crate::Server;
 
