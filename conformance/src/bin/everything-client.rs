@@ -12,8 +12,12 @@ use toolgate_server::protocol::types::ClientCapabilities;
 /// Answers every input request the way a cooperative user would.
 struct Cooperative;
 
-/// A value that satisfies a (simple) JSON Schema property.
+/// A value that satisfies a (simple) JSON Schema property: its default
+/// when it has one (a form shows defaults prefilled), else a plausible value.
 fn sample_value(schema: &Value) -> Value {
+    if let Some(default) = schema.get("default") {
+        return default.clone();
+    }
     if let Some(first) = schema
         .get("enum")
         .and_then(Value::as_array)

@@ -91,6 +91,7 @@ impl ClientBuilder {
             let handler = handler.clone();
             Box::pin(async move {
                 let outcome = match method.as_str() {
+                    "ping" => return Ok(Value::Object(Map::new())),
                     "roots/list" => handler.roots().await,
                     "sampling/createMessage" => handler.sample(params).await,
                     "elicitation/create" => handler.elicit(params).await,
@@ -355,7 +356,15 @@ impl Client {
             )
             .await
         {
-            Ok(_) => return Ok(Era::Modern),
+            Ok(result) if result.get("supportedVersions").is_some_and(Value::is_array) => {
+                return Ok(Era::Modern);
+            }
+            // A reply that is no DiscoverResult (some legacy servers answer
+            // any request with an empty result) is not evidence of a modern
+            // server.
+            Ok(_) => {
+                tracing::info!(server = %self.inner.name, "server/discover answered without a DiscoverResult; trying the initialize handshake")
+            }
             // On HTTP a JSON-RPC "method not found" body comes from a modern
             // endpoint (a legacy one refuses session-less requests first); on
             // stdio it is what legacy servers commonly answer, so it is not
@@ -417,6 +426,7 @@ impl Client {
         self.transport
             .notify(initialized, Some(version.clone()))
             .await?;
+        self.transport.legacy_session_started(&version).await?;
         Ok(Era::Legacy { version, init })
     }
 

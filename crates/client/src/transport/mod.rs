@@ -112,4 +112,10 @@ pub trait Transport: Send + Sync + 'static {
     fn notify(&self, body: Vec<u8>, legacy: Option<String>) -> NotifyFuture<'_>;
     /// Where requests from a legacy server go.
     fn on_server_request(&self, _handler: ServerRequestHandler) {}
+    /// The legacy handshake completed with `version` (HTTP opens the
+    /// session's stream for server-initiated messages, and resolves once
+    /// the server accepted or refused it).
+    fn legacy_session_started(&self, _version: &str) -> NotifyFuture<'_> {
+        Box::pin(async { Ok(()) })
+    }
 }

@@ -1,0 +1,491 @@
+//! Streamable HTTP: each request is a POST; the answer is JSON or an SSE stream.
+//!
+//! With a legacy server (2025-03-26 to 2025-11-25) the transport also keeps
+//! the `Mcp-Session-Id` the server assigned, answers the server's requests
+//! that arrive on a response stream (elicitation, sampling, roots, ping) by
+//! POSTing the response, and resumes a response stream that ends before its
+//! response: after the server's `retry` delay it reconnects with `GET` and
+//! `Last-Event-ID`, as those revisions specify.
+
+mod sse;
+
+use std::time::Duration;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use toolgate_protocol::RpcError;
+use toolgate_protocol::header::encode_header_value;
+use toolgate_protocol::jsonrpc::{RequestId, encode_error, encode_result};
+
+use self::sse::{Cursor, Events};
+use super::{
+    Inbound, Outgoing, Pending, SendFuture, ServerRequestHandler, Transport, TransportKind,
+};
+use crate::ClientError;
+
+/// Settings of the HTTP transport.
+#[derive(Clone, Debug, Default)]
+pub struct HttpOptions {
+    /// `Authorization: Bearer …`.
+    pub bearer_token: Option<String>,
+    /// Extra headers on every request.
+    pub headers: Vec<(String, String)>,
+    /// Connect timeout (default 10 s).
+    pub connect_timeout: Option<Duration>,
+}
+
+/// How often a legacy response stream is resumed before giving up.
+const MAX_RESUMES: u32 = 5;
+/// The reconnection delay when the server named none.
+const DEFAULT_RETRY_MS: u64 = 1000;
+
+/// The Streamable HTTP transport.
+pub struct HttpTransport {
+    shared: Arc<Shared>,
+    /// Stops the legacy session's standalone stream when the transport goes.
+    stop: CancellationToken,
+}
+
+impl Drop for HttpTransport {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// What the transport and its stream readers share.
+struct Shared {
+    url: String,
+    client: reqwest::Client,
+    options: HttpOptions,
+    /// The legacy session, once a legacy server assigned one.
+    session: Mutex<Option<String>>,
+    /// Answers a legacy server's requests.
+    requests: Mutex<Option<ServerRequestHandler>>,
+    /// Legacy requests still waiting on a stream, by id: a server may
+    /// deliver their response on the session's standalone stream instead.
+    waiting: Mutex<HashMap<String, mpsc::Sender<Result<Inbound, ClientError>>>>,
+}
+
+/// Forgets a waiting request when its reader ends.
+struct Waiting {
+    shared: Arc<Shared>,
+    key: String,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        lock(&self.shared.waiting).remove(&self.key);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl HttpTransport {
+    /// A transport for the MCP endpoint at `url`.
+    pub fn new(url: impl Into<String>, options: HttpOptions) -> Result<Self, ClientError> {
+        // TLS through rustls with the ring provider (pure Rust and C, no
+        // cmake); installing twice is harmless.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout.unwrap_or(Duration::from_secs(10)))
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| ClientError::Transport(e.to_string()))?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                url: url.into(),
+                client,
+                options,
+                session: Mutex::new(None),
+                requests: Mutex::new(None),
+                waiting: Mutex::new(HashMap::new()),
+            }),
+            stop: CancellationToken::new(),
+        })
+    }
+}
+
+impl Transport for HttpTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Http
+    }
+
+    fn on_server_request(&self, handler: ServerRequestHandler) {
+        *lock(&self.shared.requests) = Some(handler);
+    }
+
+    fn legacy_session_started(&self, version: &str) -> super::NotifyFuture<'_> {
+        let (opened, ready) = tokio::sync::oneshot::channel();
+        tokio::spawn(standalone(
+            self.shared.clone(),
+            version.to_owned(),
+            self.stop.clone(),
+            opened,
+        ));
+        Box::pin(async move {
+            // Wait until the server answered the GET, so the stream is in
+            // place before the first request can need it; a server that
+            // never answers only costs this bounded wait.
+            let _ = tokio::time::timeout(Duration::from_secs(5), ready).await;
+            Ok(())
+        })
+    }
+
+    fn auth_scope(&self) -> String {
+        // Never keep the token itself around in cache keys.
+        self.shared
+            .options
+            .bearer_token
+            .as_ref()
+            .map_or_else(String::new, |t| {
+                let digest = Sha256::digest(t.as_bytes());
+                digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+            })
+    }
+
+    fn notify(&self, body: Vec<u8>, legacy: Option<String>) -> super::NotifyFuture<'_> {
+        Box::pin(async move { self.shared.post_message(body, legacy.as_deref()).await })
+    }
+
+    fn send(&self, request: Outgoing) -> SendFuture<'_> {
+        Box::pin(async move {
+            let version = request
+                .legacy
+                .clone()
+                .unwrap_or_else(|| request.version.clone());
+            let shared = &self.shared;
+            let mut builder = shared
+                .client
+                .post(&shared.url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", &version)
+                .header("mcp-method", &request.method);
+            if request.legacy.is_some() {
+                if let Some(session) = shared.session() {
+                    builder = builder.header("mcp-session-id", session);
+                }
+            }
+            if let Some(name) = &request.name {
+                builder = builder.header("mcp-name", encode_header_value(name).as_ref());
+            }
+            for (k, v) in request.headers.iter() {
+                builder = builder.header(k.as_str(), v.as_str());
+            }
+            let response = shared
+                .common(builder)
+                .body(request.body)
+                .send()
+                .await
+                .map_err(|e| ClientError::Transport(format!("POST {}: {e}", shared.url)))?;
+            let status = response.status();
+            if let Some(session) = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+            {
+                *lock(&shared.session) = Some(session.to_owned());
+            }
+            let is_sse = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|ct| ct.starts_with("text/event-stream"));
+            let (tx, rx) = mpsc::channel(64);
+            if is_sse {
+                let waiting = request.legacy.as_ref().map(|_| {
+                    let key = request.id.to_string();
+                    lock(&shared.waiting).insert(key.clone(), tx.clone());
+                    Waiting {
+                        shared: shared.clone(),
+                        key,
+                    }
+                });
+                let task =
+                    tokio::spawn(pump(shared.clone(), response, tx, request.legacy, waiting));
+                return Ok(Pending {
+                    rx,
+                    on_drop: Some(Box::new(move || task.abort())),
+                });
+            }
+            let bytes = response
+                .bytes()
+                .await
+                .map_err(|e| ClientError::Transport(e.to_string()))?;
+            let value: Value = serde_json::from_slice(&bytes).map_err(|_| {
+                let shown: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
+                if status.is_success() {
+                    ClientError::InvalidResponse(format!(
+                        "HTTP {status} with a body that is not JSON: {shown:?}"
+                    ))
+                } else {
+                    ClientError::Transport(format!("HTTP {status}: {shown:?}"))
+                }
+            })?;
+            let _ = tx.send(Ok(Inbound::Response(value))).await;
+            Ok(Pending { rx, on_drop: None })
+        })
+    }
+}
+
+impl Shared {
+    fn session(&self) -> Option<String> {
+        lock(&self.session).clone()
+    }
+
+    /// Headers every request carries: the configured extras and the token.
+    fn common(&self, mut builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        for (k, v) in &self.options.headers {
+            builder = builder.header(k.as_str(), v.as_str());
+        }
+        if let Some(token) = &self.options.bearer_token {
+            builder = builder.bearer_auth(token);
+        }
+        builder
+    }
+
+    /// POST a notification or a response (legacy sessions): the server
+    /// answers `202` with no body.
+    async fn post_message(&self, body: Vec<u8>, legacy: Option<&str>) -> Result<(), ClientError> {
+        let mut builder = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(version) = legacy {
+            builder = builder.header("mcp-protocol-version", version);
+        }
+        if let Some(session) = self.session() {
+            builder = builder.header("mcp-session-id", session);
+        }
+        let response = self
+            .common(builder)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| ClientError::Transport(e.to_string()))?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(ClientError::Transport(format!(
+                "a message was refused with HTTP {}",
+                response.status()
+            )))
+        }
+    }
+
+    /// Open (or, after `last_id`, resume) a legacy session's stream.
+    async fn resume(
+        &self,
+        last_id: Option<&str>,
+        legacy: Option<&str>,
+    ) -> Result<reqwest::Response, ClientError> {
+        let mut builder = self
+            .client
+            .get(&self.url)
+            .header("accept", "text/event-stream");
+        if let Some(last_id) = last_id {
+            builder = builder.header("last-event-id", last_id);
+        }
+        if let Some(version) = legacy {
+            builder = builder.header("mcp-protocol-version", version);
+        }
+        if let Some(session) = self.session() {
+            builder = builder.header("mcp-session-id", session);
+        }
+        let response = self
+            .common(builder)
+            .send()
+            .await
+            .map_err(|e| ClientError::Transport(format!("GET {}: {e}", self.url)))?;
+        if !response.status().is_success() {
+            return Err(ClientError::Transport(format!(
+                "resuming the event stream was refused with HTTP {}",
+                response.status()
+            )));
+        }
+        Ok(response)
+    }
+
+    /// A response that arrived on the standalone stream: hand it to the
+    /// request waiting for it, if any.
+    async fn deliver_stray(&self, response: Value) {
+        let key = serde_json::from_value::<RequestId>(response["id"].clone())
+            .map(|id| id.to_string())
+            .ok();
+        let waiter = key.and_then(|k| lock(&self.waiting).get(&k).cloned());
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(Ok(Inbound::Response(response))).await;
+            }
+            None => tracing::debug!("a response nobody waits for on the standalone stream"),
+        }
+    }
+
+    /// Answer a server's request that arrived on a stream, in the background.
+    fn answer(self: &Arc<Self>, request: Value, legacy: Option<String>) {
+        let shared = self.clone();
+        tokio::spawn(async move {
+            let Ok(id) = serde_json::from_value::<RequestId>(request["id"].clone()) else {
+                return;
+            };
+            let method = request["method"].as_str().unwrap_or_default().to_owned();
+            let params = request.get("params").cloned().unwrap_or(Value::Null);
+            let handler = lock(&shared.requests).clone();
+            let outcome = match handler {
+                Some(handler) => handler(method.clone(), params).await,
+                None => Err(RpcError::method_not_found(&method)),
+            };
+            let body = match outcome {
+                Ok(result) => encode_result(&id, &result),
+                Err(error) => encode_error(Some(&id), &error),
+            };
+            if let Err(e) = shared.post_message(body, legacy.as_deref()).await {
+                tracing::warn!(%method, error = %e, "could not deliver the answer to a server request");
+            }
+        });
+    }
+}
+
+/// What one event carried.
+enum Message {
+    Request(Value),
+    Notification(Value),
+    Response(Value),
+}
+
+fn classify(data: &str) -> Result<Message, ClientError> {
+    let value: Value = serde_json::from_str(data)
+        .map_err(|e| ClientError::InvalidResponse(format!("an event is not JSON: {e}")))?;
+    Ok(
+        match (value.get("method").is_some(), value.get("id").is_some()) {
+            (true, true) => Message::Request(value),
+            (true, false) => Message::Notification(value),
+            _ => Message::Response(value),
+        },
+    )
+}
+
+/// Read a response stream to its response, answering server requests on
+/// the way and resuming a legacy stream that ends early.
+async fn pump(
+    shared: Arc<Shared>,
+    response: reqwest::Response,
+    tx: mpsc::Sender<Result<Inbound, ClientError>>,
+    legacy: Option<String>,
+    _waiting: Option<Waiting>,
+) {
+    let mut cursor = Cursor::default();
+    let mut response = response;
+    let mut resumed = 0;
+    loop {
+        let mut events = Events::new(response.bytes_stream());
+        let broke = loop {
+            match events.next(&mut cursor).await {
+                Ok(Some(event)) => match classify(&event.data) {
+                    Ok(Message::Request(request)) => shared.answer(request, legacy.clone()),
+                    Ok(Message::Notification(n)) => {
+                        if tx.send(Ok(Inbound::Notification(n))).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Message::Response(r)) => {
+                        let _ = tx.send(Ok(Inbound::Response(r))).await;
+                        return;
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                },
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        // The stream ended before the response. A legacy server that gave
+        // event ids promised the rest on a resumed stream.
+        let resumable = legacy.is_some() && resumed < MAX_RESUMES;
+        let Some(last_id) = cursor.last_id.clone().filter(|_| resumable) else {
+            let why = broke.unwrap_or_else(|| "the event stream ended before the response".into());
+            let _ = tx.send(Err(ClientError::Transport(why))).await;
+            return;
+        };
+        resumed += 1;
+        let delay = cursor.retry_ms.unwrap_or(DEFAULT_RETRY_MS);
+        tracing::debug!(%last_id, delay, "resuming the response stream");
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        match shared.resume(Some(&last_id), legacy.as_deref()).await {
+            Ok(next) => response = next,
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+        }
+    }
+}
+
+/// A legacy session's standalone stream (`GET`): server requests that
+/// belong to no client request arrive here. A server without one answers
+/// `405`, which ends this quietly; a dropped stream is resumed.
+async fn standalone(
+    shared: Arc<Shared>,
+    version: String,
+    stop: CancellationToken,
+    opened: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut signal = Some(opened);
+    let mut cursor = Cursor::default();
+    let mut failures = 0;
+    while failures < MAX_RESUMES {
+        let opened = tokio::select! {
+            _ = stop.cancelled() => return,
+            response = shared.resume(cursor.last_id.as_deref(), Some(&version)) => response,
+        };
+        if let Some(signal) = signal.take() {
+            let _ = signal.send(());
+        }
+        let response = match opened {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(error = %e, "no standalone stream from the legacy server");
+                return;
+            }
+        };
+        let mut events = Events::new(response.bytes_stream());
+        loop {
+            let next = tokio::select! {
+                _ = stop.cancelled() => return,
+                next = events.next(&mut cursor) => next,
+            };
+            match next {
+                Ok(Some(event)) => {
+                    failures = 0;
+                    match classify(&event.data) {
+                        Ok(Message::Request(request)) => {
+                            shared.answer(request, Some(version.clone()))
+                        }
+                        Ok(Message::Notification(n)) => {
+                            tracing::debug!(method = ?n.get("method"), "server notification")
+                        }
+                        Ok(Message::Response(response)) => shared.deliver_stray(response).await,
+                        Err(_) => {}
+                    }
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        failures += 1;
+        let delay = cursor.retry_ms.unwrap_or(DEFAULT_RETRY_MS);
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
+        }
+    }
+}
