@@ -1,6 +1,8 @@
 //! Interoperability: `toolgate` (and so toolgate-client) against servers
 //! written with the official TypeScript SDK v2 and Python SDK, installed
-//! from npm and PyPI, over stdio and Streamable HTTP.
+//! from npm and PyPI, over stdio and Streamable HTTP; against the npm
+//! reference servers (legacy era); and the other way, the TypeScript SDK
+//! 1.x client against toolgate's basket example.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,6 +14,10 @@ use crate::support::{ChildGuard, npm_install, wait_for};
 use crate::{cargo, root};
 
 const TS_SDK: &str = "@modelcontextprotocol/server@2.4.0";
+/// The 1.x TypeScript SDK: the client most hosts run today (legacy era).
+const TS1_SDK: &str = "@modelcontextprotocol/sdk@1.32.2";
+/// The README's example command, pinned.
+const EVERYTHING_NPX: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 const PY_SDK: &str = "mcp==2.3.0";
 /// Reference servers people run today (built on the 1.x SDK: legacy era).
 const LEGACY_SERVERS: &str = "@modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31";
@@ -28,6 +34,20 @@ fn install_ts(node_bin: &Path) -> anyhow::Result<()> {
         &[TS_SDK],
         Some(node_bin),
     )
+}
+
+fn install_ts1(node_bin: &Path) -> anyhow::Result<PathBuf> {
+    let dir = tools_dir().join("interop-ts1");
+    npm_install(
+        &dir,
+        "{\"private\": true, \"type\": \"module\"}\n",
+        &[TS1_SDK],
+        Some(node_bin),
+    )?;
+    // The script must sit beside its node_modules.
+    let script = dir.join("ts1-client.mjs");
+    std::fs::copy(root().join("interop/ts1-client.mjs"), &script)?;
+    Ok(script)
 }
 
 fn install_legacy(node_bin: &Path) -> anyhow::Result<PathBuf> {
@@ -132,7 +152,14 @@ pub fn run() -> anyhow::Result<()> {
     let node_bin = crate::conformance::install()?;
     install_ts(&node_bin)?;
     let python = install_py()?;
-    cargo(&["build", "--quiet", "--package", "toolgate"])?;
+    cargo(&[
+        "build",
+        "--quiet",
+        "--package",
+        "toolgate",
+        "--package",
+        "basket",
+    ])?;
     let path = format!(
         "{}:{}",
         node_bin.display(),
@@ -183,7 +210,8 @@ pub fn run() -> anyhow::Result<()> {
         check(label, &[&url], &path, &mut failures)?;
     }
     checks_legacy(&node_bin, &path, &mut failures)?;
-    let total = 16 + 9;
+    checks_ts1_client(&node_bin, &path, &mut failures)?;
+    let total = 16 + 9 + 1 + 2;
     println!(
         "interop: {} passed, {} failed",
         total - failures.len(),
@@ -267,6 +295,61 @@ fn checks_legacy(node_bin: &Path, path: &str, failures: &mut Vec<String>) -> any
         "server-everything: verify matches the lock",
         code == 0 && out.contains("match the lock"),
     );
+    // The README's command, as written there (version pinned).
+    let (code, out) = toolgate(&["tools", "--", "npx", "-y", EVERYTHING_NPX], path)?;
+    expect(
+        "toolgate tools -- npx -y @modelcontextprotocol/server-everything",
+        code == 0 && out.contains("echo"),
+    );
     std::fs::remove_dir_all(&root_dir).ok();
+    Ok(())
+}
+
+/// The TypeScript SDK 1.x client (initialize handshake) against the basket
+/// example over stdio and HTTP: list, call, structured results, a tool
+/// error for bad arguments, and checkout's elicitation answered as a
+/// server-initiated request.
+fn checks_ts1_client(
+    node_bin: &Path,
+    path: &str,
+    failures: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let script = install_ts1(node_bin)?.display().to_string();
+    let node = node_bin.join("node");
+    let basket = root().join("target/debug/basket").display().to_string();
+    let mut run = |label: &str, args: &[&str]| -> anyhow::Result<()> {
+        let out = Command::new(&node)
+            .arg(&script)
+            .args(args)
+            .env("PATH", path)
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("running {label}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        for line in stdout.lines() {
+            eprintln!("     {label}: {line}");
+        }
+        let ok = out.status.success();
+        eprintln!("{} {label}", if ok { "ok  " } else { "FAIL" });
+        if !ok {
+            failures.push(format!("{label}:\n{stdout}"));
+        }
+        Ok(())
+    };
+    run(
+        "TypeScript SDK 1.x client -> basket, stdio",
+        &["stdio", &basket],
+    )?;
+    let port = crate::support::free_port()?;
+    let child = Command::new(&basket)
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()
+        .context("starting basket --http")?;
+    let _guard = ChildGuard(child);
+    wait_for(SocketAddr::from(([127, 0, 0, 1], port)), "basket")?;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    run("TypeScript SDK 1.x client -> basket, HTTP", &["http", &url])?;
     Ok(())
 }

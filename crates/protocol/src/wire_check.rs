@@ -35,17 +35,29 @@ impl WireChecker {
     /// If the schema file is missing or invalid: tests cannot run without it.
     pub fn modern() -> &'static WireChecker {
         static CHECKER: OnceLock<WireChecker> = OnceLock::new();
-        CHECKER.get_or_init(|| {
-            let path = spec_dir().join("2026-07-28/schema.json");
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-            let document = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-            WireChecker {
-                document,
-                compiled: Mutex::new(HashMap::new()),
-            }
-        })
+        CHECKER.get_or_init(|| WireChecker::load("2026-07-28"))
+    }
+
+    /// The checker for the legacy revision 2025-11-25 (its result types are
+    /// the bare `*Result` definitions, checked with [`WireChecker::check`]).
+    ///
+    /// # Panics
+    /// If the schema file is missing or invalid.
+    pub fn legacy() -> &'static WireChecker {
+        static CHECKER: OnceLock<WireChecker> = OnceLock::new();
+        CHECKER.get_or_init(|| WireChecker::load("2025-11-25"))
+    }
+
+    fn load(version: &str) -> WireChecker {
+        let path = spec_dir().join(version).join("schema.json");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let document = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
+        WireChecker {
+            document,
+            compiled: Mutex::new(HashMap::new()),
+        }
     }
 
     fn validator(&self, definition: &str) -> Arc<jsonschema::Validator> {

@@ -300,3 +300,70 @@ pub(crate) fn new_session_id() -> String {
     let bytes: [u8; 16] = rand::random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(id: &str, subject: Option<&str>) -> Arc<Session> {
+        Arc::new(Session::new(
+            id.into(),
+            "2025-11-25".into(),
+            None,
+            ClientCapabilities::default(),
+            subject.map(str::to_owned),
+            CancellationToken::new(),
+        ))
+    }
+
+    #[test]
+    fn a_full_table_ends_the_least_recently_used_session() {
+        let sessions = Sessions::new(Duration::from_secs(60), 2);
+        let (a, b, c) = (session("a", None), session("b", None), session("c", None));
+        sessions.insert(a.clone());
+        std::thread::sleep(Duration::from_millis(5));
+        sessions.insert(b.clone());
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(
+            sessions.get("a", None).is_some(),
+            "touching a makes b the oldest"
+        );
+        sessions.insert(c);
+        assert!(b.ended.is_cancelled());
+        assert!(sessions.get("b", None).is_none());
+        assert!(sessions.get("a", None).is_some() && sessions.get("c", None).is_some());
+    }
+
+    #[test]
+    fn idle_and_foreign_sessions_are_not_found() {
+        let sessions = Sessions::new(Duration::ZERO, 8);
+        let idle = session("idle", None);
+        sessions.insert(idle.clone());
+        assert!(sessions.get("idle", None).is_none());
+        assert!(idle.ended.is_cancelled());
+
+        let sessions = Sessions::new(Duration::from_secs(60), 8);
+        sessions.insert(session("mine", Some("alice")));
+        assert!(sessions.get("mine", Some("mallory")).is_none());
+        assert!(sessions.get("mine", None).is_none());
+        assert!(!sessions.remove("mine", Some("mallory")));
+        assert!(sessions.get("mine", Some("alice")).is_some());
+        assert!(sessions.remove("mine", Some("alice")));
+    }
+
+    #[test]
+    fn answers_reach_their_asker_once_and_abandoned_asks_are_forgotten() {
+        let s = session("s", None);
+        let (id, mut rx, guard) = s.expect_answer();
+        s.deliver(Response {
+            id: Some(id.clone()),
+            outcome: Ok(Value::Bool(true)),
+        });
+        assert_eq!(rx.try_recv().unwrap().unwrap(), Value::Bool(true));
+        drop(guard);
+        let (id2, _rx2, guard2) = s.expect_answer();
+        assert_ne!(id, id2);
+        drop(guard2);
+        assert!(lock(&s.waiting).is_empty());
+    }
+}
