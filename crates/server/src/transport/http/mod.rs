@@ -1,6 +1,7 @@
 //! The Streamable HTTP transport (revision 2026-07-28).
 //!
-//! One endpoint accepts `POST`; every other method gets `405`. Before the
+//! One endpoint accepts `POST`; every other method gets `405` (except, on a
+//! dual-era server, `GET` and `DELETE` of a legacy session, see below). Before the
 //! body is looked at, the request must come from an allowed `Origin` and
 //! `Host` (DNS-rebinding protection: `403`), declare a JSON body (`415`),
 //! accept both JSON and SSE (`406`), and fit the body limit (`413`) within the
@@ -12,6 +13,9 @@
 //! (progress, logging) — then the response switches to an SSE stream that
 //! ends with the final response. `subscriptions/listen` is always a stream,
 //! with keep-alive comments. Closing a stream cancels its request.
+//! Legacy clients (2025-03-26 to 2025-11-25) open a session with
+//! `initialize` and carry its `Mcp-Session-Id`; requests with the modern
+//! `_meta` are always served statelessly on the same endpoint.
 //! Every accepted socket has `TCP_NODELAY` set: with Nagle's algorithm and
 //! delayed ACKs, small responses otherwise wait tens of milliseconds.
 //!
