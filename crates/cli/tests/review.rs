@@ -5,8 +5,9 @@
 
 use std::process::Command;
 
-/// A minimal MCP server in shell: answers every request with one tool.
-const SERVER: &str = r#"while read line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","ttlMs":0,"cacheScope":"public","tools":[{"name":"lookup_order","description":"%s","inputSchema":{"type":"object","properties":{"id":{"type":"string","maxLength":20}},"additionalProperties":false},"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}}\n' "$id" "$DESC"; done"#;
+/// A minimal MCP server in shell: answers `server/discover`, and every
+/// other request with its one tool.
+const SERVER: &str = r#"while read line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); case "$line" in *server/discover*) printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}}\n' "$id"; continue;; esac; [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","ttlMs":0,"cacheScope":"public","tools":[{"name":"lookup_order","description":"%s","inputSchema":{"type":"object","properties":{"id":{"type":"string","maxLength":20}},"additionalProperties":false},"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}]}}\n' "$id" "$DESC"; done"#;
 
 fn toolgate(args: &[&str], description: &str, dir: &std::path::Path) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))

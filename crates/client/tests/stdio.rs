@@ -41,7 +41,7 @@ async fn a_crash_fails_pending_calls_with_the_exit_status() {
 async fn malformed_lines_are_skipped_and_the_real_answer_still_arrives() {
     // Answers every request (the era probe included), each after a garbage line.
     let c = shell(
-        r#"while read line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); echo 'this is not json'; [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","tools":[],"ttlMs":0,"cacheScope":"public"}}\n' "$id"; done"#,
+        r#"while read line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); echo 'this is not json'; [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{},"tools":[],"ttlMs":0,"cacheScope":"public"}}\n' "$id"; done"#,
     );
     let page = c
         .request("tools/list", Map::new(), &CallOptions::default())
