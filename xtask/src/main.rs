@@ -7,8 +7,11 @@
 //! - `cargo xtask conformance [SCENARIO...]`: only the conformance run.
 //! - `cargo xtask interop`: `toolgate` against servers built with the
 //!   official TypeScript (npm) and Python (PyPI) SDKs, over stdio and HTTP.
-//! - `cargo xtask bench`: not implemented yet (its issue is open); it says so
-//!   and fails rather than pretend.
+//! - `cargo xtask bench [--quick] [--seconds S] [--rounds R]`: builds the
+//!   benchmark in release and runs it: toolgate against rmcp (defaults and
+//!   best settings) and a bare axum ceiling, on loopback. Writes
+//!   `bench/results/latest.json` and `latest.md` and prints the table. CI
+//!   builds the benchmark (it is a workspace member) but does not run it.
 //!
 //! Everything the tasks need from outside the Rust toolchain is installed
 //! here, into `.tools/` (ignored by git): Node.js 22 from the npm package
@@ -85,15 +88,20 @@ fn ci() -> anyhow::Result<()> {
     Ok(())
 }
 
+fn bench(args: &[String]) -> anyhow::Result<()> {
+    cargo(&["build", "--release", "--package", "toolgate-bench"])?;
+    run(Command::new(root().join("target/release/bench"))
+        .args(args)
+        .current_dir(root()))
+}
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("conformance") => conformance::run(&args[1..]),
         Some("interop") => interop::run(),
-        Some("bench") => {
-            bail!("`cargo xtask bench` arrives with the performance issue; nothing is measured yet")
-        }
+        Some("bench") => bench(&args[1..]),
         _ => {
             eprintln!("usage: cargo xtask <ci | conformance [SCENARIO...] | interop | bench>");
             std::process::exit(2);

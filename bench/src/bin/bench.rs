@@ -1,0 +1,422 @@
+//! Runs every scenario against every server, alternating servers within
+//! each round, and writes `bench/results/latest.{json,md}`.
+//!
+//! Usage: `bench [--quick] [--seconds S] [--rounds R] [--out DIR]`
+//! (normally through `cargo xtask bench`, which builds in release first).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use clap::Parser;
+use serde_json::{Value, json};
+use toolgate_bench::load::{self, Target};
+use toolgate_bench::process::{self, Server};
+use toolgate_bench::report::{self, CEILING, MemoryRow, RMCP_BEST, RMCP_DEFAULT, Report, Round, Row, TOOLGATE};
+use toolgate_bench::tools::{self, ORDER_TOOL, ORDER_TOOL_UNCHECKED};
+use toolgate_bench::{clients, listen, stdio};
+
+#[derive(Parser)]
+struct Args {
+    /// Seconds per measured run.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Rounds per scenario (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// One short round of everything (a smoke test, not a measurement).
+    #[arg(long)]
+    quick: bool,
+    /// Open `subscriptions/listen` streams for the memory figure.
+    #[arg(long, default_value_t = 10_000)]
+    streams: usize,
+    /// Where to write the results.
+    #[arg(long, default_value = "bench/results")]
+    out: PathBuf,
+}
+
+struct Bins {
+    toolgate: PathBuf,
+    rmcp: PathBuf,
+    ceiling: PathBuf,
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Toolgate,
+    RmcpDefault,
+    RmcpBest,
+    Ceiling,
+}
+
+impl Kind {
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Toolgate => TOOLGATE,
+            Kind::RmcpDefault => RMCP_DEFAULT,
+            Kind::RmcpBest => RMCP_BEST,
+            Kind::Ceiling => CEILING,
+        }
+    }
+}
+
+async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> {
+    let addr = process::free_addr()?;
+    let mut args = vec!["--http".to_owned(), addr.to_string()];
+    if extra > 0 && !matches!(kind, Kind::Ceiling) {
+        args.extend(["--extra".to_owned(), extra.to_string()]);
+    }
+    let program = match kind {
+        Kind::Toolgate => &bins.toolgate,
+        Kind::RmcpDefault => &bins.rmcp,
+        Kind::RmcpBest => {
+            args.extend(["--json".to_owned(), "--nodelay".to_owned()]);
+            &bins.rmcp
+        }
+        Kind::Ceiling => &bins.ceiling,
+    };
+    Server::http(program, &args, addr).await
+}
+
+fn meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "toolgate-bench", "version": "1"}
+    })
+}
+
+/// A request and the headers a 2026-07-28 client mirrors from it.
+fn request(method: &str, params: Value) -> (Bytes, Vec<(String, String)>) {
+    let mut params = params;
+    if let Some(p) = params.as_object_mut() {
+        p.insert("_meta".into(), meta());
+    }
+    let mut headers = vec![
+        ("mcp-protocol-version".to_owned(), "2026-07-28".to_owned()),
+        ("mcp-method".to_owned(), method.to_owned()),
+    ];
+    if let Some(name) = params.get("name").and_then(Value::as_str) {
+        headers.push(("mcp-name".to_owned(), name.to_owned()));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    (Bytes::from(serde_json::to_vec(&body).unwrap_or_default()), headers)
+}
+
+struct Scenario {
+    label: String,
+    method: &'static str,
+    params: Value,
+    concurrency: usize,
+    walk: bool,
+    extra: usize,
+    /// (server, label override, params override)
+    servers: Vec<(Kind, Option<&'static str>, Option<Value>)>,
+}
+
+fn round_of(outcome: &load::Outcome, cpu: f64, peak_kib: u64) -> Round {
+    let samples = outcome.samples.max(1) as f64;
+    Round {
+        rate: outcome.rate(),
+        p50_ms: outcome.latency.value_at_quantile(0.5) as f64 / 1000.0,
+        p99_ms: outcome.latency.value_at_quantile(0.99) as f64 / 1000.0,
+        cpu_per_10k: cpu / samples * 10_000.0,
+        peak_mib: peak_kib as f64 / 1024.0,
+        errors: outcome.errors,
+    }
+}
+
+async fn http_scenario(bins: &Bins, s: &Scenario, rounds: usize, secs: Duration) -> anyhow::Result<Vec<Row>> {
+    let mut results: Vec<Vec<Round>> = vec![Vec::new(); s.servers.len()];
+    for round in 0..rounds {
+        // Alternate the order so no server always runs first (or hot).
+        let mut order: Vec<usize> = (0..s.servers.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let (kind, label, params) = &s.servers[i];
+            let server = start(bins, *kind, s.extra).await?;
+            let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
+            let (body, headers) = request(s.method, params.clone().unwrap_or_else(|| s.params.clone()));
+            let target = Target {
+                addr,
+                body,
+                headers,
+                walk: s.walk,
+            };
+            // Warm up: connections, caches, allocator.
+            load::run(&target, s.concurrency, Duration::from_millis(300)).await?;
+            let cpu_before = server.cpu_seconds();
+            let outcome = load::run(&target, s.concurrency, secs).await?;
+            let cpu = server.cpu_seconds() - cpu_before;
+            let r = round_of(&outcome, cpu, server.memory().peak_kib);
+            eprintln!(
+                "  {:<34} {:<28} {:>9.0}/s  p50 {:>7.3} ms  p99 {:>7.3} ms{}",
+                s.label,
+                label.unwrap_or(kind.label()),
+                r.rate,
+                r.p50_ms,
+                r.p99_ms,
+                if r.errors > 0 { format!("  {} errors", r.errors) } else { String::new() }
+            );
+            results[i].push(r);
+        }
+    }
+    Ok(s
+        .servers
+        .iter()
+        .zip(results)
+        .map(|((kind, label, _), rounds)| Row::new(&s.label, label.unwrap_or(kind.label()), rounds))
+        .collect())
+}
+
+async fn stdio_rows(bins: &Bins, rounds: usize, secs: Duration) -> anyhow::Result<Vec<Row>> {
+    let label = "stdio tools/call, 64 in flight";
+    let servers: [(&str, &Path); 2] = [(TOOLGATE, &bins.toolgate), ("rmcp", &bins.rmcp)];
+    let mut results: Vec<Vec<Round>> = vec![Vec::new(); servers.len()];
+    for round in 0..rounds {
+        let mut order = vec![0, 1];
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let (name, program) = servers[i];
+            let o = stdio::run(program, &["--stdio"], 64, secs).await?;
+            let r = Round {
+                rate: o.samples as f64 / o.elapsed.as_secs_f64(),
+                p50_ms: o.latency.value_at_quantile(0.5) as f64 / 1000.0,
+                p99_ms: o.latency.value_at_quantile(0.99) as f64 / 1000.0,
+                cpu_per_10k: o.cpu_seconds / o.samples.max(1) as f64 * 10_000.0,
+                peak_mib: o.peak_kib as f64 / 1024.0,
+                errors: o.errors,
+            };
+            eprintln!("  {label:<34} {name:<28} {:>9.0}/s  p50 {:>7.3} ms  p99 {:>7.3} ms", r.rate, r.p50_ms, r.p99_ms);
+            results[i].push(r);
+        }
+    }
+    Ok(servers
+        .iter()
+        .zip(results)
+        .map(|((name, _), rounds)| Row::new(label, name, rounds))
+        .collect())
+}
+
+async fn client_rows(bins: &Bins, rounds: usize, secs: Duration) -> anyhow::Result<Vec<Row>> {
+    let label = "client tools/call, c=32 (toolgate server)";
+    let names = ["toolgate-client", "rmcp client"];
+    let mut results: Vec<Vec<Round>> = vec![Vec::new(); 2];
+    for round in 0..rounds {
+        let mut order = vec![0, 1];
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let server = start(bins, Kind::Toolgate, 0).await?;
+            let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
+            let url = format!("http://{addr}/mcp");
+            let o = if i == 0 {
+                clients::toolgate(&url, 32, secs).await?
+            } else {
+                clients::rmcp(&url, 32, secs).await?
+            };
+            let r = Round {
+                rate: o.samples as f64 / o.elapsed.as_secs_f64(),
+                p50_ms: o.latency.value_at_quantile(0.5) as f64 / 1000.0,
+                p99_ms: o.latency.value_at_quantile(0.99) as f64 / 1000.0,
+                cpu_per_10k: o.client_cpu_seconds / o.samples.max(1) as f64 * 10_000.0,
+                peak_mib: 0.0,
+                errors: o.errors,
+            };
+            eprintln!("  {label:<34} {:<28} {:>9.0}/s  p50 {:>7.3} ms  p99 {:>7.3} ms", names[i], r.rate, r.p50_ms, r.p99_ms);
+            results[i].push(r);
+        }
+    }
+    Ok(names
+        .iter()
+        .zip(results)
+        .map(|(name, rounds)| Row::new(label, name, rounds))
+        .collect())
+}
+
+async fn memory_rows(bins: &Bins, streams: usize) -> anyhow::Result<Vec<MemoryRow>> {
+    let mut rows = Vec::new();
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    for kind in [Kind::Toolgate, Kind::RmcpDefault, Kind::RmcpBest] {
+        let server = start(bins, kind, 0).await?;
+        let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
+        let (body, headers) = request("tools/call", json!({"name": "test_simple_text", "arguments": {}}));
+        let target = Target { addr, body, headers, walk: false };
+        load::run(&target, 1, Duration::from_millis(100)).await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        rows.push(MemoryRow {
+            what: "idle (after a first call)".into(),
+            server: kind.label().into(),
+            mib: mib(server.memory().rss_kib),
+        });
+    }
+    let server = start(bins, Kind::Toolgate, 0).await?;
+    let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
+    let before = server.memory().rss_kib;
+    let open = listen::open(addr, streams).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = server.memory().rss_kib;
+    eprintln!("  {} listen streams: {:.1} MiB → {:.1} MiB", open.len(), mib(before), mib(after));
+    rows.push(MemoryRow {
+        what: format!("{} open subscriptions/listen streams", open.len()),
+        server: TOOLGATE.into(),
+        mib: mib(after),
+    });
+    drop(open);
+    Ok(rows)
+}
+
+fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
+    let rate = |scenario: &str, server: &str| report.row(scenario, server).map_or(0.0, |r| r.median.rate);
+    let p99 = |scenario: &str, server: &str| report.row(scenario, server).map_or(f64::MAX, |r| r.median.p99_ms);
+    let mut out = Vec::new();
+    let mut check = |target: &str, measured: String, holds: bool| {
+        out.push(report::Target {
+            target: target.into(),
+            measured,
+            holds,
+        })
+    };
+    for c in ["c=1", "c=32"] {
+        let s = format!("HTTP tools/call, {c}");
+        let (t, best, ceil) = (rate(&s, TOOLGATE), rate(&s, RMCP_BEST), rate(&s, CEILING));
+        check(&format!("{s}: ≥ 1.5× rmcp best"), format!("{:.2}×", t / best), t >= 1.5 * best);
+        check(&format!("{s}: ≥ 0.6× ceiling"), format!("{:.2}×", t / ceil), t >= 0.6 * ceil);
+        let (tp, bp) = (p99(&s, TOOLGATE), p99(&s, RMCP_BEST));
+        check(&format!("{s}: p99 ≤ rmcp best"), format!("{tp:.3} ms vs {bp:.3} ms"), tp <= bp);
+    }
+    let c1 = report.row("HTTP tools/call, c=1", TOOLGATE).map_or(f64::MAX, |r| r.median.p50_ms);
+    check(
+        "default configuration never slowed by Nagle (c=1 p50 < 5 ms)",
+        format!("{c1:.3} ms"),
+        c1 < 5.0,
+    );
+    for s in ["HTTP tools/list (base set)", "HTTP tools/list, 1000 tools walked"] {
+        let (t, b) = (rate(s, TOOLGATE), rate(s, RMCP_BEST));
+        check(&format!("{s}: ≥ 2× rmcp best"), format!("{:.2}×", t / b), t >= 2.0 * b);
+    }
+    let v = "HTTP tools/call, validated tool, c=32";
+    let (t, b) = (rate(v, TOOLGATE), rate(v, RMCP_BEST));
+    check(&format!("{v}: ≥ 1.3× rmcp (unvalidated)"), format!("{:.2}×", t / b), t >= 1.3 * b);
+    let off = rate(v, "toolgate, validation off");
+    let cost = if off > 0.0 { 1.0 - t / off } else { 1.0 };
+    check("validation costs ≤ 5%", format!("{:.1}%", cost * 100.0), cost <= 0.05);
+    let s = "stdio tools/call, 64 in flight";
+    let (t, r) = (rate(s, TOOLGATE), rate(s, "rmcp"));
+    check(&format!("{s}: ≥ 1.5× rmcp"), format!("{:.2}×", t / r), t >= 1.5 * r);
+    let s = "client tools/call, c=32 (toolgate server)";
+    let (t, r) = (rate(s, "toolgate-client"), rate(s, "rmcp client"));
+    check("client: ≥ 1.2× rmcp's client", format!("{:.2}×", t / r), t >= 1.2 * r);
+    let idle = |server: &str| {
+        report
+            .memory
+            .iter()
+            .find(|m| m.server == server && m.what.starts_with("idle"))
+            .map_or(f64::MAX, |m| m.mib)
+    };
+    let (ti, ri) = (idle(TOOLGATE), idle(RMCP_DEFAULT).min(idle(RMCP_BEST)));
+    check("idle RSS ≤ rmcp", format!("{ti:.1} MiB vs {ri:.1} MiB"), ti <= ri);
+    let listen = report
+        .memory
+        .iter()
+        .find(|m| m.what.contains("listen"))
+        .map_or(f64::MAX, |m| m.mib);
+    check(
+        &format!("{streams} listen streams ≤ 64 MiB"),
+        format!("{listen:.1} MiB"),
+        listen <= 64.0,
+    );
+    out
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = Args::parse();
+    if args.quick {
+        args.seconds = 1.0;
+        args.rounds = 1;
+        args.streams = args.streams.min(1000);
+    }
+    let dir = std::env::current_exe()?
+        .parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| anyhow::anyhow!("no directory for the binaries"))?;
+    let bins = Bins {
+        toolgate: dir.join("toolgate-bench-server"),
+        rmcp: dir.join("rmcp-bench-server"),
+        ceiling: dir.join("ceiling-server"),
+    };
+    let secs = Duration::from_secs_f64(args.seconds);
+    let simple = json!({"name": "test_simple_text", "arguments": {}});
+    let all = |with_ceiling: bool| {
+        let mut v = vec![(Kind::Toolgate, None, None), (Kind::RmcpDefault, None, None), (Kind::RmcpBest, None, None)];
+        if with_ceiling {
+            v.push((Kind::Ceiling, None, None));
+        }
+        v
+    };
+    let scenarios = vec![
+        Scenario { label: "HTTP tools/call, c=1".into(), method: "tools/call", params: simple.clone(), concurrency: 1, walk: false, extra: 0, servers: all(true) },
+        Scenario { label: "HTTP tools/call, c=32".into(), method: "tools/call", params: simple.clone(), concurrency: 32, walk: false, extra: 0, servers: all(true) },
+        Scenario { label: "HTTP tools/list (base set)".into(), method: "tools/list", params: json!({}), concurrency: 32, walk: false, extra: 0, servers: all(false) },
+        Scenario {
+            label: "HTTP tools/list, 1000 tools walked".into(),
+            method: "tools/list",
+            params: json!({}),
+            concurrency: 32,
+            walk: true,
+            extra: 1000 - tools::tool_set(0).len(),
+            servers: all(false),
+        },
+        Scenario {
+            label: "HTTP tools/call, validated tool, c=32".into(),
+            method: "tools/call",
+            params: json!({"name": ORDER_TOOL, "arguments": tools::order_arguments()}),
+            concurrency: 32,
+            walk: false,
+            extra: 0,
+            servers: vec![
+                (Kind::Toolgate, None, None),
+                (Kind::Toolgate, Some("toolgate, validation off"), Some(json!({"name": ORDER_TOOL_UNCHECKED, "arguments": tools::order_arguments()}))),
+                (Kind::RmcpDefault, None, None),
+                (Kind::RmcpBest, None, None),
+            ],
+        },
+    ];
+    let mut rows = Vec::new();
+    for s in &scenarios {
+        eprintln!("== {}", s.label);
+        rows.extend(http_scenario(&bins, s, args.rounds, secs).await?);
+    }
+    eprintln!("== stdio");
+    rows.extend(stdio_rows(&bins, args.rounds, secs).await?);
+    eprintln!("== clients");
+    rows.extend(client_rows(&bins, args.rounds, secs).await?);
+    eprintln!("== memory");
+    let memory = memory_rows(&bins, args.streams).await?;
+    let mut report = Report {
+        context: json!({
+            "date": std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default(),
+            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            "seconds_per_run": args.seconds,
+            "rounds": args.rounds,
+            "rmcp": "3.11 (crates.io)",
+            "load": "toolgate-bench load generator: HTTP/1.1 keep-alive, fixed concurrency, HDR histogram",
+        }),
+        rows,
+        memory,
+        targets: Vec::new(),
+    };
+    report.targets = targets(&report, args.streams);
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::write(args.out.join("latest.json"), serde_json::to_vec_pretty(&report)?)?;
+    let markdown = report.markdown();
+    std::fs::write(args.out.join("latest.md"), &markdown)?;
+    println!("{markdown}");
+    Ok(())
+}

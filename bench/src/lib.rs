@@ -1,0 +1,40 @@
+//! toolgate's benchmark: toolgate against rmcp (the official Rust SDK) and
+//! a bare axum handler (the ceiling for any MCP server over HTTP here), on
+//! loopback, alternating servers over several rounds and reporting medians.
+//!
+//! Run it with `cargo xtask bench`; it writes `bench/results/latest.json`
+//! and `bench/results/latest.md`.
+//!
+//! - [`tools`]: the tool set every server serves, defined once.
+//! - [`load`]: the HTTP load generator (keep-alive, fixed concurrency, HDR
+//!   histogram).
+//! - [`stdio`]: requests in flight on a server's stdin.
+//! - [`clients`]: toolgate-client against rmcp's client.
+//! - [`listen`]: many open `subscriptions/listen` streams.
+//! - [`process`]: servers under test, their memory and CPU time.
+//! - [`report`]: medians, ratios, targets, JSON and markdown.
+
+pub mod clients;
+pub mod listen;
+pub mod load;
+pub mod process;
+pub mod report;
+pub mod stdio;
+pub mod tools;
+
+use serde_json::json;
+
+/// The fixed bytes the ceiling server answers: the same `tools/call`
+/// response toolgate produces for `test_simple_text`.
+pub fn ceiling_body() -> bytes::Bytes {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {
+            "content": [{"type": "text", "text": tools::SIMPLE_TEXT}],
+            "resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "toolgate-bench", "version": "0.1.0"}}
+        }
+    });
+    bytes::Bytes::from(serde_json::to_vec(&body).unwrap_or_default())
+}

@@ -1,0 +1,190 @@
+//! The HTTP load generator: a fixed number of HTTP/1.1 keep-alive
+//! connections, each sending its next request as soon as the previous
+//! response has been read to the end, for a fixed time. Latencies go into
+//! an HDR histogram (microseconds).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt as _, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+
+/// What to send.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Server address.
+    pub addr: SocketAddr,
+    /// The request body (a JSON-RPC request).
+    pub body: Bytes,
+    /// Headers beyond `Content-Type` and `Accept`.
+    pub headers: Vec<(String, String)>,
+    /// Follow `nextCursor` until the list ends: one sample is a whole walk.
+    pub walk: bool,
+}
+
+/// What a run measured.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Completed samples (requests, or walks).
+    pub samples: u64,
+    /// HTTP requests sent (more than samples when walking pages).
+    pub requests: u64,
+    /// Samples that failed (non-200, or no JSON-RPC result).
+    pub errors: u64,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+    /// Latency of each sample, in microseconds.
+    pub latency: Histogram<u64>,
+}
+
+impl Outcome {
+    /// Samples per second.
+    pub fn rate(&self) -> f64 {
+        self.samples as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+pub(crate) fn histogram() -> Histogram<u64> {
+    // 1 µs to 60 s at 3 significant figures.
+    match Histogram::new_with_bounds(1, 60_000_000, 3) {
+        Ok(h) => h,
+        Err(_) => unreachable!("constant, valid bounds"),
+    }
+}
+
+/// The JSON-RPC message in a response body: plain JSON, or the last
+/// `data:` line of an SSE stream.
+pub fn message_of(body: &[u8]) -> Option<Value> {
+    if body.first() == Some(&b'{') {
+        return serde_json::from_slice(body).ok();
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|d| d.starts_with('{'))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|m| m.get("result").is_some() || m.get("error").is_some())
+}
+
+fn with_cursor(body: &Bytes, cursor: &str) -> Bytes {
+    let Ok(mut v) = serde_json::from_slice::<Value>(body) else {
+        return body.clone();
+    };
+    if let Some(params) = v.get_mut("params").and_then(Value::as_object_mut) {
+        params.insert("cursor".into(), Value::from(cursor));
+    }
+    Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+}
+
+struct Worker {
+    samples: u64,
+    requests: u64,
+    errors: u64,
+    latency: Histogram<u64>,
+}
+
+async fn connection(target: Target, deadline: Instant) -> anyhow::Result<Worker> {
+    let stream = tokio::net::TcpStream::connect(target.addr).await?;
+    stream.set_nodelay(true)?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut worker = Worker {
+        samples: 0,
+        requests: 0,
+        errors: 0,
+        latency: histogram(),
+    };
+    let host = target.addr.to_string();
+    while Instant::now() < deadline {
+        let started = Instant::now();
+        let mut body = target.body.clone();
+        let mut ok = true;
+        loop {
+            let mut request = Request::post("/mcp")
+                .header("host", &host)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream");
+            for (k, v) in &target.headers {
+                request = request.header(k, v);
+            }
+            let request = request.body(Full::new(body.clone()))?;
+            sender.ready().await?;
+            let response = sender.send_request(request).await?;
+            let status = response.status();
+            let bytes = response.into_body().collect().await?.to_bytes();
+            worker.requests += 1;
+            let message = message_of(&bytes);
+            if status != 200 || message.as_ref().and_then(|m| m.get("result")).is_none() {
+                ok = false;
+                break;
+            }
+            if !target.walk {
+                break;
+            }
+            match message
+                .as_ref()
+                .and_then(|m| m.pointer("/result/nextCursor"))
+                .and_then(Value::as_str)
+            {
+                Some(cursor) => body = with_cursor(&target.body, cursor),
+                None => break,
+            }
+        }
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        if ok {
+            worker.samples += 1;
+            let _ = worker.latency.record(micros.max(1));
+        } else {
+            worker.errors += 1;
+        }
+    }
+    Ok(worker)
+}
+
+/// Run `concurrency` connections against `target` for `duration`.
+pub async fn run(target: &Target, concurrency: usize, duration: Duration) -> anyhow::Result<Outcome> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut tasks = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        tasks.push(tokio::spawn(connection(target.clone(), deadline)));
+    }
+    let mut outcome = Outcome {
+        samples: 0,
+        requests: 0,
+        errors: 0,
+        elapsed: Duration::ZERO,
+        latency: histogram(),
+    };
+    for task in tasks {
+        let worker = task.await??;
+        outcome.samples += worker.samples;
+        outcome.requests += worker.requests;
+        outcome.errors += worker.errors;
+        outcome.latency.add(&worker.latency)?;
+    }
+    outcome.elapsed = started.elapsed();
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_read_from_json_and_from_sse() {
+        let json = br#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        assert!(message_of(json).is_some());
+        let sse = b"id: 0\nretry: 3000\ndata: \n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"a\":1}}\n\n";
+        let m = message_of(sse).unwrap();
+        assert_eq!(m["result"]["a"], 1);
+        assert!(message_of(b"garbage").is_none());
+    }
+}
