@@ -24,7 +24,11 @@ pub struct ClientOutcome {
     pub client_cpu_seconds: f64,
 }
 
-async fn drive<F, Fut>(concurrency: usize, duration: Duration, call: F) -> anyhow::Result<ClientOutcome>
+async fn drive<F, Fut>(
+    concurrency: usize,
+    duration: Duration,
+    call: F,
+) -> anyhow::Result<ClientOutcome>
 where
     F: Fn() -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = bool> + Send,
@@ -70,8 +74,13 @@ where
 }
 
 /// toolgate-client: one shared `Client`, `concurrency` tasks calling.
-pub async fn toolgate(url: &str, concurrency: usize, duration: Duration) -> anyhow::Result<ClientOutcome> {
-    let client = Client::builder("toolgate-bench", "1").build(HttpTransport::new(url, HttpOptions::default())?);
+pub async fn toolgate(
+    url: &str,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<ClientOutcome> {
+    let client = Client::builder("toolgate-bench", "1")
+        .build(HttpTransport::new(url, HttpOptions::default())?);
     // Discovery and the tool list happen once, outside the measurement.
     client
         .call_tool("test_simple_text", Map::new(), &CallOptions::default())
@@ -100,7 +109,11 @@ impl rmcp::ClientHandler for ModernClient {
 }
 
 /// rmcp's client, speaking 2026-07-28: one shared peer, `concurrency` tasks.
-pub async fn rmcp(url: &str, concurrency: usize, duration: Duration) -> anyhow::Result<ClientOutcome> {
+pub async fn rmcp(
+    url: &str,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<ClientOutcome> {
     use rmcp::ServiceExt as _;
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
     let running = ModernClient.serve(transport).await?;

@@ -32,7 +32,11 @@ async fn open_one(addr: SocketAddr, body: Bytes) -> anyhow::Result<Stream> {
         .header("mcp-method", "subscriptions/listen")
         .body(Full::new(body))?;
     let response = sender.send_request(request).await?;
-    anyhow::ensure!(response.status() == 200, "listen answered {}", response.status());
+    anyhow::ensure!(
+        response.status() == 200,
+        "listen answered {}",
+        response.status()
+    );
     let mut body = response.into_body();
     // Wait for the acknowledgement: the subscription is then in place.
     let frame = body

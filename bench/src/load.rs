@@ -149,7 +149,11 @@ async fn connection(target: Target, deadline: Instant) -> anyhow::Result<Worker>
 }
 
 /// Run `concurrency` connections against `target` for `duration`.
-pub async fn run(target: &Target, concurrency: usize, duration: Duration) -> anyhow::Result<Outcome> {
+pub async fn run(
+    target: &Target,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let deadline = started + duration;
     let mut tasks = Vec::with_capacity(concurrency);

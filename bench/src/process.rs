@@ -91,7 +91,12 @@ pub fn cpu_seconds(pid: u32) -> f64 {
         return 0.0;
     };
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     // The kernel's USER_HZ is 100 on every Linux this runs on.
     (ticks(11) + ticks(12)) as f64 / 100.0
 }

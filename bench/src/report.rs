@@ -115,7 +115,10 @@ impl Report {
             let ratio = |other: &str| {
                 self.row(&row.scenario, other)
                     .filter(|o| o.median.rate > 0.0 && o.server != row.server)
-                    .map_or_else(|| "—".to_owned(), |o| format!("{:.2}", row.median.rate / o.median.rate))
+                    .map_or_else(
+                        || "—".to_owned(),
+                        |o| format!("{:.2}", row.median.rate / o.median.rate),
+                    )
             };
             let m = &row.median;
             out.push_str(&format!(
@@ -129,7 +132,11 @@ impl Report {
                 m.peak_mib,
                 ratio(crate::report::RMCP_BEST),
                 ratio(crate::report::CEILING),
-                if m.errors > 0 { format!(" {} errors", m.errors) } else { String::new() },
+                if m.errors > 0 {
+                    format!(" {} errors", m.errors)
+                } else {
+                    String::new()
+                },
             ));
         }
         out.push_str("\n| Memory | Server | RSS MiB |\n| --- | --- | ---: |\n");

@@ -49,8 +49,14 @@ pub async fn run(
         .kill_on_drop(true)
         .spawn()?;
     let pid = child.id().unwrap_or(0);
-    let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("no stdin"))?;
-    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdin"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
     let mut lines = BufReader::new(stdout).lines();
 
     let meta = json!({

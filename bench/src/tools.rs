@@ -150,11 +150,20 @@ pub fn tool_set(extra: usize) -> Vec<ToolSpec> {
     for (name, description) in [
         ("test_image_content", "Returns image content"),
         ("test_audio_content", "Returns audio content"),
-        ("test_embedded_resource", "Returns embedded resource content"),
-        ("test_multiple_content_types", "Returns multiple content types"),
+        (
+            "test_embedded_resource",
+            "Returns embedded resource content",
+        ),
+        (
+            "test_multiple_content_types",
+            "Returns multiple content types",
+        ),
         ("test_error_handling", "Always returns an error"),
         ("test_tool_with_progress", "Reports progress notifications"),
-        ("test_tool_with_logging", "Sends log messages during execution"),
+        (
+            "test_tool_with_logging",
+            "Sends log messages during execution",
+        ),
     ] {
         tools.push(ToolSpec {
             name: name.into(),

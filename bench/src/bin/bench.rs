@@ -12,7 +12,9 @@ use clap::Parser;
 use serde_json::{Value, json};
 use toolgate_bench::load::{self, Target};
 use toolgate_bench::process::{self, Server};
-use toolgate_bench::report::{self, CEILING, MemoryRow, RMCP_BEST, RMCP_DEFAULT, Report, Round, Row, TOOLGATE};
+use toolgate_bench::report::{
+    self, CEILING, MemoryRow, RMCP_BEST, RMCP_DEFAULT, Report, Round, Row, TOOLGATE,
+};
 use toolgate_bench::tools::{self, ORDER_TOOL, ORDER_TOOL_UNCHECKED};
 use toolgate_bench::{clients, listen, stdio};
 
@@ -30,6 +32,10 @@ struct Args {
     /// Open `subscriptions/listen` streams for the memory figure.
     #[arg(long, default_value_t = 10_000)]
     streams: usize,
+    /// Run only the parts whose label contains this (e.g. `c=32`, `stdio`,
+    /// `client`, `memory`); results are then printed but not written.
+    #[arg(long)]
+    only: Option<String>,
     /// Where to write the results.
     #[arg(long, default_value = "bench/results")]
     out: PathBuf,
@@ -100,7 +106,10 @@ fn request(method: &str, params: Value) -> (Bytes, Vec<(String, String)>) {
         headers.push(("mcp-name".to_owned(), name.to_owned()));
     }
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    (Bytes::from(serde_json::to_vec(&body).unwrap_or_default()), headers)
+    (
+        Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
+        headers,
+    )
 }
 
 struct Scenario {
@@ -126,7 +135,12 @@ fn round_of(outcome: &load::Outcome, cpu: f64, peak_kib: u64) -> Round {
     }
 }
 
-async fn http_scenario(bins: &Bins, s: &Scenario, rounds: usize, secs: Duration) -> anyhow::Result<Vec<Row>> {
+async fn http_scenario(
+    bins: &Bins,
+    s: &Scenario,
+    rounds: usize,
+    secs: Duration,
+) -> anyhow::Result<Vec<Row>> {
     let mut results: Vec<Vec<Round>> = vec![Vec::new(); s.servers.len()];
     for round in 0..rounds {
         // Alternate the order so no server always runs first (or hot).
@@ -138,7 +152,8 @@ async fn http_scenario(bins: &Bins, s: &Scenario, rounds: usize, secs: Duration)
             let (kind, label, params) = &s.servers[i];
             let server = start(bins, *kind, s.extra).await?;
             let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
-            let (body, headers) = request(s.method, params.clone().unwrap_or_else(|| s.params.clone()));
+            let (body, headers) =
+                request(s.method, params.clone().unwrap_or_else(|| s.params.clone()));
             let target = Target {
                 addr,
                 body,
@@ -158,13 +173,16 @@ async fn http_scenario(bins: &Bins, s: &Scenario, rounds: usize, secs: Duration)
                 r.rate,
                 r.p50_ms,
                 r.p99_ms,
-                if r.errors > 0 { format!("  {} errors", r.errors) } else { String::new() }
+                if r.errors > 0 {
+                    format!("  {} errors", r.errors)
+                } else {
+                    String::new()
+                }
             );
             results[i].push(r);
         }
     }
-    Ok(s
-        .servers
+    Ok(s.servers
         .iter()
         .zip(results)
         .map(|((kind, label, _), rounds)| Row::new(&s.label, label.unwrap_or(kind.label()), rounds))
@@ -191,7 +209,10 @@ async fn stdio_rows(bins: &Bins, rounds: usize, secs: Duration) -> anyhow::Resul
                 peak_mib: o.peak_kib as f64 / 1024.0,
                 errors: o.errors,
             };
-            eprintln!("  {label:<34} {name:<28} {:>9.0}/s  p50 {:>7.3} ms  p99 {:>7.3} ms", r.rate, r.p50_ms, r.p99_ms);
+            eprintln!(
+                "  {label:<34} {name:<28} {:>9.0}/s  p50 {:>7.3} ms  p99 {:>7.3} ms",
+                r.rate, r.p50_ms, r.p99_ms
+            );
             results[i].push(r);
         }
     }
@@ -228,7 +249,10 @@ async fn client_rows(bins: &Bins, rounds: usize, secs: Duration) -> anyhow::Resu
                 peak_mib: 0.0,
                 errors: o.errors,
             };
-            eprintln!("  {label:<34} {:<28} {:>9.0}/s  p50 {:>7.3} ms  p99 {:>7.3} ms", names[i], r.rate, r.p50_ms, r.p99_ms);
+            eprintln!(
+                "  {label:<34} {:<28} {:>9.0}/s  p50 {:>7.3} ms  p99 {:>7.3} ms",
+                names[i], r.rate, r.p50_ms, r.p99_ms
+            );
             results[i].push(r);
         }
     }
@@ -245,8 +269,16 @@ async fn memory_rows(bins: &Bins, streams: usize) -> anyhow::Result<Vec<MemoryRo
     for kind in [Kind::Toolgate, Kind::RmcpDefault, Kind::RmcpBest] {
         let server = start(bins, kind, 0).await?;
         let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
-        let (body, headers) = request("tools/call", json!({"name": "test_simple_text", "arguments": {}}));
-        let target = Target { addr, body, headers, walk: false };
+        let (body, headers) = request(
+            "tools/call",
+            json!({"name": "test_simple_text", "arguments": {}}),
+        );
+        let target = Target {
+            addr,
+            body,
+            headers,
+            walk: false,
+        };
         load::run(&target, 1, Duration::from_millis(100)).await?;
         tokio::time::sleep(Duration::from_millis(300)).await;
         rows.push(MemoryRow {
@@ -261,7 +293,12 @@ async fn memory_rows(bins: &Bins, streams: usize) -> anyhow::Result<Vec<MemoryRo
     let open = listen::open(addr, streams).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = server.memory().rss_kib;
-    eprintln!("  {} listen streams: {:.1} MiB → {:.1} MiB", open.len(), mib(before), mib(after));
+    eprintln!(
+        "  {} listen streams: {:.1} MiB → {:.1} MiB",
+        open.len(),
+        mib(before),
+        mib(after)
+    );
     rows.push(MemoryRow {
         what: format!("{} open subscriptions/listen streams", open.len()),
         server: TOOLGATE.into(),
@@ -272,8 +309,13 @@ async fn memory_rows(bins: &Bins, streams: usize) -> anyhow::Result<Vec<MemoryRo
 }
 
 fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
-    let rate = |scenario: &str, server: &str| report.row(scenario, server).map_or(0.0, |r| r.median.rate);
-    let p99 = |scenario: &str, server: &str| report.row(scenario, server).map_or(f64::MAX, |r| r.median.p99_ms);
+    let rate =
+        |scenario: &str, server: &str| report.row(scenario, server).map_or(0.0, |r| r.median.rate);
+    let p99 = |scenario: &str, server: &str| {
+        report
+            .row(scenario, server)
+            .map_or(f64::MAX, |r| r.median.p99_ms)
+    };
     let mut out = Vec::new();
     let mut check = |target: &str, measured: String, holds: bool| {
         out.push(report::Target {
@@ -285,33 +327,70 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
     for c in ["c=1", "c=32"] {
         let s = format!("HTTP tools/call, {c}");
         let (t, best, ceil) = (rate(&s, TOOLGATE), rate(&s, RMCP_BEST), rate(&s, CEILING));
-        check(&format!("{s}: ≥ 1.5× rmcp best"), format!("{:.2}×", t / best), t >= 1.5 * best);
-        check(&format!("{s}: ≥ 0.6× ceiling"), format!("{:.2}×", t / ceil), t >= 0.6 * ceil);
+        check(
+            &format!("{s}: ≥ 1.5× rmcp best"),
+            format!("{:.2}×", t / best),
+            t >= 1.5 * best,
+        );
+        check(
+            &format!("{s}: ≥ 0.6× ceiling"),
+            format!("{:.2}×", t / ceil),
+            t >= 0.6 * ceil,
+        );
         let (tp, bp) = (p99(&s, TOOLGATE), p99(&s, RMCP_BEST));
-        check(&format!("{s}: p99 ≤ rmcp best"), format!("{tp:.3} ms vs {bp:.3} ms"), tp <= bp);
+        check(
+            &format!("{s}: p99 ≤ rmcp best"),
+            format!("{tp:.3} ms vs {bp:.3} ms"),
+            tp <= bp,
+        );
     }
-    let c1 = report.row("HTTP tools/call, c=1", TOOLGATE).map_or(f64::MAX, |r| r.median.p50_ms);
+    let c1 = report
+        .row("HTTP tools/call, c=1", TOOLGATE)
+        .map_or(f64::MAX, |r| r.median.p50_ms);
     check(
         "default configuration never slowed by Nagle (c=1 p50 < 5 ms)",
         format!("{c1:.3} ms"),
         c1 < 5.0,
     );
-    for s in ["HTTP tools/list (base set)", "HTTP tools/list, 1000 tools walked"] {
+    for s in [
+        "HTTP tools/list (base set)",
+        "HTTP tools/list, 1000 tools walked",
+    ] {
         let (t, b) = (rate(s, TOOLGATE), rate(s, RMCP_BEST));
-        check(&format!("{s}: ≥ 2× rmcp best"), format!("{:.2}×", t / b), t >= 2.0 * b);
+        check(
+            &format!("{s}: ≥ 2× rmcp best"),
+            format!("{:.2}×", t / b),
+            t >= 2.0 * b,
+        );
     }
     let v = "HTTP tools/call, validated tool, c=32";
     let (t, b) = (rate(v, TOOLGATE), rate(v, RMCP_BEST));
-    check(&format!("{v}: ≥ 1.3× rmcp (unvalidated)"), format!("{:.2}×", t / b), t >= 1.3 * b);
+    check(
+        &format!("{v}: ≥ 1.3× rmcp (unvalidated)"),
+        format!("{:.2}×", t / b),
+        t >= 1.3 * b,
+    );
     let off = rate(v, "toolgate, validation off");
     let cost = if off > 0.0 { 1.0 - t / off } else { 1.0 };
-    check("validation costs ≤ 5%", format!("{:.1}%", cost * 100.0), cost <= 0.05);
+    check(
+        "validation costs ≤ 5%",
+        format!("{:.1}%", cost * 100.0),
+        cost <= 0.05,
+    );
     let s = "stdio tools/call, 64 in flight";
     let (t, r) = (rate(s, TOOLGATE), rate(s, "rmcp"));
-    check(&format!("{s}: ≥ 1.5× rmcp"), format!("{:.2}×", t / r), t >= 1.5 * r);
+    check(
+        &format!("{s}: ≥ 1.5× rmcp"),
+        format!("{:.2}×", t / r),
+        t >= 1.5 * r,
+    );
     let s = "client tools/call, c=32 (toolgate server)";
     let (t, r) = (rate(s, "toolgate-client"), rate(s, "rmcp client"));
-    check("client: ≥ 1.2× rmcp's client", format!("{:.2}×", t / r), t >= 1.2 * r);
+    check(
+        "client: ≥ 1.2× rmcp's client",
+        format!("{:.2}×", t / r),
+        t >= 1.2 * r,
+    );
     let idle = |server: &str| {
         report
             .memory
@@ -320,7 +399,11 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
             .map_or(f64::MAX, |m| m.mib)
     };
     let (ti, ri) = (idle(TOOLGATE), idle(RMCP_DEFAULT).min(idle(RMCP_BEST)));
-    check("idle RSS ≤ rmcp", format!("{ti:.1} MiB vs {ri:.1} MiB"), ti <= ri);
+    check(
+        "idle RSS ≤ rmcp",
+        format!("{ti:.1} MiB vs {ri:.1} MiB"),
+        ti <= ri,
+    );
     let listen = report
         .memory
         .iter()
@@ -354,16 +437,44 @@ async fn main() -> anyhow::Result<()> {
     let secs = Duration::from_secs_f64(args.seconds);
     let simple = json!({"name": "test_simple_text", "arguments": {}});
     let all = |with_ceiling: bool| {
-        let mut v = vec![(Kind::Toolgate, None, None), (Kind::RmcpDefault, None, None), (Kind::RmcpBest, None, None)];
+        let mut v = vec![
+            (Kind::Toolgate, None, None),
+            (Kind::RmcpDefault, None, None),
+            (Kind::RmcpBest, None, None),
+        ];
         if with_ceiling {
             v.push((Kind::Ceiling, None, None));
         }
         v
     };
     let scenarios = vec![
-        Scenario { label: "HTTP tools/call, c=1".into(), method: "tools/call", params: simple.clone(), concurrency: 1, walk: false, extra: 0, servers: all(true) },
-        Scenario { label: "HTTP tools/call, c=32".into(), method: "tools/call", params: simple.clone(), concurrency: 32, walk: false, extra: 0, servers: all(true) },
-        Scenario { label: "HTTP tools/list (base set)".into(), method: "tools/list", params: json!({}), concurrency: 32, walk: false, extra: 0, servers: all(false) },
+        Scenario {
+            label: "HTTP tools/call, c=1".into(),
+            method: "tools/call",
+            params: simple.clone(),
+            concurrency: 1,
+            walk: false,
+            extra: 0,
+            servers: all(true),
+        },
+        Scenario {
+            label: "HTTP tools/call, c=32".into(),
+            method: "tools/call",
+            params: simple.clone(),
+            concurrency: 32,
+            walk: false,
+            extra: 0,
+            servers: all(true),
+        },
+        Scenario {
+            label: "HTTP tools/list (base set)".into(),
+            method: "tools/list",
+            params: json!({}),
+            concurrency: 32,
+            walk: false,
+            extra: 0,
+            servers: all(false),
+        },
         Scenario {
             label: "HTTP tools/list, 1000 tools walked".into(),
             method: "tools/list",
@@ -382,23 +493,38 @@ async fn main() -> anyhow::Result<()> {
             extra: 0,
             servers: vec![
                 (Kind::Toolgate, None, None),
-                (Kind::Toolgate, Some("toolgate, validation off"), Some(json!({"name": ORDER_TOOL_UNCHECKED, "arguments": tools::order_arguments()}))),
+                (
+                    Kind::Toolgate,
+                    Some("toolgate, validation off"),
+                    Some(
+                        json!({"name": ORDER_TOOL_UNCHECKED, "arguments": tools::order_arguments()}),
+                    ),
+                ),
                 (Kind::RmcpDefault, None, None),
                 (Kind::RmcpBest, None, None),
             ],
         },
     ];
+    let wanted = |label: &str| args.only.as_deref().is_none_or(|o| label.contains(o));
     let mut rows = Vec::new();
-    for s in &scenarios {
+    for s in scenarios.iter().filter(|s| wanted(&s.label)) {
         eprintln!("== {}", s.label);
         rows.extend(http_scenario(&bins, s, args.rounds, secs).await?);
     }
-    eprintln!("== stdio");
-    rows.extend(stdio_rows(&bins, args.rounds, secs).await?);
-    eprintln!("== clients");
-    rows.extend(client_rows(&bins, args.rounds, secs).await?);
-    eprintln!("== memory");
-    let memory = memory_rows(&bins, args.streams).await?;
+    if wanted("stdio") {
+        eprintln!("== stdio");
+        rows.extend(stdio_rows(&bins, args.rounds, secs).await?);
+    }
+    if wanted("client") {
+        eprintln!("== clients");
+        rows.extend(client_rows(&bins, args.rounds, secs).await?);
+    }
+    let memory = if wanted("memory") {
+        eprintln!("== memory");
+        memory_rows(&bins, args.streams).await?
+    } else {
+        Vec::new()
+    };
     let mut report = Report {
         context: json!({
             "date": std::process::Command::new("date").arg("-u").arg("+%Y-%m-%dT%H:%M:%SZ").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default(),
@@ -413,8 +539,15 @@ async fn main() -> anyhow::Result<()> {
         targets: Vec::new(),
     };
     report.targets = targets(&report, args.streams);
+    if args.only.is_some() {
+        println!("{}", report.markdown());
+        return Ok(());
+    }
     std::fs::create_dir_all(&args.out)?;
-    std::fs::write(args.out.join("latest.json"), serde_json::to_vec_pretty(&report)?)?;
+    std::fs::write(
+        args.out.join("latest.json"),
+        serde_json::to_vec_pretty(&report)?,
+    )?;
     let markdown = report.markdown();
     std::fs::write(args.out.join("latest.md"), &markdown)?;
     println!("{markdown}");

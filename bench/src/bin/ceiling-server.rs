@@ -2,8 +2,8 @@
 //! `tools/call` response. No MCP server over HTTP can beat it here.
 
 use axum::Router;
-use axum::serve::ListenerExt as _;
 use axum::routing::post;
+use axum::serve::ListenerExt as _;
 use clap::Parser;
 use http::header::CONTENT_TYPE;
 

@@ -112,11 +112,13 @@ async fn main() -> anyhow::Result<()> {
             );
             let app = axum::Router::new().nest_service("/mcp", service);
             let nodelay = args.nodelay;
-            let listener = tokio::net::TcpListener::bind(bind).await?.tap_io(move |tcp| {
-                if nodelay {
-                    let _ = tcp.set_nodelay(true);
-                }
-            });
+            let listener = tokio::net::TcpListener::bind(bind)
+                .await?
+                .tap_io(move |tcp| {
+                    if nodelay {
+                        let _ = tcp.set_nodelay(true);
+                    }
+                });
             axum::serve(listener, app).await?;
         }
         (None, true) => {

@@ -27,14 +27,19 @@ fn server(extra: usize) -> anyhow::Result<Server> {
     for spec in tools::tool_set(extra) {
         let def = ToolDef::new(spec.name.clone()).description(spec.description.clone());
         let entry = match spec.name.as_str() {
-            "test_simple_text" => def.read_only().handler(|_: NoArgs, _ctx: RequestContext| async {
-                Ok::<_, ToolError>(tools::SIMPLE_TEXT)
-            }),
+            "test_simple_text" => {
+                def.read_only()
+                    .handler(|_: NoArgs, _ctx: RequestContext| async {
+                        Ok::<_, ToolError>(tools::SIMPLE_TEXT)
+                    })
+            }
             ORDER_TOOL | ORDER_TOOL_UNCHECKED => {
                 def.dynamic(spec.schema, None, |args, _ctx| async move {
                     let order: Order = serde_json::from_value(Value::Object(args))
                         .map_err(|e| ToolError::new(format!("invalid order: {e}")))?;
-                    Ok(ToolReply::Complete(CallToolResult::text(tools::order_reply(&order))))
+                    Ok(ToolReply::Complete(CallToolResult::text(
+                        tools::order_reply(&order),
+                    )))
                 })
             }
             name => {

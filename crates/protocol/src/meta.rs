@@ -4,6 +4,7 @@
 //! capabilities arrive with each request, never from an earlier one.
 //! [`RequestMeta::from_params`] is the single place they are read and checked.
 
+use serde::Deserialize as _;
 use serde_json::{Map, Value};
 
 use crate::error::RpcError;
@@ -80,7 +81,7 @@ impl RequestMeta {
         };
         let client_info = match meta.get(CLIENT_INFO) {
             None => None,
-            Some(v) => Some(serde_json::from_value(v.clone()).map_err(|_| {
+            Some(v) => Some(Implementation::deserialize(v).map_err(|_| {
                 field_error(
                     CLIENT_INFO,
                     "an object with string \"name\" and \"version\"",
@@ -98,7 +99,7 @@ impl RequestMeta {
         };
         let log_level = match meta.get(LOG_LEVEL) {
             None => None,
-            Some(v) => Some(serde_json::from_value(v.clone()).map_err(|_| {
+            Some(v) => Some(LoggingLevel::deserialize(v).map_err(|_| {
                 field_error(
                     LOG_LEVEL,
                     "one of debug, info, notice, warning, error, critical, alert, emergency",

@@ -132,19 +132,49 @@ impl Server {
     /// Encode a successful result, adding `resultType` when missing and the
     /// server's identity to `_meta`.
     pub(crate) fn result_frame<T: Serialize>(&self, id: &RequestId, result: &T) -> Frame {
-        match serde_json::to_value(result) {
-            Ok(Value::Object(mut map)) => {
-                self.stamp(&mut map);
-                Frame::Response {
-                    body: encode_result(id, &map),
-                    error_code: None,
-                }
-            }
-            Ok(_) | Err(_) => {
+        match self.encode_stamped(id, result) {
+            Some(body) => Frame::Response {
+                body,
+                error_code: None,
+            },
+            None => {
                 tracing::error!("a result did not serialize to a JSON object");
                 error_frame(Some(id), RpcError::internal())
             }
         }
+    }
+
+    /// The response bytes for `result`. The common case — a result with
+    /// neither `resultType` nor `_meta` of its own — is written straight to
+    /// bytes and closed with the stamp serialized once per server; anything
+    /// else goes through a JSON value to merge the two.
+    fn encode_stamped<T: Serialize>(&self, id: &RequestId, result: &T) -> Option<Vec<u8>> {
+        let mut body = Vec::with_capacity(192);
+        body.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+        serde_json::to_writer(&mut body, id).ok()?;
+        body.extend_from_slice(b",\"result\":");
+        let start = body.len();
+        serde_json::to_writer(&mut body, result).ok()?;
+        let written = &body[start..];
+        // A key appears unescaped only as a real key (or as a string value
+        // equal to it, which merely takes the slow path).
+        let plain = written.first() == Some(&b'{')
+            && !contains(written, b"\"_meta\"")
+            && !contains(written, b"\"resultType\"");
+        if plain {
+            body.pop();
+            if body.len() > start + 1 {
+                body.push(b',');
+            }
+            body.extend_from_slice(&self.inner.stamp_tail);
+            body.push(b'}');
+            return Some(body);
+        }
+        let Ok(Value::Object(mut map)) = serde_json::from_slice::<Value>(written) else {
+            return None;
+        };
+        self.stamp(&mut map);
+        Some(encode_result(id, &map))
     }
 
     pub(crate) fn stamp(&self, map: &mut Map<String, Value>) {
@@ -159,6 +189,10 @@ impl Server {
             }
         }
     }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(haystack, needle).is_some()
 }
 
 /// Encode an error response.
@@ -215,7 +249,11 @@ pub fn http_status_for(code: Option<i64>) -> u16 {
     }
 }
 
-/// A fresh cancellation token for a request.
-pub(crate) fn request_token(server: &Server) -> CancellationToken {
-    server.inner.shutdown.child_token()
+/// A fresh cancellation token for a request. Deliberately not a child of
+/// the server's shutdown token: linking it would take a lock shared by
+/// every request, and in-flight requests are meant to finish during the
+/// shutdown grace period anyway (long-lived subscriptions watch shutdown
+/// themselves).
+pub(crate) fn request_token(_server: &Server) -> CancellationToken {
+    CancellationToken::new()
 }

@@ -2,13 +2,18 @@
 //!
 //! Dispatch answers either at once ([`Reply::Done`]) or with an [`Exchange`]:
 //! a channel of [`Frame`]s, request-scoped notifications first and the final
-//! response last, fed by a task that is aborted when the exchange is dropped.
-//! Dropping it is how a transport cancels: the HTTP transport drops it when
-//! the client closes the response stream, stdio when `notifications/cancelled`
-//! arrives.
+//! response last, fed by the request's work. The work is not a task of its
+//! own: it runs inside [`Exchange::next`], on the task of whoever reads the
+//! frames (the HTTP connection, the stdio request task). That saves a spawn
+//! and a cross-thread wake-up per request, and makes cancellation plain:
+//! dropping the exchange drops the work. The HTTP transport drops it when
+//! the client closes the response stream, stdio when
+//! `notifications/cancelled` arrives.
+
+use std::future::Future;
+use std::pin::Pin;
 
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// One serialized message on its way to the client.
@@ -52,35 +57,55 @@ pub enum Reply {
     Streaming(Exchange),
 }
 
-/// Frames of a request still in progress. Dropping it aborts the work.
-#[derive(Debug)]
+/// The work behind an exchange.
+pub(crate) type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Frames of a request still in progress. Dropping it stops the work.
 pub struct Exchange {
     rx: mpsc::Receiver<Frame>,
-    task: JoinHandle<()>,
+    work: Option<Work>,
     cancel: CancellationToken,
 }
 
+impl std::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exchange")
+            .field("running", &self.work.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Exchange {
-    pub(crate) fn new(
-        rx: mpsc::Receiver<Frame>,
-        task: JoinHandle<()>,
-        cancel: CancellationToken,
-    ) -> Self {
-        Self { rx, task, cancel }
+    /// An exchange whose `work` sends its frames into the channel `rx` reads.
+    pub(crate) fn new(rx: mpsc::Receiver<Frame>, work: Work, cancel: CancellationToken) -> Self {
+        Self {
+            rx,
+            work: Some(work),
+            cancel,
+        }
     }
 
     /// The next frame; `None` once the final response was delivered or the
-    /// work ended without one.
+    /// work ended without one. Drives the work while waiting.
     pub async fn next(&mut self) -> Option<Frame> {
-        self.rx.recv().await
+        loop {
+            let Some(work) = self.work.as_mut() else {
+                return self.rx.recv().await;
+            };
+            tokio::select! {
+                biased;
+                frame = self.rx.recv() => return frame,
+                () = work => self.work = None,
+            }
+        }
     }
 }
 
 impl Drop for Exchange {
     fn drop(&mut self) {
-        // Signal first, so work the handler spawned itself can stop too.
+        // Signal first, so work the handler spawned itself can stop too;
+        // dropping `work` then stops the handler.
         self.cancel.cancel();
-        self.task.abort();
     }
 }
 

@@ -467,6 +467,29 @@ pub(crate) struct Retry {
     pub(crate) state: Option<String>,
 }
 
+/// Take the retry fields out of a request's params (no copy).
+pub(crate) fn take_retry_fields(params: &mut Map<String, Value>) -> Result<Retry, RpcError> {
+    let responses = match params.remove("inputResponses") {
+        None => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "inputResponses must be an object mapping request keys to responses",
+            ));
+        }
+    };
+    let state = match params.remove("requestState") {
+        None => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "requestState must be the string the server sent",
+            ));
+        }
+    };
+    Ok(Retry { responses, state })
+}
+
 /// Read the retry fields of a request's params.
 pub(crate) fn retry_fields(params: Option<&Map<String, Value>>) -> Result<Retry, RpcError> {
     let responses = match params.and_then(|p| p.get("inputResponses")) {

@@ -79,6 +79,16 @@ pub(crate) struct Inner {
     pub(crate) state_key: StateKey,
     /// `_meta` of every result: the server's identity.
     pub(crate) result_meta: Meta,
+    /// `"resultType":"complete","_meta":{…}` serialized once, to close
+    /// results that carry neither.
+    pub(crate) stamp_tail: Vec<u8>,
+}
+
+fn stamp_tail(result_meta: &Meta) -> Vec<u8> {
+    let mut tail = b"\"resultType\":\"complete\",\"_meta\":".to_vec();
+    // A map of JSON values always serializes.
+    let _ = serde_json::to_writer(&mut tail, result_meta);
+    tail
 }
 
 /// An MCP server. Cheap to clone; clones share registrations.
@@ -321,6 +331,7 @@ impl ServerBuilder {
             bus,
             shutdown: CancellationToken::new(),
             state_key: self.state_key.unwrap_or_else(StateKey::random),
+            stamp_tail: stamp_tail(&result_meta),
             result_meta,
         };
         let server = Server {

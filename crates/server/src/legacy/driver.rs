@@ -42,11 +42,11 @@ pub(super) fn drive(
         ..transport.clone()
     };
     let server = server.clone();
-    let task = tokio::spawn(async move {
+    let work = Box::pin(async move {
         let frame = run(&server, &session, req, &transport, &tx).await;
         let _ = tx.send(frame).await;
     });
-    Reply::Streaming(Exchange::new(rx, task, cancel))
+    Reply::Streaming(Exchange::new(rx, work, cancel))
 }
 
 async fn run(

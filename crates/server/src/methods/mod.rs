@@ -74,9 +74,9 @@ pub(crate) fn params<T: DeserializeOwned>(req: &Request) -> Result<T, Failure> {
     })
 }
 
-/// Run `work` as its own task, feeding an [`Exchange`]. The work receives
-/// a [`RequestContext`] whose notifications flow into the exchange, and
-/// returns the final frame.
+/// Run `work` behind an [`Exchange`] (driven by whoever reads it). The
+/// work receives a [`RequestContext`] whose notifications flow into the
+/// exchange, and returns the final frame.
 pub(crate) fn spawn<F, Fut>(
     server: &Server,
     id: RequestId,
@@ -100,12 +100,12 @@ where
         round,
     );
     let fut = work(ctx);
-    let task = tokio::spawn(async move {
+    let work = Box::pin(async move {
         if let Some(frame) = fut.await {
             let _ = tx.send(frame).await;
         }
     });
-    Reply::Streaming(Exchange::new(rx, task, cancel))
+    Reply::Streaming(Exchange::new(rx, work, cancel))
 }
 
 /// The multi-round context of a request that may ask for input: its binding,
@@ -118,10 +118,31 @@ pub(crate) fn round(
     arguments: &Value,
     transport: &TransportContext,
 ) -> Result<(Binding, Round), Failure> {
-    let fail = |e| (req.id.clone(), e);
-    let retry = mrtr::retry_fields(req.params.as_ref()).map_err(fail)?;
+    let retry = mrtr::retry_fields(req.params.as_ref()).map_err(|e| (req.id.clone(), e))?;
+    round_with(
+        server,
+        &req.id,
+        &req.method,
+        name,
+        arguments,
+        retry,
+        transport,
+    )
+}
+
+/// [`round`] with the retry fields already taken out of the params.
+pub(crate) fn round_with(
+    server: &Server,
+    id: &RequestId,
+    method: &str,
+    name: &str,
+    arguments: &Value,
+    retry: mrtr::Retry,
+    transport: &TransportContext,
+) -> Result<(Binding, Round), Failure> {
+    let fail = |e| (id.clone(), e);
     let subject = transport.auth.as_ref().and_then(|a| a.subject());
-    let binding = Binding::new(&req.method, name, arguments, subject);
+    let binding = Binding::new(method, name, arguments, subject);
     let mut round = Round::default();
     if let Some(state) = &retry.state {
         let (responses, app) =

@@ -1,6 +1,6 @@
 //! `tools/call`: look up → validate input → run → check output → encode.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use toolgate_protocol::RpcError;
 use toolgate_protocol::jsonrpc::{Request, encode_result};
 use toolgate_protocol::meta::RequestMeta;
@@ -11,23 +11,33 @@ use super::{Ended, Failure, guarded, params, spawn};
 use crate::Server;
 use crate::dispatch::{TransportContext, error_frame};
 use crate::exchange::{Frame, Reply};
+use crate::mrtr::{Retry, take_retry_fields};
 use crate::tool::{RegisteredTool, ToolReply};
 
 pub(super) fn call(
     server: &Server,
-    req: Request,
+    mut req: Request,
     meta: RequestMeta,
     transport: &TransportContext,
 ) -> Result<Reply, Failure> {
-    let p: CallToolRequestParams = params(&req)?;
-    let Some(tool) = server.inner.tools.get(&p.name, transport.auth.as_ref()) else {
+    let (name, args, retry) = match take_params(&mut req) {
+        Some(Ok(taken)) => taken,
+        Some(Err(error)) => return Err((req.id, error)),
+        // Malformed: the generic reader names the problem precisely.
+        None => {
+            let p: CallToolRequestParams = params(&req)?;
+            return Err((
+                req.id,
+                RpcError::invalid_params(format!("Invalid tools/call params for {:?}", p.name)),
+            ));
+        }
+    };
+    let Some(tool) = server.inner.tools.get(&name, transport.auth.as_ref()) else {
         return Err((
             req.id,
-            RpcError::invalid_params(format!("Unknown tool: {}", p.name)),
+            RpcError::invalid_params(format!("Unknown tool: {name}")),
         ));
     };
-    // Omitted arguments mean "no arguments".
-    let args = p.arguments.unwrap_or_default();
     if let Some(headers) = &transport.http_headers {
         for param in &tool.header_params {
             let raw = headers.get(param.header_name()).map(|v| v.as_bytes());
@@ -39,7 +49,15 @@ pub(super) fn call(
     // Validate and bind the arguments as one JSON value, then hand the same
     // map to the handler: no copy of the arguments per call.
     let args_value = Value::Object(args);
-    let (binding, round) = super::round(server, &req, &p.name, &args_value, transport)?;
+    let (binding, round) = super::round_with(
+        server,
+        &req.id,
+        &req.method,
+        &name,
+        &args_value,
+        retry,
+        transport,
+    )?;
     if let Err(violations) = tool.input.validate(&args_value) {
         let result = CallToolResult::error(describe_input_violations(&tool.tool.name, &violations));
         return Ok(Reply::Done(server.result_frame(&req.id, &result)));
@@ -84,6 +102,34 @@ pub(super) fn call(
             )
         },
     ))
+}
+
+/// The tool name, arguments (omitted means none) and retry fields, moved
+/// out of the params without copying them. `None` when the params are not
+/// a well-formed `tools/call` (the caller then reports why); the params are
+/// left untouched in that case.
+fn take_params(req: &mut Request) -> Option<Result<(String, Map<String, Value>, Retry), RpcError>> {
+    let params = req.params.as_mut()?;
+    let name_ok = matches!(params.get("name"), Some(Value::String(_)));
+    let args_ok = matches!(
+        params.get("arguments"),
+        None | Some(Value::Null | Value::Object(_))
+    );
+    if !name_ok || !args_ok {
+        return None;
+    }
+    let retry = match take_retry_fields(params) {
+        Ok(retry) => retry,
+        Err(e) => return Some(Err(e)),
+    };
+    let Some(Value::String(name)) = params.remove("name") else {
+        return None;
+    };
+    let args = match params.remove("arguments") {
+        Some(Value::Object(args)) => args,
+        _ => Map::new(),
+    };
+    Some(Ok((name, args, retry)))
 }
 
 /// Enforce the tool's promises before anything reaches the wire:

@@ -118,29 +118,36 @@ pub(crate) fn check_content_type(headers: &HeaderMap) -> Result<(), String> {
 
 /// `Ok` if `Accept` admits both `application/json` and `text/event-stream`.
 pub(crate) fn check_accept(headers: &HeaderMap) -> Result<(), String> {
-    let ranges: Vec<String> = headers
+    // Allocation-free: this runs on every request.
+    let (mut json, mut sse) = (false, false);
+    for value in headers
         .get_all(ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|r| {
-            let mut parts = r.split(';');
-            let range = parts.next()?.trim().to_ascii_lowercase();
+    {
+        for range in value.split(',') {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or_default().trim();
             // `q=0` means "not acceptable".
             let refused = parts.any(|p| {
-                let p = p.trim();
-                p.strip_prefix("q=")
+                p.trim()
+                    .strip_prefix("q=")
                     .is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q == 0.0))
             });
-            (!refused).then_some(range)
-        })
-        .collect();
-    let admits = |ty: &str, sub: &str| {
-        ranges
-            .iter()
-            .any(|r| r == "*/*" || *r == format!("{ty}/*") || *r == format!("{ty}/{sub}"))
-    };
-    if admits("application", "json") && admits("text", "event-stream") {
+            if refused {
+                continue;
+            }
+            let (ty, sub) = media.split_once('/').unwrap_or((media, ""));
+            let any_ty = ty == "*";
+            let is = |t: &str, s: &str| {
+                (any_ty && sub == "*")
+                    || (ty.eq_ignore_ascii_case(t) && (sub == "*" || sub.eq_ignore_ascii_case(s)))
+            };
+            json |= is("application", "json");
+            sse |= is("text", "event-stream");
+        }
+    }
+    if json && sse {
         Ok(())
     } else {
         Err("Accept must list both application/json and text/event-stream".into())
@@ -254,6 +261,9 @@ mod tests {
         assert!(check_accept(&with(ACCEPT, "application/json")).is_err());
         assert!(check_accept(&with(ACCEPT, "application/json, text/event-stream;q=0")).is_err());
         assert!(check_accept(&HeaderMap::new()).is_err());
+        assert!(check_accept(&with(ACCEPT, "Application/JSON, text/*")).is_ok());
+        assert!(check_accept(&with(ACCEPT, "application/*, text/event-stream")).is_ok());
+        assert!(check_accept(&with(ACCEPT, "application/jsonx, text/event-stream")).is_err());
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request as HttpRequest;
 use axum::response::Response;
 use futures::StreamExt as _;
@@ -83,10 +83,19 @@ fn frame_response(frame: Frame) -> Response {
     }
 }
 
+/// The endpoint as an axum handler (see [`super::router`]).
 pub(super) async fn handle(
     axum::extract::State(state): axum::extract::State<State>,
     request: HttpRequest,
 ) -> Response {
+    serve(&state, request).await
+}
+
+/// Serve one HTTP request to the MCP endpoint, whatever its body type.
+pub(super) async fn serve<B>(state: &State, request: http::Request<B>) -> Response
+where
+    B: HttpBody<Data = Bytes> + Send,
+{
     let shared = &*state.0;
     let (server, config) = (&shared.server, &shared.config);
     let (parts, body) = request.into_parts();
@@ -148,40 +157,37 @@ pub(super) async fn handle(
         );
     }
 
-    let limited = http_body_util::Limited::new(body, config.body_limit);
-    let bytes: Bytes = match tokio::time::timeout(config.body_timeout, limited.collect()).await {
-        Err(_) => {
-            return refuse(
-                StatusCode::REQUEST_TIMEOUT,
-                toolgate_protocol::codes::INVALID_REQUEST,
-                format!(
-                    "the request body did not arrive within {:?}",
-                    config.body_timeout
-                ),
-            );
-        }
-        Ok(Err(e))
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                toolgate_protocol::codes::INVALID_REQUEST,
-                format!(
-                    "the request body exceeds the limit of {} bytes",
-                    config.body_limit
-                ),
-            );
-        }
-        Ok(Err(_)) => {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                toolgate_protocol::codes::INVALID_REQUEST,
-                "the request body could not be read".into(),
-            );
-        }
-        Ok(Ok(collected)) => collected.to_bytes(),
-    };
+    let bytes: Bytes =
+        match tokio::time::timeout(config.body_timeout, read_body(body, config.body_limit)).await {
+            Err(_) => {
+                return refuse(
+                    StatusCode::REQUEST_TIMEOUT,
+                    toolgate_protocol::codes::INVALID_REQUEST,
+                    format!(
+                        "the request body did not arrive within {:?}",
+                        config.body_timeout
+                    ),
+                );
+            }
+            Ok(Err(BodyError::TooLarge)) => {
+                return refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    toolgate_protocol::codes::INVALID_REQUEST,
+                    format!(
+                        "the request body exceeds the limit of {} bytes",
+                        config.body_limit
+                    ),
+                );
+            }
+            Ok(Err(BodyError::Broken)) => {
+                return refuse(
+                    StatusCode::BAD_REQUEST,
+                    toolgate_protocol::codes::INVALID_REQUEST,
+                    "the request body could not be read".into(),
+                );
+            }
+            Ok(Ok(bytes)) => bytes,
+        };
 
     let mut incoming = parse_message(&bytes);
     if server.serves_legacy() {
@@ -242,6 +248,55 @@ pub(super) async fn handle(
             }
         }
     }
+}
+
+enum BodyError {
+    TooLarge,
+    Broken,
+}
+
+/// Read a whole body, refusing more than `limit` bytes. A body that arrives
+/// in one frame (the usual case) is handed over without a copy.
+async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, BodyError>
+where
+    B: HttpBody<Data = Bytes>,
+{
+    if body.size_hint().upper().is_some_and(|n| n > limit as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    let mut body = std::pin::pin!(body);
+    let mut first: Option<Bytes> = None;
+    let mut more: Option<bytes::BytesMut> = None;
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(|_| BodyError::Broken)?.into_data() else {
+            continue;
+        };
+        total += data.len();
+        if total > limit {
+            return Err(BodyError::TooLarge);
+        }
+        match (&mut first, &mut more) {
+            (None, _) => first = Some(data),
+            (Some(head), None) => {
+                let mut joined = bytes::BytesMut::with_capacity(total);
+                joined.extend_from_slice(head);
+                joined.extend_from_slice(&data);
+                more = Some(joined);
+            }
+            (Some(_), Some(joined)) => joined.extend_from_slice(&data),
+        }
+    }
+    Ok(match (first, more) {
+        (_, Some(joined)) => joined.freeze(),
+        (Some(one), None) => one,
+        (None, None) => Bytes::new(),
+    })
+}
+
+/// Any path but the endpoint's.
+pub(super) fn not_found() -> Response {
+    StatusCode::NOT_FOUND.into_response_empty()
 }
 
 trait EmptyResponse {

@@ -37,7 +37,6 @@ use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
-use tower::ServiceExt as _;
 
 pub use checks::OriginPolicy;
 pub use legacy::SESSION_HEADER;
@@ -105,7 +104,11 @@ pub async fn serve_listener(
     config: HttpConfig,
     listener: TcpListener,
 ) -> std::io::Result<()> {
-    let app = router(server.clone(), config.clone());
+    // The endpoint is served without a router in front: one path, one
+    // handler, no per-request boxing. `router()` is for mounting the same
+    // handler in a larger axum app.
+    let state = handler::State::new(server.clone(), config.clone());
+    let path: std::sync::Arc<str> = config.path.as_str().into();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -129,10 +132,16 @@ pub async fn serve_listener(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, %peer, "could not set TCP_NODELAY");
         }
-        let app = app.clone();
+        let (state, path) = (state.clone(), path.clone());
         let service =
             hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                app.clone().oneshot(req.map(axum::body::Body::new))
+                let (state, path) = (state.clone(), path.clone());
+                async move {
+                    if req.uri().path() != &*path {
+                        return Ok::<_, std::convert::Infallible>(handler::not_found());
+                    }
+                    Ok(handler::serve(&state, req).await)
+                }
             });
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
