@@ -50,10 +50,8 @@ async fn open_one(addr: SocketAddr, body: Bytes) -> anyhow::Result<Stream> {
     })
 }
 
-/// Open `count` listen streams to the server at `addr` (at most 256 being
-/// opened at once).
-pub async fn open(addr: SocketAddr, count: usize) -> anyhow::Result<Vec<Stream>> {
-    let body = Bytes::from(serde_json::to_vec(&json!({
+fn listen_body() -> anyhow::Result<Bytes> {
+    Ok(Bytes::from(serde_json::to_vec(&json!({
         "jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
         "params": {
             "notifications": {"toolsListChanged": true},
@@ -63,7 +61,90 @@ pub async fn open(addr: SocketAddr, count: usize) -> anyhow::Result<Vec<Stream>>
                 "io.modelcontextprotocol/clientInfo": {"name": "toolgate-bench", "version": "1"}
             }
         }
-    }))?);
+    }))?))
+}
+
+fn listen_request(addr: SocketAddr, body: Bytes) -> anyhow::Result<Request<Full<Bytes>>> {
+    Ok(Request::post(format!("http://{addr}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .body(Full::new(body))?)
+}
+
+async fn acknowledged(
+    response: hyper::Response<hyper::body::Incoming>,
+) -> anyhow::Result<hyper::body::Incoming> {
+    anyhow::ensure!(
+        response.status() == 200,
+        "listen answered {}",
+        response.status()
+    );
+    let mut body = response.into_body();
+    // Wait for the acknowledgement: the subscription is then in place.
+    let frame = body
+        .frame()
+        .await
+        .ok_or_else(|| anyhow::anyhow!("the stream ended before its acknowledgement"))??;
+    anyhow::ensure!(frame.is_data(), "no acknowledgement");
+    Ok(body)
+}
+
+/// Streams multiplexed on HTTP/2 connections (h2c with prior knowledge).
+pub struct Multiplexed {
+    _senders: Vec<hyper::client::conn::http2::SendRequest<Full<Bytes>>>,
+    _bodies: Vec<hyper::body::Incoming>,
+}
+
+/// Open `count` listen streams over HTTP/2, `per_connection` on each
+/// connection — how a gateway or browser holds many subscriptions.
+pub async fn open_h2(
+    addr: SocketAddr,
+    count: usize,
+    per_connection: usize,
+) -> anyhow::Result<Multiplexed> {
+    let body = listen_body()?;
+    let mut senders = Vec::new();
+    let mut bodies = Vec::with_capacity(count);
+    let mut left = count;
+    while left > 0 {
+        let n = left.min(per_connection.max(1));
+        let tcp = tokio::net::TcpStream::connect(addr).await?;
+        tcp.set_nodelay(true)?;
+        let (sender, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            TokioIo::new(tcp),
+        )
+        .await?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut pending = Vec::with_capacity(n);
+        for _ in 0..n {
+            let mut sender = sender.clone();
+            let request = listen_request(addr, body.clone())?;
+            pending.push(tokio::spawn(async move {
+                let response = sender.send_request(request).await?;
+                acknowledged(response).await
+            }));
+        }
+        for p in pending {
+            bodies.push(p.await??);
+        }
+        senders.push(sender);
+        left -= n;
+    }
+    Ok(Multiplexed {
+        _senders: senders,
+        _bodies: bodies,
+    })
+}
+
+/// Open `count` listen streams to the server at `addr`, one HTTP/1.1
+/// connection each (at most 256 being opened at once).
+pub async fn open(addr: SocketAddr, count: usize) -> anyhow::Result<Vec<Stream>> {
+    let body = listen_body()?;
     let gate = Arc::new(Semaphore::new(256));
     let mut tasks = Vec::with_capacity(count);
     for _ in 0..count {

@@ -63,6 +63,9 @@ pub struct Memory {
     pub rss_kib: u64,
     /// `VmHWM`: the peak.
     pub peak_kib: u64,
+    /// `RssAnon`: resident memory that is the process's own (heap, stacks),
+    /// as opposed to code and data pages mapped from the binary.
+    pub anon_kib: u64,
 }
 
 /// Memory of process `pid` (zeros when unreadable).
@@ -79,6 +82,7 @@ pub fn memory(pid: u32) -> Memory {
     Memory {
         rss_kib: field("VmRSS:"),
         peak_kib: field("VmHWM:"),
+        anon_kib: field("RssAnon:"),
     }
 }
 

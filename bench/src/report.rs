@@ -70,8 +70,10 @@ pub struct MemoryRow {
     pub what: String,
     /// Server.
     pub server: String,
-    /// Resident MiB.
+    /// The figure, in `unit`.
     pub mib: f64,
+    /// `MiB`, or `KiB per stream`.
+    pub unit: String,
 }
 
 /// A target from the performance issue, and whether it held.
@@ -139,9 +141,12 @@ impl Report {
                 },
             ));
         }
-        out.push_str("\n| Memory | Server | RSS MiB |\n| --- | --- | ---: |\n");
+        out.push_str("\n| Memory | Server | Resident |\n| --- | --- | ---: |\n");
         for m in &self.memory {
-            out.push_str(&format!("| {} | {} | {:.1} |\n", m.what, m.server, m.mib));
+            out.push_str(&format!(
+                "| {} | {} | {:.1} {} |\n",
+                m.what, m.server, m.mib, m.unit
+            ));
         }
         out.push_str("\n| Target | Measured | Holds |\n| --- | --- | --- |\n");
         for t in &self.targets {

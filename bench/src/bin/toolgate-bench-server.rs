@@ -20,10 +20,16 @@ struct Args {
     /// Filler tools to add to the base set.
     #[arg(long, default_value_t = 0)]
     extra: usize,
+    /// Items per list page (default: the server's default).
+    #[arg(long)]
+    page_size: Option<usize>,
 }
 
-fn server(extra: usize) -> anyhow::Result<Server> {
+fn server(extra: usize, page_size: Option<usize>) -> anyhow::Result<Server> {
     let mut builder = Server::builder("toolgate-bench", env!("CARGO_PKG_VERSION"));
+    if let Some(size) = page_size {
+        builder = builder.page_size(size);
+    }
     for spec in tools::tool_set(extra) {
         let def = ToolDef::new(spec.name.clone()).description(spec.description.clone());
         let entry = match spec.name.as_str() {
@@ -58,7 +64,7 @@ fn server(extra: usize) -> anyhow::Result<Server> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let server = server(args.extra)?;
+    let server = server(args.extra, args.page_size)?;
     match (args.http, args.stdio) {
         (Some(bind), false) => {
             serve_http(

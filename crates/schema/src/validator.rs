@@ -110,6 +110,11 @@ impl CompiledSchema {
                 fix: "send less deeply nested or smaller data".into(),
             }]);
         }
+        // The common case — valid input — takes the validator's fast path;
+        // only invalid input pays for collecting every violation.
+        if self.validator.is_valid(instance) {
+            return Ok(());
+        }
         let violations: Vec<Violation> = self
             .validator
             .iter_errors(instance)

@@ -6,9 +6,14 @@
 //! immutable snapshot, so a list or call never blocks on a registration and
 //! never sees a half-applied change. Every change is announced on the
 //! [`ChangeBus`], which feeds `subscriptions/listen` streams.
+//!
+//! Lists are served from bytes: each snapshot serializes its items once, on
+//! first use, and — when no item has a visibility rule, so every caller
+//! sees the same list — its whole pages too. A list request then costs a
+//! cursor lookup and a copy.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -82,7 +87,15 @@ struct Snapshot<T> {
     /// Whether any item has a visibility rule: then every list varies by
     /// authorization and must be `private`.
     varies_by_auth: bool,
+    /// Each item's wire form, serialized on first use.
+    item_bytes: OnceLock<Vec<Box<[u8]>>>,
+    /// Every rendered page, when the list is the same for every caller.
+    pages: OnceLock<Vec<Arc<[u8]>>>,
 }
+
+/// Renders one page's result object from its items' bytes, the next
+/// cursor, and whether the page is private.
+pub(crate) type RenderPage<'a> = &'a dyn Fn(&[&[u8]], Option<&str>, bool) -> Vec<u8>;
 
 impl<T: Listed> Snapshot<T> {
     fn new(items: Vec<Arc<T>>) -> Self {
@@ -96,15 +109,38 @@ impl<T: Listed> Snapshot<T> {
             items,
             index,
             varies_by_auth,
+            item_bytes: OnceLock::new(),
+            pages: OnceLock::new(),
         }
     }
-}
 
-/// One page of a list.
-pub(crate) struct Page<T> {
-    pub(crate) items: Vec<Arc<T>>,
-    pub(crate) next_cursor: Option<String>,
-    pub(crate) private: bool,
+    fn item_bytes(&self) -> &[Box<[u8]>] {
+        self.item_bytes.get_or_init(|| {
+            self.items
+                .iter()
+                .map(|item| {
+                    serde_json::to_vec(item.wire())
+                        .unwrap_or_else(|_| b"null".to_vec())
+                        .into_boxed_slice()
+                })
+                .collect()
+        })
+    }
+
+    fn start_of(
+        &self,
+        cursor: Option<&str>,
+        visible: impl Fn(usize) -> bool,
+    ) -> Result<usize, RpcError> {
+        let Some(cursor) = cursor else {
+            return Ok(0);
+        };
+        let key = decode_cursor(cursor).ok_or_else(|| invalid_cursor(cursor))?;
+        match self.index.get(&key) {
+            Some(&i) if visible(i) => Ok(i),
+            _ => Err(invalid_cursor(cursor)),
+        }
+    }
 }
 
 /// An ordered, concurrently readable set of items.
@@ -182,36 +218,58 @@ impl<T: Listed> Catalog<T> {
         true
     }
 
-    /// The page starting at `cursor` (or the first page) of what `auth` may see.
-    pub(crate) fn page(
+    /// The serialized result of the page at `cursor`, rendered by `render`
+    /// (which must depend on nothing but its arguments: public pages are
+    /// cached with the snapshot).
+    pub(crate) fn page_bytes(
         &self,
         cursor: Option<&str>,
         auth: Option<&AuthContext>,
         page_size: usize,
-    ) -> Result<Page<T>, RpcError> {
+        render: RenderPage<'_>,
+    ) -> Result<Arc<[u8]>, RpcError> {
         let snapshot = self.snapshot();
-        let visible: Vec<&Arc<T>> = snapshot
-            .items
-            .iter()
-            .filter(|t| t.visible_to(auth))
-            .collect();
-        let start = match cursor {
-            None => 0,
-            Some(cursor) => {
-                let key = decode_cursor(cursor).ok_or_else(|| invalid_cursor(cursor))?;
-                visible
-                    .iter()
-                    .position(|t| t.key() == key)
-                    .ok_or_else(|| invalid_cursor(cursor))?
+        let size = page_size.max(1);
+        let bytes = snapshot.item_bytes();
+        if !snapshot.varies_by_auth {
+            let start = snapshot.start_of(cursor, |_| true)?;
+            if start % size == 0 {
+                let pages = snapshot.pages.get_or_init(|| {
+                    let n = snapshot.items.len();
+                    let mut pages = Vec::with_capacity(n / size + 1);
+                    let mut at = 0;
+                    loop {
+                        let end = (at + size).min(n);
+                        let items: Vec<&[u8]> = bytes[at..end].iter().map(|b| &**b).collect();
+                        let next = snapshot.items.get(end).map(|t| encode_cursor(t.key()));
+                        pages.push(Arc::from(render(&items, next.as_deref(), false)));
+                        if end >= n {
+                            break pages;
+                        }
+                        at = end;
+                    }
+                });
+                if let Some(page) = pages.get(start / size) {
+                    return Ok(page.clone());
+                }
             }
-        };
-        let end = (start + page_size.max(1)).min(visible.len());
-        let next_cursor = visible.get(end).map(|t| encode_cursor(t.key()));
-        Ok(Page {
-            items: visible[start..end].iter().map(|t| (*t).clone()).collect(),
-            next_cursor,
-            private: snapshot.varies_by_auth,
-        })
+            // A cursor from before a change lands mid-page: render it now.
+            let end = (start + size).min(snapshot.items.len());
+            let items: Vec<&[u8]> = bytes[start..end].iter().map(|b| &**b).collect();
+            let next = snapshot.items.get(end).map(|t| encode_cursor(t.key()));
+            return Ok(Arc::from(render(&items, next.as_deref(), false)));
+        }
+        let visible: Vec<usize> = (0..snapshot.items.len())
+            .filter(|&i| snapshot.items[i].visible_to(auth))
+            .collect();
+        let start = snapshot.start_of(cursor, |i| snapshot.items[i].visible_to(auth))?;
+        let from = visible.iter().position(|&i| i == start).unwrap_or(0);
+        let end = (from + size).min(visible.len());
+        let items: Vec<&[u8]> = visible[from..end].iter().map(|&i| &*bytes[i]).collect();
+        let next = visible
+            .get(end)
+            .map(|&i| encode_cursor(snapshot.items[i].key()));
+        Ok(Arc::from(render(&items, next.as_deref(), true)))
     }
 }
 
@@ -262,21 +320,107 @@ mod tests {
         c
     }
 
-    #[test]
-    fn pages_walk_the_whole_list_in_order() {
-        let c = catalog(10);
+    struct Seen {
+        items: Vec<String>,
+        next_cursor: Option<String>,
+        private: bool,
+    }
+
+    fn render(items: &[&[u8]], next: Option<&str>, private: bool) -> Vec<u8> {
+        let items: Vec<serde_json::Value> = items
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap())
+            .collect();
+        serde_json::to_vec(&serde_json::json!({"items": items, "next": next, "private": private}))
+            .unwrap()
+    }
+
+    fn page(
+        c: &Catalog<Item>,
+        cursor: Option<&str>,
+        auth: Option<&AuthContext>,
+        size: usize,
+    ) -> Result<Seen, RpcError> {
+        let bytes = c.page_bytes(cursor, auth, size, &render)?;
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        Ok(Seen {
+            items: v["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i.as_str().unwrap().to_owned())
+                .collect(),
+            next_cursor: v["next"].as_str().map(str::to_owned),
+            private: v["private"].as_bool().unwrap(),
+        })
+    }
+
+    fn walk(c: &Catalog<Item>, size: usize) -> Vec<String> {
         let mut seen = Vec::new();
         let mut cursor = None;
         loop {
-            let page = c.page(cursor.as_deref(), None, 3).unwrap();
-            seen.extend(page.items.iter().map(|i| i.0.clone()));
-            match page.next_cursor {
+            let p = page(c, cursor.as_deref(), None, size).unwrap();
+            seen.extend(p.items);
+            match p.next_cursor {
                 Some(next) => cursor = Some(next),
                 None => break,
             }
         }
+        seen
+    }
+
+    #[test]
+    fn pages_walk_the_whole_list_in_order() {
+        let c = catalog(10);
         let expected: Vec<_> = (0..10).map(|i| format!("t{i:03}")).collect();
-        assert_eq!(seen, expected);
+        assert_eq!(walk(&c, 3), expected);
+        // Served again from the cached pages: the same answer.
+        assert_eq!(walk(&c, 3), expected);
+        assert_eq!(walk(&catalog(0), 3), Vec::<String>::new());
+        assert_eq!(walk(&catalog(6), 3).len(), 6);
+    }
+
+    #[test]
+    fn public_pages_are_rendered_once_per_snapshot() {
+        let c = catalog(5);
+        let renders = std::cell::Cell::new(0);
+        let counting = |items: &[&[u8]], next: Option<&str>, private: bool| {
+            renders.set(renders.get() + 1);
+            render(items, next, private)
+        };
+        for _ in 0..3 {
+            c.page_bytes(None, None, 2, &counting).unwrap();
+        }
+        assert_eq!(
+            renders.get(),
+            3,
+            "three pages rendered once, then served from cache"
+        );
+        assert!(c.insert(Item("t999".into(), None)).is_ok());
+        c.page_bytes(None, None, 2, &counting).unwrap();
+        assert_eq!(
+            renders.get(),
+            6,
+            "a change renders the new snapshot's pages"
+        );
+    }
+
+    #[test]
+    fn a_cursor_from_before_a_change_continues_where_it_pointed() {
+        let c = catalog(6);
+        let first = page(&c, None, None, 3).unwrap();
+        assert!(c.remove("t001"));
+        // The cursor names t003, now at position 2: the page starts there.
+        let second = page(&c, first.next_cursor.as_deref(), None, 3).unwrap();
+        assert_eq!(second.items, ["t003", "t004", "t005"]);
+        assert!(c.remove("t003"));
+        assert_eq!(
+            page(&c, first.next_cursor.as_deref(), None, 3)
+                .err()
+                .map(|e| e.code),
+            Some(-32602),
+            "a cursor whose item is gone is invalid"
+        );
     }
 
     #[test]
@@ -284,7 +428,7 @@ mod tests {
         let c = catalog(3);
         for bad in ["", "!!", "dGcxOm5vcGU", "bm90LW91cnM"] {
             assert_eq!(
-                c.page(Some(bad), None, 2).err().map(|e| e.code),
+                page(&c, Some(bad), None, 2).err().map(|e| e.code),
                 Some(-32602),
                 "{bad}"
             );
@@ -306,11 +450,15 @@ mod tests {
         let c = catalog(2);
         let rule: Visibility = Arc::new(|auth| auth.is_some_and(|a| a.has_scope("admin")));
         assert!(c.insert(Item("secret".into(), Some(rule))).is_ok());
-        let anon = c.page(None, None, 10).unwrap();
+        let anon = page(&c, None, None, 10).unwrap();
         assert_eq!(anon.items.len(), 2);
         assert!(anon.private);
         let admin = AuthContext::new("a").with_scopes(["admin"]);
-        assert_eq!(c.page(None, Some(&admin), 10).unwrap().items.len(), 3);
+        assert_eq!(page(&c, None, Some(&admin), 10).unwrap().items.len(), 3);
+        // A cursor naming a hidden item is invalid for those who cannot see it.
+        let hidden = encode_cursor("secret");
+        assert!(page(&c, Some(&hidden), None, 10).is_err());
+        assert!(page(&c, Some(&hidden), Some(&admin), 10).is_ok());
         assert!(c.get("secret", None).is_none());
         assert!(c.get("secret", Some(&admin)).is_some());
     }

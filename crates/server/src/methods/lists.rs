@@ -1,8 +1,7 @@
 //! `tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`.
 
-use serde::ser::{SerializeMap, Serializer};
-use serde::{Deserialize, Serialize};
-use toolgate_protocol::jsonrpc::{Request, encode_result};
+use serde::Deserialize;
+use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::types::CacheScope;
 
 use super::discover::millis;
@@ -10,11 +9,13 @@ use super::{Failure, params};
 use crate::Server;
 use crate::dispatch::TransportContext;
 use crate::exchange::{Frame, Reply};
-use crate::registry::{Catalog, Listed, Page};
+use crate::registry::{Catalog, Listed};
 
+/// Only for its error messages: the cursor itself is read in place.
 #[derive(Deserialize)]
 struct ListParams {
     #[serde(default)]
+    #[allow(dead_code)]
     cursor: Option<String>,
 }
 
@@ -53,58 +54,78 @@ fn list<T: Listed>(
     catalog: &Catalog<T>,
     field: &'static str,
 ) -> Result<Reply, Failure> {
-    let p: ListParams = params(&req)?;
-    let page = catalog
-        .page(
-            p.cursor.as_deref(),
+    // The cursor is read in place; only malformed params go through the
+    // generic reader, for its precise error.
+    let cursor = match req.params.as_ref().and_then(|p| p.get("cursor")) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(c)) => Some(c.as_str()),
+        Some(_) => {
+            let _: ListParams = params(&req)?;
+            None
+        }
+    };
+    let inner = &server.inner;
+    let render = |items: &[&[u8]], next: Option<&str>, private: bool| {
+        render_page(server, field, items, next, private)
+    };
+    let result = catalog
+        .page_bytes(
+            cursor,
             transport.auth.as_ref(),
-            server.inner.config.page_size,
+            inner.config.page_size,
+            &render,
         )
         .map_err(|e| (req.id.clone(), e))?;
-    let body = ListResult {
-        server,
-        page: &page,
-        field,
-    };
+    let mut body = Vec::with_capacity(result.len() + 48);
+    body.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    if serde_json::to_writer(&mut body, &req.id).is_err() {
+        return Err((req.id, toolgate_protocol::RpcError::internal()));
+    }
+    body.extend_from_slice(b",\"result\":");
+    body.extend_from_slice(&result);
+    body.push(b'}');
     Ok(Reply::Done(Frame::Response {
-        body: encode_result(&req.id, &body),
+        body,
         error_code: None,
     }))
 }
 
-/// A list page serialized straight from the catalog's items, without
-/// copying their definitions.
-struct ListResult<'a, T> {
-    server: &'a Server,
-    page: &'a Page<T>,
-    field: &'static str,
-}
-
-impl<T: Listed> Serialize for ListResult<'_, T> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let inner = &self.server.inner;
-        let mut map = s.serialize_map(None)?;
-        map.serialize_entry("resultType", "complete")?;
-        map.serialize_entry(self.field, &Items(&self.page.items))?;
-        if let Some(cursor) = &self.page.next_cursor {
-            map.serialize_entry("nextCursor", cursor)?;
+/// A page's result object from its items' serialized forms.
+fn render_page(
+    server: &Server,
+    field: &str,
+    items: &[&[u8]],
+    next: Option<&str>,
+    private: bool,
+) -> Vec<u8> {
+    let inner = &server.inner;
+    let mut out = Vec::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 256);
+    out.extend_from_slice(b"{\"resultType\":\"complete\",\"");
+    out.extend_from_slice(field.as_bytes());
+    out.extend_from_slice(b"\":[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
-        map.serialize_entry("ttlMs", &millis(inner.config.list_ttl))?;
-        let scope = if self.page.private {
-            CacheScope::Private
-        } else {
-            CacheScope::Public
-        };
-        map.serialize_entry("cacheScope", &scope)?;
-        map.serialize_entry("_meta", &inner.result_meta)?;
-        map.end()
+        out.extend_from_slice(item);
     }
-}
-
-struct Items<'a, T>(&'a [std::sync::Arc<T>]);
-
-impl<T: Listed> Serialize for Items<'_, T> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|item| item.wire()))
+    out.push(b']');
+    // Strings and plain data: serializing them cannot fail.
+    if let Some(cursor) = next {
+        out.extend_from_slice(b",\"nextCursor\":");
+        let _ = serde_json::to_writer(&mut out, cursor);
     }
+    out.extend_from_slice(b",\"ttlMs\":");
+    let _ = serde_json::to_writer(&mut out, &millis(inner.config.list_ttl));
+    out.extend_from_slice(b",\"cacheScope\":");
+    let scope = if private {
+        CacheScope::Private
+    } else {
+        CacheScope::Public
+    };
+    let _ = serde_json::to_writer(&mut out, &scope);
+    out.extend_from_slice(b",\"_meta\":");
+    let _ = serde_json::to_writer(&mut out, &inner.result_meta);
+    out.push(b'}');
+    out
 }

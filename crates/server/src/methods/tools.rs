@@ -104,11 +104,14 @@ pub(super) fn call(
     ))
 }
 
+/// A tool call's name, arguments and retry fields.
+type Taken = (String, Map<String, Value>, Retry);
+
 /// The tool name, arguments (omitted means none) and retry fields, moved
 /// out of the params without copying them. `None` when the params are not
 /// a well-formed `tools/call` (the caller then reports why); the params are
 /// left untouched in that case.
-fn take_params(req: &mut Request) -> Option<Result<(String, Map<String, Value>, Retry), RpcError>> {
+fn take_params(req: &mut Request) -> Option<Result<Taken, RpcError>> {
     let params = req.params.as_mut()?;
     let name_ok = matches!(params.get("name"), Some(Value::String(_)));
     let args_ok = matches!(

@@ -76,13 +76,20 @@ pub(crate) fn check_origin(headers: &HeaderMap, policy: &OriginPolicy) -> Result
 }
 
 /// `Ok` if the `Host` header names an allowed host (`None`: any host).
-pub(crate) fn check_host(headers: &HeaderMap, allowed: Option<&[String]>) -> Result<(), String> {
+/// `Ok` if the request's host is allowed. The host is the `Host` header,
+/// or on HTTP/2 (which carries it as `:authority`) the URI's authority.
+pub(crate) fn check_host(
+    headers: &HeaderMap,
+    uri: &http::Uri,
+    allowed: Option<&[String]>,
+) -> Result<(), String> {
     let Some(allowed) = allowed else {
         return Ok(());
     };
     let host = headers
         .get(HOST)
         .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.authority().map(|a| a.as_str()))
         .unwrap_or("");
     let ok = if allowed.is_empty() {
         is_local_host(host)
@@ -241,16 +248,24 @@ mod tests {
 
     #[test]
     fn host_check() {
-        assert!(check_host(&with(HOST, "localhost:3000"), Some(&[])).is_ok());
-        assert!(check_host(&with(HOST, "evil.example.com"), Some(&[])).is_err());
-        assert!(check_host(&with(HOST, "evil.example.com"), None).is_ok());
+        let uri = http::Uri::from_static("/mcp");
+        assert!(check_host(&with(HOST, "localhost:3000"), &uri, Some(&[])).is_ok());
+        assert!(check_host(&with(HOST, "evil.example.com"), &uri, Some(&[])).is_err());
+        assert!(check_host(&with(HOST, "evil.example.com"), &uri, None).is_ok());
         assert!(
             check_host(
                 &with(HOST, "api.example.com:443"),
+                &uri,
                 Some(&["api.example.com".into()])
             )
             .is_ok()
         );
+        // HTTP/2: no Host header, the authority is in the URI.
+        let h2 = http::Uri::from_static("http://127.0.0.1:3000/mcp");
+        assert!(check_host(&HeaderMap::new(), &h2, Some(&[])).is_ok());
+        let h2_evil = http::Uri::from_static("http://evil.example.com/mcp");
+        assert!(check_host(&HeaderMap::new(), &h2_evil, Some(&[])).is_err());
+        assert!(check_host(&HeaderMap::new(), &uri, Some(&[])).is_err());
     }
 
     #[test]

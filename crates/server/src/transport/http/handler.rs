@@ -110,7 +110,7 @@ where
     if let Err(m) = check_origin(&parts.headers, &config.origins) {
         return forbidden(m);
     }
-    if let Err(m) = check_host(&parts.headers, config.hosts.as_deref()) {
+    if let Err(m) = check_host(&parts.headers, &parts.uri, config.hosts.as_deref()) {
         return forbidden(m);
     }
     let auth = parts.extensions.get::<AuthContext>().cloned();

@@ -136,12 +136,22 @@ pub async fn serve_listener(
         let service =
             hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                 let (state, path) = (state.clone(), path.clone());
-                async move {
+                // Boxed: hyper keeps a connection's (HTTP/1) or stream's
+                // (HTTP/2) service future allocated for as long as it lives,
+                // so an open listen stream would otherwise carry the whole
+                // handler's state machine after the handler finished.
+                let future: std::pin::Pin<
+                    Box<
+                        dyn std::future::Future<Output = Result<_, std::convert::Infallible>>
+                            + Send,
+                    >,
+                > = Box::pin(async move {
                     if req.uri().path() != &*path {
-                        return Ok::<_, std::convert::Infallible>(handler::not_found());
+                        return Ok(handler::not_found());
                     }
                     Ok(handler::serve(&state, req).await)
-                }
+                });
+                future
             });
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
