@@ -167,7 +167,8 @@ impl Server {
                 body.push(b',');
             }
             body.extend_from_slice(&self.inner.stamp_tail);
-            body.push(b'}');
+            // Close the result object, then the envelope.
+            body.extend_from_slice(b"}}");
             return Some(body);
         }
         let Ok(Value::Object(mut map)) = serde_json::from_slice::<Value>(written) else {
@@ -256,4 +257,49 @@ pub fn http_status_for(code: Option<i64>) -> u16 {
 /// themselves).
 pub(crate) fn request_token(_server: &Server) -> CancellationToken {
     CancellationToken::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn server() -> Server {
+        match Server::builder("stamp-test", "1.0.0").build() {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn encoded(result: &Value) -> Value {
+        let frame = server().result_frame(&RequestId::Number(7), result);
+        serde_json::from_slice(frame.bytes())
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {frame:?}"))
+    }
+
+    #[test]
+    fn results_are_stamped_on_both_paths() {
+        let info = json!({"io.modelcontextprotocol/serverInfo": {"name": "stamp-test", "version": "1.0.0"}});
+        // Fast path: neither resultType nor _meta.
+        let v = encoded(&json!({"completion": {"values": ["a"]}}));
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["result"]["completion"]["values"][0], "a");
+        assert_eq!(v["result"]["resultType"], "complete");
+        assert_eq!(v["result"]["_meta"], info);
+        let v = encoded(&json!({}));
+        assert_eq!(v["result"]["resultType"], "complete");
+        // Slow path: the result's own _meta and resultType are kept and merged.
+        let v = encoded(&json!({"resultType": "input_required", "_meta": {"x": 1}}));
+        assert_eq!(v["result"]["resultType"], "input_required");
+        assert_eq!(v["result"]["_meta"]["x"], 1);
+        assert_eq!(
+            v["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            "stamp-test"
+        );
+        // A string value that looks like a key only takes the slow path.
+        let v = encoded(&json!({"text": "_meta"}));
+        assert_eq!(v["result"]["text"], "_meta");
+        assert_eq!(v["result"]["_meta"], info);
+    }
 }
