@@ -24,6 +24,15 @@ pub mod tools;
 
 use serde_json::json;
 
+/// The `_meta` every benchmark request carries (revision 2026-07-28).
+pub fn request_meta() -> serde_json::Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "toolgate-bench", "version": "1"}
+    })
+}
+
 /// The fixed bytes the ceiling server answers: the same `tools/call`
 /// response toolgate produces for `test_simple_text`.
 pub fn ceiling_body() -> bytes::Bytes {

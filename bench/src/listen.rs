@@ -24,26 +24,8 @@ async fn open_one(addr: SocketAddr, body: Bytes) -> anyhow::Result<Stream> {
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    let request = Request::post("/mcp")
-        .header("host", addr.to_string())
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "subscriptions/listen")
-        .body(Full::new(body))?;
-    let response = sender.send_request(request).await?;
-    anyhow::ensure!(
-        response.status() == 200,
-        "listen answered {}",
-        response.status()
-    );
-    let mut body = response.into_body();
-    // Wait for the acknowledgement: the subscription is then in place.
-    let frame = body
-        .frame()
-        .await
-        .ok_or_else(|| anyhow::anyhow!("the stream ended before its acknowledgement"))??;
-    anyhow::ensure!(frame.is_data(), "no acknowledgement");
+    let response = sender.send_request(listen_request(addr, body)?).await?;
+    let body = acknowledged(response).await?;
     Ok(Stream {
         _sender: sender,
         _body: body,
@@ -53,14 +35,7 @@ async fn open_one(addr: SocketAddr, body: Bytes) -> anyhow::Result<Stream> {
 fn listen_body() -> anyhow::Result<Bytes> {
     Ok(Bytes::from(serde_json::to_vec(&json!({
         "jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
-        "params": {
-            "notifications": {"toolsListChanged": true},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "toolgate-bench", "version": "1"}
-            }
-        }
+        "params": {"notifications": {"toolsListChanged": true}, "_meta": crate::request_meta()}
     }))?))
 }
 

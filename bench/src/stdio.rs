@@ -59,11 +59,7 @@ pub async fn run(
         .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
     let mut lines = BufReader::new(stdout).lines();
 
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "toolgate-bench", "version": "1"}
-    });
+    let meta = crate::request_meta();
     // Warm up with one call, unmeasured.
     let call = move |id: u64| {
         let mut line = serde_json::to_vec(&json!({

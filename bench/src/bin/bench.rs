@@ -91,19 +91,11 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
     Server::http(program, &args, addr).await
 }
 
-fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "toolgate-bench", "version": "1"}
-    })
-}
-
 /// A request and the headers a 2026-07-28 client mirrors from it.
 fn request(method: &str, params: Value) -> (Bytes, Vec<(String, String)>) {
     let mut params = params;
     if let Some(p) = params.as_object_mut() {
-        p.insert("_meta".into(), meta());
+        p.insert("_meta".into(), toolgate_bench::request_meta());
     }
     let mut headers = vec![
         ("mcp-protocol-version".to_owned(), "2026-07-28".to_owned()),

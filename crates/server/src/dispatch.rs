@@ -255,7 +255,7 @@ pub fn http_status_for(code: Option<i64>) -> u16 {
 /// every request, and in-flight requests are meant to finish during the
 /// shutdown grace period anyway (long-lived subscriptions watch shutdown
 /// themselves).
-pub(crate) fn request_token(_server: &Server) -> CancellationToken {
+pub(crate) fn request_token() -> CancellationToken {
     CancellationToken::new()
 }
 

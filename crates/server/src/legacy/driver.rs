@@ -34,7 +34,7 @@ pub(super) fn drive(
     transport: &TransportContext,
 ) -> Reply {
     let (tx, rx) = mpsc::channel(FRAME_BUFFER);
-    let cancel = request_token(server);
+    let cancel = request_token();
     // Legacy clients do not mirror parameters into headers, and the
     // session already identifies them: no per-request header checks.
     let transport = TransportContext {

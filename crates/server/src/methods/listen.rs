@@ -10,7 +10,7 @@ use toolgate_protocol::meta::{RequestMeta, SUBSCRIPTION_ID};
 use toolgate_protocol::types::{SubscriptionFilter, methods};
 use toolgate_protocol::{RequestId, RpcError};
 
-use super::{Failure, params, spawn};
+use super::{Failure, exchange, params};
 use crate::Server;
 use crate::dispatch::TransportContext;
 use crate::exchange::Frame;
@@ -43,8 +43,7 @@ pub(super) fn listen(
     let shared_channel = !transport.stream_per_request;
     // Subscribe before acknowledging, so no change between the two is lost.
     let mut changes = server.inner.bus.subscribe();
-    Ok(spawn(
-        &server.clone(),
+    Ok(exchange(
         id.clone(),
         meta,
         transport,

@@ -77,8 +77,7 @@ pub(crate) fn params<T: DeserializeOwned>(req: &Request) -> Result<T, Failure> {
 /// Run `work` behind an [`Exchange`] (driven by whoever reads it). The
 /// work receives a [`RequestContext`] whose notifications flow into the
 /// exchange, and returns the final frame.
-pub(crate) fn spawn<F, Fut>(
-    server: &Server,
+pub(crate) fn exchange<F, Fut>(
     id: RequestId,
     meta: RequestMeta,
     transport: &TransportContext,
@@ -90,7 +89,7 @@ where
     Fut: Future<Output = Option<Frame>> + Send + 'static,
 {
     let (tx, rx) = mpsc::channel(FRAME_BUFFER);
-    let cancel = request_token(server);
+    let cancel = request_token();
     let ctx = RequestContext::new(
         id,
         meta,

@@ -7,7 +7,7 @@ use toolgate_protocol::RpcError;
 use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::meta::RequestMeta;
 
-use super::{Ended, Failure, guarded, params, spawn};
+use super::{Ended, Failure, exchange, guarded, params};
 use crate::Server;
 use crate::dispatch::{TransportContext, error_frame};
 use crate::exchange::Reply;
@@ -47,8 +47,7 @@ pub(super) fn get(
     let (binding, round) = super::round(server, &req, &p.name, &args_value, transport)?;
     let server = server.clone();
     let id = req.id;
-    Ok(spawn(
-        &server.clone(),
+    Ok(exchange(
         id.clone(),
         meta,
         transport,

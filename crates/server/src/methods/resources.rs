@@ -10,7 +10,7 @@ use toolgate_protocol::meta::RequestMeta;
 use toolgate_protocol::types::{CacheScope, ReadResourceResult, ResultType};
 
 use super::discover::millis;
-use super::{Ended, Failure, guarded, params, spawn};
+use super::{Ended, Failure, exchange, guarded, params};
 use crate::Server;
 use crate::dispatch::{TransportContext, error_frame};
 use crate::exchange::Reply;
@@ -50,8 +50,7 @@ pub(super) fn read(
     let (binding, round) = super::round(server, &req, &p.uri, &serde_json::Value::Null, transport)?;
     let server = server.clone();
     let id = req.id;
-    Ok(spawn(
-        &server.clone(),
+    Ok(exchange(
         id.clone(),
         meta,
         transport,

@@ -7,7 +7,7 @@ use toolgate_protocol::meta::RequestMeta;
 use toolgate_protocol::types::{CallToolRequestParams, CallToolResult, ContentBlock};
 use toolgate_schema::Violation;
 
-use super::{Ended, Failure, guarded, params, spawn};
+use super::{Ended, Failure, exchange, guarded, params};
 use crate::Server;
 use crate::dispatch::{TransportContext, error_frame};
 use crate::exchange::{Frame, Reply};
@@ -67,8 +67,7 @@ pub(super) fn call(
     };
     let server = server.clone();
     let id = req.id;
-    Ok(spawn(
-        &server.clone(),
+    Ok(exchange(
         id.clone(),
         meta,
         transport,

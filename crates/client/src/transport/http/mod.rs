@@ -251,22 +251,31 @@ impl Shared {
         builder
     }
 
-    /// POST a notification or a response (legacy sessions): the server
-    /// answers `202` with no body.
-    async fn post_message(&self, body: Vec<u8>, legacy: Option<&str>) -> Result<(), ClientError> {
-        let mut builder = self
-            .client
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
+    /// The legacy session's headers: the negotiated version and the session id.
+    fn in_session(
+        &self,
+        mut builder: reqwest::RequestBuilder,
+        legacy: Option<&str>,
+    ) -> reqwest::RequestBuilder {
         if let Some(version) = legacy {
             builder = builder.header("mcp-protocol-version", version);
         }
         if let Some(session) = self.session() {
             builder = builder.header("mcp-session-id", session);
         }
+        builder
+    }
+
+    /// POST a notification or a response (legacy sessions): the server
+    /// answers `202` with no body.
+    async fn post_message(&self, body: Vec<u8>, legacy: Option<&str>) -> Result<(), ClientError> {
+        let builder = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
         let response = self
-            .common(builder)
+            .common(self.in_session(builder, legacy))
             .body(body)
             .send()
             .await
@@ -294,14 +303,8 @@ impl Shared {
         if let Some(last_id) = last_id {
             builder = builder.header("last-event-id", last_id);
         }
-        if let Some(version) = legacy {
-            builder = builder.header("mcp-protocol-version", version);
-        }
-        if let Some(session) = self.session() {
-            builder = builder.header("mcp-session-id", session);
-        }
         let response = self
-            .common(builder)
+            .common(self.in_session(builder, legacy))
             .send()
             .await
             .map_err(|e| ClientError::Transport(format!("GET {}: {e}", self.url)))?;
