@@ -9,10 +9,15 @@
 //! dropping the exchange drops the work. The HTTP transport drops it when
 //! the client closes the response stream, stdio when
 //! `notifications/cancelled` arrives.
+//!
+//! A long-lived exchange that produces frames itself (a subscription) is a
+//! [`Stream`] instead: no channel, no request context, a few hundred bytes
+//! per open stream.
 
 use std::future::Future;
 use std::pin::Pin;
 
+use futures::{Stream, StreamExt as _};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -60,17 +65,33 @@ pub enum Reply {
 /// The work behind an exchange.
 pub(crate) type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// A stream of frames that ends after its last one.
+pub(crate) type FrameStream = Pin<Box<dyn Stream<Item = Frame> + Send>>;
+
 /// Frames of a request still in progress. Dropping it stops the work.
 pub struct Exchange {
-    rx: mpsc::Receiver<Frame>,
-    work: Option<Work>,
-    cancel: CancellationToken,
+    source: Source,
+}
+
+enum Source {
+    /// Work that sends into a channel.
+    Channel {
+        rx: mpsc::Receiver<Frame>,
+        work: Option<Work>,
+        cancel: CancellationToken,
+    },
+    /// Work that is itself the sequence of frames.
+    Stream(FrameStream),
 }
 
 impl std::fmt::Debug for Exchange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let running = match &self.source {
+            Source::Channel { work, .. } => work.is_some(),
+            Source::Stream(_) => true,
+        };
         f.debug_struct("Exchange")
-            .field("running", &self.work.is_some())
+            .field("running", &running)
             .finish_non_exhaustive()
     }
 }
@@ -79,23 +100,36 @@ impl Exchange {
     /// An exchange whose `work` sends its frames into the channel `rx` reads.
     pub(crate) fn new(rx: mpsc::Receiver<Frame>, work: Work, cancel: CancellationToken) -> Self {
         Self {
-            rx,
-            work: Some(work),
-            cancel,
+            source: Source::Channel {
+                rx,
+                work: Some(work),
+                cancel,
+            },
+        }
+    }
+
+    /// An exchange whose frames are the items of `frames`.
+    pub(crate) fn from_stream(frames: FrameStream) -> Self {
+        Self {
+            source: Source::Stream(frames),
         }
     }
 
     /// The next frame; `None` once the final response was delivered or the
     /// work ended without one. Drives the work while waiting.
     pub async fn next(&mut self) -> Option<Frame> {
+        let (rx, work) = match &mut self.source {
+            Source::Stream(frames) => return frames.next().await,
+            Source::Channel { rx, work, .. } => (rx, work),
+        };
         loop {
-            let Some(work) = self.work.as_mut() else {
-                return self.rx.recv().await;
+            let Some(running) = work.as_mut() else {
+                return rx.recv().await;
             };
             tokio::select! {
                 biased;
-                frame = self.rx.recv() => return frame,
-                () = work => self.work = None,
+                frame = rx.recv() => return frame,
+                () = running => *work = None,
             }
         }
     }
@@ -105,7 +139,9 @@ impl Drop for Exchange {
     fn drop(&mut self) {
         // Signal first, so work the handler spawned itself can stop too;
         // dropping `work` then stops the handler.
-        self.cancel.cancel();
+        if let Source::Channel { cancel, .. } = &self.source {
+            cancel.cancel();
+        }
     }
 }
 

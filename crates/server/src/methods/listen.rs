@@ -2,19 +2,21 @@
 //! change notifications, each tagged with the subscription id, until the
 //! client goes away or the server shuts down.
 
+use std::collections::VecDeque;
+
+use futures::stream;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 use toolgate_protocol::jsonrpc::{Request, encode_notification};
-use toolgate_protocol::meta::{RequestMeta, SUBSCRIPTION_ID};
+use toolgate_protocol::meta::SUBSCRIPTION_ID;
 use toolgate_protocol::types::{SubscriptionFilter, methods};
 use toolgate_protocol::{RequestId, RpcError};
 
-use super::{Failure, exchange, params};
+use super::{Failure, params};
 use crate::Server;
 use crate::dispatch::TransportContext;
-use crate::exchange::Frame;
-use crate::exchange::Reply;
+use crate::exchange::{Exchange, Frame, Reply};
 use crate::registry::Change;
 
 #[derive(Deserialize)]
@@ -25,7 +27,6 @@ struct ListenParams {
 pub(super) fn listen(
     server: &Server,
     req: Request,
-    meta: RequestMeta,
     transport: &TransportContext,
 ) -> Result<Reply, Failure> {
     let p: ListenParams = params(&req)?;
@@ -38,59 +39,90 @@ pub(super) fn listen(
         ));
     };
     let honoured = honoured(server, &requested);
-    let server = server.clone();
-    let id = req.id;
-    let shared_channel = !transport.stream_per_request;
+    let tag = tag(&req.id);
+    let ack = json!({ "notifications": honoured, "_meta": tag });
+    let mut pending = VecDeque::with_capacity(1);
+    pending.push_back(Frame::Notification(encode_notification(
+        methods::SUBSCRIPTIONS_ACKNOWLEDGED,
+        Some(&ack),
+    )));
     // Subscribe before acknowledging, so no change between the two is lost.
-    let mut changes = server.inner.bus.subscribe();
-    Ok(exchange(
-        id.clone(),
-        meta,
-        transport,
-        Default::default(),
-        move |ctx| async move {
-            let tag = tag(&id);
-            let ack = json!({ "notifications": honoured, "_meta": tag });
-            ctx.inner
-                .sink
-                .send(Frame::Notification(encode_notification(
-                    methods::SUBSCRIPTIONS_ACKNOWLEDGED,
-                    Some(&ack),
-                )))
-                .await
-                .ok()?;
-            loop {
-                let change = tokio::select! {
-                    _ = server.inner.shutdown.cancelled() => break,
-                    change = changes.recv() => change,
-                };
-                let frames = match change {
-                    Ok(change) => notifications_for(&honoured, &change, &tag),
-                    // We fell behind: say everything this stream cares about
-                    // may have changed rather than miss something.
-                    Err(RecvError::Lagged(_)) => everything(&honoured, &tag),
-                    Err(RecvError::Closed) => break,
-                };
-                for frame in frames {
-                    ctx.inner.sink.send(Frame::Notification(frame)).await.ok()?;
-                }
+    let state = Listening {
+        changes: server.inner.bus.subscribe(),
+        server: server.clone(),
+        id: req.id,
+        honoured,
+        tag,
+        shared_channel: !transport.stream_per_request,
+        pending,
+        ended: false,
+    };
+    // A stream rather than work behind a channel: an open subscription is
+    // then just this state and the future waiting on the change bus.
+    Ok(Reply::Streaming(Exchange::from_stream(Box::pin(
+        stream::unfold(state, Listening::next),
+    ))))
+}
+
+/// An open subscription.
+struct Listening {
+    server: Server,
+    changes: broadcast::Receiver<Change>,
+    id: RequestId,
+    honoured: SubscriptionFilter,
+    tag: Map<String, Value>,
+    shared_channel: bool,
+    /// Frames ready to go, oldest first.
+    pending: VecDeque<Frame>,
+    /// The closing frames are queued; nothing follows them.
+    ended: bool,
+}
+
+impl Listening {
+    async fn next(mut self) -> Option<(Frame, Self)> {
+        loop {
+            if let Some(frame) = self.pending.pop_front() {
+                return Some((frame, self));
             }
-            // Server-initiated end: a graceful completion result, and on a
-            // shared channel the cancellation that ends the subscription.
-            let mut result = Map::new();
-            result.insert("_meta".into(), Value::Object(tag.clone()));
-            let final_frame = server.result_frame(&id, &result);
-            if shared_channel {
-                ctx.inner.sink.send(final_frame).await.ok()?;
-                let cancelled = json!({ "requestId": id, "reason": "server shutting down" });
-                return Some(Frame::Notification(encode_notification(
+            if self.ended {
+                return None;
+            }
+            let change = tokio::select! {
+                _ = self.server.inner.shutdown.cancelled() => None,
+                change = self.changes.recv() => Some(change),
+            };
+            let frames = match change {
+                Some(Ok(change)) => notifications_for(&self.honoured, &change, &self.tag),
+                // We fell behind: say everything this stream cares about
+                // may have changed rather than miss something.
+                Some(Err(RecvError::Lagged(_))) => everything(&self.honoured, &self.tag),
+                None | Some(Err(RecvError::Closed)) => {
+                    self.close();
+                    continue;
+                }
+            };
+            self.pending
+                .extend(frames.into_iter().map(Frame::Notification));
+        }
+    }
+
+    /// Server-initiated end: a graceful completion result, and on a shared
+    /// channel the cancellation that ends the subscription.
+    fn close(&mut self) {
+        self.ended = true;
+        let mut result = Map::new();
+        result.insert("_meta".into(), Value::Object(self.tag.clone()));
+        self.pending
+            .push_back(self.server.result_frame(&self.id, &result));
+        if self.shared_channel {
+            let cancelled = json!({ "requestId": self.id, "reason": "server shutting down" });
+            self.pending
+                .push_back(Frame::Notification(encode_notification(
                     methods::CANCELLED,
                     Some(&cancelled),
                 )));
-            }
-            Some(final_frame)
-        },
-    ))
+        }
+    }
 }
 
 fn tag(id: &RequestId) -> Map<String, Value> {

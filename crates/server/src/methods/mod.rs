@@ -51,7 +51,7 @@ pub(crate) fn dispatch(
         "completion/complete" if inner.completions_enabled => {
             complete::complete(server, req, transport)
         }
-        "subscriptions/listen" => listen::listen(server, req, meta, transport),
+        "subscriptions/listen" => listen::listen(server, req, transport),
         _ => Err((req.id, RpcError::method_not_found(&req.method))),
     }
 }
