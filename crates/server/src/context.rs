@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolgate_protocol::RequestId;
 use toolgate_protocol::jsonrpc::encode_notification;
@@ -22,6 +21,7 @@ use toolgate_protocol::types::{
 
 use crate::AuthContext;
 use crate::exchange::Frame;
+use crate::frame_queue::FrameSender;
 use crate::mrtr::Inputs;
 use crate::tool::ToolError;
 
@@ -35,7 +35,7 @@ pub(crate) struct Inner {
     pub(crate) id: RequestId,
     pub(crate) meta: RequestMeta,
     pub(crate) auth: Option<AuthContext>,
-    pub(crate) sink: mpsc::Sender<Frame>,
+    pub(crate) sink: FrameSender,
     pub(crate) cancel: CancellationToken,
     /// Input gathered in earlier rounds and sent with this retry.
     pub(crate) round: Round,
@@ -61,7 +61,7 @@ impl RequestContext {
         id: RequestId,
         meta: RequestMeta,
         auth: Option<AuthContext>,
-        sink: mpsc::Sender<Frame>,
+        sink: FrameSender,
         cancel: CancellationToken,
         round: Round,
     ) -> Self {

@@ -157,16 +157,26 @@ impl Server {
         serde_json::to_writer(&mut body, result).ok()?;
         let written = &body[start..];
         // A key appears unescaped only as a real key (or as a string value
-        // equal to it, which merely takes the slow path).
-        let plain = written.first() == Some(&b'{')
-            && !contains(written, b"\"_meta\"")
-            && !contains(written, b"\"resultType\"");
-        if plain {
+        // equal to it, which merely takes the slow path). A `resultType`
+        // written first (typed results such as `CallToolResult`) is surely
+        // a top-level key, so only `_meta` is spliced after it.
+        let tail = &self.inner.stamp_tail;
+        let tail: Option<&[u8]> =
+            if written.first() != Some(&b'{') || contains(written, b"\"_meta\"") {
+                None
+            } else if written.starts_with(b"{\"resultType\":") {
+                Some(&tail[STAMP_META_AT..])
+            } else if contains(written, b"\"resultType\"") {
+                None
+            } else {
+                Some(tail)
+            };
+        if let Some(tail) = tail {
             body.pop();
             if body.len() > start + 1 {
                 body.push(b',');
             }
-            body.extend_from_slice(&self.inner.stamp_tail);
+            body.extend_from_slice(tail);
             // Close the result object, then the envelope.
             body.extend_from_slice(b"}}");
             return Some(body);
@@ -191,6 +201,12 @@ impl Server {
         }
     }
 }
+
+/// Where `_meta` starts in the stamp tail (after `"resultType":"complete",`).
+const STAMP_META_AT: usize = STAMP_RESULT_TYPE.len();
+
+/// The first part of the stamp tail.
+pub(crate) const STAMP_RESULT_TYPE: &[u8] = b"\"resultType\":\"complete\",";
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(haystack, needle).is_some()
@@ -300,6 +316,41 @@ mod tests {
         // A string value that looks like a key only takes the slow path.
         let v = encoded(&json!({"text": "_meta"}));
         assert_eq!(v["result"]["text"], "_meta");
+        assert_eq!(v["result"]["_meta"], info);
+    }
+
+    fn encoded_typed<T: Serialize>(result: &T) -> Value {
+        let frame = server().result_frame(&RequestId::Number(8), result);
+        serde_json::from_slice(frame.bytes())
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {frame:?}"))
+    }
+
+    #[test]
+    fn typed_results_with_result_type_first_get_only_meta_spliced() {
+        use toolgate_protocol::types::CallToolResult;
+        let info = json!({"io.modelcontextprotocol/serverInfo": {"name": "stamp-test", "version": "1.0.0"}});
+        // A tool whose text mentions both keys: the keys must still appear once.
+        let result = CallToolResult::text("\"resultType\" and \"_meta\"");
+        let frame = server().result_frame(&RequestId::Number(8), &result);
+        let raw = String::from_utf8_lossy(frame.bytes()).into_owned();
+        assert_eq!(raw.matches("\"resultType\":").count(), 1, "{raw}");
+        let v = encoded_typed(&result);
+        assert_eq!(v["result"]["resultType"], "complete");
+        assert_eq!(
+            v["result"]["content"][0]["text"],
+            "\"resultType\" and \"_meta\""
+        );
+        assert_eq!(v["result"]["_meta"], info);
+        // Plain text without either key takes the splice.
+        let v = encoded_typed(&CallToolResult::text("hello"));
+        assert_eq!(v["result"]["resultType"], "complete");
+        assert_eq!(v["result"]["content"][0]["text"], "hello");
+        assert_eq!(v["result"]["_meta"], info);
+        // An input_required result keeps its own resultType.
+        let mut asking = CallToolResult::text("x");
+        asking.result_type = toolgate_protocol::types::ResultType::InputRequired;
+        let v = encoded_typed(&asking);
+        assert_eq!(v["result"]["resultType"], "input_required");
         assert_eq!(v["result"]["_meta"], info);
     }
 }

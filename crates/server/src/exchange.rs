@@ -1,8 +1,9 @@
 //! What a transport receives back for one incoming message.
 //!
 //! Dispatch answers either at once ([`Reply::Done`]) or with an [`Exchange`]:
-//! a channel of [`Frame`]s, request-scoped notifications first and the final
-//! response last, fed by the request's work. The work is not a task of its
+//! a sequence of [`Frame`]s, request-scoped notifications first (through a
+//! [`frame_queue`](crate::frame_queue)) and the final response last (what
+//! the request's work returns). The work is not a task of its
 //! own: it runs inside [`Exchange::next`], on the task of whoever reads the
 //! frames (the HTTP connection, the stdio request task). That saves a spawn
 //! and a cross-thread wake-up per request, and makes cancellation plain:
@@ -17,9 +18,12 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use std::future::poll_fn;
+
 use futures::{Stream, StreamExt as _};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use crate::frame_queue::FrameReceiver;
 
 /// One serialized message on its way to the client.
 #[derive(Clone, Debug, PartialEq)]
@@ -62,8 +66,9 @@ pub enum Reply {
     Streaming(Exchange),
 }
 
-/// The work behind an exchange.
-pub(crate) type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// The work behind an exchange; it ends with the final response (or with
+/// nothing, when it was cut short).
+pub(crate) type Work = Pin<Box<dyn Future<Output = Option<Frame>> + Send>>;
 
 /// A stream of frames that ends after its last one.
 pub(crate) type FrameStream = Pin<Box<dyn Stream<Item = Frame> + Send>>;
@@ -74,10 +79,11 @@ pub struct Exchange {
 }
 
 enum Source {
-    /// Work that sends into a channel.
-    Channel {
-        rx: mpsc::Receiver<Frame>,
+    /// Work that queues notifications and returns the final frame.
+    Work {
+        notes: FrameReceiver,
         work: Option<Work>,
+        last: Option<Frame>,
         cancel: CancellationToken,
     },
     /// Work that is itself the sequence of frames.
@@ -87,7 +93,7 @@ enum Source {
 impl std::fmt::Debug for Exchange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let running = match &self.source {
-            Source::Channel { work, .. } => work.is_some(),
+            Source::Work { work, .. } => work.is_some(),
             Source::Stream(_) => true,
         };
         f.debug_struct("Exchange")
@@ -97,12 +103,14 @@ impl std::fmt::Debug for Exchange {
 }
 
 impl Exchange {
-    /// An exchange whose `work` sends its frames into the channel `rx` reads.
-    pub(crate) fn new(rx: mpsc::Receiver<Frame>, work: Work, cancel: CancellationToken) -> Self {
+    /// An exchange whose `work` queues notifications into `notes` and
+    /// returns the final frame.
+    pub(crate) fn new(notes: FrameReceiver, work: Work, cancel: CancellationToken) -> Self {
         Self {
-            source: Source::Channel {
-                rx,
+            source: Source::Work {
+                notes,
                 work: Some(work),
+                last: None,
                 cancel,
             },
         }
@@ -118,18 +126,24 @@ impl Exchange {
     /// The next frame; `None` once the final response was delivered or the
     /// work ended without one. Drives the work while waiting.
     pub async fn next(&mut self) -> Option<Frame> {
-        let (rx, work) = match &mut self.source {
+        let (notes, work, last) = match &mut self.source {
             Source::Stream(frames) => return frames.next().await,
-            Source::Channel { rx, work, .. } => (rx, work),
+            Source::Work {
+                notes, work, last, ..
+            } => (notes, work, last),
         };
         loop {
             let Some(running) = work.as_mut() else {
-                return rx.recv().await;
+                // Notifications queued before the work ended go first.
+                return notes.try_recv().or_else(|| last.take());
             };
             tokio::select! {
                 biased;
-                frame = rx.recv() => return frame,
-                () = running => *work = None,
+                frame = poll_fn(|cx| notes.poll_recv(cx)) => return Some(frame),
+                end = running => {
+                    *work = None;
+                    *last = end;
+                }
             }
         }
     }
@@ -139,12 +153,8 @@ impl Drop for Exchange {
     fn drop(&mut self) {
         // Signal first, so work the handler spawned itself can stop too;
         // dropping `work` then stops the handler.
-        if let Source::Channel { cancel, .. } = &self.source {
+        if let Source::Work { cancel, .. } = &self.source {
             cancel.cancel();
         }
     }
 }
-
-/// Capacity of the per-request frame channel: enough to absorb bursts of
-/// progress without letting a slow client make the server buffer without bound.
-pub(crate) const FRAME_BUFFER: usize = 64;

@@ -58,6 +58,7 @@ mod auth;
 mod context;
 mod dispatch;
 mod exchange;
+mod frame_queue;
 mod legacy;
 mod methods;
 mod mrtr;

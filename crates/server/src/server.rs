@@ -88,7 +88,8 @@ pub(crate) struct Inner {
 }
 
 fn stamp_tail(result_meta: &Meta) -> Vec<u8> {
-    let mut tail = b"\"resultType\":\"complete\",\"_meta\":".to_vec();
+    let mut tail = crate::dispatch::STAMP_RESULT_TYPE.to_vec();
+    tail.extend_from_slice(b"\"_meta\":");
     // A map of JSON values always serializes.
     let _ = serde_json::to_writer(&mut tail, result_meta);
     tail

@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
 use toolgate_protocol::jsonrpc::{Request, encode_request, encode_result};
 use toolgate_protocol::types::CallToolResult;
 use toolgate_protocol::{RequestId, RpcError};
@@ -22,7 +21,8 @@ use toolgate_protocol::{RequestId, RpcError};
 use super::{Session, legacy_shape, shared_dispatch};
 use crate::Server;
 use crate::dispatch::{TransportContext, error_frame, request_token};
-use crate::exchange::{Exchange, FRAME_BUFFER, Frame, Reply};
+use crate::exchange::{Exchange, Frame, Reply};
+use crate::frame_queue::{self, FrameSender};
 
 /// Rounds of input one legacy request may go through.
 const MAX_ROUNDS: usize = 16;
@@ -33,7 +33,7 @@ pub(super) fn drive(
     req: Request,
     transport: &TransportContext,
 ) -> Reply {
-    let (tx, rx) = mpsc::channel(FRAME_BUFFER);
+    let (tx, notes) = frame_queue::queue();
     let cancel = request_token();
     // Legacy clients do not mirror parameters into headers, and the
     // session already identifies them: no per-request header checks.
@@ -42,11 +42,8 @@ pub(super) fn drive(
         ..transport.clone()
     };
     let server = server.clone();
-    let work = Box::pin(async move {
-        let frame = run(&server, &session, req, &transport, &tx).await;
-        let _ = tx.send(frame).await;
-    });
-    Reply::Streaming(Exchange::new(rx, work, cancel))
+    let work = Box::pin(async move { Some(run(&server, &session, req, &transport, &tx).await) });
+    Reply::Streaming(Exchange::new(notes, work, cancel))
 }
 
 async fn run(
@@ -54,7 +51,7 @@ async fn run(
     session: &Arc<Session>,
     req: Request,
     transport: &TransportContext,
-    tx: &mpsc::Sender<Frame>,
+    tx: &FrameSender,
 ) -> Frame {
     let id = req.id;
     let method = req.method;
@@ -141,7 +138,7 @@ async fn ask(
     server: &Server,
     session: &Arc<Session>,
     requests: &Map<String, Value>,
-    tx: &mpsc::Sender<Frame>,
+    tx: &FrameSender,
 ) -> Result<Map<String, Value>, Refusal> {
     let wait = server.inner.config.state_ttl.max(Duration::from_secs(1));
     let mut pending = Vec::with_capacity(requests.len());

@@ -13,7 +13,6 @@ use std::future::Future;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio::sync::mpsc;
 use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::meta::RequestMeta;
 use toolgate_protocol::{RequestId, RpcError};
@@ -21,7 +20,8 @@ use toolgate_protocol::{RequestId, RpcError};
 use crate::Server;
 use crate::context::{RequestContext, Round};
 use crate::dispatch::{TransportContext, request_token};
-use crate::exchange::{Exchange, FRAME_BUFFER, Frame, Reply};
+use crate::exchange::{Exchange, Frame, Reply};
+use crate::frame_queue;
 use crate::mrtr::{self, Binding, Pending};
 
 pub(crate) use discover::capabilities;
@@ -88,23 +88,10 @@ where
     F: FnOnce(RequestContext) -> Fut,
     Fut: Future<Output = Option<Frame>> + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel(FRAME_BUFFER);
+    let (tx, notes) = frame_queue::queue();
     let cancel = request_token();
-    let ctx = RequestContext::new(
-        id,
-        meta,
-        transport.auth.clone(),
-        tx.clone(),
-        cancel.clone(),
-        round,
-    );
-    let fut = work(ctx);
-    let work = Box::pin(async move {
-        if let Some(frame) = fut.await {
-            let _ = tx.send(frame).await;
-        }
-    });
-    Reply::Streaming(Exchange::new(rx, work, cancel))
+    let ctx = RequestContext::new(id, meta, transport.auth.clone(), tx, cancel.clone(), round);
+    Reply::Streaming(Exchange::new(notes, Box::pin(work(ctx)), cancel))
 }
 
 /// The multi-round context of a request that may ask for input: its binding,
