@@ -293,6 +293,26 @@ async fn memory_rows(bins: &Bins, streams: usize) -> anyhow::Result<Vec<MemoryRo
             mib: mib(m.anon_kib),
             unit: "MiB".into(),
         });
+        // toolgate compiles a schema on its tool's first call: show what a
+        // compiled validator (with a pattern) adds once the tool is used.
+        let (body, headers) = request(
+            "tools/call",
+            json!({"name": ORDER_TOOL, "arguments": tools::order_arguments()}),
+        );
+        let target = Target {
+            addr,
+            body,
+            headers,
+            walk: false,
+        };
+        load::run(&target, 1, Duration::from_millis(100)).await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        rows.push(MemoryRow {
+            what: "idle, after calls to the validated tool too".into(),
+            server: kind.label().into(),
+            mib: mib(server.memory().rss_kib),
+            unit: "MiB".into(),
+        });
     }
     let server = start(bins, Kind::Toolgate, 0).await?;
     let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
@@ -411,7 +431,7 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
         report
             .memory
             .iter()
-            .find(|m| m.server == server && m.what.starts_with("idle"))
+            .find(|m| m.server == server && m.what == "idle (after a first call)")
             .map(|m| m.mib)
     };
     let rmcp_idle = match (idle(RMCP_DEFAULT), idle(RMCP_BEST)) {

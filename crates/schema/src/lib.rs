@@ -2,7 +2,8 @@
 //! `x-mcp-header` rules.
 //!
 //! A schema is measured against [`Limits`], then compiled once into a
-//! [`CompiledSchema`] and reused for every call. Validation reports each
+//! [`CompiledSchema`] and reused for every call ([`LazySchema`] defers the
+//! compilation to the first call). Validation reports each
 //! violation with the JSON pointer of the offending value, what was expected
 //! there, and how to fix it, so a model can correct itself.
 //!
@@ -33,10 +34,12 @@
 pub mod dialect;
 pub mod header_rules;
 mod hints;
+mod lazy;
 mod limits;
 mod validator;
 
 pub use dialect::Dialect;
+pub use lazy::LazySchema;
 pub use limits::Limits;
 pub use validator::{CompiledSchema, Violation};
 

@@ -1,6 +1,7 @@
 //! Compiled validators.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use jsonschema::{PatternOptions, Retrieve, Uri};
 use serde_json::Value;
@@ -51,9 +52,23 @@ impl Retrieve for NoRetrieval {
 
 /// A compiled, reusable validator.
 pub struct CompiledSchema {
-    validator: jsonschema::Validator,
+    engine: Engine,
     limits: Limits,
     dialect: Dialect,
+}
+
+/// How a schema is checked.
+enum Engine {
+    /// "Any object" or "an empty object" (tools without arguments): checked
+    /// by hand, so such tools never load the general validator. The full
+    /// validator is built only to explain a failure, with its exact wording.
+    Object {
+        closed: bool,
+        schema: Value,
+        explainer: OnceLock<Option<jsonschema::Validator>>,
+    },
+    /// Everything else.
+    Full(jsonschema::Validator),
 }
 
 impl fmt::Debug for CompiledSchema {
@@ -72,24 +87,17 @@ impl CompiledSchema {
 
     /// Compile `schema` with explicit limits.
     pub fn compile_with(schema: &Value, limits: Limits) -> Result<Self, SchemaError> {
-        let dialect = match schema {
-            Value::Object(map) => Dialect::of(map)?,
-            Value::Bool(_) => Dialect::Draft202012,
-            other => {
-                return Err(SchemaError::Invalid(format!(
-                    "a schema must be an object or a boolean, not {other}"
-                )));
-            }
+        let dialect = precheck(schema, &limits)?;
+        let engine = match object_only(schema) {
+            Some(closed) => Engine::Object {
+                closed,
+                schema: schema.clone(),
+                explainer: OnceLock::new(),
+            },
+            None => Engine::Full(build(schema, dialect)?),
         };
-        check_schema(schema, &limits)?;
-        let validator = jsonschema::options()
-            .with_draft(dialect.draft())
-            .with_retriever(NoRetrieval)
-            .with_pattern_options(PatternOptions::regex())
-            .build(schema)
-            .map_err(|e| classify(&e.to_string(), schema))?;
         Ok(Self {
-            validator,
+            engine,
             limits,
             dialect,
         })
@@ -110,13 +118,20 @@ impl CompiledSchema {
                 fix: "send less deeply nested or smaller data".into(),
             }]);
         }
-        // The common case — valid input — takes the validator's fast path;
-        // only invalid input pays for collecting every violation.
-        if self.validator.is_valid(instance) {
+        // The common case — valid input — takes the fast path; only invalid
+        // input pays for collecting every violation.
+        if self.accepts(instance) {
             return Ok(());
         }
-        let violations: Vec<Violation> = self
-            .validator
+        let Some(validator) = self.explainer() else {
+            return Err(vec![Violation {
+                pointer: String::new(),
+                message: format!("{instance} is not an object without properties"),
+                expected: "an object".into(),
+                fix: "send an object".into(),
+            }]);
+        };
+        let violations: Vec<Violation> = validator
             .iter_errors(instance)
             .map(|e| {
                 let (expected, fix) = hints::describe(e.kind());
@@ -137,8 +152,75 @@ impl CompiledSchema {
 
     /// Whether `instance` is valid.
     pub fn is_valid(&self, instance: &Value) -> bool {
-        check_instance(instance, &self.limits).is_ok() && self.validator.is_valid(instance)
+        check_instance(instance, &self.limits).is_ok() && self.accepts(instance)
     }
+
+    fn accepts(&self, instance: &Value) -> bool {
+        match &self.engine {
+            Engine::Object { closed, .. } => instance
+                .as_object()
+                .is_some_and(|map| !closed || map.is_empty()),
+            Engine::Full(validator) => validator.is_valid(instance),
+        }
+    }
+
+    fn explainer(&self) -> Option<&jsonschema::Validator> {
+        match &self.engine {
+            Engine::Full(validator) => Some(validator),
+            Engine::Object {
+                schema, explainer, ..
+            } => explainer
+                .get_or_init(|| build(schema, self.dialect).ok())
+                .as_ref(),
+        }
+    }
+}
+
+/// The checks that need no compiler: a known dialect, within the limits.
+pub(crate) fn precheck(schema: &Value, limits: &Limits) -> Result<Dialect, SchemaError> {
+    let dialect = match schema {
+        Value::Object(map) => Dialect::of(map)?,
+        Value::Bool(_) => Dialect::Draft202012,
+        other => {
+            return Err(SchemaError::Invalid(format!(
+                "a schema must be an object or a boolean, not {other}"
+            )));
+        }
+    };
+    check_schema(schema, limits)?;
+    Ok(dialect)
+}
+
+fn build(schema: &Value, dialect: Dialect) -> Result<jsonschema::Validator, SchemaError> {
+    jsonschema::options()
+        .with_draft(dialect.draft())
+        .with_retriever(NoRetrieval)
+        .with_pattern_options(PatternOptions::regex())
+        .build(schema)
+        .map_err(|e| classify(&e.to_string(), schema))
+}
+
+/// `Some(closed)` when `schema` only says "an object" (`closed`: with no
+/// properties at all), in words whose validity is plain without a
+/// meta-schema; `None` for anything else.
+fn object_only(schema: &Value) -> Option<bool> {
+    let map = schema.as_object()?;
+    if map.get("type")?.as_str()? != "object" {
+        return None;
+    }
+    let mut closed = false;
+    for (key, value) in map {
+        match key.as_str() {
+            "type" => {}
+            "additionalProperties" => closed = !value.as_bool()?,
+            "properties" if value.as_object()?.is_empty() => {}
+            "required" if value.as_array()?.is_empty() => {}
+            // `$schema` was already checked against the known dialects.
+            "$schema" | "title" | "description" | "$comment" if value.is_string() => {}
+            _ => return None,
+        }
+    }
+    Some(closed)
 }
 
 /// Turn a compiler message into the most specific error.
@@ -172,5 +254,78 @@ fn collect_refs(value: &Value, out: &mut Vec<String>) {
         }
         Value::Array(items) => items.iter().for_each(|v| collect_refs(v, out)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The hand-checked engine must agree with the general validator on
+    /// every instance, and explain failures in the same words.
+    #[test]
+    fn object_only_schemas_agree_with_the_general_validator() {
+        let schemas = [
+            json!({"type": "object"}),
+            json!({"type": "object", "additionalProperties": false}),
+            json!({"type": "object", "additionalProperties": true, "properties": {}}),
+            json!({"type": "object", "properties": {}, "required": [], "additionalProperties": false,
+                   "title": "No arguments", "description": "d", "$comment": "c",
+                   "$schema": "https://json-schema.org/draft/2020-12/schema"}),
+            json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "additionalProperties": false}),
+        ];
+        let instances = [
+            json!({}),
+            json!({"a": 1}),
+            json!({"a": {"b": [1, 2]}, "c": null}),
+            json!([]),
+            json!("text"),
+            json!(null),
+            json!(3.5),
+            json!(true),
+        ];
+        for schema in &schemas {
+            assert!(
+                object_only(schema).is_some(),
+                "{schema} takes the hand path"
+            );
+            let ours = CompiledSchema::compile(schema).unwrap_or_else(|e| panic!("{schema}: {e}"));
+            let dialect = precheck(schema, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
+            let general = build(schema, dialect).unwrap_or_else(|e| panic!("{schema}: {e}"));
+            for instance in &instances {
+                assert_eq!(
+                    ours.is_valid(instance),
+                    general.is_valid(instance),
+                    "{schema} on {instance}"
+                );
+                let expected: Vec<String> = general
+                    .iter_errors(instance)
+                    .map(|e| e.to_string())
+                    .collect();
+                let got: Vec<String> = match ours.validate(instance) {
+                    Ok(()) => Vec::new(),
+                    Err(v) => v.into_iter().map(|v| v.message).collect(),
+                };
+                assert_eq!(got, expected, "{schema} on {instance}");
+            }
+        }
+    }
+
+    #[test]
+    fn anything_more_takes_the_general_validator() {
+        for schema in [
+            json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+            json!({"type": "object", "required": ["a"]}),
+            json!({"type": "object", "additionalProperties": {"type": "string"}}),
+            json!({"type": "object", "minProperties": 1}),
+            json!({"type": ["object", "null"]}),
+            json!({"type": "object", "title": 3}),
+            json!({"type": "object", "$defs": {}}),
+            json!({"properties": {}}),
+        ] {
+            assert_eq!(object_only(&schema), None, "{schema}");
+        }
     }
 }

@@ -35,6 +35,14 @@ pub struct ServerConfig {
     /// Bounds on tool schemas (checked at registration) and on the
     /// arguments and results validated against them.
     pub schema_limits: toolgate_schema::Limits,
+    /// Compile every tool schema at registration, so that a schema the
+    /// validator rejects fails [`ServerBuilder::build`] /
+    /// [`Server::add_tool`]. Default `false`: registration checks the
+    /// dialect and the limits, and each schema is compiled on the tool's
+    /// first call (a server with many tools starts at once and keeps only
+    /// the validators it uses). Turn it on in a test to catch a broken
+    /// hand-written schema before it ships.
+    pub eager_schemas: bool,
     /// Also serve legacy clients: answer `initialize` (negotiating 2025-11-25,
     /// 2025-06-18 or 2025-03-26) and keep a session for each of them, next
     /// to stateless modern service. Default `true`; when `false`,
@@ -58,6 +66,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(5),
             state_ttl: Duration::from_secs(600),
             schema_limits: toolgate_schema::Limits::default(),
+            eager_schemas: false,
             legacy: true,
             legacy_idle: Duration::from_secs(30 * 60),
             max_legacy_sessions: 1024,
@@ -153,7 +162,8 @@ impl Server {
     /// Register a tool on the running server; open `subscriptions/listen`
     /// streams that asked for `toolsListChanged` are told.
     pub fn add_tool(&self, entry: ToolEntry) -> Result<(), RegistrationError> {
-        let tool = entry.compile(&self.inner.config.schema_limits)?;
+        let config = &self.inner.config;
+        let tool = entry.compile(&config.schema_limits, config.eager_schemas)?;
         self.inner
             .tools
             .insert(tool)
@@ -299,6 +309,24 @@ impl ServerBuilder {
     /// Declare the resources capability even with no resource registered yet.
     pub fn enable_resources(mut self) -> Self {
         self.enable_resources = true;
+        self
+    }
+
+    /// Compile every tool schema in [`ServerBuilder::build`] rather than on
+    /// each tool's first call (see [`ServerConfig::eager_schemas`]).
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use toolgate_server::{Server, ToolDef, ToolReply};
+    ///
+    /// let broken = json!({"type": "object", "minProperties": "many"});
+    /// let tool = ToolDef::new("t").dynamic(broken.as_object().cloned().unwrap(), None, |_, _| async {
+    ///     Ok(ToolReply::Complete(Default::default()))
+    /// });
+    /// assert!(Server::builder("s", "1").eager_schemas().tool(tool).build().is_err());
+    /// ```
+    pub fn eager_schemas(mut self) -> Self {
+        self.config.eager_schemas = true;
         self
     }
 

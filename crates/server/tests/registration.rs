@@ -75,6 +75,7 @@ fn input_schemas_must_be_objects_and_compile() {
         handler,
     );
     let err = Server::builder("s", "1")
+        .eager_schemas()
         .tool(broken)
         .build()
         .err()
@@ -98,9 +99,73 @@ fn input_schemas_must_be_objects_and_compile() {
         handler,
     );
     assert!(
-        Server::builder("s", "1").tool(remote).build().is_err(),
+        Server::builder("s", "1")
+            .eager_schemas()
+            .tool(remote)
+            .build()
+            .is_err(),
         "remote $ref must not be fetched or accepted"
     );
+}
+
+/// Without `eager_schemas`, a schema is compiled on its tool's first call:
+/// a broken one then answers that call (and every later one) with a tool
+/// error that puts the fault on the server, and other tools are unharmed.
+#[tokio::test]
+async fn lazily_compiled_schemas_fail_the_call_not_the_server() {
+    use serde_json::Value;
+    use toolgate_server::{Reply, TransportContext};
+
+    let handler =
+        |_args, _ctx| async { Ok(toolgate_server::ToolReply::Complete(Default::default())) };
+    let schema = |v: Value| v.as_object().cloned().unwrap();
+    let server = Server::builder("s", "1")
+        .tool(ToolDef::new("broken").dynamic(
+            schema(json!({"type": "object", "minProperties": "many"})),
+            None,
+            handler,
+        ))
+        .tool(ToolDef::new("remote").dynamic(
+            schema(json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}})),
+            None,
+            handler,
+        ))
+        .tool(noop("fine"))
+        .build()
+        .expect("registration checks only the dialect and the limits");
+    let call = |name: &str| {
+        let message = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": name, "arguments": {}, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}});
+        server.handle_message(
+            &serde_json::to_vec(&message).unwrap(),
+            &TransportContext::default(),
+        )
+    };
+    async fn answer(reply: Reply) -> Value {
+        let frame = match reply {
+            Reply::Done(frame) => frame,
+            Reply::Streaming(mut exchange) => exchange.next().await.expect("a response"),
+            Reply::Nothing => panic!("no reply"),
+        };
+        serde_json::from_slice(frame.bytes()).unwrap()
+    }
+    for round in 0..2 {
+        for (name, needle) in [
+            ("broken", "\"many\" is not of type"),
+            ("remote", "https://example.com/s.json"),
+        ] {
+            let v = answer(call(name)).await;
+            assert_eq!(v["result"]["isError"], true, "{round} {name}: {v}");
+            let text = v["result"]["content"][0]["text"].as_str().unwrap();
+            assert!(text.contains("inputSchema"), "{text}");
+            assert!(text.contains("fault in the server"), "{text}");
+            assert!(text.contains(needle), "{name}: {text}");
+        }
+    }
+    let v = answer(call("fine")).await;
+    assert_eq!(v["result"]["content"][0]["text"], "ok", "{v}");
 }
 
 #[test]

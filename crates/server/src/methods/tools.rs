@@ -58,7 +58,18 @@ pub(super) fn call(
         retry,
         transport,
     )?;
-    if let Err(violations) = tool.input.validate(&args_value) {
+    let input = match tool.input.get() {
+        Ok(input) => input,
+        Err(e) => {
+            tracing::error!(tool = %tool.tool.name, error = %e, "inputSchema does not compile");
+            let result = CallToolResult::error(format!(
+                "The tool {:?} cannot be called: its inputSchema is not a valid JSON Schema ({e}). This is a fault in the server, not in the arguments.",
+                tool.tool.name
+            ));
+            return Ok(Reply::Done(server.result_frame(&req.id, &result)));
+        }
+    };
+    if let Err(violations) = input.validate(&args_value) {
         let result = CallToolResult::error(describe_input_violations(&tool.tool.name, &violations));
         return Ok(Reply::Done(server.result_frame(&req.id, &result)));
     }
@@ -139,10 +150,14 @@ fn take_params(req: &mut Request) -> Option<Result<Taken, RpcError>> {
 /// `outputSchema` never emits `structuredContent` that breaks it.
 pub(crate) fn check_output(tool: &RegisteredTool, mut result: CallToolResult) -> CallToolResult {
     if let (Some(schema), Some(structured)) = (&tool.output, &result.structured_content) {
-        if let Err(violations) = schema.validate(structured) {
+        let checked = match schema.get() {
+            Ok(schema) => schema.validate(structured).map_err(|v| join(&v)),
+            Err(e) => Err(format!("the outputSchema does not compile: {e}")),
+        };
+        if let Err(violations) = checked {
             tracing::error!(
                 tool = %tool.tool.name,
-                violations = %join(&violations),
+                violations = %violations,
                 "tool output does not match its outputSchema; withheld"
             );
             if result.is_error() {

@@ -41,7 +41,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use toolgate_protocol::names::validate_tool_name;
 use toolgate_protocol::types::{Icon, Tool, ToolAnnotations};
-use toolgate_schema::CompiledSchema;
+use toolgate_schema::LazySchema;
 use toolgate_schema::header_rules::{HeaderParam, header_params};
 
 pub(crate) use output::ErrorKind;
@@ -325,10 +325,12 @@ impl ToolEntry {
         &self.def.tool.name
     }
 
-    /// Check the definition and compile its schemas.
+    /// Check the definition and its schemas (compiling them now when
+    /// `eager`, else on first use).
     pub(crate) fn compile(
         self,
         limits: &toolgate_schema::Limits,
+        eager: bool,
     ) -> Result<RegisteredTool, RegistrationError> {
         let ToolEntry { def, handler } = self;
         let tool = def.tool;
@@ -341,20 +343,26 @@ impl ToolEntry {
                 name: tool.name.clone(),
             });
         }
-        let compile = |which: &'static str, schema: &Map<String, Value>| {
-            CompiledSchema::compile_with(&Value::Object(schema.clone()), limits.clone()).map_err(
-                |e| RegistrationError::InvalidSchema {
-                    name: tool.name.clone(),
-                    which,
-                    reason: e.to_string(),
-                },
-            )
+        let invalid = |which: &'static str, e: &toolgate_schema::SchemaError| {
+            RegistrationError::InvalidSchema {
+                name: tool.name.clone(),
+                which,
+                reason: e.to_string(),
+            }
         };
-        let input = compile("inputSchema", &tool.input_schema)?;
+        let prepare = |which: &'static str, schema: &Map<String, Value>| {
+            let lazy = LazySchema::new(Value::Object(schema.clone()), limits.clone())
+                .map_err(|e| invalid(which, &e))?;
+            if eager {
+                lazy.get().map_err(|e| invalid(which, e))?;
+            }
+            Ok::<_, RegistrationError>(lazy)
+        };
+        let input = prepare("inputSchema", &tool.input_schema)?;
         let output = tool
             .output_schema
             .as_ref()
-            .map(|s| compile("outputSchema", s))
+            .map(|s| prepare("outputSchema", s))
             .transpose()?;
         let header_params =
             header_params(&tool.input_schema).map_err(|error| RegistrationError::HeaderRule {
@@ -376,8 +384,8 @@ impl ToolEntry {
 pub(crate) struct RegisteredTool {
     pub(crate) tool: Tool,
     pub(crate) handler: Arc<dyn DynToolHandler>,
-    pub(crate) input: CompiledSchema,
-    pub(crate) output: Option<CompiledSchema>,
+    pub(crate) input: LazySchema,
+    pub(crate) output: Option<LazySchema>,
     /// Parameters mirrored into `Mcp-Param-*` headers.
     pub(crate) header_params: Vec<HeaderParam>,
     pub(crate) visibility: Option<Visibility>,
