@@ -33,7 +33,8 @@ pub struct Row {
     pub rounds: Vec<Round>,
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+/// The median of `values` (0 for none).
+pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
         0 => 0.0,
