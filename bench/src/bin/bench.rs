@@ -573,10 +573,11 @@ async fn main() -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for s in scenarios.iter().filter(|s| wanted(&s.label)) {
         eprintln!("== {}", s.label);
-        // The validation cost is a small difference: measure it over more
-        // rounds than the rest (a quick run stays quick).
+        // The validation cost is a small difference next to this machine's
+        // run-to-run noise: measure it over more rounds than the rest (a
+        // quick run stays quick).
         let rounds = if s.label == VALIDATED && args.rounds > 1 {
-            args.rounds.max(5)
+            args.rounds.max(9)
         } else {
             args.rounds
         };

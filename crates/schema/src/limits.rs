@@ -257,33 +257,38 @@ impl<'a> Expander<'a> {
 
 /// Check an instance's depth and approximate size before validating it.
 pub(crate) fn check_instance(instance: &Value, limits: &Limits) -> Result<(), String> {
-    let mut bytes = 0usize;
-    let mut stack = vec![(instance, 1usize)];
-    while let Some((value, depth)) = stack.pop() {
+    // Recursion is bounded by `max_instance_depth`, and saves the work list
+    // an explicit stack would allocate on every call.
+    fn walk(value: &Value, depth: usize, bytes: &mut usize, limits: &Limits) -> Result<(), String> {
         if depth > limits.max_instance_depth {
             return Err(format!(
                 "the value is nested deeper than {} levels",
                 limits.max_instance_depth
             ));
         }
-        bytes = bytes.saturating_add(8);
+        *bytes = bytes.saturating_add(8);
         match value {
-            Value::String(s) => bytes = bytes.saturating_add(s.len()),
-            Value::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
+            Value::String(s) => *bytes = bytes.saturating_add(s.len()),
+            Value::Array(items) => {
+                for item in items {
+                    walk(item, depth + 1, bytes, limits)?;
+                }
+            }
             Value::Object(map) => {
                 for (k, v) in map {
-                    bytes = bytes.saturating_add(k.len());
-                    stack.push((v, depth + 1));
+                    *bytes = bytes.saturating_add(k.len());
+                    walk(v, depth + 1, bytes, limits)?;
                 }
             }
             _ => {}
         }
-        if bytes > limits.max_instance_bytes {
+        if *bytes > limits.max_instance_bytes {
             return Err(format!(
                 "the value is larger than {} bytes",
                 limits.max_instance_bytes
             ));
         }
+        Ok(())
     }
-    Ok(())
+    walk(instance, 1, &mut 0, limits)
 }
