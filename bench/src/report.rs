@@ -149,6 +149,9 @@ impl Report {
                 m.what, m.server, m.mib, m.unit
             ));
         }
+        if self.targets.is_empty() {
+            return out;
+        }
         out.push_str("\n| Target | Measured | Holds |\n| --- | --- | --- |\n");
         for t in &self.targets {
             out.push_str(&format!(

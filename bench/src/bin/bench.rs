@@ -26,7 +26,8 @@ struct Args {
     /// Rounds per scenario (the median is reported).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
-    /// One short round of everything (a smoke test, not a measurement).
+    /// One short round of everything (a smoke test, not a measurement:
+    /// targets are not judged and no results are written).
     #[arg(long)]
     quick: bool,
     /// Open `subscriptions/listen` streams for the memory figure.
@@ -610,6 +611,16 @@ async fn main() -> anyhow::Result<()> {
         memory,
         targets: Vec::new(),
     };
+    if args.quick {
+        // One short round measures start-up more than speed: show that
+        // everything runs, but neither judge the targets nor overwrite the
+        // results of a real run.
+        println!("{}", report.markdown());
+        println!(
+            "Quick smoke run (one 1-second round): not a measurement; targets are judged only on a full run, and nothing was written."
+        );
+        return Ok(());
+    }
     report.targets = targets(&report, args.streams);
     if args.only.is_some() {
         println!("{}", report.markdown());
