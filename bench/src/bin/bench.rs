@@ -266,27 +266,34 @@ async fn client_rows(bins: &Bins, rounds: usize, secs: Duration) -> anyhow::Resu
         .collect())
 }
 
+/// The memory row the idle target is judged on.
+const IDLE: &str = "idle (after a first call)";
+
+/// Send `tools/call` with `params` for a moment, one at a time, then let
+/// the server settle before its memory is read.
+async fn calls_then_rest(addr: std::net::SocketAddr, params: Value) -> anyhow::Result<()> {
+    let (body, headers) = request("tools/call", params);
+    let target = Target {
+        addr,
+        body,
+        headers,
+        walk: false,
+    };
+    load::run(&target, 1, Duration::from_millis(100)).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    Ok(())
+}
+
 async fn memory_rows(bins: &Bins, streams: usize) -> anyhow::Result<Vec<MemoryRow>> {
     let mut rows = Vec::new();
     let mib = |kib: u64| kib as f64 / 1024.0;
     for kind in [Kind::Toolgate, Kind::RmcpDefault, Kind::RmcpBest] {
         let server = start(bins, kind, 0).await?;
         let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
-        let (body, headers) = request(
-            "tools/call",
-            json!({"name": "test_simple_text", "arguments": {}}),
-        );
-        let target = Target {
-            addr,
-            body,
-            headers,
-            walk: false,
-        };
-        load::run(&target, 1, Duration::from_millis(100)).await?;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        calls_then_rest(addr, json!({"name": "test_simple_text", "arguments": {}})).await?;
         let m = server.memory();
         rows.push(MemoryRow {
-            what: "idle (after a first call)".into(),
+            what: IDLE.into(),
             server: kind.label().into(),
             mib: mib(m.rss_kib),
             unit: "MiB".into(),
@@ -299,18 +306,11 @@ async fn memory_rows(bins: &Bins, streams: usize) -> anyhow::Result<Vec<MemoryRo
         });
         // toolgate compiles a schema on its tool's first call: show what a
         // compiled validator (with a pattern) adds once the tool is used.
-        let (body, headers) = request(
-            "tools/call",
-            json!({"name": ORDER_TOOL, "arguments": tools::order_arguments()}),
-        );
-        let target = Target {
+        calls_then_rest(
             addr,
-            body,
-            headers,
-            walk: false,
-        };
-        load::run(&target, 1, Duration::from_millis(100)).await?;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+            json!({"name": ORDER_TOOL, "arguments": tools::order_arguments()}),
+        )
+        .await?;
         rows.push(MemoryRow {
             what: "idle, after calls to the validated tool too".into(),
             server: kind.label().into(),
@@ -454,7 +454,7 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
         report
             .memory
             .iter()
-            .find(|m| m.server == server && m.what == "idle (after a first call)")
+            .find(|m| m.server == server && m.what == IDLE)
             .map(|m| m.mib)
     };
     let rmcp_idle = match (idle(RMCP_DEFAULT), idle(RMCP_BEST)) {

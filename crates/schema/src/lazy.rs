@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 use crate::validator::precheck;
-use crate::{CompiledSchema, Limits, SchemaError};
+use crate::{CompiledSchema, Dialect, Limits, SchemaError};
 
 /// A schema that is compiled the first time it is needed.
 ///
@@ -30,6 +30,7 @@ use crate::{CompiledSchema, Limits, SchemaError};
 pub struct LazySchema {
     schema: Value,
     limits: Limits,
+    dialect: Dialect,
     compiled: OnceLock<Result<CompiledSchema, SchemaError>>,
 }
 
@@ -44,10 +45,11 @@ impl fmt::Debug for LazySchema {
 impl LazySchema {
     /// Check `schema`'s dialect and size now; compile it later.
     pub fn new(schema: Value, limits: Limits) -> Result<Self, SchemaError> {
-        precheck(&schema, &limits)?;
+        let dialect = precheck(&schema, &limits)?;
         Ok(Self {
             schema,
             limits,
+            dialect,
             compiled: OnceLock::new(),
         })
     }
@@ -55,7 +57,9 @@ impl LazySchema {
     /// The compiled schema, compiling it now if this is the first use.
     pub fn get(&self) -> Result<&CompiledSchema, &SchemaError> {
         self.compiled
-            .get_or_init(|| CompiledSchema::compile_with(&self.schema, self.limits.clone()))
+            .get_or_init(|| {
+                CompiledSchema::compile_checked(&self.schema, self.limits.clone(), self.dialect)
+            })
             .as_ref()
     }
 

@@ -88,6 +88,15 @@ impl CompiledSchema {
     /// Compile `schema` with explicit limits.
     pub fn compile_with(schema: &Value, limits: Limits) -> Result<Self, SchemaError> {
         let dialect = precheck(schema, &limits)?;
+        Self::compile_checked(schema, limits, dialect)
+    }
+
+    /// Compile a schema that already passed [`precheck`] as `dialect`.
+    pub(crate) fn compile_checked(
+        schema: &Value,
+        limits: Limits,
+        dialect: Dialect,
+    ) -> Result<Self, SchemaError> {
         let engine = match object_only(schema) {
             Some(closed) => Engine::Object {
                 closed,

@@ -288,7 +288,7 @@ mod tests {
         }
     }
 
-    fn encoded(result: &Value) -> Value {
+    fn encoded<T: Serialize>(result: &T) -> Value {
         let frame = server().result_frame(&RequestId::Number(7), result);
         serde_json::from_slice(frame.bytes())
             .unwrap_or_else(|e| panic!("not JSON ({e}): {frame:?}"))
@@ -319,12 +319,6 @@ mod tests {
         assert_eq!(v["result"]["_meta"], info);
     }
 
-    fn encoded_typed<T: Serialize>(result: &T) -> Value {
-        let frame = server().result_frame(&RequestId::Number(8), result);
-        serde_json::from_slice(frame.bytes())
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {frame:?}"))
-    }
-
     #[test]
     fn typed_results_with_result_type_first_get_only_meta_spliced() {
         use toolgate_protocol::types::CallToolResult;
@@ -334,7 +328,7 @@ mod tests {
         let frame = server().result_frame(&RequestId::Number(8), &result);
         let raw = String::from_utf8_lossy(frame.bytes()).into_owned();
         assert_eq!(raw.matches("\"resultType\":").count(), 1, "{raw}");
-        let v = encoded_typed(&result);
+        let v = encoded(&result);
         assert_eq!(v["result"]["resultType"], "complete");
         assert_eq!(
             v["result"]["content"][0]["text"],
@@ -342,14 +336,14 @@ mod tests {
         );
         assert_eq!(v["result"]["_meta"], info);
         // Plain text without either key takes the splice.
-        let v = encoded_typed(&CallToolResult::text("hello"));
+        let v = encoded(&CallToolResult::text("hello"));
         assert_eq!(v["result"]["resultType"], "complete");
         assert_eq!(v["result"]["content"][0]["text"], "hello");
         assert_eq!(v["result"]["_meta"], info);
         // An input_required result keeps its own resultType.
         let mut asking = CallToolResult::text("x");
         asking.result_type = toolgate_protocol::types::ResultType::InputRequired;
-        let v = encoded_typed(&asking);
+        let v = encoded(&asking);
         assert_eq!(v["result"]["resultType"], "input_required");
         assert_eq!(v["result"]["_meta"], info);
     }

@@ -157,12 +157,17 @@ mod tests {
         assert!(rx.try_recv().is_none());
     }
 
-    #[tokio::test]
-    async fn a_full_queue_makes_the_sender_wait_until_read() {
+    async fn full_queue() -> (FrameSender, FrameReceiver) {
         let (tx, rx) = queue();
         for _ in 0..CAPACITY {
             assert!(tx.send(note(0)).await.is_ok());
         }
+        (tx, rx)
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_makes_the_sender_wait_until_read() {
+        let (tx, rx) = full_queue().await;
         let sender = tx.clone();
         let blocked = tokio::spawn(async move { sender.send(note(1)).await.is_ok() });
         tokio::task::yield_now().await;
@@ -178,10 +183,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_reader_releases_a_waiting_sender() {
-        let (tx, rx) = queue();
-        for _ in 0..CAPACITY {
-            assert!(tx.send(note(0)).await.is_ok());
-        }
+        let (tx, rx) = full_queue().await;
         let sender = tx.clone();
         let blocked = tokio::spawn(async move { sender.send(note(1)).await.is_err() });
         tokio::task::yield_now().await;
