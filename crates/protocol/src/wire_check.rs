@@ -2,7 +2,8 @@
 //! (feature `wire-check`; for tests).
 //!
 //! The schema file is generated from the TypeScript source of truth and kept
-//! in the repository's sibling `shared/spec/` folder. [`WireChecker`] compiles
+//! in the repository at `testdata/spec/` (its README names the source commit
+//! and licence), so a clone with nothing beside it can run every test. [`WireChecker`] compiles
 //! one validator per definition on demand and reports every violation with
 //! the JSON pointer where it occurred.
 
@@ -18,14 +19,13 @@ pub struct WireChecker {
     compiled: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
 }
 
-/// Where the specification data lives: `$TOOLGATE_SPEC_DIR`, or
-/// `shared/spec` beside the repository root.
+/// Where the specification data lives: `$TOOLGATE_SPEC_DIR`, or the
+/// repository's own `testdata/spec`.
 pub fn spec_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("TOOLGATE_SPEC_DIR") {
         return PathBuf::from(dir);
     }
-    // crates/protocol -> repository root -> its parent.
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/spec")
 }
 
 impl WireChecker {

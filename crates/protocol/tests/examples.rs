@@ -13,10 +13,7 @@ use toolgate_protocol::jsonrpc::{Incoming, encode_notification, encode_request, 
 use toolgate_protocol::types::*;
 
 fn examples_dir() -> PathBuf {
-    std::env::var("TOOLGATE_SPEC_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec"))
-        .join("2026-07-28/examples")
+    toolgate_protocol::wire_check::spec_dir().join("2026-07-28/examples")
 }
 
 fn examples(folder: &str) -> Vec<(String, Value)> {
