@@ -16,6 +16,7 @@
 //!   Streamable HTTP transport for `Mcp-Name` and `Mcp-Param-*` values.
 //! - [`names`]: the tool-name rules (1–128 characters of `[A-Za-z0-9_.-]`).
 //! - [`version`]: protocol versions this implementation speaks.
+//! - [`quote`]: short quotations of peer-supplied values for error messages.
 //!
 //! ```
 //! use toolgate_protocol::jsonrpc::{parse_message, Incoming};
@@ -33,6 +34,7 @@ pub mod header;
 pub mod jsonrpc;
 pub mod meta;
 pub mod names;
+pub mod quote;
 pub mod types;
 pub mod version;
 #[cfg(feature = "wire-check")]

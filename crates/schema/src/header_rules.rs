@@ -9,6 +9,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 use toolgate_protocol::header::{decode_header_value, encode_header_value};
+use toolgate_protocol::quote::{quote, quote_json};
 
 use crate::limits::{children, escape};
 
@@ -266,7 +267,9 @@ impl HeaderParam {
             Ok(())
         } else {
             Err(format!(
-                "{header_name} header value {decoded:?} does not match body value {body}"
+                "{header_name} header value {} does not match body value {}",
+                quote(&decoded),
+                quote_json(body)
             ))
         }
     }

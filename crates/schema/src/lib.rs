@@ -41,7 +41,7 @@ mod validator;
 pub use dialect::Dialect;
 pub use lazy::LazySchema;
 pub use limits::Limits;
-pub use validator::{CompiledSchema, Violation};
+pub use validator::{CompiledSchema, MAX_VIOLATIONS, Violation};
 
 /// Why a schema cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -5,10 +5,15 @@ use std::sync::OnceLock;
 
 use jsonschema::{PatternOptions, Retrieve, Uri};
 use serde_json::Value;
+use toolgate_protocol::quote::{quote_json, shorten_message};
 
 use crate::dialect::Dialect;
 use crate::limits::{check_instance, check_schema};
 use crate::{Limits, SchemaError, hints};
+
+/// At most this many violations are reported for one instance; an error
+/// that lists this many may have left others out.
+pub const MAX_VIOLATIONS: usize = 20;
 
 /// One way an instance fails its schema.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,18 +140,25 @@ impl CompiledSchema {
         let Some(validator) = self.explainer() else {
             return Err(vec![Violation {
                 pointer: String::new(),
-                message: format!("{instance} is not an object without properties"),
+                message: format!(
+                    "{} is not an object without properties",
+                    quote_json(instance)
+                ),
                 expected: "an object".into(),
                 fix: "send an object".into(),
             }]);
         };
+        // Messages quote the offending value briefly (a 1 MiB argument must
+        // not come back as a 1 MiB error), and only the first violations are
+        // reported: an array of a million bad items yields a short answer.
         let violations: Vec<Violation> = validator
             .iter_errors(instance)
+            .take(MAX_VIOLATIONS)
             .map(|e| {
                 let (expected, fix) = hints::describe(e.kind());
                 Violation {
                     pointer: e.instance_path().to_string(),
-                    message: e.to_string(),
+                    message: shorten_message(&e.to_string(), e.instance()),
                     expected,
                     fix,
                 }
@@ -336,5 +348,22 @@ mod tests {
         ] {
             assert_eq!(object_only(&schema), None, "{schema}");
         }
+    }
+
+    #[test]
+    fn violations_are_few_and_quote_values_briefly() {
+        let schema = json!({"type": "object", "properties": {
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "note": {"type": "string", "maxLength": 10}
+        }});
+        let compiled = CompiledSchema::compile(&schema).unwrap();
+        let many = json!({"tags": vec![1; 5000]});
+        let violations = compiled.validate(&many).unwrap_err();
+        assert_eq!(violations.len(), MAX_VIOLATIONS);
+        let long = json!({"note": "w".repeat(1 << 20)});
+        let violations = compiled.validate(&long).unwrap_err();
+        let text = violations[0].to_string();
+        assert!(text.len() < 400, "{} bytes", text.len());
+        assert!(text.contains("(1048576 bytes)"), "{text}");
     }
 }

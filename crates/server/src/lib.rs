@@ -66,6 +66,7 @@ mod prompt;
 mod registry;
 mod resource;
 mod server;
+mod state;
 pub mod tool;
 pub mod transport;
 
@@ -73,11 +74,14 @@ pub use auth::AuthContext;
 pub use context::{ClientCapability, RequestContext};
 pub use dispatch::{HeaderCheck, NotificationAction, TransportContext, http_status_for};
 pub use exchange::{Exchange, Frame, Reply};
-pub use mrtr::{ElicitAction, Elicited, Inputs, StateKey};
+pub use mrtr::{ElicitAction, Elicited, Inputs};
 pub use prompt::{Completer, PromptEntry};
 pub use registry::Change;
 pub use resource::{ResourceEntry, TemplateEntry};
 pub use server::{Server, ServerBuilder, ServerConfig};
+pub use state::StateKey;
+#[doc(hidden)]
+pub use state::fuzz_open as fuzz_open_state;
 pub use tool::{
     DynToolHandler, IntoToolReply, NoArgs, RegistrationError, Structured, ToolDef, ToolEntry,
     ToolError, ToolReply,

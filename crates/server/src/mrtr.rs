@@ -8,50 +8,22 @@
 //! from the top and finds its answers — including those of earlier rounds,
 //! which travel inside the state.
 //!
-//! The state is sealed with HMAC-SHA-256 under the server's key and bound to
-//! the request (method, tool/prompt name or URI, a digest of the arguments),
-//! to the caller's subject, and to an expiry. Any server process holding the
-//! same key can continue a flow another one started; tampered, expired or
-//! transplanted state is refused with `-32602`.
-
-use std::time::{SystemTime, UNIX_EPOCH};
+//! The state is sealed by [`crate::state`] under the server's key and bound
+//! to the request (method, tool/prompt name or URI, a digest of the
+//! arguments), to the caller's subject, and to an expiry. Any server process
+//! holding the same key can continue a flow another one started; tampered,
+//! expired or transplanted state is refused with `-32602`.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, Mac};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use toolgate_protocol::RpcError;
 use toolgate_protocol::types::{ClientCapabilities, InputRequiredResult};
 use toolgate_schema::CompiledSchema;
 
+use crate::state::StateKeys;
 use crate::tool::{ErrorKind, ToolError};
-
-type HmacSha256 = Hmac<Sha256>;
-
-/// The secret that seals `requestState`. Share it between processes that
-/// serve the same clients so they can complete each other's flows.
-#[derive(Clone)]
-pub struct StateKey([u8; 32]);
-
-impl StateKey {
-    /// A key from 32 secret bytes.
-    pub fn new(bytes: [u8; 32]) -> Self {
-        StateKey(bytes)
-    }
-
-    /// A fresh random key (the default: flows then survive only within one process).
-    pub fn random() -> Self {
-        StateKey(rand::random())
-    }
-}
-
-impl std::fmt::Debug for StateKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StateKey(..)")
-    }
-}
 
 /// What a request's `requestState` is bound to.
 #[derive(Clone, Debug)]
@@ -101,98 +73,6 @@ fn canonical(value: &Value, hasher: &mut Sha256) {
         }
         other => hasher.update(other.to_string().as_bytes()),
     }
-}
-
-#[derive(Serialize, Deserialize)]
-struct Sealed {
-    v: u8,
-    m: String,
-    n: String,
-    d: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    s: Option<String>,
-    e: u64,
-    #[serde(default)]
-    r: Map<String, Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    a: Option<Value>,
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-fn invalid(detail: impl std::fmt::Display) -> RpcError {
-    RpcError::invalid_params(format!(
-        "Invalid requestState: {detail}; call again without requestState to start over"
-    ))
-}
-
-/// Seal round state for the client to carry.
-pub(crate) fn seal(
-    key: &StateKey,
-    binding: &Binding,
-    ttl_secs: u64,
-    responses: Map<String, Value>,
-    app: Option<Value>,
-) -> String {
-    let sealed = Sealed {
-        v: 1,
-        m: binding.method.clone(),
-        n: binding.name.clone(),
-        d: binding.digest.clone(),
-        s: binding.subject.clone(),
-        e: now().saturating_add(ttl_secs),
-        r: responses,
-        a: app,
-    };
-    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&sealed).unwrap_or_default());
-    let mut mac = <HmacSha256 as Mac>::new_from_slice(&key.0)
-        .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
-    mac.update(payload.as_bytes());
-    let tag = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
-    format!("{payload}.{tag}")
-}
-
-/// Open and verify a state presented on `binding`'s request.
-pub(crate) fn open(
-    key: &StateKey,
-    raw: &str,
-    binding: &Binding,
-) -> Result<(Map<String, Value>, Option<Value>), RpcError> {
-    let (payload, tag) = raw
-        .split_once('.')
-        .ok_or_else(|| invalid("it was not issued by this server"))?;
-    let tag = URL_SAFE_NO_PAD
-        .decode(tag)
-        .map_err(|_| invalid("it was not issued by this server"))?;
-    let mut mac = <HmacSha256 as Mac>::new_from_slice(&key.0)
-        .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
-    mac.update(payload.as_bytes());
-    // Constant-time comparison.
-    mac.verify_slice(&tag).map_err(|_| {
-        invalid("integrity check failed (it was modified, or sealed with another server's key)")
-    })?;
-    let bytes = URL_SAFE_NO_PAD
-        .decode(payload)
-        .map_err(|_| invalid("it is malformed"))?;
-    let sealed: Sealed = serde_json::from_slice(&bytes).map_err(|_| invalid("it is malformed"))?;
-    if sealed.m != binding.method || sealed.n != binding.name || sealed.d != binding.digest {
-        return Err(invalid(
-            "it belongs to a different request (method, name or arguments differ)",
-        ));
-    }
-    if sealed.s != binding.subject {
-        return Err(invalid("it was issued to a different caller"));
-    }
-    let t = now();
-    if sealed.e <= t {
-        return Err(invalid(format!("it expired {} s ago", t - sealed.e)));
-    }
-    Ok((sealed.r, sealed.a))
 }
 
 /// The answer to an elicitation.
@@ -448,12 +328,12 @@ fn parse_elicit(key: &str, answer: &Value) -> Result<Elicited, ToolError> {
 
 /// Build the `input_required` result for a pending round.
 pub(crate) fn input_required(
-    key: &StateKey,
+    keys: &StateKeys,
     binding: &Binding,
     ttl_secs: u64,
     pending: Pending,
 ) -> InputRequiredResult {
-    let state = seal(key, binding, ttl_secs, pending.responses, pending.app);
+    let state = keys.seal(binding, ttl_secs, pending.responses, pending.app);
     let mut result = InputRequiredResult::new().with_state(state);
     if !pending.requests.is_empty() {
         result.input_requests = Some(pending.requests);
@@ -511,65 +391,4 @@ pub(crate) fn retry_fields(params: Option<&Map<String, Value>>) -> Result<Retry,
         }
     };
     Ok(Retry { responses, state })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn binding(args: Value) -> Binding {
-        Binding::new("tools/call", "t", &args, Some("alice"))
-    }
-
-    #[test]
-    fn sealed_state_opens_only_on_its_own_request() {
-        let key = StateKey::random();
-        let b = binding(json!({"a": 1, "b": [1, 2]}));
-        let mut r = Map::new();
-        r.insert("k".into(), json!({"action": "accept"}));
-        let s = seal(&key, &b, 60, r.clone(), Some(json!(7)));
-        assert_eq!(open(&key, &s, &b).unwrap(), (r, Some(json!(7))));
-        // Same arguments in another key order: same request.
-        assert!(open(&key, &s, &binding(json!({"b": [1, 2], "a": 1}))).is_ok());
-        let msg = |e: RpcError| e.message;
-        assert!(
-            msg(open(&key, &s, &binding(json!({"a": 2}))).unwrap_err())
-                .contains("different request")
-        );
-        assert!(
-            msg(open(
-                &key,
-                &s,
-                &Binding::new(
-                    "prompts/get",
-                    "t",
-                    &json!({"a": 1, "b": [1, 2]}),
-                    Some("alice")
-                )
-            )
-            .unwrap_err())
-            .contains("different request")
-        );
-        assert!(
-            msg(open(
-                &key,
-                &s,
-                &Binding::new(
-                    "tools/call",
-                    "t",
-                    &json!({"a": 1, "b": [1, 2]}),
-                    Some("bob")
-                )
-            )
-            .unwrap_err())
-            .contains("different caller")
-        );
-        assert!(msg(open(&StateKey::random(), &s, &b).unwrap_err()).contains("integrity"));
-        let mut tampered = s.clone();
-        tampered.insert(3, 'x');
-        assert_eq!(open(&key, &tampered, &b).unwrap_err().code, -32602);
-        assert!(msg(open(&key, "garbage", &b).unwrap_err()).contains("not issued"));
-        let expired = seal(&key, &b, 0, Map::new(), None);
-        assert!(msg(open(&key, &expired, &b).unwrap_err()).contains("expired"));
-    }
 }

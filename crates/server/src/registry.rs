@@ -19,6 +19,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use tokio::sync::broadcast;
 use toolgate_protocol::RpcError;
+use toolgate_protocol::quote::quote;
 
 use crate::AuthContext;
 use crate::auth::Visibility;
@@ -288,9 +289,9 @@ fn decode_cursor(cursor: &str) -> Option<String> {
 }
 
 fn invalid_cursor(cursor: &str) -> RpcError {
-    let shown: String = cursor.chars().take(64).collect();
     RpcError::invalid_params(format!(
-        "Invalid cursor {shown:?}: it was not issued by this server or the list changed since; list again without a cursor"
+        "Invalid cursor {}: it was not issued by this server or the list changed since; list again without a cursor",
+        quote(cursor)
     ))
 }
 

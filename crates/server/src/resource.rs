@@ -78,7 +78,9 @@ impl Listed for ResourceEntry {
 #[derive(Clone)]
 pub struct TemplateEntry {
     pub(crate) template: ResourceTemplate,
-    parts: Vec<Part>,
+    /// The parsed template, or why it cannot be served (refused when the
+    /// template is registered).
+    parts: Result<Vec<Part>, String>,
     pub(crate) read: ReadFn,
     pub(crate) visibility: Option<Visibility>,
     pub(crate) completer: Option<crate::prompt::Completer>,
@@ -92,7 +94,9 @@ enum Part {
 
 impl TemplateEntry {
     /// A template whose matching URIs `read` serves; it receives the
-    /// variables the URI matched.
+    /// variables the URI matched, percent-decoded. Supported expressions are
+    /// `{var}` (no `/` in the value) and `{+var}` (any characters); any other
+    /// RFC 6570 form is refused when the server is built.
     pub fn new<F, Fut>(template: ResourceTemplate, read: F) -> Self
     where
         F: Fn(String, HashMap<String, String>, RequestContext) -> Fut + Send + Sync + 'static,
@@ -118,9 +122,19 @@ impl TemplateEntry {
         self
     }
 
-    /// The variables `uri` binds, if it matches.
+    /// The variables `uri` binds, percent-decoded, if it matches.
     pub(crate) fn matches(&self, uri: &str) -> Option<HashMap<String, String>> {
-        match_parts(&self.parts, uri)
+        match_parts(self.parts.as_ref().ok()?, uri)
+    }
+
+    /// Why the template cannot be registered, if it cannot.
+    pub(crate) fn problem(&self) -> Option<String> {
+        self.parts.as_ref().err().map(|why| {
+            format!(
+                "resource template {:?} is not supported: {why}",
+                self.template.uri_template
+            )
+        })
     }
 }
 
@@ -137,12 +151,18 @@ impl Listed for TemplateEntry {
     }
 }
 
-fn parse_template(template: &str) -> Vec<Part> {
+/// Split a template into literals and variables, refusing what the matcher
+/// cannot invert: RFC 6570 operators other than `+`, lists of variables,
+/// prefix and explode modifiers, and two variables with nothing between them.
+fn parse_template(template: &str) -> Result<Vec<Part>, String> {
     let mut parts = Vec::new();
     let mut rest = template;
-    while let Some(open) = rest.find('{') {
+    while let Some(open) = rest.find(['{', '}']) {
+        if rest.as_bytes()[open] == b'}' {
+            return Err("it has a '}' with no '{' before it".into());
+        }
         let Some(close) = rest[open..].find('}') else {
-            break;
+            return Err("it has a '{' that is never closed".into());
         };
         if open > 0 {
             parts.push(Part::Literal(rest[..open].to_owned()));
@@ -152,6 +172,28 @@ fn parse_template(template: &str) -> Vec<Part> {
             Some(name) => (true, name),
             None => (false, expr),
         };
+        if let Some(op) = name.chars().next().filter(|c| "#./;?&=,!@|+".contains(*c)) {
+            return Err(format!(
+                "the operator {op:?} in {{{expr}}} is not supported (only {{var}} and {{+var}} are)"
+            ));
+        }
+        if name.is_empty() {
+            return Err("it has an empty expression {}".into());
+        }
+        if let Some(bad) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '%'))
+        {
+            return Err(format!(
+                "{{{expr}}} uses {bad:?}, which is not supported: one variable per expression, \
+                 without prefix (:n) or explode (*) modifiers"
+            ));
+        }
+        if matches!(parts.last(), Some(Part::Var { .. })) {
+            return Err(format!(
+                "{{{expr}}} follows another variable directly, so a URI could not be split between them"
+            ));
+        }
         parts.push(Part::Var {
             name: name.to_owned(),
             reserved,
@@ -161,7 +203,7 @@ fn parse_template(template: &str) -> Vec<Part> {
     if !rest.is_empty() {
         parts.push(Part::Literal(rest.to_owned()));
     }
-    parts
+    Ok(parts)
 }
 
 fn match_parts(parts: &[Part], uri: &str) -> Option<HashMap<String, String>> {
@@ -180,12 +222,35 @@ fn match_parts(parts: &[Part], uri: &str) -> Option<HashMap<String, String>> {
                 if value.is_empty() || (!reserved && value.contains('/')) {
                     return None;
                 }
-                vars.insert(name.clone(), value.to_owned());
+                vars.insert(name.clone(), percent_decode(value)?);
                 rest = &rest[end..];
             }
         }
     }
     rest.is_empty().then_some(vars)
+}
+
+/// Undo the percent-encoding that expansion applied; `None` for a broken
+/// escape or bytes that are not UTF-8 (such a URI matches no template).
+fn percent_decode(value: &str) -> Option<String> {
+    if !value.contains('%') {
+        return Some(value.to_owned());
+    }
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -194,17 +259,48 @@ mod tests {
 
     #[test]
     fn matches_simple_and_reserved_expressions() {
-        let p = parse_template("test://template/{id}/data");
+        let p = parse_template("test://template/{id}/data").unwrap();
         assert_eq!(
             match_parts(&p, "test://template/42/data").map(|v| v["id"].clone()),
             Some("42".into())
         );
         assert_eq!(match_parts(&p, "test://template/4/2/data"), None);
         assert_eq!(match_parts(&p, "test://template//data"), None);
-        let p = parse_template("file:///{+path}");
+        let p = parse_template("file:///{+path}").unwrap();
         assert_eq!(
             match_parts(&p, "file:///a/b.txt").map(|v| v["path"].clone()),
             Some("a/b.txt".into())
         );
+    }
+
+    #[test]
+    fn matched_values_are_percent_decoded() {
+        let p = parse_template("test://users/{name}/files/{+path}").unwrap();
+        let vars = match_parts(&p, "test://users/J%C3%BCrgen%20M/files/a%2Fb/c%25d").unwrap();
+        assert_eq!(vars["name"], "Jürgen M");
+        assert_eq!(vars["path"], "a/b/c%d");
+        // A broken escape or bytes that are not UTF-8 match nothing.
+        assert_eq!(match_parts(&p, "test://users/%zz/files/x"), None);
+        assert_eq!(match_parts(&p, "test://users/%ff/files/x"), None);
+        assert_eq!(match_parts(&p, "test://users/%4/files/x"), None);
+    }
+
+    #[test]
+    fn unsupported_template_forms_are_refused_with_the_reason() {
+        for (template, says) in [
+            ("test://{#frag}", "operator '#'"),
+            ("test://x{?q,page}", "operator '?'"),
+            ("test://x{/seg}", "operator '/'"),
+            ("test://{a,b}", "one variable per expression"),
+            ("test://{name:3}", "prefix (:n)"),
+            ("test://{list*}", "explode (*)"),
+            ("test://{a}{b}", "follows another variable"),
+            ("test://{open", "never closed"),
+            ("test://close}", "no '{'"),
+            ("test://{}", "empty expression"),
+        ] {
+            let why = parse_template(template).unwrap_err();
+            assert!(why.contains(says), "{template}: {why}");
+        }
     }
 }

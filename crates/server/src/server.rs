@@ -8,10 +8,10 @@ use tokio_util::sync::CancellationToken;
 use toolgate_protocol::meta::SERVER_INFO;
 use toolgate_protocol::types::{Implementation, Meta};
 
-use crate::mrtr::StateKey;
 use crate::prompt::PromptEntry;
 use crate::registry::{Catalog, Change, ChangeBus};
 use crate::resource::{ResourceEntry, TemplateEntry};
+use crate::state::{StateKey, StateKeys};
 use crate::tool::{RegisteredTool, RegistrationError, ToolEntry};
 
 /// Tunables, with safe defaults.
@@ -32,6 +32,12 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// How long a `requestState` stays valid.
     pub state_ttl: Duration,
+    /// Encrypt `requestState` (XChaCha20-Poly1305) rather than only sign it.
+    /// Signed state (the default) cannot be altered but can be *read* by the
+    /// client: earlier answers and remembered data travel in it as base64
+    /// JSON. Turn this on when they may hold anything the client should not
+    /// see. Default `false`.
+    pub encrypt_state: bool,
     /// Bounds on tool schemas (checked at registration) and on the
     /// arguments and results validated against them.
     pub schema_limits: toolgate_schema::Limits,
@@ -65,12 +71,57 @@ impl Default for ServerConfig {
             read_ttl: Duration::ZERO,
             shutdown_grace: Duration::from_secs(5),
             state_ttl: Duration::from_secs(600),
+            encrypt_state: false,
             schema_limits: toolgate_schema::Limits::default(),
             eager_schemas: false,
             legacy: true,
             legacy_idle: Duration::from_secs(30 * 60),
             max_legacy_sessions: 1024,
         }
+    }
+}
+
+impl ServerConfig {
+    /// Refuse values that would make the server useless or panic later:
+    /// zero pages, a `requestState` that expires at once, zero legacy
+    /// sessions while legacy service is on, zero schema bounds.
+    pub fn validate(&self) -> Result<(), String> {
+        let zero = |what: &str, why: &str| Err(format!("{what} is zero; {why}"));
+        if self.page_size == 0 {
+            return zero("page_size", "a list page must hold at least one item");
+        }
+        if self.state_ttl.is_zero() {
+            return zero(
+                "state_ttl",
+                "every requestState would expire before the client could retry",
+            );
+        }
+        if self.legacy && self.max_legacy_sessions == 0 {
+            return zero(
+                "max_legacy_sessions",
+                "legacy clients could never open a session (turn legacy off instead)",
+            );
+        }
+        if self.legacy && self.legacy_idle.is_zero() {
+            return zero("legacy_idle", "every legacy session would end at once");
+        }
+        let l = &self.schema_limits;
+        for (name, value) in [
+            ("schema_limits.max_schema_depth", l.max_schema_depth),
+            ("schema_limits.max_subschemas", l.max_subschemas),
+            (
+                "schema_limits.max_expanded_subschemas",
+                l.max_expanded_subschemas,
+            ),
+            ("schema_limits.max_schema_bytes", l.max_schema_bytes),
+            ("schema_limits.max_instance_depth", l.max_instance_depth),
+            ("schema_limits.max_instance_bytes", l.max_instance_bytes),
+        ] {
+            if value == 0 {
+                return zero(name, "no schema or no argument could pass it");
+            }
+        }
+        Ok(())
     }
 }
 
@@ -87,8 +138,8 @@ pub(crate) struct Inner {
     pub(crate) completions_enabled: bool,
     pub(crate) bus: ChangeBus,
     pub(crate) shutdown: CancellationToken,
-    /// Seals `requestState`.
-    pub(crate) state_key: StateKey,
+    /// Seals and opens `requestState`.
+    pub(crate) state_keys: StateKeys,
     /// `_meta` of every result: the server's identity.
     pub(crate) result_meta: Meta,
     /// `"resultType":"complete","_meta":{…}` serialized once, to close
@@ -140,6 +191,7 @@ pub struct ServerBuilder {
     enable_prompts: bool,
     enable_resources: bool,
     state_key: Option<StateKey>,
+    retired_state_keys: Vec<StateKey>,
 }
 
 impl Server {
@@ -156,6 +208,7 @@ impl Server {
             enable_prompts: false,
             enable_resources: false,
             state_key: None,
+            retired_state_keys: Vec::new(),
         }
     }
 
@@ -261,9 +314,9 @@ impl ServerBuilder {
         self
     }
 
-    /// Items per list page.
+    /// Items per list page (at least 1; zero is refused by `build()`).
     pub fn page_size(mut self, page_size: usize) -> Self {
-        self.config.page_size = page_size.max(1);
+        self.config.page_size = page_size;
         self
     }
 
@@ -296,6 +349,20 @@ impl ServerBuilder {
     /// of them; by default each server draws a random key.
     pub fn state_key(mut self, key: StateKey) -> Self {
         self.state_key = Some(key);
+        self
+    }
+
+    /// A key the server no longer seals with but still opens with, so flows
+    /// in flight finish after [`ServerBuilder::state_key`] changed. Drop it
+    /// once [`ServerConfig::state_ttl`] has passed since the change.
+    pub fn retired_state_key(mut self, key: StateKey) -> Self {
+        self.retired_state_keys.push(key);
+        self
+    }
+
+    /// Encrypt `requestState` (see [`ServerConfig::encrypt_state`]).
+    pub fn encrypt_state(mut self) -> Self {
+        self.config.encrypt_state = true;
         self
     }
 
@@ -340,6 +407,13 @@ impl ServerBuilder {
     /// Check every registration and build the server. The first invalid
     /// registration is returned as the error.
     pub fn build(self) -> Result<Server, RegistrationError> {
+        self.config.validate().map_err(RegistrationError::Config)?;
+        let state_keys = StateKeys::new(
+            self.state_key.unwrap_or_else(StateKey::random),
+            self.retired_state_keys,
+            self.config.encrypt_state,
+        )
+        .map_err(RegistrationError::Config)?;
         let bus = ChangeBus::default();
         let mut result_meta = Map::new();
         result_meta.insert(
@@ -362,7 +436,7 @@ impl ServerBuilder {
             config: self.config,
             bus,
             shutdown: CancellationToken::new(),
-            state_key: self.state_key.unwrap_or_else(StateKey::random),
+            state_keys,
             stamp_tail: stamp_tail(&result_meta),
             result_meta,
         };
@@ -384,6 +458,9 @@ impl ServerBuilder {
             })?;
         }
         for template in self.templates {
+            if let Some(why) = template.problem() {
+                return Err(RegistrationError::Invalid(why));
+            }
             let t = template.template.uri_template.clone();
             server.inner.templates.insert(template).map_err(|_| {
                 RegistrationError::Invalid(format!(

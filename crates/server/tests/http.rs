@@ -435,12 +435,12 @@ async fn call_errors_in_their_layers() {
         .send(&request(1, "tools/call", json!({"name": "nope"})))
         .await;
     assert_eq!((status, code(&v)), (400, -32602));
-    assert_eq!(v["error"]["message"], "Unknown tool: nope");
+    assert_eq!(v["error"]["message"], "Unknown tool: \"nope\"");
     // Hidden tools are unknown to callers without the scope.
     let (_, v) = h
         .send(&request(2, "tools/call", json!({"name": "admin_reset"})))
         .await;
-    assert_eq!(v["error"]["message"], "Unknown tool: admin_reset");
+    assert_eq!(v["error"]["message"], "Unknown tool: \"admin_reset\"");
     // Params that break the CallToolRequest schema.
     let (status, v) = h
         .send(&request(
@@ -798,4 +798,34 @@ async fn quiet_listen_streams_carry_keep_alive_comments() {
         seen.starts_with("event: message\ndata: "),
         "the acknowledgement comes first: {seen:?}"
     );
+}
+
+#[tokio::test]
+async fn errors_quote_huge_values_briefly() {
+    let h = start().await;
+    // A 1.3 MB argument of the wrong type: the answer names it, briefly.
+    let huge: Vec<u32> = (0..200_000).collect();
+    let (status, v) = h
+        .send(&request(
+            1,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": huge}}),
+        ))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(v["result"]["isError"], true);
+    let text = v["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.len() < 600, "{} bytes: {text}", text.len());
+    assert!(text.contains("an array of 200000 items"), "{text}");
+    assert!(text.contains("/text"), "{text}");
+    // A long unknown tool name comes back as a prefix with its length.
+    let name = "n".repeat(10_000);
+    let (status, v) = h
+        .send(&request(2, "tools/call", json!({"name": name})))
+        .await;
+    assert_eq!((status, code(&v)), (400, -32602));
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.len() < 200, "{message}");
+    assert!(message.ends_with("…\" (10000 bytes)"), "{message}");
+    h.still_serves().await;
 }

@@ -13,10 +13,15 @@ use toolgate_server::{
 };
 
 fn server(key: StateKey) -> Server {
+    server_with(|b| b.state_key(key))
+}
+
+fn server_with(
+    configure: impl FnOnce(toolgate_server::ServerBuilder) -> toolgate_server::ServerBuilder,
+) -> Server {
     let form = |field: &str| json!({"type": "object", "properties": {field: {"type": "string"}}, "required": [field]});
     let (f1, f2) = (form("name"), form("color"));
-    Server::builder("mrtr", "1")
-        .state_key(key)
+    configure(Server::builder("mrtr", "1"))
         .tool(ToolDef::new("greet").description("Two rounds").handler(
             move |_: NoArgs, ctx: RequestContext| {
                 let (f1, f2) = (f1.clone(), f2.clone());
@@ -114,6 +119,66 @@ async fn rounds_accumulate_answers_across_two_server_processes() {
     let r3 = call(&a, 3, json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps()),
         "inputResponses": {"color": answer("color", "green"), "unrelated": 1}, "requestState": state2})).await;
     assert_eq!(r3["result"]["content"][0]["text"], "Alice likes green");
+}
+
+#[tokio::test]
+async fn encrypted_state_hides_answers_and_survives_a_key_rotation() {
+    use base64::Engine as _;
+    let old = StateKey::new([1; 32]).with_id("old");
+    let new = StateKey::new([2; 32]).with_id("new");
+    let before = server_with(|b| b.state_key(old.clone()).encrypt_state());
+    let after = server_with(|b| {
+        b.state_key(new.clone())
+            .retired_state_key(old.clone())
+            .encrypt_state()
+    });
+    let first = json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps())});
+    let r1 = call(&before, 1, first.clone()).await;
+    let state1 = r1["result"]["requestState"].as_str().unwrap().to_owned();
+    assert!(state1.starts_with("e1.old."), "{state1}");
+    // The rotated server continues the flow the old key sealed.
+    let r2 = call(
+        &after,
+        2,
+        json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps()),
+        "inputResponses": {"name": answer("name", "Alice")}, "requestState": state1}),
+    )
+    .await;
+    let state2 = r2["result"]["requestState"].as_str().unwrap().to_owned();
+    assert!(state2.starts_with("e1.new."), "{state2}");
+    // Alice's answer travels in the state, but not readably.
+    let body = state2.rsplit('.').next().unwrap();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(body)
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&bytes).contains("Alice"));
+    let r3 = call(
+        &after,
+        3,
+        json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps()),
+        "inputResponses": {"color": answer("color", "green")}, "requestState": state2.clone()}),
+    )
+    .await;
+    assert_eq!(r3["result"]["content"][0]["text"], "Alice likes green");
+    // The old server, without the new key, refuses the new state clearly.
+    let r = call(
+        &before,
+        4,
+        json!({"name": "greet", "arguments": {}, "_meta": meta(elicit_caps()),
+        "inputResponses": {"color": answer("color", "green")}, "requestState": state2}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32602);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a key this server does not have"),
+        "{r}"
+    );
+    // And it still serves a fresh flow.
+    let fresh = call(&before, 5, first).await;
+    assert_eq!(fresh["result"]["resultType"], "input_required");
 }
 
 #[tokio::test]

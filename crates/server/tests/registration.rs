@@ -205,3 +205,100 @@ fn schema_limits_are_configurable_and_name_the_bound() {
     let tool = ToolDef::new("deep").dynamic(deep.as_object().cloned().unwrap(), None, handler);
     assert!(Server::builder("s", "1").tool(tool).build().is_ok());
 }
+
+#[test]
+fn nonsensical_configuration_is_an_error_from_build_not_a_panic() {
+    use std::time::Duration;
+    use toolgate_server::ServerConfig;
+    type Edit = fn(&mut ServerConfig);
+    let cases: [(&str, Edit); 5] = [
+        ("page_size", |c| c.page_size = 0),
+        ("state_ttl", |c| c.state_ttl = Duration::ZERO),
+        ("max_legacy_sessions", |c| c.max_legacy_sessions = 0),
+        ("legacy_idle", |c| c.legacy_idle = Duration::ZERO),
+        ("max_instance_bytes", |c| {
+            c.schema_limits.max_instance_bytes = 0
+        }),
+    ];
+    for (field, edit) in cases {
+        let mut config = ServerConfig::default();
+        edit(&mut config);
+        let err = Server::builder("s", "1").config(config).build().err();
+        let err = err.unwrap_or_else(|| panic!("{field} = 0 was accepted"));
+        assert!(matches!(err, RegistrationError::Config(_)), "{err:?}");
+        assert!(err.to_string().contains(field), "{err}");
+    }
+    // The builder's own setter goes through the same check.
+    assert!(Server::builder("s", "1").page_size(0).build().is_err());
+    // Without legacy service, zero legacy sessions is fine.
+    let config = ServerConfig {
+        legacy: false,
+        max_legacy_sessions: 0,
+        ..ServerConfig::default()
+    };
+    assert!(Server::builder("s", "1").config(config).build().is_ok());
+}
+
+#[tokio::test]
+async fn a_zero_keep_alive_is_refused_before_serving() {
+    use std::time::Duration;
+    use toolgate_server::transport::http::{HttpConfig, router, serve_listener};
+    let server = Server::builder("s", "1").build().unwrap();
+    for edit in [
+        (|c: &mut HttpConfig| c.keep_alive = Duration::ZERO) as fn(&mut HttpConfig),
+        |c| c.body_limit = 0,
+        |c| c.header_timeout = Duration::ZERO,
+        |c| c.path = "mcp".into(),
+    ] {
+        let mut config = HttpConfig::default();
+        edit(&mut config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let err = serve_listener(server.clone(), config.clone(), listener)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(
+            err.to_string().starts_with("invalid HTTP configuration"),
+            "{err}"
+        );
+        assert!(router(server.clone(), config).is_err());
+    }
+}
+
+#[test]
+fn unsupported_uri_templates_are_refused_at_registration() {
+    use toolgate_protocol::types::ResourceTemplate;
+    use toolgate_server::TemplateEntry;
+    let entry = |t: &str| {
+        let template = ResourceTemplate {
+            uri_template: t.into(),
+            name: "t".into(),
+            title: None,
+            description: None,
+            mime_type: None,
+            annotations: None,
+            icons: None,
+            meta: None,
+        };
+        TemplateEntry::new(template, |_, _, _| async { Ok(vec![]) })
+    };
+    for (template, says) in [
+        ("test://search{?q}", "operator '?'"),
+        ("test://{a,b}", "one variable per expression"),
+        ("test://{id", "never closed"),
+    ] {
+        let err = Server::builder("s", "1")
+            .resource_template(entry(template))
+            .build()
+            .err()
+            .unwrap_or_else(|| panic!("{template} was accepted"));
+        assert!(err.to_string().contains(says), "{template}: {err}");
+        assert!(err.to_string().contains(template), "{err}");
+    }
+    assert!(
+        Server::builder("s", "1")
+            .resource_template(entry("test://items/{id}/{+rest}"))
+            .build()
+            .is_ok()
+    );
+}

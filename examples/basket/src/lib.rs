@@ -45,7 +45,8 @@ impl Store {
         baskets.retain(|_, b| b.last_used.elapsed() < BASKET_TTL);
         let basket = baskets.get_mut(id).ok_or_else(|| {
             ToolError::new(format!(
-                "Basket {id:?} is unknown or has expired (baskets expire after 24 hours of inactivity). Create a new one with create_basket and use its basket_id."
+                "Basket {} is unknown or has expired (baskets expire after 24 hours of inactivity). Create a new one with create_basket and use its basket_id.",
+                toolgate_server::protocol::quote::quote(id)
             ))
         })?;
         basket.last_used = Instant::now();

@@ -6,6 +6,7 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_protocol::RpcError;
 use toolgate_protocol::jsonrpc::Request;
+use toolgate_protocol::quote::quote;
 
 use super::{Failure, params};
 use crate::Server;
@@ -57,7 +58,7 @@ pub(super) fn complete(
             let prompt = server.inner.prompts.get(name, auth).ok_or_else(|| {
                 (
                     req.id.clone(),
-                    RpcError::invalid_params(format!("Unknown prompt: {name}")),
+                    RpcError::invalid_params(format!("Unknown prompt: {}", quote(name))),
                 )
             })?;
             let known = prompt
@@ -70,8 +71,9 @@ pub(super) fn complete(
                 return Err((
                     req.id,
                     RpcError::invalid_params(format!(
-                        "Prompt {name:?} has no argument {:?}",
-                        p.argument.name
+                        "Prompt {} has no argument {}",
+                        quote(name),
+                        quote(&p.argument.name)
                     )),
                 ));
             }
@@ -81,7 +83,7 @@ pub(super) fn complete(
             let template = server.inner.templates.get(uri, auth).ok_or_else(|| {
                 (
                     req.id.clone(),
-                    RpcError::invalid_params(format!("Unknown resource template: {uri}")),
+                    RpcError::invalid_params(format!("Unknown resource template: {}", quote(uri))),
                 )
             })?;
             template.completer.clone()

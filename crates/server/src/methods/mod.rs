@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::meta::RequestMeta;
+use toolgate_protocol::quote::shorten_message;
 use toolgate_protocol::{RequestId, RpcError};
 
 use crate::Server;
@@ -69,7 +70,12 @@ pub(crate) fn params<T: DeserializeOwned>(req: &Request) -> Result<T, Failure> {
         };
         (
             req.id.clone(),
-            RpcError::invalid_params(format!("Invalid {} params{at}: {}", req.method, e.inner())),
+            RpcError::invalid_params(format!(
+                "Invalid {} params{at}: {}",
+                req.method,
+                // serde's message may repeat the offending value in full.
+                shorten_message(&e.inner().to_string(), &Value::Null)
+            )),
         )
     })
 }
@@ -131,8 +137,11 @@ pub(crate) fn round_with(
     let binding = Binding::new(method, name, arguments, subject);
     let mut round = Round::default();
     if let Some(state) = &retry.state {
-        let (responses, app) =
-            mrtr::open(&server.inner.state_key, state, &binding).map_err(fail)?;
+        let (responses, app) = server
+            .inner
+            .state_keys
+            .open(state, &binding)
+            .map_err(fail)?;
         round.responses = responses;
         round.app = app;
     }
@@ -148,7 +157,7 @@ pub(crate) fn input_required(
     pending: Pending,
 ) -> Frame {
     let ttl = server.inner.config.state_ttl.as_secs();
-    let result = mrtr::input_required(&server.inner.state_key, binding, ttl, pending);
+    let result = mrtr::input_required(&server.inner.state_keys, binding, ttl, pending);
     let mut map = match serde_json::to_value(&result) {
         Ok(Value::Object(map)) => map,
         _ => return crate::dispatch::error_frame(Some(id), RpcError::internal()),

@@ -6,6 +6,7 @@ use serde::Deserialize;
 use toolgate_protocol::RpcError;
 use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::meta::RequestMeta;
+use toolgate_protocol::quote::quote;
 
 use super::{Ended, Failure, exchange, guarded, params};
 use crate::Server;
@@ -29,7 +30,7 @@ pub(super) fn get(
     let Some(prompt) = server.inner.prompts.get(&p.name, transport.auth.as_ref()) else {
         return Err((
             req.id,
-            RpcError::invalid_params(format!("Unknown prompt: {}", p.name)),
+            RpcError::invalid_params(format!("Unknown prompt: {}", quote(&p.name))),
         ));
     };
     let missing = prompt.missing_arguments(&p.arguments);
@@ -37,8 +38,8 @@ pub(super) fn get(
         return Err((
             req.id,
             RpcError::invalid_params(format!(
-                "Prompt {:?} is missing required arguments: {}",
-                p.name,
+                "Prompt {} is missing required arguments: {}",
+                quote(&p.name),
                 missing.join(", ")
             )),
         ));

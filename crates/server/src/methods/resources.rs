@@ -7,6 +7,7 @@ use serde_json::json;
 use toolgate_protocol::RpcError;
 use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::meta::RequestMeta;
+use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::{CacheScope, ReadResourceResult, ResultType};
 
 use super::discover::millis;
@@ -89,5 +90,13 @@ pub(super) fn read(
 }
 
 fn not_found(uri: &str) -> RpcError {
-    RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri }))
+    // The URI goes back in `data` as the spec's example does; a huge one is
+    // quoted briefly in both places.
+    let shown = if uri.len() > toolgate_protocol::quote::QUOTE_CHARS {
+        serde_json::Value::from(quote(uri))
+    } else {
+        serde_json::Value::from(uri)
+    };
+    RpcError::invalid_params(format!("Resource not found: {}", quote(uri)))
+        .with_data(json!({ "uri": shown }))
 }

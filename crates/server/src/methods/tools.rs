@@ -4,6 +4,7 @@ use serde_json::{Map, Value};
 use toolgate_protocol::RpcError;
 use toolgate_protocol::jsonrpc::{Request, encode_result};
 use toolgate_protocol::meta::RequestMeta;
+use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::{CallToolRequestParams, CallToolResult, ContentBlock};
 use toolgate_schema::Violation;
 
@@ -28,14 +29,17 @@ pub(super) fn call(
             let p: CallToolRequestParams = params(&req)?;
             return Err((
                 req.id,
-                RpcError::invalid_params(format!("Invalid tools/call params for {:?}", p.name)),
+                RpcError::invalid_params(format!(
+                    "Invalid tools/call params for {}",
+                    quote(&p.name)
+                )),
             ));
         }
     };
     let Some(tool) = server.inner.tools.get(&name, transport.auth.as_ref()) else {
         return Err((
             req.id,
-            RpcError::invalid_params(format!("Unknown tool: {name}")),
+            RpcError::invalid_params(format!("Unknown tool: {}", quote(&name))),
         ));
     };
     if let Some(headers) = &transport.http_headers {
@@ -216,6 +220,9 @@ pub(crate) fn describe_input_violations(tool: &str, violations: &[Violation]) ->
         text.push_str("- ");
         text.push_str(&v.to_string());
         text.push('\n');
+    }
+    if violations.len() >= toolgate_schema::MAX_VIOLATIONS {
+        text.push_str("(only the first problems are listed; there may be more)\n");
     }
     text.push_str("Fix these arguments to match the tool's inputSchema and call the tool again.");
     text

@@ -133,6 +133,9 @@ pub enum RegistrationError {
     /// A prompt or resource definition is invalid.
     #[error("{0}")]
     Invalid(String),
+    /// A configuration value is zero or makes no sense.
+    #[error("invalid server configuration: {0}")]
+    Config(String),
 }
 
 /// A tool's description, before a handler is attached.

@@ -7,6 +7,7 @@ use toolgate_protocol::RpcError;
 use toolgate_protocol::header::decode_header_value;
 use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::meta::RequestMeta;
+use toolgate_protocol::quote::quote;
 
 /// Header carrying the protocol version.
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
@@ -105,7 +106,7 @@ pub(crate) fn check_host(
     if ok {
         Ok(())
     } else {
-        Err(format!("host {host:?} is not served here"))
+        Err(format!("host {} is not served here", quote(host)))
     }
 }
 
@@ -119,7 +120,10 @@ pub(crate) fn check_content_type(headers: &HeaderMap) -> Result<(), String> {
     if essence.eq_ignore_ascii_case("application/json") {
         Ok(())
     } else {
-        Err(format!("Content-Type must be application/json, got {ct:?}"))
+        Err(format!(
+            "Content-Type must be application/json, got {}",
+            quote(ct)
+        ))
     }
 }
 
@@ -177,17 +181,17 @@ pub(crate) fn check_mirrored_headers(
     let version = header(headers, PROTOCOL_VERSION_HEADER)?;
     if version != meta.protocol_version.as_bytes() {
         return Err(RpcError::header_mismatch(format!(
-            "MCP-Protocol-Version header value {:?} does not match body value {:?}",
-            String::from_utf8_lossy(version),
-            meta.protocol_version
+            "MCP-Protocol-Version header value {} does not match body value {}",
+            quote(&String::from_utf8_lossy(version)),
+            quote(&meta.protocol_version)
         )));
     }
     let method = header(headers, METHOD_HEADER)?;
     if method != req.method.as_bytes() {
         return Err(RpcError::header_mismatch(format!(
-            "Mcp-Method header value {:?} does not match body value {:?}",
-            String::from_utf8_lossy(method),
-            req.method
+            "Mcp-Method header value {} does not match body value {}",
+            quote(&String::from_utf8_lossy(method)),
+            quote(&req.method)
         )));
     }
     let name_field = match req.method.as_str() {
@@ -204,7 +208,9 @@ pub(crate) fn check_mirrored_headers(
             .map_err(|e| RpcError::header_mismatch(format!("Mcp-Name header {e}")))?;
         if body != decoded {
             return Err(RpcError::header_mismatch(format!(
-                "Mcp-Name header value {decoded:?} does not match body value {body:?}"
+                "Mcp-Name header value {} does not match body value {}",
+                quote(&decoded),
+                quote(body)
             )));
         }
     }

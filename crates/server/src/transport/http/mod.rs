@@ -82,18 +82,53 @@ impl Default for HttpConfig {
     }
 }
 
-/// An axum router serving the MCP endpoint, to mount in a larger app. Put an
-/// [`AuthContext`](crate::AuthContext) in the request extensions (from your
-/// authentication middleware) to scope what each caller sees.
-pub fn router(server: Server, config: HttpConfig) -> Router {
-    let state = handler::State::new(server, config.clone());
-    Router::new()
-        .route(&config.path, axum::routing::any(handler::handle))
-        .with_state(state)
+impl HttpConfig {
+    /// Refuse values that would panic or make the endpoint useless: a zero
+    /// keep-alive, body limit or timeout, a path that is not absolute.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.path.starts_with('/') {
+            return Err(format!("path {:?} must start with '/'", self.path));
+        }
+        for (name, zero) in [
+            ("keep_alive", self.keep_alive.is_zero()),
+            ("body_timeout", self.body_timeout.is_zero()),
+            ("header_timeout", self.header_timeout.is_zero()),
+            ("body_limit", self.body_limit == 0),
+        ] {
+            if zero {
+                return Err(format!("{name} is zero; give it a positive value"));
+            }
+        }
+        Ok(())
+    }
+
+    fn checked(&self) -> std::io::Result<()> {
+        self.validate().map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("invalid HTTP configuration: {e}"),
+            )
+        })
+    }
 }
 
-/// Bind `config.bind` and serve until [`Server::shutdown`].
+/// An axum router serving the MCP endpoint, to mount in a larger app. Put an
+/// [`AuthContext`](crate::AuthContext) in the request extensions (from your
+/// authentication middleware) to scope what each caller sees. An invalid
+/// configuration ([`HttpConfig::validate`]) is an `InvalidInput` error.
+pub fn router(server: Server, config: HttpConfig) -> std::io::Result<Router> {
+    config.checked()?;
+    let state = handler::State::new(server, config.clone());
+    Ok(Router::new()
+        .route(&config.path, axum::routing::any(handler::handle))
+        .with_state(state))
+}
+
+/// Bind `config.bind` and serve until [`Server::shutdown`]. An invalid
+/// configuration ([`HttpConfig::validate`]) is an `InvalidInput` error,
+/// before anything is bound.
 pub async fn serve_http(server: Server, config: HttpConfig) -> std::io::Result<()> {
+    config.checked()?;
     let listener = TcpListener::bind(config.bind).await?;
     serve_listener(server, config, listener).await
 }
@@ -104,6 +139,7 @@ pub async fn serve_listener(
     config: HttpConfig,
     listener: TcpListener,
 ) -> std::io::Result<()> {
+    config.checked()?;
     // The endpoint is served without a router in front: one path, one
     // handler, no per-request boxing. `router()` is for mounting the same
     // handler in a larger axum app.
