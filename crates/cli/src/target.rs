@@ -148,6 +148,7 @@ impl Target {
                     .collect(),
                 bearer_token: std::env::var("TOOLGATE_BEARER_TOKEN").ok(),
                 connect_timeout: None,
+                limits: Default::default(),
             };
             return Ok(builder.build(HttpTransport::new(url.clone(), options)?));
         }

@@ -44,9 +44,18 @@ pub struct ClientBuilder {
     approval: Option<Arc<dyn Approval>>,
     trusted: bool,
     name: String,
+    max_pages: usize,
 }
 
 impl ClientBuilder {
+    /// How many pages one listing follows before giving up with
+    /// [`ClientError::LimitExceeded`] (default 1,000: a million tools at
+    /// the usual page sizes; at least 1).
+    pub fn max_pages(mut self, pages: usize) -> Self {
+        self.max_pages = pages.max(1);
+        self
+    }
+
     /// The default timeout of every request (default 60 s). On expiry the
     /// request is cancelled on the server.
     pub fn timeout(mut self, timeout: Duration) -> Self {
@@ -113,6 +122,7 @@ impl ClientBuilder {
                 approval: self.approval,
                 trusted: self.trusted,
                 name: self.name,
+                max_pages: self.max_pages,
                 version: Mutex::new(MODERN_VERSIONS[0].to_owned()),
                 next_id: AtomicI64::new(1),
                 cache: Mutex::new(PageCache::default()),
@@ -152,6 +162,7 @@ struct Inner {
     approval: Option<Arc<dyn Approval>>,
     trusted: bool,
     name: String,
+    max_pages: usize,
     version: Mutex<String>,
     next_id: AtomicI64,
     cache: Mutex<PageCache>,
@@ -180,6 +191,7 @@ impl Client {
             approval: None,
             trusted: false,
             name: "server".into(),
+            max_pages: 1_000,
         }
     }
 
@@ -512,56 +524,88 @@ impl Client {
     }
 
     /// Every page of a list method, honouring the caching hints.
+    ///
+    /// A server cannot keep the client paging forever: at most
+    /// [`ClientBuilder::max_pages`] pages are followed, a cursor seen twice
+    /// is a loop, and a listing whose cursor goes invalid is restarted once
+    /// from a clean slate, not again.
     pub async fn list_all(&self, method: &str, field: &str) -> Result<Vec<Value>, ClientError> {
         let auth = self.transport.auth_scope();
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        let mut pages = 0usize;
-        loop {
-            pages += 1;
-            if pages > 10_000 {
-                return Err(ClientError::InvalidResponse(format!(
-                    "{method} did not end after 10,000 pages"
-                )));
-            }
-            let cached = lock(&self.inner.cache).get(method, cursor.as_deref(), &auth);
-            let page = match cached {
-                Lookup::Fresh(page) => page,
-                other => {
-                    let mut params = Map::new();
-                    if let Some(c) = &cursor {
-                        params.insert("cursor".into(), Value::from(c.clone()));
-                    }
-                    match self.request(method, params, &CallOptions::default()).await {
-                        Ok(page) => {
-                            lock(&self.inner.cache).put(method, cursor.as_deref(), &auth, &page);
-                            page
+        let mut restarted = false;
+        'listing: loop {
+            let mut items = Vec::new();
+            let mut cursor: Option<String> = None;
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..self.inner.max_pages {
+                let cached = lock(&self.inner.cache).get(method, cursor.as_deref(), &auth);
+                let page = match cached {
+                    Lookup::Fresh(page) => page,
+                    other => {
+                        let mut params = Map::new();
+                        if let Some(c) = &cursor {
+                            params.insert("cursor".into(), Value::from(c.clone()));
                         }
-                        Err(ClientError::Protocol(e))
-                            if e.code == codes::INVALID_PARAMS && cursor.is_some() =>
-                        {
-                            // The cursor went invalid: start over from a clean slate.
-                            lock(&self.inner.cache).discard(method);
-                            return Box::pin(self.list_all(method, field)).await;
-                        }
-                        Err(e) => match other {
-                            Lookup::Stale(page) => {
-                                tracing::warn!(%method, error = %e, "re-fetch failed; serving the stale page");
+                        match self.request(method, params, &CallOptions::default()).await {
+                            Ok(page) => {
+                                lock(&self.inner.cache).put(
+                                    method,
+                                    cursor.as_deref(),
+                                    &auth,
+                                    &page,
+                                );
                                 page
                             }
-                            _ => return Err(e),
-                        },
+                            Err(ClientError::Protocol(e))
+                                if e.code == codes::INVALID_PARAMS && cursor.is_some() =>
+                            {
+                                // The cursor went invalid (the list changed
+                                // under us): start over once.
+                                lock(&self.inner.cache).discard(method);
+                                if std::mem::replace(&mut restarted, true) {
+                                    return Err(self.paging_error(
+                                        method,
+                                        "invalidated its cursor again after a restart",
+                                    ));
+                                }
+                                continue 'listing;
+                            }
+                            Err(e) => match other {
+                                Lookup::Stale(page) => {
+                                    tracing::warn!(%method, error = %e, "re-fetch failed; serving the stale page");
+                                    page
+                                }
+                                _ => return Err(e),
+                            },
+                        }
                     }
+                };
+                if let Some(list) = page.get(field).and_then(Value::as_array) {
+                    items.extend(list.iter().cloned());
                 }
-            };
-            if let Some(list) = page.get(field).and_then(Value::as_array) {
-                items.extend(list.iter().cloned());
+                match page.get("nextCursor") {
+                    Some(Value::String(next)) => {
+                        if !seen.insert(next.clone()) {
+                            return Err(self
+                                .paging_error(method, "returned a cursor it had returned before"));
+                        }
+                        cursor = Some(next.clone());
+                    }
+                    _ => return Ok(items),
+                }
             }
-            match page.get("nextCursor") {
-                Some(Value::String(next)) => cursor = Some(next.clone()),
-                _ => return Ok(items),
-            }
+            return Err(ClientError::LimitExceeded {
+                server: self.inner.name.clone(),
+                limit: "max_pages",
+                detail: format!("{method} did not end after {} pages", self.inner.max_pages),
+            });
         }
+    }
+
+    fn paging_error(&self, method: &str, what: &str) -> ClientError {
+        ClientError::InvalidResponse(format!(
+            "{method} on {} {what}; the listing was abandoned",
+            self.inner.name
+        ))
     }
 
     /// Mark cached pages of `method` stale (e.g. after

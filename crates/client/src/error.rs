@@ -37,6 +37,17 @@ pub enum ClientError {
     /// The connection or HTTP exchange failed.
     #[error("transport failure: {0}")]
     Transport(String),
+    /// The server sent more than a [`Limits`](crate::transport::Limits)
+    /// bound allows (or, for lists, kept paging); the exchange was abandoned.
+    #[error("{server} went over the client's {limit} limit: {detail}")]
+    LimitExceeded {
+        /// The server (its URL or program).
+        server: String,
+        /// The bound, as named in `Limits` or the builder.
+        limit: &'static str,
+        /// What the server sent.
+        detail: String,
+    },
     /// The server sent something that is not a valid MCP message.
     #[error("invalid response from the server: {0}")]
     InvalidResponse(String),

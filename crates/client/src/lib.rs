@@ -30,6 +30,7 @@ mod client;
 mod error;
 mod input;
 mod multi;
+mod tls;
 pub mod transport;
 mod watch;
 
@@ -37,4 +38,5 @@ pub use client::{CallOptions, Client, ClientBuilder, ProgressFn};
 pub use error::ClientError;
 pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Risk, classify};
 pub use multi::{MultiClient, MultiError, QualifiedTool};
+pub use tls::install_default_tls_provider;
 pub use watch::ToolWatch;

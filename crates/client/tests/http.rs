@@ -250,6 +250,8 @@ async fn mock(answer: impl Fn(&Value) -> (u16, String) + Send + Sync + 'static) 
                 "content-type",
                 if body.starts_with('{') {
                     "application/json"
+                } else if body.starts_with("data:") || body.starts_with(':') {
+                    "text/event-stream"
                 } else {
                     "text/html"
                 },
@@ -461,4 +463,148 @@ async fn header_mismatch_relists_and_retries_once_and_stale_lists_survive_outage
     // The server now fails to list; the stale page is served.
     let tools = c.list_tools().await.unwrap();
     assert_eq!(tools[0].name, "t");
+}
+
+fn no_such_method(r: &Value) -> (u16, String) {
+    let error =
+        json!({"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32601, "message": "nope"}});
+    (404, error.to_string())
+}
+
+fn lists(m: &Mock) -> usize {
+    m.hits
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|h| *h == "tools/list")
+        .count()
+}
+
+fn limited(url: &str, limits: toolgate_client::transport::Limits) -> Client {
+    let options = HttpOptions {
+        limits,
+        ..HttpOptions::default()
+    };
+    Client::builder("test", "1")
+        .name("mock")
+        .max_pages(5)
+        .timeout(Duration::from_secs(5))
+        .build(HttpTransport::new(url, options).unwrap())
+}
+
+fn limit_of(outcome: Result<impl std::fmt::Debug, ClientError>) -> &'static str {
+    match outcome {
+        Err(ClientError::LimitExceeded { limit, .. }) => limit,
+        other => panic!("expected a limit error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn nothing_a_server_sends_exhausts_the_client() {
+    let tools = json!([{"name": "big", "inputSchema": {"type": "object"}},
+                       {"name": "chatty", "inputSchema": {"type": "object"}},
+                       {"name": "fine", "inputSchema": {"type": "object"}}]);
+    let (url, _m) = mock(move |r| match r["method"].as_str().unwrap() {
+        "tools/list" => result(r, json!({"resultType": "complete", "tools": tools})),
+        "tools/call" => match r["params"]["name"].as_str().unwrap() {
+            "big" => result(r, json!({"resultType": "complete", "content": [{"type": "text", "text": "b".repeat(4096)}]})),
+            "chatty" => {
+                let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hi"}});
+                let mut body = format!("data: {note}\n\n").repeat(10);
+                body.push_str(&format!("data: {}\n\n", result(r, json!({"resultType": "complete", "content": []})).1));
+                (200, body)
+            }
+            _ => result(r, json!({"resultType": "complete", "content": [{"type": "text", "text": "ok"}]})),
+        },
+        _ => no_such_method(r),
+    })
+    .await;
+    let limits = toolgate_client::transport::Limits {
+        max_message_bytes: 2048,
+        max_events_per_response: 5,
+        ..Default::default()
+    };
+    let c = limited(&url, limits);
+    let big = c
+        .call_tool("big", Map::new(), &CallOptions::default())
+        .await;
+    let message = big.as_ref().map(|_| ()).unwrap_err().to_string();
+    assert!(
+        message.contains(&url) && message.contains("max_message_bytes"),
+        "{message}"
+    );
+    assert_eq!(limit_of(big), "max_message_bytes");
+    let chatty = c
+        .call_tool("chatty", Map::new(), &CallOptions::default())
+        .await;
+    assert_eq!(limit_of(chatty), "max_events_per_response");
+    // The client still serves.
+    let fine = c
+        .call_tool("fine", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(fine.content[0].as_text(), Some("ok"));
+    // The same tools under the default limits work.
+    let c = client(&url);
+    assert!(
+        c.call_tool("big", Map::new(), &CallOptions::default())
+            .await
+            .is_ok()
+    );
+    assert!(
+        c.call_tool("chatty", Map::new(), &CallOptions::default())
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn a_server_cannot_keep_the_client_paging() {
+    let page = |r: &Value, next: Value| {
+        if r["method"] != "tools/list" {
+            return no_such_method(r);
+        }
+        result(
+            r,
+            json!({"resultType": "complete", "tools": [{"name": "t", "inputSchema": {"type": "object"}}], "nextCursor": next}),
+        )
+    };
+    // The same cursor again: a loop.
+    let (url, _m) = mock(move |r| page(r, json!("again"))).await;
+    let err = limited(&url, Default::default())
+        .list_tools()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("returned a cursor it had returned before"),
+        "{err}"
+    );
+    // New cursors forever: the page cap.
+    let n = Arc::new(AtomicUsize::new(0));
+    let (url, m) =
+        mock(move |r| page(r, json!(format!("c{}", n.fetch_add(1, Ordering::SeqCst))))).await;
+    assert_eq!(
+        limit_of(limited(&url, Default::default()).list_tools().await),
+        "max_pages"
+    );
+    assert_eq!(lists(&m), 5);
+    // A cursor invalidated every time: one restart, then an error.
+    let (url, m) = mock(move |r| {
+        if r["method"] == "tools/list" && r["params"].get("cursor").is_some() {
+            (200, json!({"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32602, "message": "Invalid cursor"}}).to_string())
+        } else {
+            page(r, json!("c"))
+        }
+    })
+    .await;
+    let err = limited(&url, Default::default())
+        .list_tools()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("invalidated its cursor again"),
+        "{err}"
+    );
+    assert_eq!(lists(&m), 4, "two pages, twice");
 }

@@ -75,3 +75,36 @@ async fn a_missing_program_is_a_clear_error() {
         Ok(_) => panic!("spawned a missing program"),
     }
 }
+
+#[tokio::test]
+async fn an_oversized_message_fails_its_request_and_the_server_stays_usable() {
+    // The first tools/list is answered with a 100 kB line; everything else
+    // with a proper (empty) result.
+    let script = r#"big=1; while read line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); case "$line" in *tools/list*) if [ $big = 1 ]; then big=0; head -c 100000 /dev/zero | tr '\0' x; echo; continue; fi;; esac; [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{},"tools":[],"ttlMs":0,"cacheScope":"public"}}\n' "$id"; done"#;
+    let command = StdioCommand {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), script.into()],
+        ..Default::default()
+    };
+    let limits = toolgate_client::transport::Limits {
+        max_message_bytes: 64 * 1024,
+        ..Default::default()
+    };
+    let c = Client::builder("test", "1")
+        .timeout(Duration::from_secs(5))
+        .build(StdioTransport::spawn_with(&command, limits).unwrap());
+    match c
+        .request("tools/list", Map::new(), &CallOptions::default())
+        .await
+    {
+        Err(ClientError::LimitExceeded { server, limit, .. }) => {
+            assert_eq!((server.as_str(), limit), ("/bin/sh", "max_message_bytes"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let page = c
+        .request("tools/list", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(page["tools"], serde_json::json!([]));
+}

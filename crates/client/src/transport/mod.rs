@@ -4,7 +4,12 @@
 //! (closing the stream on HTTP, `notifications/cancelled` on stdio).
 
 pub mod http;
+mod limits;
+mod lines;
 pub mod stdio;
+
+pub use limits::Limits;
+pub(crate) use limits::busy;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -3,25 +3,26 @@
 //! Requests are written as lines; a reader task routes each response (by id)
 //! and each notification (by `progressToken` or subscription id, which the
 //! client sets to the request id) to its request. The child's stderr goes to
-//! this process's logs. When the child exits, every pending request fails at
-//! once with the exit status. Dropping the transport kills the child.
+//! this process's logs, bounded (see [`Limits`]), and its last lines are
+//! kept for error reports ([`StdioTransport::stderr_tail`]). When the child
+//! exits, every pending request fails at once with the exit status.
+//! Dropping the transport kills the child.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt as _;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
-use tokio_util::codec::{FramedRead, LinesCodec};
 use toolgate_protocol::RequestId;
 use toolgate_protocol::jsonrpc::encode_notification;
 
+use super::lines::{BoundedLines, Line};
 use super::{
-    Inbound, NotifyFuture, Outgoing, Pending, SendFuture, ServerRequestHandler, Transport,
+    Inbound, Limits, NotifyFuture, Outgoing, Pending, SendFuture, ServerRequestHandler, Transport,
     TransportKind,
 };
 use crate::ClientError;
@@ -41,12 +42,16 @@ pub struct StdioCommand {
 
 type Routes = Arc<Mutex<HashMap<RequestId, mpsc::Sender<Result<Inbound, ClientError>>>>>;
 
+/// How many of the child's last stderr lines are kept for error reports.
+const STDERR_TAIL: usize = 20;
+
 /// The stdio transport.
 pub struct StdioTransport {
     writer: mpsc::Sender<Vec<u8>>,
     routes: Routes,
     exited: Arc<Mutex<Option<String>>>,
     requests: Arc<Mutex<Option<ServerRequestHandler>>>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
     _child: Arc<tokio::sync::Mutex<Child>>,
 }
 
@@ -55,8 +60,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl StdioTransport {
-    /// Start the server.
+    /// Start the server, with the default [`Limits`].
     pub fn spawn(command: &StdioCommand) -> Result<Self, ClientError> {
+        Self::spawn_with(command, Limits::default())
+    }
+
+    /// The last lines the server wrote to its stderr (at most 20, each cut
+    /// to [`Limits::max_stderr_line_bytes`]): what to show when it fails.
+    pub fn stderr_tail(&self) -> Vec<String> {
+        lock(&self.stderr_tail).iter().cloned().collect()
+    }
+
+    /// Start the server with these bounds on what it may send.
+    pub fn spawn_with(command: &StdioCommand, limits: Limits) -> Result<Self, ClientError> {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
             .envs(command.env.iter().map(|(k, v)| (k, v)))
@@ -77,13 +93,13 @@ impl StdioTransport {
                 "the child's standard streams are unavailable".into(),
             ));
         };
-        let program = command.program.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                tracing::info!(target: "toolgate_client::server_stderr", server = %program, "{line}");
-            }
-        });
+        let stderr_tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
+        tokio::spawn(read_stderr(
+            stderr,
+            command.program.clone(),
+            limits.clone(),
+            stderr_tail.clone(),
+        ));
         let (writer, mut queue) = mpsc::channel::<Vec<u8>>(256);
         tokio::spawn(async move {
             while let Some(mut line) = queue.recv().await {
@@ -98,38 +114,118 @@ impl StdioTransport {
         let child = Arc::new(tokio::sync::Mutex::new(child));
         let requests: Arc<Mutex<Option<ServerRequestHandler>>> = Arc::default();
         tokio::spawn(read_loop(
-            stdout,
-            routes.clone(),
-            exited.clone(),
-            child.clone(),
-            requests.clone(),
-            writer.clone(),
+            Reader {
+                stdout,
+                routes: routes.clone(),
+                exited: exited.clone(),
+                child: child.clone(),
+                requests: requests.clone(),
+                writer: writer.clone(),
+                program: command.program.clone(),
+            },
+            limits,
         ));
         Ok(Self {
             writer,
             routes,
             exited,
             requests,
+            stderr_tail,
             _child: child,
         })
     }
 }
 
-async fn read_loop(
+/// Drain the child's stderr so it never blocks on a full pipe: log up to
+/// [`Limits::max_stderr_lines`] lines, each cut to
+/// [`Limits::max_stderr_line_bytes`], and keep the last few for errors.
+async fn read_stderr(
+    stderr: impl tokio::io::AsyncRead + Unpin,
+    program: String,
+    limits: Limits,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut lines = BoundedLines::new(stderr, limits.max_stderr_line_bytes);
+    let mut logged = 0usize;
+    while let Some(next) = lines.next().await {
+        let line = match next {
+            Line::Line(bytes) => String::from_utf8_lossy(&bytes).trim_end().to_owned(),
+            Line::TooLong => format!(
+                "[a line longer than {} bytes, not shown]",
+                limits.max_stderr_line_bytes
+            ),
+        };
+        if logged < limits.max_stderr_lines {
+            tracing::info!(target: "toolgate_client::server_stderr", server = %program, "{line}");
+        } else if logged == limits.max_stderr_lines {
+            tracing::warn!(
+                server = %program,
+                "the server wrote more than {} stderr lines; the rest are not logged",
+                limits.max_stderr_lines
+            );
+        }
+        logged = logged.saturating_add(1);
+        let mut tail = lock(&tail);
+        if tail.len() == STDERR_TAIL {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+}
+
+/// What the stdout reader works with.
+struct Reader {
     stdout: tokio::process::ChildStdout,
     routes: Routes,
     exited: Arc<Mutex<Option<String>>>,
     child: Arc<tokio::sync::Mutex<Child>>,
     requests: Arc<Mutex<Option<ServerRequestHandler>>>,
     writer: mpsc::Sender<Vec<u8>>,
-) {
-    let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(64 * 1024 * 1024));
+    program: String,
+}
+
+async fn read_loop(reader: Reader, limits: Limits) {
+    let Reader {
+        stdout,
+        routes,
+        exited,
+        child,
+        requests,
+        writer,
+        program,
+    } = reader;
+    let mut lines = BoundedLines::new(stdout, limits.max_message_bytes);
+    let answering = Arc::new(tokio::sync::Semaphore::new(
+        limits.max_concurrent_server_requests,
+    ));
     while let Some(line) = lines.next().await {
-        let Ok(line) = line else { break };
-        if line.trim().is_empty() {
+        let line = match line {
+            Line::Line(line) => line,
+            Line::TooLong => {
+                // Which request the oversized message answered cannot be
+                // told, so every pending one fails; the codec skips to the
+                // next line and the server stays usable for new requests.
+                tracing::warn!(server = %program, "a message over max_message_bytes was dropped");
+                let pending: Vec<_> = lock(&routes).drain().collect();
+                for (_, tx) in pending {
+                    let _ = tx
+                        .send(Err(ClientError::LimitExceeded {
+                            server: program.clone(),
+                            limit: "max_message_bytes",
+                            detail: format!(
+                                "a message larger than {} bytes",
+                                limits.max_message_bytes
+                            ),
+                        }))
+                        .await;
+                }
+                continue;
+            }
+        };
+        if line.trim_ascii().is_empty() {
             continue;
         }
-        let value: Value = match serde_json::from_str(&line) {
+        let value: Value = match serde_json::from_slice(&line) {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!(error = %e, "the server wrote a line that is not JSON; ignored");
@@ -141,6 +237,13 @@ async fn read_loop(
             value.get("id").and_then(RequestId::from_value),
         ) {
             // A request from a legacy server (ping, roots, sampling, elicitation).
+            let Ok(permit) = answering.clone().try_acquire_owned() else {
+                let refusal = super::busy(limits.max_concurrent_server_requests);
+                let bytes = toolgate_protocol::jsonrpc::encode_error(Some(&id), &refusal);
+                // Awaited: a flood of requests slows the server down.
+                let _ = writer.send(bytes).await;
+                continue;
+            };
             let handler = lock(&requests).clone();
             let (method, params, writer) = (
                 method.to_owned(),
@@ -148,6 +251,7 @@ async fn read_loop(
                 writer.clone(),
             );
             tokio::spawn(async move {
+                let _permit = permit;
                 let outcome = match (&handler, method.as_str()) {
                     (_, "ping") => Ok(json!({})),
                     (Some(h), _) => h(method.clone(), params).await,
@@ -258,5 +362,40 @@ impl Transport for StdioTransport {
                 on_drop: Some(on_drop),
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn stderr_is_drained_with_long_lines_cut_and_the_tail_kept() {
+        let mut input = format!("{}\n", "e".repeat(10_000));
+        for i in 0..25 {
+            input.push_str(&format!("line {i}\n"));
+        }
+        let tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
+        let limits = Limits {
+            max_stderr_lines: 3,
+            ..Limits::default()
+        };
+        read_stderr(input.as_bytes(), "srv".into(), limits, tail.clone()).await;
+        let tail: Vec<String> = lock(&tail).iter().cloned().collect();
+        assert_eq!(tail.len(), STDERR_TAIL);
+        assert_eq!(tail.first().map(String::as_str), Some("line 5"));
+        assert_eq!(tail.last().map(String::as_str), Some("line 24"));
+        let mut short = "x\n".to_owned();
+        short.push_str(&"y".repeat(10_000));
+        let tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
+        read_stderr(
+            short.as_bytes(),
+            "srv".into(),
+            Limits::default(),
+            tail.clone(),
+        )
+        .await;
+        let tail: Vec<String> = lock(&tail).iter().cloned().collect();
+        assert_eq!(tail, ["x", "[a line longer than 8192 bytes, not shown]"]);
     }
 }

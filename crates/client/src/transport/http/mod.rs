@@ -24,7 +24,7 @@ use toolgate_protocol::jsonrpc::{RequestId, encode_error, encode_result};
 
 use self::sse::{Cursor, Events};
 use super::{
-    Inbound, Outgoing, Pending, SendFuture, ServerRequestHandler, Transport, TransportKind,
+    Inbound, Limits, Outgoing, Pending, SendFuture, ServerRequestHandler, Transport, TransportKind,
 };
 use crate::ClientError;
 
@@ -37,12 +37,14 @@ pub struct HttpOptions {
     pub headers: Vec<(String, String)>,
     /// Connect timeout (default 10 s).
     pub connect_timeout: Option<Duration>,
+    /// Bounds on what the server can make the client hold or wait for.
+    pub limits: Limits,
 }
 
 /// How often a legacy response stream is resumed before giving up.
 const MAX_RESUMES: u32 = 5;
 /// The reconnection delay when the server named none.
-const DEFAULT_RETRY_MS: u64 = 1000;
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 
 /// The Streamable HTTP transport.
 pub struct HttpTransport {
@@ -60,6 +62,10 @@ impl Drop for HttpTransport {
 /// What the transport and its stream readers share.
 struct Shared {
     url: String,
+    /// The URL as errors name the server.
+    server: Arc<str>,
+    /// Permits for answering the server's requests at once.
+    answering: Arc<tokio::sync::Semaphore>,
     client: reqwest::Client,
     options: HttpOptions,
     /// The legacy session, once a legacy server assigned one.
@@ -90,17 +96,20 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl HttpTransport {
     /// A transport for the MCP endpoint at `url`.
     pub fn new(url: impl Into<String>, options: HttpOptions) -> Result<Self, ClientError> {
-        // TLS through rustls with the ring provider (pure Rust and C, no
-        // cmake); installing twice is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout.unwrap_or(Duration::from_secs(10)))
-            .tcp_nodelay(true)
+            .tcp_nodelay(true);
+        let client = crate::tls::with_tls(builder)?
             .build()
             .map_err(|e| ClientError::Transport(e.to_string()))?;
+        let url = url.into();
         Ok(Self {
             shared: Arc::new(Shared {
-                url: url.into(),
+                server: url.as_str().into(),
+                answering: Arc::new(tokio::sync::Semaphore::new(
+                    options.limits.max_concurrent_server_requests,
+                )),
+                url,
                 client,
                 options,
                 session: Mutex::new(None),
@@ -215,10 +224,7 @@ impl Transport for HttpTransport {
                     on_drop: Some(Box::new(move || task.abort())),
                 });
             }
-            let bytes = response
-                .bytes()
-                .await
-                .map_err(|e| ClientError::Transport(e.to_string()))?;
+            let bytes = shared.body(response).await?;
             let value: Value = serde_json::from_slice(&bytes).map_err(|_| {
                 let shown: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
                 if status.is_success() {
@@ -264,6 +270,42 @@ impl Shared {
             builder = builder.header("mcp-session-id", session);
         }
         builder
+    }
+
+    fn over(&self, limit: &'static str, detail: String) -> ClientError {
+        ClientError::LimitExceeded {
+            server: self.server.to_string(),
+            limit,
+            detail,
+        }
+    }
+
+    /// A JSON response body, read up to [`Limits::max_message_bytes`]: a
+    /// declared length over it is refused before reading, and reading stops
+    /// as soon as the body grows past it.
+    async fn body(&self, mut response: reqwest::Response) -> Result<Vec<u8>, ClientError> {
+        let cap = self.options.limits.max_message_bytes;
+        let too_big = || {
+            self.over(
+                "max_message_bytes",
+                format!("a response body larger than {cap} bytes"),
+            )
+        };
+        if response.content_length().is_some_and(|n| n > cap as u64) {
+            return Err(too_big());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| ClientError::Transport(format!("reading from {}: {e}", self.server)))?
+        {
+            if body.len() + chunk.len() > cap {
+                return Err(too_big());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     /// POST a notification or a response (legacy sessions): the server
@@ -332,13 +374,25 @@ impl Shared {
         }
     }
 
-    /// Answer a server's request that arrived on a stream, in the background.
-    fn answer(self: &Arc<Self>, request: Value, legacy: Option<String>) {
+    /// Answer a server's request that arrived on a stream, in the
+    /// background; over [`Limits::max_concurrent_server_requests`] the
+    /// request is refused at once, and the stream waits for that refusal to
+    /// be delivered (so a flood slows the server, not this client).
+    async fn answer(self: &Arc<Self>, request: Value, legacy: Option<String>) {
+        let Ok(id) = serde_json::from_value::<RequestId>(request["id"].clone()) else {
+            return;
+        };
+        let Ok(permit) = self.answering.clone().try_acquire_owned() else {
+            let limit = self.options.limits.max_concurrent_server_requests;
+            let body = encode_error(Some(&id), &crate::transport::busy(limit));
+            if let Err(e) = self.post_message(body, legacy.as_deref()).await {
+                tracing::warn!(error = %e, "could not refuse a server request");
+            }
+            return;
+        };
         let shared = self.clone();
         tokio::spawn(async move {
-            let Ok(id) = serde_json::from_value::<RequestId>(request["id"].clone()) else {
-                return;
-            };
+            let _permit = permit;
             let method = request["method"].as_str().unwrap_or_default().to_owned();
             let params = request.get("params").cloned().unwrap_or(Value::Null);
             let handler = lock(&shared.requests).clone();
@@ -389,11 +443,15 @@ async fn pump(
     let mut response = response;
     let mut resumed = 0;
     loop {
-        let mut events = Events::new(response.bytes_stream());
+        let mut events = Events::new(
+            response.bytes_stream(),
+            &shared.options.limits,
+            shared.server.clone(),
+        );
         let broke = loop {
             match events.next(&mut cursor).await {
                 Ok(Some(event)) => match classify(&event.data) {
-                    Ok(Message::Request(request)) => shared.answer(request, legacy.clone()),
+                    Ok(Message::Request(request)) => shared.answer(request, legacy.clone()).await,
                     Ok(Message::Notification(n)) => {
                         if tx.send(Ok(Inbound::Notification(n))).await.is_err() {
                             return;
@@ -409,7 +467,11 @@ async fn pump(
                     }
                 },
                 Ok(None) => break None,
-                Err(e) => break Some(e),
+                Err(ClientError::Transport(e)) => break Some(e),
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
             }
         };
         // The stream ended before the response. A legacy server that gave
@@ -421,9 +483,9 @@ async fn pump(
             return;
         };
         resumed += 1;
-        let delay = cursor.retry_ms.unwrap_or(DEFAULT_RETRY_MS);
-        tracing::debug!(%last_id, delay, "resuming the response stream");
-        tokio::time::sleep(Duration::from_millis(delay)).await;
+        let delay = cursor.retry.unwrap_or(DEFAULT_RETRY);
+        tracing::debug!(%last_id, ?delay, "resuming the response stream");
+        tokio::time::sleep(delay).await;
         match shared.resume(Some(&last_id), legacy.as_deref()).await {
             Ok(next) => response = next,
             Err(e) => {
@@ -461,7 +523,11 @@ async fn standalone(
                 return;
             }
         };
-        let mut events = Events::new(response.bytes_stream());
+        let mut events = Events::new(
+            response.bytes_stream(),
+            &shared.options.limits,
+            shared.server.clone(),
+        );
         loop {
             let next = tokio::select! {
                 _ = stop.cancelled() => return,
@@ -472,7 +538,7 @@ async fn standalone(
                     failures = 0;
                     match classify(&event.data) {
                         Ok(Message::Request(request)) => {
-                            shared.answer(request, Some(version.clone()))
+                            shared.answer(request, Some(version.clone())).await
                         }
                         Ok(Message::Notification(n)) => {
                             tracing::debug!(method = ?n.get("method"), "server notification")
@@ -485,10 +551,10 @@ async fn standalone(
             }
         }
         failures += 1;
-        let delay = cursor.retry_ms.unwrap_or(DEFAULT_RETRY_MS);
+        let delay = cursor.retry.unwrap_or(DEFAULT_RETRY);
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
+            _ = tokio::time::sleep(delay) => {}
         }
     }
 }

@@ -1,0 +1,62 @@
+//! TLS for the HTTP transport, without touching process-wide state.
+//!
+//! rustls needs a cryptography provider. An application may have chosen
+//! one already (`CryptoProvider::install_default`); then the client uses it.
+//! Otherwise the client configures *its own* connections with the `ring`
+//! provider and the platform's certificate verifier — it never installs a
+//! provider for the whole process behind the application's back, since that
+//! would decide for every other TLS user in the program.
+
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls_platform_verifier::BuilderVerifierExt as _;
+
+use crate::ClientError;
+
+/// Give `builder` TLS: the application's default provider when it installed
+/// one, else a configuration of the client's own.
+pub(crate) fn with_tls(
+    builder: reqwest::ClientBuilder,
+) -> Result<reqwest::ClientBuilder, ClientError> {
+    if CryptoProvider::get_default().is_some() {
+        return Ok(builder);
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_platform_verifier())
+        .map_err(|e| ClientError::Transport(format!("cannot set up TLS: {e}")))?
+        .with_no_client_auth();
+    Ok(builder.tls_backend_preconfigured(config))
+}
+
+/// Install `ring` as the process-wide rustls provider, for applications
+/// that want one and have not chosen another. Returns `false` if a provider
+/// was installed already (which then stays). The client does not need this:
+/// it is a convenience for programs that build other rustls users too.
+///
+/// ```
+/// toolgate_client::install_default_tls_provider();
+/// ```
+pub fn install_default_tls_provider() -> bool {
+    rustls::crypto::ring::default_provider()
+        .install_default()
+        .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn building_a_client_installs_no_process_wide_provider() {
+        // This test binary installs none, so the client must bring its own.
+        let transport = crate::transport::http::HttpTransport::new(
+            "https://127.0.0.1:1/mcp",
+            Default::default(),
+        );
+        assert!(transport.is_ok());
+        assert!(CryptoProvider::get_default().is_none());
+    }
+}
