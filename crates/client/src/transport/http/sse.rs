@@ -178,6 +178,39 @@ where
     }
 }
 
+/// Feed `data` to the reader in chunks (each chunk's length taken from the
+/// byte before it) with small limits, reading every event: for the fuzz
+/// targets. Returns the number of events read.
+#[doc(hidden)]
+pub fn fuzz_events(data: &[u8]) -> usize {
+    let mut chunks = Vec::new();
+    let mut rest = data;
+    while let Some((&len, tail)) = rest.split_first() {
+        let take = usize::from(len).min(tail.len());
+        let (chunk, after) = tail.split_at(take);
+        chunks.push(Ok::<_, String>(bytes::Bytes::copy_from_slice(chunk)));
+        rest = after;
+    }
+    let limits = Limits {
+        max_message_bytes: 4096,
+        max_sse_line_bytes: 4096,
+        max_events_per_response: 64,
+        ..Limits::default()
+    };
+    let mut events = Events::new(futures::stream::iter(chunks), &limits, "fuzz".into());
+    let mut cursor = Cursor::default();
+    futures::executor::block_on(async {
+        let mut n = 0;
+        while let Ok(Some(event)) = events.next(&mut cursor).await {
+            assert!(event.data.len() <= limits.max_message_bytes);
+            n += 1;
+        }
+        assert!(n <= limits.max_events_per_response);
+        assert!(cursor.retry.is_none_or(|d| d <= limits.max_retry_delay));
+        n
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

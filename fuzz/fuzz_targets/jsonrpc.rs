@@ -1,0 +1,13 @@
+//! JSON-RPC message parsing and the per-request `_meta` reader: any bytes
+//! are either a message or a rejection, never a panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use toolgate_protocol::jsonrpc::{Incoming, parse_message};
+use toolgate_protocol::meta::RequestMeta;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(Incoming::Request(request)) = parse_message(data) {
+        let _ = RequestMeta::from_params(request.params.as_ref());
+    }
+});
