@@ -77,6 +77,13 @@ async fn call(server: &Server, id: i64, params: Value) -> Value {
     value
 }
 
+/// `r` is a `-32602` error whose message contains `says`.
+fn assert_invalid_params(r: &Value, says: &str) {
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(says), "{r}");
+}
+
 fn elicit_caps() -> Value {
     json!({"elicitation": {}})
 }
@@ -168,14 +175,7 @@ async fn encrypted_state_hides_answers_and_survives_a_key_rotation() {
         "inputResponses": {"color": answer("color", "green")}, "requestState": state2}),
     )
     .await;
-    assert_eq!(r["error"]["code"], -32602);
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("a key this server does not have"),
-        "{r}"
-    );
+    assert_invalid_params(&r, "a key this server does not have");
     // And it still serves a fresh flow.
     let fresh = call(&before, 5, first).await;
     assert_eq!(fresh["result"]["resultType"], "input_required");
@@ -204,14 +204,7 @@ async fn bad_state_is_refused_with_a_clear_error() {
         retry(json!(String::from_utf8(tampered).unwrap()), json!({})),
     )
     .await;
-    assert_eq!(r["error"]["code"], -32602);
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("Invalid requestState"),
-        "{r}"
-    );
+    assert_invalid_params(&r, "Invalid requestState");
 
     let r = call(&s, 3, retry(json!(state), json!({"other": true}))).await;
     assert!(
