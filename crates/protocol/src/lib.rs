@@ -17,6 +17,8 @@
 //! - [`names`]: the tool-name rules (1–128 characters of `[A-Za-z0-9_.-]`).
 //! - [`version`]: protocol versions this implementation speaks.
 //! - [`quote`]: short quotations of peer-supplied values for error messages.
+//! - [`sanitize`]: removing escape sequences and hidden characters from text
+//!   a model or a terminal will read.
 //!
 //! ```
 //! use toolgate_protocol::jsonrpc::{parse_message, Incoming};
@@ -35,6 +37,7 @@ pub mod jsonrpc;
 pub mod meta;
 pub mod names;
 pub mod quote;
+pub mod sanitize;
 pub mod types;
 pub mod version;
 #[cfg(feature = "wire-check")]

@@ -65,6 +65,7 @@ mod mrtr;
 mod prompt;
 mod registry;
 mod resource;
+mod sanitizing;
 mod server;
 mod state;
 pub mod tool;

@@ -229,7 +229,8 @@ impl Server {
     }
 
     /// Register a prompt on the running server.
-    pub fn add_prompt(&self, entry: PromptEntry) -> Result<(), RegistrationError> {
+    pub fn add_prompt(&self, mut entry: PromptEntry) -> Result<(), RegistrationError> {
+        crate::sanitizing::prompt_definition(&mut entry.prompt);
         let name = entry.prompt.name.clone();
         self.inner.prompts.insert(entry).map_err(|_| {
             RegistrationError::Invalid(format!("a prompt named {name:?} is already registered"))
@@ -449,7 +450,8 @@ impl ServerBuilder {
         for prompt in self.prompts {
             server.add_prompt(prompt)?;
         }
-        for resource in self.resources {
+        for mut resource in self.resources {
+            crate::sanitizing::resource_definition(&mut resource.resource);
             let uri = resource.resource.uri.clone();
             server.inner.resources.insert(resource).map_err(|_| {
                 RegistrationError::Invalid(format!(
@@ -457,7 +459,8 @@ impl ServerBuilder {
                 ))
             })?;
         }
-        for template in self.templates {
+        for mut template in self.templates {
+            crate::sanitizing::template_definition(&mut template.template);
             if let Some(why) = template.problem() {
                 return Err(RegistrationError::Invalid(why));
             }

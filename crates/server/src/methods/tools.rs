@@ -104,7 +104,10 @@ pub(super) fn call(
                             error_code: None,
                         }
                     }
-                    Ended::Failed(message) => {
+                    Ended::Failed(mut message) => {
+                        if tool.sanitize {
+                            crate::sanitizing::error_text(&tool.tool.name, &mut message);
+                        }
                         server.result_frame(&id, &CallToolResult::error(message))
                     }
                     Ended::Protocol(error) => error_frame(Some(&id), error),
@@ -149,10 +152,14 @@ fn take_params(req: &mut Request) -> Option<Result<Taken, RpcError>> {
     Some(Ok((name, args, retry)))
 }
 
-/// Enforce the tool's promises before anything reaches the wire:
-/// structured content is mirrored as JSON text, and a tool with an
+/// Enforce the tool's promises before anything reaches the wire: text is
+/// sanitized, structured content is mirrored as JSON text, and a tool with an
 /// `outputSchema` never emits `structuredContent` that breaks it.
 pub(crate) fn check_output(tool: &RegisteredTool, mut result: CallToolResult) -> CallToolResult {
+    // Before the schema check, so a sanitized result still conforms.
+    if tool.sanitize {
+        crate::sanitizing::tool_result(&tool.tool.name, &mut result);
+    }
     if let (Some(schema), Some(structured)) = (&tool.output, &result.structured_content) {
         let checked = match schema.get() {
             Ok(schema) => schema.validate(structured).map_err(|v| join(&v)),

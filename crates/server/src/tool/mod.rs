@@ -143,6 +143,7 @@ pub enum RegistrationError {
 pub struct ToolDef {
     tool: Tool,
     visibility: Option<Visibility>,
+    raw_output: bool,
 }
 
 impl ToolDef {
@@ -160,7 +161,21 @@ impl ToolDef {
                 meta: None,
             },
             visibility: None,
+            raw_output: false,
         }
+    }
+
+    /// Send this tool's results exactly as the handler made them, without
+    /// removing escape sequences and hidden characters (see
+    /// [`sanitize`](toolgate_protocol::sanitize)). Only for output that must
+    /// be byte-exact *and* that no model or terminal reads as instructions —
+    /// for example a tool returning a terminal recording to be replayed, or
+    /// text whose bidirectional marks are part of the data. Everything else
+    /// should keep the default: tool output is the main path by which text
+    /// nobody vetted reaches a model.
+    pub fn raw_output(mut self) -> Self {
+        self.raw_output = true;
+        self
     }
 
     /// Display title.
@@ -336,7 +351,8 @@ impl ToolEntry {
         eager: bool,
     ) -> Result<RegisteredTool, RegistrationError> {
         let ToolEntry { def, handler } = self;
-        let tool = def.tool;
+        let mut tool = def.tool;
+        crate::sanitizing::tool_definition(&mut tool);
         validate_tool_name(&tool.name).map_err(|e| RegistrationError::InvalidName {
             name: tool.name.clone(),
             reason: e.to_string(),
@@ -379,6 +395,7 @@ impl ToolEntry {
             output,
             header_params,
             visibility: def.visibility,
+            sanitize: !def.raw_output,
         })
     }
 }
@@ -392,6 +409,8 @@ pub(crate) struct RegisteredTool {
     /// Parameters mirrored into `Mcp-Param-*` headers.
     pub(crate) header_params: Vec<HeaderParam>,
     pub(crate) visibility: Option<Visibility>,
+    /// Whether results are sanitized (all but [`ToolDef::raw_output`] tools).
+    pub(crate) sanitize: bool,
 }
 
 impl crate::registry::Listed for RegisteredTool {
