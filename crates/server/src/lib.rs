@@ -63,6 +63,7 @@ mod legacy;
 mod methods;
 mod mrtr;
 mod prompt;
+mod rate_limit;
 mod registry;
 mod resource;
 mod sanitizing;
@@ -77,6 +78,7 @@ pub use dispatch::{HeaderCheck, NotificationAction, TransportContext, http_statu
 pub use exchange::{Exchange, Frame, Reply};
 pub use mrtr::{ElicitAction, Elicited, Inputs};
 pub use prompt::{Completer, PromptEntry};
+pub use rate_limit::RateLimit;
 pub use registry::Change;
 pub use resource::{ResourceEntry, TemplateEntry};
 pub use server::{Server, ServerBuilder, ServerConfig};

@@ -9,6 +9,7 @@ use toolgate_protocol::meta::SERVER_INFO;
 use toolgate_protocol::types::{Implementation, Meta};
 
 use crate::prompt::PromptEntry;
+use crate::rate_limit::RateLimit;
 use crate::registry::{Catalog, Change, ChangeBus};
 use crate::resource::{ResourceEntry, TemplateEntry};
 use crate::state::{StateKey, StateKeys};
@@ -38,6 +39,10 @@ pub struct ServerConfig {
     /// JSON. Turn this on when they may hold anything the client should not
     /// see. Default `false`.
     pub encrypt_state: bool,
+    /// Calls allowed per caller per tool, for tools without a limit of
+    /// their own ([`ToolDef::rate_limit`](crate::ToolDef::rate_limit)).
+    /// Default `None`: unlimited.
+    pub rate_limit: Option<RateLimit>,
     /// Bounds on tool schemas (checked at registration) and on the
     /// arguments and results validated against them.
     pub schema_limits: toolgate_schema::Limits,
@@ -72,6 +77,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(5),
             state_ttl: Duration::from_secs(600),
             encrypt_state: false,
+            rate_limit: None,
             schema_limits: toolgate_schema::Limits::default(),
             eager_schemas: false,
             legacy: true,
@@ -104,6 +110,9 @@ impl ServerConfig {
         }
         if self.legacy && self.legacy_idle.is_zero() {
             return zero("legacy_idle", "every legacy session would end at once");
+        }
+        if let Some(limit) = &self.rate_limit {
+            limit.quota().map_err(|e| format!("rate_limit: {e}"))?;
         }
         let l = &self.schema_limits;
         for (name, value) in [
@@ -216,7 +225,11 @@ impl Server {
     /// streams that asked for `toolsListChanged` are told.
     pub fn add_tool(&self, entry: ToolEntry) -> Result<(), RegistrationError> {
         let config = &self.inner.config;
-        let tool = entry.compile(&config.schema_limits, config.eager_schemas)?;
+        let tool = entry.compile(
+            &config.schema_limits,
+            config.eager_schemas,
+            config.rate_limit,
+        )?;
         self.inner
             .tools
             .insert(tool)
@@ -358,6 +371,12 @@ impl ServerBuilder {
     /// once [`ServerConfig::state_ttl`] has passed since the change.
     pub fn retired_state_key(mut self, key: StateKey) -> Self {
         self.retired_state_keys.push(key);
+        self
+    }
+
+    /// Limit calls to every tool per caller (see [`ServerConfig::rate_limit`]).
+    pub fn rate_limit(mut self, limit: RateLimit) -> Self {
+        self.config.rate_limit = Some(limit);
         self
     }
 

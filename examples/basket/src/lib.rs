@@ -204,8 +204,24 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
-/// Build the basket server.
+/// How to run the basket server.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Calls per minute each caller may make to each tool (`--rate-limit`).
+    pub rate_limit_per_minute: Option<u32>,
+}
+
+/// Build the basket server with the default options.
 pub fn server() -> Result<Server, toolgate_server::RegistrationError> {
+    server_with(&Options::default())
+}
+
+/// Build the basket server.
+pub fn server_with(options: &Options) -> Result<Server, toolgate_server::RegistrationError> {
+    let mut builder = Server::builder("basket", env!("CARGO_PKG_VERSION"));
+    if let Some(calls) = options.rate_limit_per_minute {
+        builder = builder.rate_limit(toolgate_server::RateLimit::per_minute(calls));
+    }
     let store = Arc::new(Store::default());
     let (s1, s2, s3, s4, s5, s6) = (
         store.clone(),
@@ -216,7 +232,7 @@ pub fn server() -> Result<Server, toolgate_server::RegistrationError> {
         store,
     );
     let skus: Vec<&str> = CATALOG.iter().map(|(s, _, _)| *s).collect();
-    Server::builder("basket", env!("CARGO_PKG_VERSION"))
+    builder
         .instructions("Create a basket with create_basket, then pass its basket_id to add_item, get_basket and delete_basket.")
         .tool(
             ToolDef::new("get_current_time")

@@ -12,6 +12,10 @@ struct Args {
     /// Serve Streamable HTTP at this address (endpoint /mcp) instead of stdio.
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
+    /// Allow each caller at most N calls per minute to each tool; more are
+    /// answered with a tool error saying when to retry.
+    #[arg(long, value_name = "N")]
+    rate_limit: Option<u32>,
 }
 
 #[tokio::main]
@@ -24,7 +28,9 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let args = Args::parse();
-    let server = basket::server()?;
+    let server = basket::server_with(&basket::Options {
+        rate_limit_per_minute: args.rate_limit,
+    })?;
     match args.http {
         None => serve_stdio(server).await?,
         Some(bind) => {

@@ -42,6 +42,13 @@ pub(super) fn call(
             RpcError::invalid_params(format!("Unknown tool: {}", quote(&name))),
         ));
     };
+    if let Some(limiter) = &tool.limiter {
+        let caller = transport.auth.as_ref().and_then(|a| a.subject());
+        if let Err(text) = limiter.check(&tool.tool.name, caller) {
+            let result = CallToolResult::error(text);
+            return Ok(Reply::Done(server.result_frame(&req.id, &result)));
+        }
+    }
     if let Some(headers) = &transport.http_headers {
         for param in &tool.header_params {
             let raw = headers.get(param.header_name()).map(|v| v.as_bytes());

@@ -31,6 +31,7 @@
 mod output;
 mod schema_gen;
 
+use crate::rate_limit::{Limiter, RateLimit};
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -144,6 +145,7 @@ pub struct ToolDef {
     tool: Tool,
     visibility: Option<Visibility>,
     raw_output: bool,
+    rate_limit: Option<RateLimit>,
 }
 
 impl ToolDef {
@@ -162,7 +164,23 @@ impl ToolDef {
             },
             visibility: None,
             raw_output: false,
+            rate_limit: None,
         }
+    }
+
+    /// Limit calls to this tool per caller, overriding the server's
+    /// default ([`ServerBuilder::rate_limit`](crate::ServerBuilder::rate_limit)).
+    ///
+    /// ```
+    /// use toolgate_server::{NoArgs, RateLimit, RequestContext, ToolDef, ToolError};
+    /// let tool = ToolDef::new("send_email")
+    ///     .rate_limit(RateLimit::per_minute(5))
+    ///     .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("sent") });
+    /// # let _ = tool;
+    /// ```
+    pub fn rate_limit(mut self, limit: RateLimit) -> Self {
+        self.rate_limit = Some(limit);
+        self
     }
 
     /// Send this tool's results exactly as the handler made them, without
@@ -349,10 +367,17 @@ impl ToolEntry {
         self,
         limits: &toolgate_schema::Limits,
         eager: bool,
+        default_rate: Option<RateLimit>,
     ) -> Result<RegisteredTool, RegistrationError> {
         let ToolEntry { def, handler } = self;
         let mut tool = def.tool;
         crate::sanitizing::tool_definition(&mut tool);
+        let limiter = def
+            .rate_limit
+            .or(default_rate)
+            .map(Limiter::new)
+            .transpose()
+            .map_err(|e| RegistrationError::Config(format!("tool {:?}: {e}", tool.name)))?;
         validate_tool_name(&tool.name).map_err(|e| RegistrationError::InvalidName {
             name: tool.name.clone(),
             reason: e.to_string(),
@@ -396,6 +421,7 @@ impl ToolEntry {
             header_params,
             visibility: def.visibility,
             sanitize: !def.raw_output,
+            limiter,
         })
     }
 }
@@ -411,6 +437,8 @@ pub(crate) struct RegisteredTool {
     pub(crate) visibility: Option<Visibility>,
     /// Whether results are sanitized (all but [`ToolDef::raw_output`] tools).
     pub(crate) sanitize: bool,
+    /// Calls per caller, if limited.
+    pub(crate) limiter: Option<Limiter>,
 }
 
 impl crate::registry::Listed for RegisteredTool {
