@@ -78,6 +78,45 @@ impl RequestContext {
         }
     }
 
+    /// A context that belongs to no request, for calling handlers (or
+    /// stores such as [`Handles`](crate::Handles)) directly, in tests and
+    /// tools: its id is `0`, the client declared no capabilities (so it asks
+    /// for no input), notifications go nowhere, and it is never cancelled.
+    pub fn detached() -> Self {
+        let (sink, _reader) = crate::frame_queue::queue();
+        let meta = RequestMeta {
+            protocol_version: toolgate_protocol::version::MODERN_VERSIONS[0].to_owned(),
+            client_info: None,
+            client_capabilities: ClientCapabilities::default(),
+            progress_token: None,
+            log_level: None,
+        };
+        Self::new(
+            RequestId::Number(0),
+            meta,
+            None,
+            sink,
+            CancellationToken::new(),
+            Round::default(),
+        )
+    }
+
+    /// The same context acting for `auth` (see [`RequestContext::detached`]).
+    pub fn with_auth(self, auth: AuthContext) -> Self {
+        let inner = &self.inner;
+        Self {
+            inner: Arc::new(Inner {
+                id: inner.id.clone(),
+                meta: inner.meta.clone(),
+                auth: Some(auth),
+                sink: inner.sink.clone(),
+                cancel: inner.cancel.clone(),
+                round: inner.round.clone(),
+                last_progress: AtomicU64::new(inner.last_progress.load(Ordering::Relaxed)),
+            }),
+        }
+    }
+
     /// The JSON-RPC id of the request.
     pub fn request_id(&self) -> &RequestId {
         &self.inner.id

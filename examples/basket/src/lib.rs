@@ -10,13 +10,12 @@
 //! unknown or expired handle is a tool error that tells the model to create
 //! a new basket.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolgate_server::{NoArgs, RequestContext, Server, Structured, ToolDef, ToolError};
+use toolgate_server::{Handles, NoArgs, RequestContext, Server, Structured, ToolDef, ToolError};
 
 /// Baskets untouched this long are forgotten.
 pub const BASKET_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -31,27 +30,20 @@ pub const CATALOG: &[(&str, &str, u64)] = &[
 
 struct Basket {
     items: Vec<(String, u32)>,
-    last_used: Instant,
 }
 
-#[derive(Default)]
-struct Store {
-    baskets: Mutex<HashMap<String, Basket>>,
-}
+/// Baskets behind `bsk_…` handles: 128 random bits, bound to the caller
+/// that created them, forgotten after a day without use.
+type Store = Handles<Basket>;
 
-impl Store {
-    fn with_basket<T>(&self, id: &str, f: impl FnOnce(&mut Basket) -> T) -> Result<T, ToolError> {
-        let mut baskets = self.baskets.lock().unwrap_or_else(|e| e.into_inner());
-        baskets.retain(|_, b| b.last_used.elapsed() < BASKET_TTL);
-        let basket = baskets.get_mut(id).ok_or_else(|| {
-            ToolError::new(format!(
-                "Basket {} is unknown or has expired (baskets expire after 24 hours of inactivity). Create a new one with create_basket and use its basket_id.",
-                toolgate_server::protocol::quote::quote(id)
-            ))
-        })?;
-        basket.last_used = Instant::now();
-        Ok(f(basket))
-    }
+fn store() -> Store {
+    Handles::new("bsk")
+        .ttl(BASKET_TTL)
+        .capacity(10_000)
+        .describe(
+            "basket",
+            "create a new one with create_basket and use its basket_id",
+        )
 }
 
 /// The id of a basket, as returned by `create_basket`.
@@ -222,7 +214,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
     if let Some(calls) = options.rate_limit_per_minute {
         builder = builder.rate_limit(toolgate_server::RateLimit::per_minute(calls));
     }
-    let store = Arc::new(Store::default());
+    let store = Arc::new(store());
     let (s1, s2, s3, s4, s5, s6) = (
         store.clone(),
         store.clone(),
@@ -245,19 +237,13 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
         .tool(
             ToolDef::new("create_basket")
                 .title("Create basket")
-                .description("Creates an empty shopping basket and returns its basket_id. Baskets expire after 24 hours of inactivity; after that, create a new one.")
+                .description("Creates an empty shopping basket and returns its basket_id. The basket belongs to the caller who created it and expires after 24 hours of inactivity; after that, create a new one.")
                 .destructive(false)
                 .open_world(false)
-                .handler(move |_: NoArgs, _ctx: RequestContext| {
+                .handler(move |_: NoArgs, ctx: RequestContext| {
                     let store = s1.clone();
                     async move {
-                        // 128 random bits: the handle is the only credential.
-                        let id = format!("bsk_{:032x}", rand::random::<u128>());
-                        store
-                            .baskets
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(id.clone(), Basket { items: Vec::new(), last_used: Instant::now() });
+                        let id = store.insert(&ctx, Basket { items: Vec::new() })?;
                         Ok::<_, ToolError>(Structured(NewBasket { basket_id: id, expires_after_hours: BASKET_TTL.as_secs() / 3600 }))
                     }
                 }),
@@ -271,7 +257,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 ))
                 .destructive(false)
                 .open_world(false)
-                .handler(move |args: AddItem, _ctx: RequestContext| {
+                .handler(move |args: AddItem, ctx: RequestContext| {
                     let store = s2.clone();
                     async move {
                         if !CATALOG.iter().any(|(s, _, _)| *s == args.sku) {
@@ -282,7 +268,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                                 known.join(", ")
                             )));
                         }
-                        let basket = store.with_basket(&args.basket_id, |b| {
+                        let basket = store.with(&ctx, &args.basket_id, |b| {
                             match b.items.iter_mut().find(|(s, _)| *s == args.sku) {
                                 Some((_, q)) => *q = q.saturating_add(args.quantity),
                                 None => b.items.push((args.sku.clone(), args.quantity)),
@@ -299,9 +285,9 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 .description("Returns the contents and total of a basket.")
                 .read_only()
                 .open_world(false)
-                .handler(move |args: BasketRef, _ctx: RequestContext| {
+                .handler(move |args: BasketRef, ctx: RequestContext| {
                     let store = s3.clone();
-                    async move { Ok(Structured(store.with_basket(&args.basket_id, |b| view(&args.basket_id, b))?)) }
+                    async move { Ok(Structured(store.with(&ctx, &args.basket_id, |b| view(&args.basket_id, b))?)) }
                 }),
         )
         .tool(
@@ -310,10 +296,10 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 .description("Quotes shipping for a basket to a region (eu, us or apac) and returns the total.")
                 .read_only()
                 .open_world(false)
-                .handler(move |args: QuoteShipping, _ctx: RequestContext| {
+                .handler(move |args: QuoteShipping, ctx: RequestContext| {
                     let store = s5.clone();
                     async move {
-                        let view = store.with_basket(&args.basket_id, |b| view(&args.basket_id, b))?;
+                        let view = store.with(&ctx, &args.basket_id, |b| view(&args.basket_id, b))?;
                         let shipping_cents = match args.region {
                             Region::Eu => 490,
                             Region::Us => 790,
@@ -336,7 +322,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 .handler(move |args: BasketRef, ctx: RequestContext| {
                     let store = s6.clone();
                     async move {
-                        let view = store.with_basket(&args.basket_id, |b| view(&args.basket_id, b))?;
+                        let view = store.with(&ctx, &args.basket_id, |b| view(&args.basket_id, b))?;
                         if view.items.is_empty() {
                             return Err(ToolError::new("The basket is empty: add items with add_item before checking out."));
                         }
@@ -362,7 +348,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                         if !confirmed {
                             return Ok("Checkout cancelled by the user; nothing was charged.".to_owned());
                         }
-                        store.with_basket(&args.basket_id, |b| b.items.clear())?;
+                        store.with(&ctx, &args.basket_id, |b| b.items.clear())?;
                         Ok(format!(
                             "Paid {}.{:02}. Order ord_{:016x} is confirmed.",
                             view.total_cents / 100,
@@ -379,11 +365,10 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 .destructive(true)
                 .idempotent(true)
                 .open_world(false)
-                .handler(move |args: BasketRef, _ctx: RequestContext| {
+                .handler(move |args: BasketRef, ctx: RequestContext| {
                     let store = s4.clone();
                     async move {
-                        store.with_basket(&args.basket_id, |_| ())?;
-                        store.baskets.lock().unwrap_or_else(|e| e.into_inner()).remove(&args.basket_id);
+                        store.remove(&ctx, &args.basket_id)?;
                         Ok::<_, ToolError>(format!("Deleted basket {}", args.basket_id))
                     }
                 }),
@@ -401,20 +386,85 @@ mod tests {
         params: serde_json::Value,
         caps: serde_json::Value,
     ) -> serde_json::Value {
+        call_as(server, None, id, params, caps).await
+    }
+
+    async fn call_as(
+        server: &Server,
+        subject: Option<&str>,
+        id: i64,
+        params: serde_json::Value,
+        caps: serde_json::Value,
+    ) -> serde_json::Value {
+        let transport = toolgate_server::TransportContext {
+            auth: subject.map(toolgate_server::AuthContext::new),
+            ..Default::default()
+        };
         let mut params = params;
         params["_meta"] = serde_json::json!({
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": caps
         });
         let message = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-        let reply =
-            server.handle_message(&serde_json::to_vec(&message).unwrap(), &Default::default());
+        let reply = server.handle_message(&serde_json::to_vec(&message).unwrap(), &transport);
         let frame = match reply {
             toolgate_server::Reply::Done(f) => f,
             toolgate_server::Reply::Streaming(mut e) => e.next().await.unwrap(),
             toolgate_server::Reply::Nothing => panic!("no reply"),
         };
         serde_json::from_slice(frame.bytes()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_basket_belongs_to_the_caller_who_created_it() {
+        let server = server().unwrap();
+        let none = serde_json::json!({});
+        let created = call_as(
+            &server,
+            Some("alice"),
+            1,
+            serde_json::json!({"name": "create_basket"}),
+            none.clone(),
+        )
+        .await;
+        let id = created["result"]["structuredContent"]["basket_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(id.starts_with("bsk_"), "{created}");
+        let get = |basket: &str| serde_json::json!({"name": "get_basket", "arguments": {"basket_id": basket}});
+        let mine = call_as(&server, Some("alice"), 2, get(&id), none.clone()).await;
+        assert_eq!(
+            mine["result"]["structuredContent"]["basket_id"],
+            id.as_str()
+        );
+        // Bob gets exactly what an unknown id gets: nothing about Alice's basket.
+        let theirs = call_as(&server, Some("bob"), 3, get(&id), none.clone()).await;
+        let unknown = call_as(&server, Some("bob"), 4, get("bsk_unknown"), none.clone()).await;
+        assert_eq!(theirs["result"]["isError"], true);
+        let text = |v: &serde_json::Value| {
+            v["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(
+            text(&theirs).replace(&id, "ID"),
+            text(&unknown).replace("bsk_unknown", "ID")
+        );
+        assert!(
+            text(&theirs).contains("create a new one with create_basket"),
+            "{theirs}"
+        );
+        let delete = serde_json::json!({"name": "delete_basket", "arguments": {"basket_id": id}});
+        assert_eq!(
+            call_as(&server, Some("bob"), 5, delete.clone(), none.clone()).await["result"]["isError"],
+            true
+        );
+        assert_eq!(
+            call_as(&server, Some("alice"), 6, delete, none).await["result"]["isError"],
+            serde_json::Value::Null
+        );
     }
 
     #[tokio::test]
