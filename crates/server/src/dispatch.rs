@@ -254,6 +254,7 @@ pub fn http_status_for(code: Option<i64>) -> u16 {
         None => 200,
         Some(codes::METHOD_NOT_FOUND) => 404,
         Some(codes::INTERNAL_ERROR) => 500,
+        Some(crate::INSUFFICIENT_SCOPE) => 403,
         Some(
             codes::PARSE_ERROR
             | codes::INVALID_REQUEST

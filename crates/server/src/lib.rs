@@ -70,10 +70,15 @@ mod resource;
 mod sanitizing;
 mod server;
 mod state;
+mod tls;
 pub mod tool;
 pub mod transport;
 
-pub use auth::AuthContext;
+pub use auth::resource_codes::INSUFFICIENT_SCOPE;
+pub use auth::{
+    AuthContext, JwtVerifier, ResourceServer, ScopeHierarchy, TokenError, TokenVerifier,
+    VerifyFuture,
+};
 pub use context::{ClientCapability, RequestContext};
 pub use dispatch::{HeaderCheck, NotificationAction, TransportContext, http_status_for};
 pub use exchange::{Exchange, Frame, Reply};

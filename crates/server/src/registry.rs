@@ -174,6 +174,12 @@ impl<T: Listed> Catalog<T> {
         item.visible_to(auth).then_some(item)
     }
 
+    /// The item named `key` whoever asks (to tell "hidden" from "absent").
+    pub(crate) fn get_hidden(&self, key: &str) -> Option<Arc<T>> {
+        let snapshot = self.snapshot();
+        snapshot.index.get(key).map(|&i| snapshot.items[i].clone())
+    }
+
     /// Every item `keep` accepts, in order.
     pub(crate) fn visible_with(&self, keep: impl Fn(&T) -> bool) -> Vec<Arc<T>> {
         self.snapshot()

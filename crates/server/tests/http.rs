@@ -436,11 +436,15 @@ async fn call_errors_in_their_layers() {
         .await;
     assert_eq!((status, code(&v)), (400, -32602));
     assert_eq!(v["error"]["message"], "Unknown tool: \"nope\"");
-    // Hidden tools are unknown to callers without the scope.
-    let (_, v) = h
+    // A tool hidden for want of a scope says which scope (403, step-up).
+    let (status, v) = h
         .send(&request(2, "tools/call", json!({"name": "admin_reset"})))
         .await;
-    assert_eq!(v["error"]["message"], "Unknown tool: \"admin_reset\"");
+    assert_eq!(
+        (status, code(&v)),
+        (403, toolgate_server::INSUFFICIENT_SCOPE)
+    );
+    assert_eq!(v["error"]["data"]["requiredScopes"], json!(["admin"]));
     // Params that break the CallToolRequest schema.
     let (status, v) = h
         .send(&request(

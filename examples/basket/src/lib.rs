@@ -201,6 +201,18 @@ pub fn rfc3339(t: SystemTime) -> String {
 pub struct Options {
     /// Calls per minute each caller may make to each tool (`--rate-limit`).
     pub rate_limit_per_minute: Option<u32>,
+    /// Require scopes (when tokens are verified): `basket:read` to look,
+    /// `basket:write` to change (it implies `basket:read`), `basket:checkout`
+    /// to pay.
+    pub require_scopes: bool,
+}
+
+/// The scopes the basket's tools use, for the metadata document.
+pub const SCOPES: &[&str] = &["basket:read", "basket:write", "basket:checkout"];
+
+/// `basket:write` implies `basket:read`.
+pub fn scope_hierarchy() -> toolgate_server::ScopeHierarchy {
+    toolgate_server::ScopeHierarchy::default().implies("basket:write", ["basket:read"])
 }
 
 /// Build the basket server with the default options.
@@ -210,6 +222,9 @@ pub fn server() -> Result<Server, toolgate_server::RegistrationError> {
 
 /// Build the basket server.
 pub fn server_with(options: &Options) -> Result<Server, toolgate_server::RegistrationError> {
+    let require = options.require_scopes;
+    let scoped =
+        move |tool: ToolDef, scope: &str| if require { tool.scopes([scope]) } else { tool };
     let mut builder = Server::builder("basket", env!("CARGO_PKG_VERSION"));
     if let Some(calls) = options.rate_limit_per_minute {
         builder = builder.rate_limit(toolgate_server::RateLimit::per_minute(calls));
@@ -227,7 +242,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
     builder
         .instructions("Create a basket with create_basket, then pass its basket_id to add_item, get_basket and delete_basket.")
         .tool(
-            ToolDef::new("get_current_time")
+            scoped(ToolDef::new("get_current_time"), "basket:read")
                 .title("Current time")
                 .description("Returns the server's current time in UTC (RFC 3339). Use it when the user asks for the time or date.")
                 .read_only()
@@ -235,7 +250,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>(rfc3339(SystemTime::now())) }),
         )
         .tool(
-            ToolDef::new("create_basket")
+            scoped(ToolDef::new("create_basket"), "basket:write")
                 .title("Create basket")
                 .description("Creates an empty shopping basket and returns its basket_id. The basket belongs to the caller who created it and expires after 24 hours of inactivity; after that, create a new one.")
                 .destructive(false)
@@ -249,7 +264,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 }),
         )
         .tool(
-            ToolDef::new("add_item")
+            scoped(ToolDef::new("add_item"), "basket:write")
                 .title("Add item")
                 .description(format!(
                     "Adds a product to a basket and returns the updated basket. Known SKUs: {}.",
@@ -280,7 +295,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 }),
         )
         .tool(
-            ToolDef::new("get_basket")
+            scoped(ToolDef::new("get_basket"), "basket:read")
                 .title("Show basket")
                 .description("Returns the contents and total of a basket.")
                 .read_only()
@@ -291,7 +306,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 }),
         )
         .tool(
-            ToolDef::new("quote_shipping")
+            scoped(ToolDef::new("quote_shipping"), "basket:read")
                 .title("Quote shipping")
                 .description("Quotes shipping for a basket to a region (eu, us or apac) and returns the total.")
                 .read_only()
@@ -314,7 +329,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 }),
         )
         .tool(
-            ToolDef::new("checkout")
+            scoped(ToolDef::new("checkout"), "basket:checkout")
                 .title("Check out")
                 .description("Pays for a basket. Asks the user to confirm the amount first (the client must support elicitation); nothing is charged without that confirmation.")
                 .destructive(true)
@@ -359,7 +374,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 }),
         )
         .tool(
-            ToolDef::new("delete_basket")
+            scoped(ToolDef::new("delete_basket"), "basket:write")
                 .title("Delete basket")
                 .description("Deletes a basket and everything in it. This cannot be undone.")
                 .destructive(true)
@@ -464,6 +479,69 @@ mod tests {
         assert_eq!(
             call_as(&server, Some("alice"), 6, delete, none).await["result"]["isError"],
             serde_json::Value::Null
+        );
+    }
+
+    #[tokio::test]
+    async fn with_scopes_required_each_tool_needs_its_scope() {
+        let server = server_with(&Options {
+            require_scopes: true,
+            ..Options::default()
+        })
+        .unwrap();
+        let writer = scope_hierarchy()
+            .expand(toolgate_server::AuthContext::new("w").with_scopes(["basket:write"]));
+        let message = |name: &str, args: serde_json::Value| {
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": name, "arguments": args,
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}})
+        };
+        let send = |auth: Option<toolgate_server::AuthContext>, m: serde_json::Value| {
+            let transport = toolgate_server::TransportContext {
+                auth,
+                ..Default::default()
+            };
+            let server = server.clone();
+            async move {
+                let frame =
+                    match server.handle_message(&serde_json::to_vec(&m).unwrap(), &transport) {
+                        toolgate_server::Reply::Done(f) => f,
+                        toolgate_server::Reply::Streaming(mut e) => e.next().await.unwrap(),
+                        toolgate_server::Reply::Nothing => panic!("no reply"),
+                    };
+                serde_json::from_slice::<serde_json::Value>(frame.bytes()).unwrap()
+            }
+        };
+        let created = send(
+            Some(writer.clone()),
+            message("create_basket", serde_json::json!({})),
+        )
+        .await;
+        let id = created["result"]["structuredContent"]["basket_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // basket:write implies basket:read.
+        let got = send(
+            Some(writer.clone()),
+            message("get_basket", serde_json::json!({"basket_id": id})),
+        )
+        .await;
+        assert_eq!(got["result"]["structuredContent"]["basket_id"], id.as_str());
+        let pay = send(
+            Some(writer),
+            message("checkout", serde_json::json!({"basket_id": id})),
+        )
+        .await;
+        assert_eq!(pay["error"]["code"], toolgate_server::INSUFFICIENT_SCOPE);
+        assert_eq!(
+            pay["error"]["data"]["requiredScopes"],
+            serde_json::json!(["basket:checkout"])
+        );
+        let anonymous = send(None, message("get_current_time", serde_json::json!({}))).await;
+        assert_eq!(
+            anonymous["error"]["data"]["requiredScopes"],
+            serde_json::json!(["basket:read"])
         );
     }
 

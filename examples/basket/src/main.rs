@@ -1,10 +1,15 @@
 //! Run the basket server: `basket` (stdio) or `basket --http 127.0.0.1:8080`.
+//!
+//! `--rate-limit N` allows each caller N calls per minute to each tool.
+//! `--auth-jwks FILE --auth-issuer ISS --auth-audience URL` (HTTP only, all
+//! three together) verifies bearer tokens and makes tools need scopes.
 
 use std::net::SocketAddr;
 
 use clap::Parser;
 use toolgate_server::transport::http::{HttpConfig, serve_http};
 use toolgate_server::transport::stdio::serve_stdio;
+use toolgate_server::{JwtVerifier, ResourceServer};
 
 #[derive(Parser)]
 #[command(about = "A shopping-basket MCP server (toolgate example)")]
@@ -16,6 +21,18 @@ struct Args {
     /// answered with a tool error saying when to retry.
     #[arg(long, value_name = "N")]
     rate_limit: Option<u32>,
+    /// Verify bearer tokens against the keys in this JWKS file (with
+    /// --auth-issuer and --auth-audience; HTTP only). Tools then need scopes:
+    /// basket:read, basket:write (implies basket:read), basket:checkout.
+    #[arg(long, value_name = "FILE", requires_all = ["auth_issuer", "auth_audience", "http"])]
+    auth_jwks: Option<std::path::PathBuf>,
+    /// The issuer (`iss`) tokens must come from.
+    #[arg(long, value_name = "ISS", requires = "auth_jwks")]
+    auth_issuer: Option<String>,
+    /// This server's canonical URL, e.g. http://127.0.0.1:8080/mcp: the
+    /// audience (`aud`) tokens must be issued for.
+    #[arg(long, value_name = "URL", requires = "auth_jwks")]
+    auth_audience: Option<String>,
 }
 
 #[tokio::main]
@@ -28,8 +45,21 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let args = Args::parse();
+    let auth = match (&args.auth_jwks, &args.auth_issuer, &args.auth_audience) {
+        (Some(jwks), Some(issuer), Some(audience)) => {
+            let verifier = JwtVerifier::from_jwks_file(jwks, issuer, audience)?;
+            let resource = ResourceServer::new(audience, verifier)
+                .map_err(anyhow::Error::msg)?
+                .authorization_server(issuer.clone())
+                .scopes_supported(basket::SCOPES.iter().copied())
+                .scope_hierarchy(basket::scope_hierarchy());
+            Some(std::sync::Arc::new(resource))
+        }
+        _ => None,
+    };
     let server = basket::server_with(&basket::Options {
         rate_limit_per_minute: args.rate_limit,
+        require_scopes: auth.is_some(),
     })?;
     match args.http {
         None => serve_stdio(server).await?,
@@ -44,6 +74,7 @@ async fn main() -> anyhow::Result<()> {
                 server,
                 HttpConfig {
                     bind,
+                    auth,
                     ..HttpConfig::default()
                 },
             )

@@ -36,7 +36,26 @@ pub(super) fn call(
             ));
         }
     };
-    let Some(tool) = server.inner.tools.get(&name, transport.auth.as_ref()) else {
+    let auth = transport.auth.as_ref();
+    let Some(tool) = server.inner.tools.get(&name, auth) else {
+        // Hidden for want of scopes: say which, so the client can step up.
+        let hidden = server.inner.tools.get_hidden(&name);
+        if let Some(needed) = hidden
+            .as_ref()
+            .map(|t| &t.required_scopes)
+            .filter(|s| !s.is_empty() && !auth.is_some_and(|a| a.has_scopes(s.iter())))
+        {
+            let error = RpcError::new(
+                crate::INSUFFICIENT_SCOPE,
+                format!(
+                    "Insufficient scope: calling {} needs {}",
+                    quote(&name),
+                    needed.join(" ")
+                ),
+            )
+            .with_data(serde_json::json!({ "requiredScopes": needed }));
+            return Err((req.id, error));
+        }
         return Err((
             req.id,
             RpcError::invalid_params(format!("Unknown tool: {}", quote(&name))),

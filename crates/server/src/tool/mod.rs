@@ -31,7 +31,6 @@
 mod output;
 mod schema_gen;
 
-use crate::rate_limit::{Limiter, RateLimit};
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -52,6 +51,7 @@ pub(crate) use schema_gen::schema_for;
 use crate::AuthContext;
 use crate::auth::Visibility;
 use crate::context::RequestContext;
+use crate::rate_limit::{Limiter, RateLimit};
 
 /// The boxed future a handler returns.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<ToolReply, ToolError>> + Send>>;
@@ -146,6 +146,7 @@ pub struct ToolDef {
     visibility: Option<Visibility>,
     raw_output: bool,
     rate_limit: Option<RateLimit>,
+    scopes: Vec<String>,
 }
 
 impl ToolDef {
@@ -165,6 +166,7 @@ impl ToolDef {
             visibility: None,
             raw_output: false,
             rate_limit: None,
+            scopes: Vec::new(),
         }
     }
 
@@ -271,10 +273,32 @@ impl ToolDef {
         self
     }
 
-    /// Show the tool only to callers granted `scope`.
+    /// The scopes a caller must hold to see and call the tool. A caller
+    /// without them does not find the tool in `tools/list` (whose result is
+    /// then `private`), and a call is refused with
+    /// [`INSUFFICIENT_SCOPE`](crate::INSUFFICIENT_SCOPE) — over HTTP a `403`
+    /// whose `WWW-Authenticate` challenge names the scopes, so the client
+    /// can ask for them. Access is checked on every call.
+    ///
+    /// ```
+    /// use toolgate_server::{NoArgs, RequestContext, ToolDef, ToolError};
+    /// let tool = ToolDef::new("delete_basket")
+    ///     .scopes(["basket:write"])
+    ///     .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("deleted") });
+    /// # let _ = tool;
+    /// ```
+    pub fn scopes<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.scopes.extend(scopes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Require `scope` (see [`ToolDef::scopes`]).
     pub fn requires_scope(self, scope: impl Into<String>) -> Self {
-        let scope = scope.into();
-        self.visible_when(move |auth| auth.is_some_and(|a| a.has_scope(&scope)))
+        self.scopes([scope.into()])
     }
 
     /// Attach a typed handler: `A` gives the `inputSchema`, `R` the `outputSchema`.
@@ -419,9 +443,10 @@ impl ToolEntry {
             input,
             output,
             header_params,
-            visibility: def.visibility,
             sanitize: !def.raw_output,
             limiter,
+            visibility: with_scopes(def.visibility, def.scopes.clone()),
+            required_scopes: def.scopes,
         })
     }
 }
@@ -439,6 +464,18 @@ pub(crate) struct RegisteredTool {
     pub(crate) sanitize: bool,
     /// Calls per caller, if limited.
     pub(crate) limiter: Option<Limiter>,
+    /// Scopes a caller must hold ([`ToolDef::scopes`]).
+    pub(crate) required_scopes: Vec<String>,
+}
+
+/// `rule` narrowed to callers holding every one of `scopes`.
+fn with_scopes(rule: Option<Visibility>, scopes: Vec<String>) -> Option<Visibility> {
+    if scopes.is_empty() {
+        return rule;
+    }
+    Some(Arc::new(move |auth: Option<&AuthContext>| {
+        auth.is_some_and(|a| a.has_scopes(&scopes)) && rule.as_ref().is_none_or(|r| r(auth))
+    }))
 }
 
 impl crate::registry::Listed for RegisteredTool {

@@ -48,8 +48,10 @@ where
     let writer_task = tokio::spawn(write_lines(writer, out_rx));
     let in_flight: Arc<Mutex<HashMap<RequestId, tokio::task::AbortHandle>>> = Arc::default();
     let mut tasks = JoinSet::new();
+    // stdio has no HTTP authorization: the principal is whoever started
+    // the process, as its environment says (TOOLGATE_SUBJECT/SCOPES).
     let transport = TransportContext {
-        auth: None,
+        auth: crate::AuthContext::from_env(),
         stream_per_request: false,
         http_headers: None,
     };

@@ -19,10 +19,11 @@ use super::checks::{
     check_accept, check_content_type, check_host, check_mirrored_headers, check_origin,
 };
 use super::{HttpConfig, legacy};
+use crate::auth::Refusal;
 use crate::dispatch::{TransportContext, http_status_for};
 use crate::exchange::{Exchange, Frame, Reply};
 use crate::legacy::Sessions;
-use crate::{AuthContext, Server};
+use crate::{AuthContext, ResourceServer, Server};
 
 /// What every request to the endpoint shares.
 pub(super) struct Shared {
@@ -72,14 +73,94 @@ pub(super) fn refuse(status: StatusCode, code: i64, message: String) -> Response
     json_response(status, encode_error(None, &RpcError::new(code, message)))
 }
 
-fn frame_response(frame: Frame) -> Response {
+fn frame_response(frame: Frame, auth: Option<&ResourceServer>) -> Response {
     match frame {
         Frame::Response { body, error_code } => {
             let status =
                 StatusCode::from_u16(http_status_for(error_code)).unwrap_or(StatusCode::OK);
-            json_response(status, body)
+            let step_up = match (error_code, auth) {
+                (Some(crate::INSUFFICIENT_SCOPE), Some(auth)) => {
+                    Some(auth.step_up(&needed_scopes(&body)))
+                }
+                _ => None,
+            };
+            let mut response = json_response(status, body);
+            if let Some(challenge) = step_up.and_then(|c| HeaderValue::from_str(&c).ok()) {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, challenge);
+            }
+            response
         }
         Frame::Notification(body) => json_response(StatusCode::OK, body),
+    }
+}
+
+/// The scopes an `INSUFFICIENT_SCOPE` error names (in its `data`).
+fn needed_scopes(body: &[u8]) -> Vec<String> {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.pointer("/error/data/requiredScopes").cloned())
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default()
+}
+
+/// A `401` (or `503` when tokens cannot be checked now) with its challenge.
+fn unauthorized(auth: &ResourceServer, refusal: &Refusal) -> Response {
+    let (status, message) = match refusal {
+        Refusal::Unavailable(why) => {
+            tracing::error!(error = %why, "access tokens cannot be checked");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server cannot check access tokens right now; try again later",
+            )
+        }
+        Refusal::Missing => (
+            StatusCode::UNAUTHORIZED,
+            "authorization required: send an access token for this resource as Authorization: Bearer",
+        ),
+        Refusal::Invalid(why) => {
+            // Why, for the operator; never the token itself.
+            tracing::info!(reason = %why, "access token refused");
+            (
+                StatusCode::UNAUTHORIZED,
+                "the access token is missing, malformed, expired or not for this resource",
+            )
+        }
+    };
+    let mut response = refuse(
+        status,
+        toolgate_protocol::codes::INVALID_REQUEST,
+        message.into(),
+    );
+    if status == StatusCode::UNAUTHORIZED {
+        if let Ok(challenge) = HeaderValue::from_str(&auth.challenge(refusal)) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, challenge);
+        }
+    }
+    response
+}
+
+/// The Protected Resource Metadata document (see [`super::router`]).
+pub(super) async fn metadata(axum::extract::State(state): axum::extract::State<State>) -> Response {
+    match &state.0.config.auth {
+        Some(auth) => json_response(StatusCode::OK, auth.metadata()),
+        None => not_found(),
+    }
+}
+
+/// A request to a path other than the endpoint's: the metadata document
+/// when authentication is on and it is asked for, else `404`.
+pub(super) fn other_path<B>(state: &State, request: &http::Request<B>) -> Response {
+    match &state.0.config.auth {
+        Some(auth)
+            if request.method() == Method::GET && auth.serves_metadata_at(request.uri().path()) =>
+        {
+            json_response(StatusCode::OK, auth.metadata())
+        }
+        _ => not_found(),
     }
 }
 
@@ -113,7 +194,13 @@ where
     if let Err(m) = check_host(&parts.headers, &parts.uri, config.hosts.as_deref()) {
         return forbidden(m);
     }
-    let auth = parts.extensions.get::<AuthContext>().cloned();
+    let auth = match &config.auth {
+        Some(resource) => match resource.authenticate(&parts.headers).await {
+            Ok(auth) => Some(auth),
+            Err(refusal) => return unauthorized(resource, &refusal),
+        },
+        None => parts.extensions.get::<AuthContext>().cloned(),
+    };
     if server.serves_legacy() {
         // A legacy session's stream and its ending; without a session
         // header these methods are refused like on a modern-only server.
@@ -230,20 +317,25 @@ where
     let check = move |r: &_, m: &_| check_mirrored_headers(&headers, r, m);
     match server.handle_request(req, &transport, Some(&check)) {
         Reply::Nothing => StatusCode::ACCEPTED.into_response_empty(),
-        Reply::Done(frame) => frame_response(frame),
+        Reply::Done(frame) => frame_response(frame, config.auth.as_deref()),
         Reply::Streaming(mut exchange) => {
             if long_lived {
                 return sse_response(exchange_frames(exchange), None, Some(config.keep_alive));
             }
             // JSON unless a notification comes before the final response.
             match exchange.next().await {
-                Some(frame @ Frame::Response { .. }) => frame_response(frame),
+                Some(frame @ Frame::Response { .. }) => {
+                    frame_response(frame, config.auth.as_deref())
+                }
                 Some(first @ Frame::Notification(_)) => {
                     sse_response(exchange_frames(exchange), Some(first), None)
                 }
                 None => {
                     tracing::error!("a request ended without a response");
-                    frame_response(crate::dispatch::error_frame(None, RpcError::internal()))
+                    frame_response(
+                        crate::dispatch::error_frame(None, RpcError::internal()),
+                        None,
+                    )
                 }
             }
         }

@@ -65,6 +65,11 @@ pub struct HttpConfig {
     pub header_timeout: Duration,
     /// Interval of keep-alive comments on long-lived streams. Default 15 s.
     pub keep_alive: Duration,
+    /// Require a bearer token on every request and serve the Protected
+    /// Resource Metadata (see [`ResourceServer`](crate::ResourceServer)).
+    /// Default `None`: no authentication (put the server behind something
+    /// that authenticates, or keep it on loopback).
+    pub auth: Option<std::sync::Arc<crate::ResourceServer>>,
 }
 
 impl Default for HttpConfig {
@@ -78,6 +83,7 @@ impl Default for HttpConfig {
             body_timeout: Duration::from_secs(30),
             header_timeout: Duration::from_secs(10),
             keep_alive: Duration::from_secs(15),
+            auth: None,
         }
     }
 }
@@ -119,9 +125,16 @@ impl HttpConfig {
 pub fn router(server: Server, config: HttpConfig) -> std::io::Result<Router> {
     config.checked()?;
     let state = handler::State::new(server, config.clone());
-    Ok(Router::new()
-        .route(&config.path, axum::routing::any(handler::handle))
-        .with_state(state))
+    let mut router = Router::new().route(&config.path, axum::routing::any(handler::handle));
+    if let Some(auth) = &config.auth {
+        for path in [
+            "/.well-known/oauth-protected-resource".to_owned(),
+            auth.metadata_path(),
+        ] {
+            router = router.route(&path, axum::routing::get(handler::metadata));
+        }
+    }
+    Ok(router.with_state(state))
 }
 
 /// Bind `config.bind` and serve until [`Server::shutdown`]. An invalid
@@ -183,7 +196,7 @@ pub async fn serve_listener(
                     >,
                 > = Box::pin(async move {
                     if req.uri().path() != &*path {
-                        return Ok(handler::not_found());
+                        return Ok(handler::other_path(&state, &req));
                     }
                     Ok(handler::serve(&state, req).await)
                 });
