@@ -65,6 +65,15 @@ pub struct ServerConfig {
     /// At most this many legacy HTTP sessions are kept; a new one ends the
     /// least recently used. Default 1024.
     pub max_legacy_sessions: usize,
+    /// At most this many of them belong to one principal (unauthenticated
+    /// callers count as one): a principal over its share loses its own least
+    /// recently used session, never another's. Default 64.
+    pub max_legacy_sessions_per_principal: usize,
+    /// How long one tool call may run. A call still running then ends with
+    /// an `isError` result saying so, and its handler is dropped (cancelled
+    /// at its next `.await`). Default 5 min; per tool:
+    /// [`ToolDef::timeout`](crate::ToolDef::timeout).
+    pub call_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -83,6 +92,8 @@ impl Default for ServerConfig {
             legacy: true,
             legacy_idle: Duration::from_secs(30 * 60),
             max_legacy_sessions: 1024,
+            max_legacy_sessions_per_principal: 64,
+            call_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -107,6 +118,15 @@ impl ServerConfig {
                 "max_legacy_sessions",
                 "legacy clients could never open a session (turn legacy off instead)",
             );
+        }
+        if self.legacy && self.max_legacy_sessions_per_principal == 0 {
+            return zero(
+                "max_legacy_sessions_per_principal",
+                "no caller could ever open a legacy session",
+            );
+        }
+        if self.call_timeout.is_zero() {
+            return zero("call_timeout", "every tool call would time out at once");
         }
         if self.legacy && self.legacy_idle.is_zero() {
             return zero("legacy_idle", "every legacy session would end at once");
@@ -225,11 +245,7 @@ impl Server {
     /// streams that asked for `toolsListChanged` are told.
     pub fn add_tool(&self, entry: ToolEntry) -> Result<(), RegistrationError> {
         let config = &self.inner.config;
-        let tool = entry.compile(
-            &config.schema_limits,
-            config.eager_schemas,
-            config.rate_limit,
-        )?;
+        let tool = entry.compile(config)?;
         self.inner
             .tools
             .insert(tool)

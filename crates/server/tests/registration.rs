@@ -211,7 +211,11 @@ fn nonsensical_configuration_is_an_error_from_build_not_a_panic() {
     use std::time::Duration;
     use toolgate_server::ServerConfig;
     type Edit = fn(&mut ServerConfig);
-    let cases: [(&str, Edit); 5] = [
+    let cases: [(&str, Edit); 7] = [
+        ("call_timeout", |c| c.call_timeout = Duration::ZERO),
+        ("max_legacy_sessions_per_principal", |c| {
+            c.max_legacy_sessions_per_principal = 0
+        }),
         ("page_size", |c| c.page_size = 0),
         ("state_ttl", |c| c.state_ttl = Duration::ZERO),
         ("max_legacy_sessions", |c| c.max_legacy_sessions = 0),
@@ -249,6 +253,9 @@ async fn a_zero_keep_alive_is_refused_before_serving() {
         |c| c.body_limit = 0,
         |c| c.header_timeout = Duration::ZERO,
         |c| c.path = "mcp".into(),
+        |c| c.max_connections = 0,
+        |c| c.max_in_flight = 0,
+        |c| c.http2_keep_alive = Some(Duration::ZERO),
     ] {
         let mut config = HttpConfig::default();
         edit(&mut config);

@@ -226,19 +226,24 @@ pub(crate) struct Sessions {
     map: Mutex<HashMap<String, Arc<Session>>>,
     idle: Duration,
     max: usize,
+    per_principal: usize,
 }
 
 impl Sessions {
-    pub(crate) fn new(idle: Duration, max: usize) -> Self {
+    pub(crate) fn new(idle: Duration, max: usize, per_principal: usize) -> Self {
         Self {
             map: Mutex::default(),
             idle,
             max: max.max(1),
+            per_principal: per_principal.max(1),
         }
     }
 
-    /// Keep `session`, first ending idle ones and, when full, the least
-    /// recently used one.
+    /// Keep `session`, first ending idle ones. A principal (anonymous
+    /// callers count as one) over its own share loses its least recently
+    /// used session, so a flood of `initialize` requests ends only the
+    /// flooder's sessions; a full table then ends the least recently used
+    /// session of all.
     pub(crate) fn insert(&self, session: Arc<Session>) {
         let mut map = lock(&self.map);
         let idle = self.idle;
@@ -249,9 +254,22 @@ impl Sessions {
             }
             keep
         });
-        while map.len() >= self.max {
+        let subject = session.subject.clone();
+        loop {
+            let own = map.values().filter(|s| s.subject == subject).count();
+            let candidates = if own >= self.per_principal {
+                Some(true)
+            } else if map.len() >= self.max {
+                Some(own > 0)
+            } else {
+                None
+            };
+            let Some(only_own) = candidates else {
+                break;
+            };
             let Some(oldest) = map
                 .iter()
+                .filter(|(_, s)| !only_own || s.subject == subject)
                 .max_by_key(|(_, s)| s.idle_for())
                 .map(|(k, _)| k.clone())
             else {
@@ -318,7 +336,7 @@ mod tests {
 
     #[test]
     fn a_full_table_ends_the_least_recently_used_session() {
-        let sessions = Sessions::new(Duration::from_secs(60), 2);
+        let sessions = Sessions::new(Duration::from_secs(60), 2, 8);
         let (a, b, c) = (session("a", None), session("b", None), session("c", None));
         sessions.insert(a.clone());
         std::thread::sleep(Duration::from_millis(5));
@@ -335,14 +353,30 @@ mod tests {
     }
 
     #[test]
+    fn a_flood_from_one_principal_ends_only_its_own_sessions() {
+        let sessions = Sessions::new(Duration::from_secs(60), 4, 2);
+        let alice = session("alice-1", Some("alice"));
+        sessions.insert(alice.clone());
+        for i in 0..20 {
+            sessions.insert(session(&format!("anon-{i}"), None));
+        }
+        assert!(!alice.ended.is_cancelled());
+        assert!(sessions.get("alice-1", Some("alice")).is_some());
+        // The anonymous flood kept only its own share, the newest.
+        assert!(sessions.get("anon-19", None).is_some());
+        assert!(sessions.get("anon-18", None).is_some());
+        assert!(sessions.get("anon-17", None).is_none());
+    }
+
+    #[test]
     fn idle_and_foreign_sessions_are_not_found() {
-        let sessions = Sessions::new(Duration::ZERO, 8);
+        let sessions = Sessions::new(Duration::ZERO, 8, 8);
         let idle = session("idle", None);
         sessions.insert(idle.clone());
         assert!(sessions.get("idle", None).is_none());
         assert!(idle.ended.is_cancelled());
 
-        let sessions = Sessions::new(Duration::from_secs(60), 8);
+        let sessions = Sessions::new(Duration::from_secs(60), 8, 8);
         sessions.insert(session("mine", Some("alice")));
         assert!(sessions.get("mine", Some("mallory")).is_none());
         assert!(sessions.get("mine", None).is_none());

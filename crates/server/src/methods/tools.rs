@@ -114,35 +114,43 @@ pub(super) fn call(
         transport,
         round,
         move |ctx| async move {
-            Some(
-                match guarded(&tool.tool.name, tool.handler.call(args, ctx)).await {
-                    Ended::Value(ToolReply::Complete(result)) => {
-                        server.result_frame(&id, &check_output(&tool, result))
+            let run = guarded(&tool.tool.name, tool.handler.call(args, ctx));
+            let Ok(ended) = tokio::time::timeout(tool.timeout, run).await else {
+                tracing::warn!(tool = %tool.tool.name, timeout = ?tool.timeout, "tool call timed out; its handler was dropped");
+                let text = format!(
+                    "The tool {} did not finish within {} s and was stopped. Try again with a smaller request, or later.",
+                    quote(&tool.tool.name),
+                    tool.timeout.as_secs_f64()
+                );
+                return Some(server.result_frame(&id, &CallToolResult::error(text)));
+            };
+            Some(match ended {
+                Ended::Value(ToolReply::Complete(result)) => {
+                    server.result_frame(&id, &check_output(&tool, result))
+                }
+                Ended::Value(ToolReply::InputRequired(result)) => {
+                    let mut map = match serde_json::to_value(&result) {
+                        Ok(Value::Object(map)) => map,
+                        _ => return Some(error_frame(Some(&id), RpcError::internal())),
+                    };
+                    server.stamp(&mut map);
+                    Frame::Response {
+                        body: encode_result(&id, &map),
+                        error_code: None,
                     }
-                    Ended::Value(ToolReply::InputRequired(result)) => {
-                        let mut map = match serde_json::to_value(&result) {
-                            Ok(Value::Object(map)) => map,
-                            _ => return Some(error_frame(Some(&id), RpcError::internal())),
-                        };
-                        server.stamp(&mut map);
-                        Frame::Response {
-                            body: encode_result(&id, &map),
-                            error_code: None,
-                        }
+                }
+                Ended::Failed(mut message) => {
+                    if tool.sanitize {
+                        crate::sanitizing::error_text(&tool.tool.name, &mut message);
                     }
-                    Ended::Failed(mut message) => {
-                        if tool.sanitize {
-                            crate::sanitizing::error_text(&tool.tool.name, &mut message);
-                        }
-                        server.result_frame(&id, &CallToolResult::error(message))
-                    }
-                    Ended::Protocol(error) => error_frame(Some(&id), error),
-                    Ended::NeedsInput(pending) => {
-                        super::input_required(&server, &id, &binding, pending)
-                    }
-                    Ended::Panicked => error_frame(Some(&id), RpcError::internal()),
-                },
-            )
+                    server.result_frame(&id, &CallToolResult::error(message))
+                }
+                Ended::Protocol(error) => error_frame(Some(&id), error),
+                Ended::NeedsInput(pending) => {
+                    super::input_required(&server, &id, &binding, pending)
+                }
+                Ended::Panicked => error_frame(Some(&id), RpcError::internal()),
+            })
         },
     ))
 }

@@ -147,6 +147,7 @@ pub struct ToolDef {
     raw_output: bool,
     rate_limit: Option<RateLimit>,
     scopes: Vec<String>,
+    timeout: Option<std::time::Duration>,
 }
 
 impl ToolDef {
@@ -167,6 +168,7 @@ impl ToolDef {
             raw_output: false,
             rate_limit: None,
             scopes: Vec::new(),
+            timeout: None,
         }
     }
 
@@ -296,6 +298,14 @@ impl ToolDef {
         self
     }
 
+    /// How long a call may run before it ends with an `isError` result and
+    /// the handler is dropped (default:
+    /// [`ServerConfig::call_timeout`](crate::ServerConfig::call_timeout)).
+    pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
     /// Require `scope` (see [`ToolDef::scopes`]).
     pub fn requires_scope(self, scope: impl Into<String>) -> Self {
         self.scopes([scope.into()])
@@ -389,10 +399,10 @@ impl ToolEntry {
     /// `eager`, else on first use).
     pub(crate) fn compile(
         self,
-        limits: &toolgate_schema::Limits,
-        eager: bool,
-        default_rate: Option<RateLimit>,
+        config: &crate::ServerConfig,
     ) -> Result<RegisteredTool, RegistrationError> {
+        let (limits, eager) = (&config.schema_limits, config.eager_schemas);
+        let default_rate = config.rate_limit;
         let ToolEntry { def, handler } = self;
         let mut tool = def.tool;
         crate::sanitizing::tool_definition(&mut tool);
@@ -447,6 +457,7 @@ impl ToolEntry {
             limiter,
             visibility: with_scopes(def.visibility, def.scopes.clone()),
             required_scopes: def.scopes,
+            timeout: def.timeout.unwrap_or(config.call_timeout),
         })
     }
 }
@@ -466,6 +477,8 @@ pub(crate) struct RegisteredTool {
     pub(crate) limiter: Option<Limiter>,
     /// Scopes a caller must hold ([`ToolDef::scopes`]).
     pub(crate) required_scopes: Vec<String>,
+    /// How long one call may run.
+    pub(crate) timeout: std::time::Duration,
 }
 
 /// `rule` narrowed to callers holding every one of `scopes`.

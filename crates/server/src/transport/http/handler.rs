@@ -31,6 +31,8 @@ pub(super) struct Shared {
     pub(super) config: HttpConfig,
     /// Legacy sessions (empty unless the server serves legacy clients).
     pub(super) sessions: Sessions,
+    /// Permits for requests being handled ([`HttpConfig::max_in_flight`]).
+    pub(super) in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 #[derive(Clone)]
@@ -39,11 +41,17 @@ pub(super) struct State(Arc<Shared>);
 impl State {
     pub(super) fn new(server: Server, config: HttpConfig) -> Self {
         let c = server.config();
-        let sessions = Sessions::new(c.legacy_idle, c.max_legacy_sessions);
+        let sessions = Sessions::new(
+            c.legacy_idle,
+            c.max_legacy_sessions,
+            c.max_legacy_sessions_per_principal,
+        );
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(config.max_in_flight));
         Self(Arc::new(Shared {
             server,
             config,
             sessions,
+            in_flight,
         }))
     }
 }
@@ -314,6 +322,28 @@ where
     };
 
     let long_lived = req.method == "subscriptions/listen";
+    // Held until the response (or its stream) ends.
+    let permit = if long_lived {
+        None
+    } else {
+        match shared.in_flight.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                let mut response = refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    toolgate_protocol::codes::INTERNAL_ERROR,
+                    format!(
+                        "the server is handling {} requests already; retry shortly",
+                        config.max_in_flight
+                    ),
+                );
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return response;
+            }
+        }
+    };
     let check = move |r: &_, m: &_| check_mirrored_headers(&headers, r, m);
     match server.handle_request(req, &transport, Some(&check)) {
         Reply::Nothing => StatusCode::ACCEPTED.into_response_empty(),
@@ -328,7 +358,11 @@ where
                     frame_response(frame, config.auth.as_deref())
                 }
                 Some(first @ Frame::Notification(_)) => {
-                    sse_response(exchange_frames(exchange), Some(first), None)
+                    let frames = exchange_frames(exchange).map(move |frame| {
+                        let _held = &permit;
+                        frame
+                    });
+                    sse_response(Box::pin(frames), Some(first), None)
                 }
                 None => {
                     tracing::error!("a request ended without a response");

@@ -70,6 +70,19 @@ pub struct HttpConfig {
     /// Default `None`: no authentication (put the server behind something
     /// that authenticates, or keep it on loopback).
     pub auth: Option<std::sync::Arc<crate::ResourceServer>>,
+    /// Connections open at once; further ones wait in the listen backlog
+    /// until one closes. Default 4,096.
+    pub max_connections: usize,
+    /// Requests being handled at once across all connections (`subscriptions/listen`
+    /// streams excepted: connections and streams bound those); more are
+    /// answered `503` with `Retry-After`. Default 1,024.
+    pub max_in_flight: usize,
+    /// Concurrent HTTP/2 streams per connection. Default 256.
+    pub max_streams_per_connection: u32,
+    /// HTTP/2 keep-alive: a PING after this much silence, and the
+    /// connection closed if it goes unanswered for as long again. Default
+    /// 30 s; `None` sends none.
+    pub http2_keep_alive: Option<Duration>,
 }
 
 impl Default for HttpConfig {
@@ -84,6 +97,10 @@ impl Default for HttpConfig {
             header_timeout: Duration::from_secs(10),
             keep_alive: Duration::from_secs(15),
             auth: None,
+            max_connections: 4096,
+            max_in_flight: 1024,
+            max_streams_per_connection: 256,
+            http2_keep_alive: Some(Duration::from_secs(30)),
         }
     }
 }
@@ -100,6 +117,16 @@ impl HttpConfig {
             ("body_timeout", self.body_timeout.is_zero()),
             ("header_timeout", self.header_timeout.is_zero()),
             ("body_limit", self.body_limit == 0),
+            ("max_connections", self.max_connections == 0),
+            ("max_in_flight", self.max_in_flight == 0),
+            (
+                "max_streams_per_connection",
+                self.max_streams_per_connection == 0,
+            ),
+            (
+                "http2_keep_alive",
+                self.http2_keep_alive.is_some_and(|d| d.is_zero()),
+            ),
         ] {
             if zero {
                 return Err(format!("{name} is zero; give it a positive value"));
@@ -163,9 +190,25 @@ pub async fn serve_listener(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(config.header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(config.max_streams_per_connection)
+        .keep_alive_interval(config.http2_keep_alive)
+        .keep_alive_timeout(config.http2_keep_alive.unwrap_or(Duration::from_secs(20)));
+    let connections = std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_connections));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tracing::info!(addr = %listener.local_addr()?, path = %config.path, "serving MCP over HTTP");
     loop {
+        // At the connection cap, stop accepting: new connections wait in
+        // the kernel's backlog until one closes.
+        let permit = tokio::select! {
+            permit = connections.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            _ = server.shutting_down() => break,
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(conn) => conn,
@@ -207,12 +250,14 @@ pub async fn serve_listener(
             .into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
+            let _permit = permit;
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, %peer, "connection ended with an error");
             }
         });
     }
-    // Give open streams a moment to deliver their graceful endings.
-    let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
+    // Open requests and streams get the grace period to finish.
+    let grace = server.config().shutdown_grace;
+    let _ = tokio::time::timeout(grace, graceful.shutdown()).await;
     Ok(())
 }
