@@ -290,3 +290,75 @@ async fn protected_resource_metadata_is_served_without_a_token() {
         .unwrap();
     assert_eq!(missing.status(), 404);
 }
+
+#[tokio::test]
+async fn a_jwks_url_is_fetched_once_and_cached_by_kid() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use toolgate_server::TokenVerifier;
+    let hits = Arc::new(AtomicUsize::new(0));
+    let jwks = std::fs::read_to_string(jwks_path()).unwrap();
+    let counter = hits.clone();
+    let app = axum::Router::new().route(
+        "/jwks.json",
+        axum::routing::get(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let jwks = jwks.clone();
+            async move { jwks }
+        }),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let _ = common::http_client();
+    let audience = "https://mcp.test/mcp";
+    let verifier = JwtVerifier::from_jwks_url(&jwks_url, ISSUER, audience).unwrap();
+    let token = sign(&claims(audience, "a b"));
+    let auth = verifier.verify(&token).await.unwrap();
+    assert_eq!(auth.subject(), Some("alice"));
+    assert!(auth.has_scope("a") && auth.has_scope("b"));
+    assert!(verifier.verify(&token).await.is_ok());
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "the key set is cached");
+    // A kid the set does not have: refused, and no refetch within a minute.
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some("rotated-away".into());
+    let stranger = encode(
+        &header,
+        &claims(audience, ""),
+        &EncodingKey::from_rsa_pem(PRIVATE_KEY).unwrap(),
+    )
+    .unwrap();
+    assert!(verifier.verify(&stranger).await.is_err());
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    // Only https, except on loopback.
+    assert!(
+        JwtVerifier::from_jwks_url("http://keys.example.com/jwks.json", ISSUER, audience).is_err()
+    );
+}
+
+#[tokio::test]
+async fn an_auth_configuration_clients_could_not_use_is_refused() {
+    let verifier = || JwtVerifier::from_jwks_file(jwks_path(), ISSUER, "https://x/mcp").unwrap();
+    let server = Server::builder("s", "1").build().unwrap();
+    for (auth, says) in [
+        (
+            ResourceServer::new("https://x/mcp", verifier()).unwrap(),
+            "authorization server",
+        ),
+        (
+            ResourceServer::new("https://x/other", verifier())
+                .unwrap()
+                .authorization_server(ISSUER),
+            "endpoint path",
+        ),
+    ] {
+        let config = HttpConfig {
+            auth: Some(Arc::new(auth)),
+            ..HttpConfig::default()
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let err = serve_listener(server.clone(), config, listener)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(says), "{err}");
+    }
+}

@@ -130,6 +130,22 @@ impl ResourceServer {
         self
     }
 
+    /// Refuse a configuration clients could not use: no authorization
+    /// server (RFC 9728 needs at least one to point clients at), or a
+    /// resource URI whose path is not the endpoint's.
+    pub(crate) fn validate(&self, endpoint: &str) -> Result<(), String> {
+        if self.authorization_servers.is_empty() {
+            return Err("auth: name at least one authorization server (ResourceServer::authorization_server), so clients know where to get tokens".into());
+        }
+        if self.path != endpoint.trim_end_matches('/') {
+            return Err(format!(
+                "auth: the resource URI {:?} does not end with the endpoint path {endpoint:?}",
+                self.resource
+            ));
+        }
+        Ok(())
+    }
+
     /// The canonical resource URI.
     pub fn resource(&self) -> &str {
         &self.resource

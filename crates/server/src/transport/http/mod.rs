@@ -112,6 +112,9 @@ impl HttpConfig {
         if !self.path.starts_with('/') {
             return Err(format!("path {:?} must start with '/'", self.path));
         }
+        if let Some(auth) = &self.auth {
+            auth.validate(&self.path)?;
+        }
         for (name, zero) in [
             ("keep_alive", self.keep_alive.is_zero()),
             ("body_timeout", self.body_timeout.is_zero()),
