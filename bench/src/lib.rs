@@ -33,6 +33,29 @@ pub fn request_meta() -> serde_json::Value {
     })
 }
 
+/// Issuer of the benchmark's access tokens.
+pub const TOKEN_ISSUER: &str = "https://auth.bench.test";
+
+/// The test JWKS (`testdata/auth/jwks.json`), which verifies [`access_token`]s.
+pub fn jwks_path() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/auth/jwks.json")
+}
+
+/// An access token for `audience`, signed with the repository's test key,
+/// valid for an hour.
+pub fn access_token(audience: &str) -> anyhow::Result<String> {
+    use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    let claims = json!({"iss": TOKEN_ISSUER, "aud": audience, "sub": "bench",
+                        "scope": "bench", "iat": now, "exp": now + 3600});
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some("test-rsa-1".into());
+    let key = EncodingKey::from_rsa_pem(include_bytes!("../../testdata/auth/rsa-private.pem"))?;
+    Ok(encode(&header, &claims, &key)?)
+}
+
 /// The fixed bytes the ceiling server answers: the same `tools/call`
 /// response toolgate produces for `test_simple_text`.
 pub fn ceiling_body() -> bytes::Bytes {

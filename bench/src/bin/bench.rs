@@ -56,7 +56,12 @@ enum Kind {
     RmcpDefault,
     RmcpBest,
     Ceiling,
+    /// toolgate verifying a JWT on every request, with a rate limit.
+    ToolgateSecured,
 }
+
+/// The label of the authenticated, rate-limited toolgate row.
+const SECURED: &str = "toolgate, JWT + rate limit";
 
 impl Kind {
     fn label(self) -> &'static str {
@@ -66,6 +71,7 @@ impl Kind {
             Kind::RmcpDefault => RMCP_DEFAULT,
             Kind::RmcpBest => RMCP_BEST,
             Kind::Ceiling => CEILING,
+            Kind::ToolgateSecured => SECURED,
         }
     }
 }
@@ -73,11 +79,21 @@ impl Kind {
 async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> {
     let addr = process::free_addr()?;
     let mut args = vec!["--http".to_owned(), addr.to_string()];
+    if matches!(kind, Kind::ToolgateSecured) {
+        // A limit far above what the run sends: the limiter is checked on
+        // every call but never refuses one.
+        args.extend([
+            "--auth-audience".to_owned(),
+            format!("http://{addr}/mcp"),
+            "--rate-limit".to_owned(),
+            "1000000000".to_owned(),
+        ]);
+    }
     if extra > 0 && !matches!(kind, Kind::Ceiling) {
         args.extend(["--extra".to_owned(), extra.to_string()]);
     }
     let program = match kind {
-        Kind::Toolgate => &bins.toolgate,
+        Kind::Toolgate | Kind::ToolgateSecured => &bins.toolgate,
         Kind::ToolgatePaged => {
             args.extend(["--page-size".to_owned(), "100".to_owned()]);
             &bins.toolgate
@@ -155,8 +171,12 @@ async fn http_scenario(
             let (kind, label, params) = &s.servers[i];
             let server = start(bins, *kind, s.extra).await?;
             let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
-            let (body, headers) =
+            let (body, mut headers) =
                 request(s.method, params.clone().unwrap_or_else(|| s.params.clone()));
+            if matches!(kind, Kind::ToolgateSecured) {
+                let token = toolgate_bench::access_token(&format!("http://{addr}/mcp"))?;
+                headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+            }
             let target = Target {
                 addr,
                 body,
@@ -414,6 +434,10 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
         format!("{v}: ≥ 1.3× rmcp (unvalidated)"),
         ratio(rate(v, TOOLGATE), rate(v, RMCP_BEST), 1.3),
     );
+    check(
+        format!("{v}, {SECURED}: ≥ 1.3× rmcp (unauthenticated)"),
+        ratio(rate(v, SECURED), rate(v, RMCP_BEST), 1.3),
+    );
     // Rounds of the two toolgate variants run back to back, so each
     // round's ratio cancels the drift of this shared machine; the median of
     // those ratios is steadier than the ratio of medians.
@@ -565,6 +589,7 @@ async fn main() -> anyhow::Result<()> {
                         json!({"name": ORDER_TOOL_UNCHECKED, "arguments": tools::order_arguments()}),
                     ),
                 ),
+                (Kind::ToolgateSecured, None, None),
                 (Kind::RmcpDefault, None, None),
                 (Kind::RmcpBest, None, None),
             ],

@@ -23,10 +23,24 @@ struct Args {
     /// Items per list page (default: the server's default).
     #[arg(long)]
     page_size: Option<usize>,
+    /// Verify bearer tokens against the test JWKS, for this audience (the
+    /// endpoint's URL).
+    #[arg(long)]
+    auth_audience: Option<String>,
+    /// Calls per minute per caller per tool.
+    #[arg(long)]
+    rate_limit: Option<u32>,
 }
 
-fn server(extra: usize, page_size: Option<usize>) -> anyhow::Result<Server> {
+fn server(
+    extra: usize,
+    page_size: Option<usize>,
+    rate_limit: Option<u32>,
+) -> anyhow::Result<Server> {
     let mut builder = Server::builder("toolgate-bench", env!("CARGO_PKG_VERSION"));
+    if let Some(calls) = rate_limit {
+        builder = builder.rate_limit(toolgate_server::RateLimit::per_minute(calls));
+    }
     if let Some(size) = page_size {
         builder = builder.page_size(size);
     }
@@ -64,13 +78,28 @@ fn server(extra: usize, page_size: Option<usize>) -> anyhow::Result<Server> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let server = server(args.extra, args.page_size)?;
+    let server = server(args.extra, args.page_size, args.rate_limit)?;
+    let auth = match &args.auth_audience {
+        Some(audience) => {
+            let verifier = toolgate_server::JwtVerifier::from_jwks_file(
+                toolgate_bench::jwks_path(),
+                toolgate_bench::TOKEN_ISSUER,
+                audience,
+            )?;
+            let resource = toolgate_server::ResourceServer::new(audience, verifier)
+                .map_err(anyhow::Error::msg)?
+                .authorization_server(toolgate_bench::TOKEN_ISSUER);
+            Some(std::sync::Arc::new(resource))
+        }
+        None => None,
+    };
     match (args.http, args.stdio) {
         (Some(bind), false) => {
             serve_http(
                 server,
                 HttpConfig {
                     bind,
+                    auth,
                     ..HttpConfig::default()
                 },
             )

@@ -362,3 +362,26 @@ async fn an_auth_configuration_clients_could_not_use_is_refused() {
         assert!(err.to_string().contains(says), "{err}");
     }
 }
+
+#[tokio::test]
+async fn a_remembered_token_still_expires() {
+    use toolgate_server::TokenVerifier;
+    let audience = "https://mcp.test/mcp";
+    let verifier = JwtVerifier::from_jwks_file(jwks_path(), ISSUER, audience)
+        .unwrap()
+        .leeway(std::time::Duration::ZERO);
+    // Valid for one more second: verified now, remembered, then refused
+    // once its own expiry has passed (the cache never outlives `exp`).
+    let mut c = claims(audience, "a");
+    c["exp"] = json!(now() + 1);
+    let token = sign(&c);
+    assert!(verifier.verify(&token).await.is_ok());
+    assert!(verifier.verify(&token).await.is_ok(), "remembered");
+    // Not synchronisation: the behaviour under test is the wall clock
+    // passing the token's `exp`.
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    assert!(
+        verifier.verify(&token).await.is_err(),
+        "expired while remembered"
+    );
+}

@@ -19,6 +19,12 @@
 //! Keys come from a file or JSON given at start, or from an HTTPS URL fetched
 //! with a timeout on first use and cached by `kid`; a token naming an
 //! unknown `kid` triggers at most one refetch a minute (key rotation).
+//!
+//! A client sends the same token with every request, and checking an RSA
+//! signature costs far more than the rest of a call. So a verified token is
+//! remembered, by its SHA-256 digest, for at most a minute and never past its
+//! own `exp`: each later request with the same bytes skips the signature
+//! (its lifetime is still checked). At most 4,096 tokens are remembered.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -28,6 +34,7 @@ use std::time::{Duration, Instant};
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
 use super::{AuthContext, TokenError, TokenVerifier, VerifyFuture};
 
@@ -37,6 +44,19 @@ const REFETCH_EVERY: Duration = Duration::from_secs(60);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest JWKS document accepted.
 const MAX_JWKS_BYTES: usize = 1024 * 1024;
+
+/// How long a verified token is remembered.
+const REMEMBER_FOR: Duration = Duration::from_secs(60);
+/// How many verified tokens are remembered.
+const REMEMBERED: usize = 4096;
+
+/// A verified token's outcome, and until when it holds.
+struct Verified {
+    auth: AuthContext,
+    /// `exp` (seconds since the epoch), leeway included.
+    until: u64,
+    at: Instant,
+}
 
 struct Key {
     key: DecodingKey,
@@ -68,6 +88,7 @@ pub struct JwtVerifier {
     url: Option<String>,
     client: Option<reqwest::Client>,
     keys: RwLock<Keys>,
+    verified: RwLock<HashMap<[u8; 32], Verified>>,
 }
 
 impl std::fmt::Debug for JwtVerifier {
@@ -93,7 +114,41 @@ impl JwtVerifier {
             url: None,
             client: None,
             keys: RwLock::new(keys),
+            verified: RwLock::new(HashMap::new()),
         }
+    }
+
+    /// A token verified within the last minute and not yet expired.
+    fn remembered(&self, digest: &[u8; 32]) -> Option<AuthContext> {
+        let verified = self.verified.read().unwrap_or_else(|e| e.into_inner());
+        let hit = verified.get(digest)?;
+        (hit.at.elapsed() < REMEMBER_FOR && epoch_now() < hit.until).then(|| hit.auth.clone())
+    }
+
+    fn remember(&self, digest: [u8; 32], auth: &AuthContext) {
+        let Some(exp) = auth
+            .claims()
+            .and_then(|c| c.get("exp"))
+            .and_then(Value::as_u64)
+        else {
+            return;
+        };
+        let mut verified = self.verified.write().unwrap_or_else(|e| e.into_inner());
+        if verified.len() >= REMEMBERED {
+            let now = epoch_now();
+            verified.retain(|_, v| v.at.elapsed() < REMEMBER_FOR && now < v.until);
+            if verified.len() >= REMEMBERED {
+                verified.clear();
+            }
+        }
+        verified.insert(
+            digest,
+            Verified {
+                auth: auth.clone(),
+                until: exp.saturating_add(self.leeway.as_secs()),
+                at: Instant::now(),
+            },
+        );
     }
 
     /// Keys from a JWKS document.
@@ -253,21 +308,43 @@ impl JwtVerifier {
     }
 }
 
+fn epoch_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 impl TokenVerifier for JwtVerifier {
     fn verify<'a>(&'a self, token: &'a str) -> VerifyFuture<'a> {
         Box::pin(async move {
-            if self.url.is_some() && self.read().fetched.is_none() {
-                self.refresh().await?;
+            let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+            if let Some(auth) = self.remembered(&digest) {
+                return Ok(auth);
             }
-            match self.check(token) {
-                Err(TokenError::Invalid(reason)) if reason == "signed by an unknown key" => {
-                    // Perhaps the issuer rotated its keys: look again, rarely.
-                    self.refresh().await?;
-                    self.check(token)
-                }
-                other => other,
+            let outcome = self.verify_fully(token).await;
+            if let Ok(auth) = &outcome {
+                self.remember(digest, auth);
             }
+            outcome
         })
+    }
+}
+
+impl JwtVerifier {
+    /// Check the signature and claims, fetching keys first if needed.
+    async fn verify_fully(&self, token: &str) -> Result<AuthContext, TokenError> {
+        if self.url.is_some() && self.read().fetched.is_none() {
+            self.refresh().await?;
+        }
+        match self.check(token) {
+            Err(TokenError::Invalid(reason)) if reason == "signed by an unknown key" => {
+                // Perhaps the issuer rotated its keys: look again, rarely.
+                self.refresh().await?;
+                self.check(token)
+            }
+            other => other,
+        }
     }
 }
 
