@@ -152,3 +152,25 @@ pub fn http_client() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
 }
+
+/// Send `message` straight to the server (no transport) as `transport`
+/// describes the caller, and return its response, checked against the
+/// schema.
+pub async fn answer(
+    server: &Server,
+    message: &Value,
+    transport: &toolgate_server::TransportContext,
+) -> Value {
+    let reply = server.handle_message(&serde_json::to_vec(message).unwrap(), transport);
+    let frame = match reply {
+        toolgate_server::Reply::Done(frame) => frame,
+        toolgate_server::Reply::Streaming(mut exchange) => {
+            exchange.next().await.expect("a response")
+        }
+        toolgate_server::Reply::Nothing => panic!("no reply"),
+    };
+    let value: Value = serde_json::from_slice(frame.bytes()).unwrap();
+    let method = message["method"].as_str().unwrap_or_default();
+    assert_wire(method, &value);
+    value
+}

@@ -5,11 +5,9 @@
 
 mod common;
 
-use common::assert_wire;
 use serde_json::{Value, json};
 use toolgate_server::{
-    NoArgs, Reply, RequestContext, Server, StateKey, ToolDef, ToolError, TransportContext,
-    http_status_for,
+    NoArgs, RequestContext, Server, StateKey, ToolDef, ToolError, TransportContext, http_status_for,
 };
 
 fn server(key: StateKey) -> Server {
@@ -63,18 +61,7 @@ fn meta(caps: Value) -> Value {
 
 async fn call(server: &Server, id: i64, params: Value) -> Value {
     let message = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
-    let reply = server.handle_message(
-        &serde_json::to_vec(&message).unwrap(),
-        &TransportContext::default(),
-    );
-    let frame = match reply {
-        Reply::Done(frame) => frame,
-        Reply::Streaming(mut exchange) => exchange.next().await.expect("a response"),
-        Reply::Nothing => panic!("no reply"),
-    };
-    let value: Value = serde_json::from_slice(frame.bytes()).unwrap();
-    assert_wire("tools/call", &value);
-    value
+    common::answer(server, &message, &TransportContext::default()).await
 }
 
 /// `r` is a `-32602` error whose message contains `says`.

@@ -5,11 +5,10 @@
 
 mod common;
 
-use common::assert_wire;
 use serde_json::{Value, json};
 use toolgate_server::{
-    AuthContext, NoArgs, RateLimit, RegistrationError, Reply, RequestContext, Server, ToolDef,
-    ToolError, TransportContext,
+    AuthContext, NoArgs, RateLimit, RegistrationError, RequestContext, Server, ToolDef, ToolError,
+    TransportContext,
 };
 
 fn tool(name: &str) -> ToolDef {
@@ -38,15 +37,7 @@ async fn call(server: &Server, caller: Option<&str>, name: &str) -> Value {
         auth: caller.map(AuthContext::new),
         ..TransportContext::default()
     };
-    let reply = server.handle_message(&serde_json::to_vec(&message).unwrap(), &transport);
-    let frame = match reply {
-        Reply::Done(frame) => frame,
-        Reply::Streaming(mut exchange) => exchange.next().await.expect("a response"),
-        Reply::Nothing => panic!("no reply"),
-    };
-    let value: Value = serde_json::from_slice(frame.bytes()).unwrap();
-    assert_wire("tools/call", &value);
-    value["result"].clone()
+    common::answer(server, &message, &transport).await["result"].clone()
 }
 
 fn refused(result: &Value) -> bool {

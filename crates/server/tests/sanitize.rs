@@ -9,11 +9,10 @@ mod common;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use common::assert_wire;
 use serde_json::{Map, Value, json};
 use toolgate_server::protocol::types::CallToolResult;
 use toolgate_server::{
-    NoArgs, Reply, RequestContext, Server, ToolDef, ToolError, ToolReply, TransportContext,
+    NoArgs, RequestContext, Server, ToolDef, ToolError, ToolReply, TransportContext,
 };
 
 /// Escape sequences that erase the line above and rewrite it, a bidi
@@ -68,18 +67,7 @@ async fn send(server: &Server, method: &str, params: Value) -> Value {
     let mut params = params;
     params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
     let message = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let reply = server.handle_message(
-        &serde_json::to_vec(&message).unwrap(),
-        &TransportContext::default(),
-    );
-    let frame = match reply {
-        Reply::Done(frame) => frame,
-        Reply::Streaming(mut exchange) => exchange.next().await.expect("a response"),
-        Reply::Nothing => panic!("no reply"),
-    };
-    let value: Value = serde_json::from_slice(frame.bytes()).unwrap();
-    assert_wire(method, &value);
-    value
+    common::answer(server, &message, &TransportContext::default()).await
 }
 
 #[derive(Clone, Default)]
