@@ -187,3 +187,53 @@ async fn connections_over_the_cap_wait_for_a_free_one() {
     drop(idle);
     assert_eq!(waiting.await.unwrap(), 200);
 }
+
+#[tokio::test]
+async fn an_idle_http2_connection_is_closed() {
+    use http_body_util::{BodyExt as _, Full};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = HttpConfig {
+        idle_timeout: Some(Duration::from_millis(200)),
+        ..HttpConfig::default()
+    };
+    let (gate, started) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let server = gated_server(gate.clone(), started.clone());
+    tokio::spawn(serve_listener(server, config, listener));
+    let io = TokioIo::new(TcpStream::connect(addr).await.unwrap());
+    let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(conn);
+    let call = |name: &str| {
+        let body = serde_json::to_vec(&request(1, "tools/call", json!({"name": name}))).unwrap();
+        http::Request::post(format!("http://{addr}/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", name)
+            .body(Full::new(bytes::Bytes::from(body)))
+            .unwrap()
+    };
+    // A stream open for longer than the idle timeout keeps the connection.
+    let waiting = send.send_request(call("wait"));
+    let release = async {
+        started.notified().await;
+        // Not synchronisation: the behaviour under test is time passing
+        // while a stream is open.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        gate.notify_one();
+    };
+    let (response, ()) = tokio::join!(waiting, release);
+    assert_eq!(response.unwrap().status(), 200);
+    let response = send.send_request(call("ok")).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let answer = response.into_body().collect().await.unwrap().to_bytes();
+    let answer: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(answer["result"]["content"][0]["text"], "ok");
+    // Nothing more is asked: the server says goodbye and the connection ends.
+    let ended = tokio::time::timeout(Duration::from_secs(10), connection).await;
+    assert!(ended.is_ok(), "an idle HTTP/2 connection stayed open");
+}

@@ -28,6 +28,7 @@
 
 mod checks;
 mod handler;
+mod idle;
 mod legacy;
 
 use std::net::SocketAddr;
@@ -83,6 +84,11 @@ pub struct HttpConfig {
     /// connection closed if it goes unanswered for as long again. Default
     /// 30 s; `None` sends none.
     pub http2_keep_alive: Option<Duration>,
+    /// An HTTP/2 connection with no open stream for this long is closed
+    /// (gracefully: GOAWAY). HTTP/1.1 connections are closed by
+    /// `header_timeout` when no request follows. Default 5 min; `None`
+    /// keeps idle HTTP/2 connections open.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for HttpConfig {
@@ -101,6 +107,7 @@ impl Default for HttpConfig {
             max_in_flight: 1024,
             max_streams_per_connection: 256,
             http2_keep_alive: Some(Duration::from_secs(30)),
+            idle_timeout: Some(Duration::from_secs(300)),
         }
     }
 }
@@ -129,6 +136,10 @@ impl HttpConfig {
             (
                 "http2_keep_alive",
                 self.http2_keep_alive.is_some_and(|d| d.is_zero()),
+            ),
+            (
+                "idle_timeout",
+                self.idle_timeout.is_some_and(|d| d.is_zero()),
             ),
         ] {
             if zero {
@@ -200,7 +211,7 @@ pub async fn serve_listener(
         .keep_alive_interval(config.http2_keep_alive)
         .keep_alive_timeout(config.http2_keep_alive.unwrap_or(Duration::from_secs(20)));
     let connections = std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_connections));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let tasks = tokio_util::task::TaskTracker::new();
     tracing::info!(addr = %listener.local_addr()?, path = %config.path, "serving MCP over HTTP");
     loop {
         // At the connection cap, stop accepting: new connections wait in
@@ -228,9 +239,12 @@ pub async fn serve_listener(
             tracing::debug!(error = %e, %peer, "could not set TCP_NODELAY");
         }
         let (state, path) = (state.clone(), path.clone());
+        let activity = idle::Activity::new();
+        let streams = activity.clone();
         let service =
             hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                 let (state, path) = (state.clone(), path.clone());
+                let stream = (req.version() == http::Version::HTTP_2).then(|| streams.stream());
                 // Boxed: hyper keeps a connection's (HTTP/1) or stream's
                 // (HTTP/2) service future allocated for as long as it lives,
                 // so an open listen stream would otherwise carry the whole
@@ -241,26 +255,63 @@ pub async fn serve_listener(
                             + Send,
                     >,
                 > = Box::pin(async move {
-                    if req.uri().path() != &*path {
-                        return Ok(handler::other_path(&state, &req));
-                    }
-                    Ok(handler::serve(&state, req).await)
+                    let response = if req.uri().path() != &*path {
+                        handler::other_path(&state, &req)
+                    } else {
+                        handler::serve(&state, req).await
+                    };
+                    Ok(match stream {
+                        // Counted until the body is sent (SSE included).
+                        Some(guard) => response.map(|inner| {
+                            axum::body::Body::new(idle::Guarded {
+                                inner,
+                                _guard: guard,
+                            })
+                        }),
+                        None => response,
+                    })
                 });
                 future
             });
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
+        let (server, idle_timeout) = (server.clone(), config.idle_timeout);
+        tasks.spawn(async move {
             let _permit = permit;
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            let mut conn = std::pin::pin!(conn);
+            // Checked at a fraction of the timeout: a connection closes
+            // between one and 1.25 timeouts after its last stream ended.
+            let period = idle_timeout.map_or(Duration::from_secs(3600), |t| t / 4);
+            let mut check = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            let mut closing = false;
+            loop {
+                tokio::select! {
+                    ended = conn.as_mut() => {
+                        if let Err(e) = ended {
+                            tracing::debug!(error = %e, %peer, "connection ended with an error");
+                        }
+                        break;
+                    }
+                    _ = server.shutting_down(), if !closing => {
+                        conn.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                    _ = check.tick(), if !closing && idle_timeout.is_some() => {
+                        let idle = activity.idle_for();
+                        if idle.zip(idle_timeout).is_some_and(|(idle, limit)| idle >= limit) {
+                            tracing::debug!(%peer, "closing an idle HTTP/2 connection");
+                            conn.as_mut().graceful_shutdown();
+                            closing = true;
+                        }
+                    }
+                }
             }
         });
     }
     // Open requests and streams get the grace period to finish.
+    tasks.close();
     let grace = server.config().shutdown_grace;
-    let _ = tokio::time::timeout(grace, graceful.shutdown()).await;
+    let _ = tokio::time::timeout(grace, tasks.wait()).await;
     Ok(())
 }
