@@ -15,7 +15,7 @@ fn client() -> Client {
         program: env!("CARGO_BIN_EXE_everything-server").into(),
         args: vec!["--stdio".into()],
         env: vec![("RUST_LOG".into(), "warn".into())],
-        cwd: None,
+        ..Default::default()
     };
     Client::builder("test", "1").build(StdioTransport::spawn(&command).unwrap())
 }

@@ -389,6 +389,17 @@ impl Client {
                 return Ok(Era::Modern);
             }
             Err(e @ ClientError::ServerExited(_)) => return Err(e),
+            // Over HTTP a timeout, a refused connection or an oversized reply
+            // says nothing about the era (the spec's HTTP fallback is keyed
+            // to a 400 body); trying `initialize` would only hide the failure.
+            // Over stdio the spec counts silence as a legacy server, so a
+            // timeout falls back there, and a second silence is reported as
+            // the timeout it is.
+            Err(
+                e @ (ClientError::Timeout(_)
+                | ClientError::Unreachable(_)
+                | ClientError::LimitExceeded { .. }),
+            ) if self.transport.kind() == TransportKind::Http => return Err(e),
             Err(e) => {
                 tracing::info!(server = %self.inner.name, probe = %e, "not a modern server; trying the initialize handshake")
             }

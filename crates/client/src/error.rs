@@ -34,6 +34,10 @@ pub enum ClientError {
     /// The stdio server process exited.
     #[error("the server process exited ({0}); pending requests failed")]
     ServerExited(String),
+    /// The server could not be reached: connection refused, name not
+    /// resolved, TLS handshake failed. Nothing was delivered.
+    #[error("cannot reach the server: {0}")]
+    Unreachable(String),
     /// The connection or HTTP exchange failed.
     #[error("transport failure: {0}")]
     Transport(String),

@@ -608,3 +608,53 @@ async fn a_server_cannot_keep_the_client_paging() {
     );
     assert_eq!(lists(&m), 4, "two pages, twice");
 }
+
+#[tokio::test]
+async fn a_silent_http_server_is_a_timeout_not_a_legacy_server() {
+    // Every request is recorded and never answered.
+    let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let recorded = seen.clone();
+    let app = axum::Router::new().route(
+        "/mcp",
+        post(move |body: axum::body::Bytes| {
+            let recorded = recorded.clone();
+            async move {
+                let request: Value = serde_json::from_slice(&body).unwrap();
+                recorded
+                    .lock()
+                    .unwrap()
+                    .push(request["method"].as_str().unwrap_or("").to_owned());
+                std::future::pending::<()>().await;
+            }
+        }),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let c = Client::builder("test", "1")
+        .timeout(Duration::from_millis(300))
+        .build(HttpTransport::new(url, HttpOptions::default()).unwrap());
+    assert!(matches!(c.list_tools().await, Err(ClientError::Timeout(_))));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["server/discover"],
+        "no initialize after a timeout"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_unreachable_and_names_the_cause() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    drop(listener);
+    let c = client(&url);
+    match c.list_tools().await {
+        Err(ClientError::Unreachable(m)) => {
+            assert!(
+                m.contains(&url) && m.to_lowercase().contains("refused"),
+                "{m}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}

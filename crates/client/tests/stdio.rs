@@ -149,3 +149,32 @@ async fn server_requests_over_the_cap_are_refused_at_once() {
         .unwrap();
     assert_eq!(page["refused"], 2, "{page}");
 }
+
+/// A server whose one tool's description shows three variables of its
+/// environment.
+const ENV_SERVER: &str = r#"while read line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"public","tools":[{"name":"env","description":"pkg=[%s] path=[%s] mine=[%s]","inputSchema":{"type":"object"}}]}}\n' "$id" "$CARGO_PKG_NAME" "${PATH:+set}" "$MINE"; done"#;
+
+async fn described_env(inherit_env: bool) -> String {
+    let command = StdioCommand {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), ENV_SERVER.into()],
+        env: vec![("MINE".into(), "given".into())],
+        inherit_env,
+        ..Default::default()
+    };
+    let c = Client::builder("test", "1").build(StdioTransport::spawn(&command).unwrap());
+    let tools = c.list_tools().await.unwrap();
+    tools[0].description.clone().unwrap()
+}
+
+#[tokio::test]
+async fn a_started_server_gets_a_minimal_environment_unless_told_to_inherit() {
+    // cargo sets CARGO_PKG_NAME for every test process: a variable of the
+    // parent that is not in the minimal set.
+    let pkg = std::env::var("CARGO_PKG_NAME").unwrap();
+    assert_eq!(described_env(false).await, "pkg=[] path=[set] mine=[given]");
+    assert_eq!(
+        described_env(true).await,
+        format!("pkg=[{pkg}] path=[set] mine=[given]")
+    );
+}

@@ -28,6 +28,23 @@ use super::{
 use crate::ClientError;
 
 /// How to start the server.
+///
+/// By default the server gets a minimal environment: the variables in
+/// [`MINIMAL_ENV`] that are set here, plus [`StdioCommand::env`]. A server
+/// you are still evaluating then cannot read the tokens and keys that sit in
+/// a developer's shell; set [`StdioCommand::inherit_env`] to pass everything.
+///
+/// ```
+/// use toolgate_client::transport::stdio::StdioCommand;
+///
+/// let command = StdioCommand {
+///     program: "npx".into(),
+///     args: vec!["-y".into(), "@modelcontextprotocol/server-everything".into()],
+///     env: vec![("LOG_LEVEL".into(), "debug".into())],
+///     ..Default::default()
+/// };
+/// assert!(!command.inherit_env);
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct StdioCommand {
     /// The program.
@@ -38,6 +55,40 @@ pub struct StdioCommand {
     pub env: Vec<(String, String)>,
     /// Working directory.
     pub cwd: Option<PathBuf>,
+    /// Pass this process's whole environment instead of [`MINIMAL_ENV`].
+    pub inherit_env: bool,
+}
+
+/// The variables a server started with a minimal environment keeps: what
+/// programs need to find executables, a home directory, a locale and a
+/// temporary directory (`LC_*` variables are kept too).
+pub const MINIMAL_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+    "LANG",
+    "LANGUAGE",
+    // Windows needs these to start most programs at all.
+    "SYSTEMROOT",
+    "SYSTEMDRIVE",
+    "WINDIR",
+    "COMSPEC",
+    "PATHEXT",
+    "TEMP",
+    "TMP",
+    "USERPROFILE",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "PROGRAMDATA",
+];
+
+fn kept_in_minimal_env(name: &str) -> bool {
+    name.starts_with("LC_") || MINIMAL_ENV.iter().any(|k| k.eq_ignore_ascii_case(name))
 }
 
 type Routes = Arc<Mutex<HashMap<RequestId, mpsc::Sender<Result<Inbound, ClientError>>>>>;
@@ -74,6 +125,11 @@ impl StdioTransport {
     /// Start the server with these bounds on what it may send.
     pub fn spawn_with(command: &StdioCommand, limits: Limits) -> Result<Self, ClientError> {
         let mut cmd = Command::new(&command.program);
+        if !command.inherit_env {
+            cmd.env_clear().envs(
+                std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(kept_in_minimal_env)),
+            );
+        }
         cmd.args(&command.args)
             .envs(command.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())

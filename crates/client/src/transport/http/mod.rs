@@ -196,7 +196,7 @@ impl Transport for HttpTransport {
                 .body(request.body)
                 .send()
                 .await
-                .map_err(|e| ClientError::Transport(format!("POST {}: {e}", shared.url)))?;
+                .map_err(|e| unreachable_error("POST", &shared.url, &e))?;
             let status = response.status();
             if let Some(session) = response
                 .headers()
@@ -242,6 +242,22 @@ impl Transport for HttpTransport {
             Ok(Pending { rx, on_drop: None })
         })
     }
+}
+
+/// A send failure with its causes (reqwest's own text stops at "error
+/// sending request"; the cause says "connection refused").
+fn unreachable_error(method: &str, url: &str, error: &reqwest::Error) -> ClientError {
+    let mut text = format!("{method} {url}");
+    let mut source: Option<&dyn std::error::Error> = Some(error);
+    while let Some(e) = source {
+        let part = e.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = e.source();
+    }
+    ClientError::Unreachable(text)
 }
 
 impl Shared {
@@ -352,7 +368,7 @@ impl Shared {
             .common(self.in_session(builder, legacy))
             .send()
             .await
-            .map_err(|e| ClientError::Transport(format!("GET {}: {e}", self.url)))?;
+            .map_err(|e| unreachable_error("GET", &self.url, &e))?;
         if !response.status().is_success() {
             return Err(ClientError::Transport(format!(
                 "resuming the event stream was refused with HTTP {}",
