@@ -85,12 +85,7 @@ async fn call(client: &Client, name: &str, args: Map<String, Value>) {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    toolgate_protocol::logging::init("info");
     let url = std::env::args()
         .next_back()
         .context("usage: everything-client URL")?;

@@ -581,12 +581,7 @@ fn build() -> anyhow::Result<Server> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    toolgate_protocol::logging::init("info");
     let args = Args::parse();
     let server = build()?;
     if args.stdio {

@@ -1,85 +1,162 @@
-//! The `toolgate` command: list and call the tools of any MCP server.
+//! The `toolgate` command: list, call and review the tools of any MCP
+//! server, safely.
 //!
 //! ```text
-//! toolgate tools [TARGET] [--json] [-- COMMAND ARGS...]
-//! toolgate call [TARGET] TOOL [--args JSON] [--yes] [--json] [--timeout SECONDS] [-- COMMAND ARGS...]
-//! toolgate audit [TARGET] [--json | --sarif] [--fail-on LEVEL] [-- COMMAND ARGS...]
-//! toolgate lock [TARGET] [--lock FILE] [--update] [-- COMMAND ARGS...]
-//! toolgate verify [TARGET] [--lock FILE] [-- COMMAND ARGS...]
+//! toolgate tools [TARGET] [TOOL] [--json] [-- COMMAND ARGS...]
+//! toolgate call [TARGET] TOOL [--args JSON] [--answer FIELD=JSON]... [--decline] [--yes] [--json] [--output FILE] [-- COMMAND ARGS...]
+//! toolgate audit [TARGET | --all] [--json | --sarif] [--fail-on LEVEL] [-- COMMAND ARGS...]
+//! toolgate lock [TARGET | --all] [--lock FILE] [--update] [-- COMMAND ARGS...]
+//! toolgate verify [TARGET | --all] [--lock FILE] [-- COMMAND ARGS...]
 //! toolgate header encode|decode VALUE
 //! ```
 //!
-//! TARGET is an `http(s)://` URL or the name of a server in an `mcpServers`
-//! config file (`--config FILE`, default `./mcp.json`).
+//! TARGET is an `http(s)://` URL, a `HOST:PORT[/PATH]` address, or the
+//! name of a server in an `mcpServers` config file (`--config FILE`,
+//! default `./mcp.json`). The exit statuses are in [`exit`].
 
-mod commands;
+mod call;
+mod exit;
+mod input;
 mod review;
 mod target;
+mod term;
+mod tools;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use toolgate_protocol::header::{decode_header_value, encode_header_value};
+
+const ENVIRONMENT: &str = "\
+Environment:
+  TOOLGATE_BEARER_TOKEN  sent as `Authorization: Bearer …` to URL targets
+  RUST_LOG               log filter, overriding -v/-q (e.g. toolgate_client=debug)
+  NO_COLOR               no colour in logs";
 
 #[derive(Parser)]
 #[command(
     name = "toolgate",
     version,
-    about = "List, call and audit the tools of MCP servers"
+    about = "List, call and review the tools of MCP servers you do not control yet",
+    after_help = format!("{ENVIRONMENT}\n\n{}", exit::HELP),
 )]
 struct Cli {
+    /// More log output (-v info, -vv debug, -vvv trace), on stderr.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Only errors in the log.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
 
+/// How to reach servers; shared by every subcommand that talks to one.
+#[derive(Args)]
+struct ReachArgs {
+    /// An mcpServers config file (the format desktop and editor hosts use).
+    #[arg(long, value_name = "FILE", default_value = "mcp.json")]
+    config: PathBuf,
+    /// Name a `-- COMMAND` server (lock keys, audit findings); default: the
+    /// package or program it runs.
+    #[arg(long)]
+    name: Option<String>,
+    /// Give a started server this shell's whole environment (default: PATH,
+    /// HOME, locale and temporary directory, plus the config's `env`).
+    #[arg(long)]
+    inherit_env: bool,
+    /// Treat the server's annotations as trustworthy.
+    #[arg(long)]
+    trust: bool,
+    /// Seconds to wait for any answer from the server.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    timeout: u64,
+}
+
+impl ReachArgs {
+    fn reach(&self) -> target::Reach {
+        target::Reach {
+            config: Some(self.config.clone()),
+            name: self.name.clone(),
+            inherit_env: self.inherit_env,
+            trust: self.trust,
+            timeout: Duration::from_secs(self.timeout.max(1)),
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
-    /// List a server's tools: name, title, risk, annotations, output schema.
+    /// List a server's tools, or show one in full.
+    #[command(after_help = "\
+Examples:
+  toolgate tools -- npx -y @modelcontextprotocol/server-everything
+  toolgate tools localhost:8080
+  toolgate tools basket add_item --config mcp.json
+  toolgate tools https://mcp.example.com/mcp --json")]
     Tools {
-        /// A URL, or a server name from the config file.
-        target: Option<String>,
-        /// Print JSON instead of a table.
+        /// `[TARGET] [TOOL]`: the server (unless given after `--`), then a
+        /// tool to show in full.
+        #[arg(num_args = 0..=2, value_name = "TARGET/TOOL")]
+        names: Vec<String>,
+        /// Print the definitions as JSON.
         #[arg(long)]
         json: bool,
-        /// An mcpServers config file (default ./mcp.json).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Treat the server's annotations as trustworthy.
-        #[arg(long)]
-        trust: bool,
-        /// The server as a command over stdio (after `--`).
-        #[arg(last = true)]
+        #[command(flatten)]
+        reach: ReachArgs,
+        /// The server as a command over stdio.
+        #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
-    /// Call a tool, after showing it and its arguments.
+    /// Call a tool: show it and its arguments, ask, send, print the result.
+    #[command(after_help = "\
+Examples:
+  toolgate call echo --args '{\"message\": \"hi\"}' -- npx -y @modelcontextprotocol/server-everything
+  toolgate call localhost:8080 add_item --args '{\"sku\": \"A1\", \"quantity\": 2}'
+  toolgate call https://mcp.example.com/mcp search --args '{\"q\": \"rust\"}' --yes
+  toolgate call basket checkout --answer confirm=true --yes    # answers the server's question
+
+A read-only tool of a trusted server runs without asking; anything else asks
+\"Send this call?\" on the terminal, or needs --yes. Questions the server asks
+while the call runs (elicitation) are asked field by field on a terminal, or
+answered with --answer / --decline.")]
     Call {
         /// `[TARGET] TOOL`.
-        #[arg(num_args = 1..=2, required = true)]
+        #[arg(num_args = 1..=2, required = true, value_name = "TARGET/TOOL")]
         names: Vec<String>,
         /// Arguments as a JSON object.
         #[arg(long, default_value = "{}")]
         args: String,
-        /// Do not ask for confirmation.
+        /// Send without asking for confirmation.
         #[arg(long)]
         yes: bool,
+        /// Answer a field of any form the server asks for (JSON, or text).
+        #[arg(long, value_name = "FIELD=JSON", value_parser = input::parse_answer)]
+        answer: Vec<(String, serde_json::Value)>,
+        /// Decline every question the server asks.
+        #[arg(long, conflicts_with = "answer")]
+        decline: bool,
         /// Print the whole result as JSON.
         #[arg(long)]
         json: bool,
-        /// Seconds before the call is cancelled.
-        #[arg(long, default_value_t = 60)]
-        timeout: u64,
-        /// An mcpServers config file (default ./mcp.json).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Treat the server's annotations as trustworthy.
-        #[arg(long)]
-        trust: bool,
-        /// The server as a command over stdio (after `--`).
-        #[arg(last = true)]
+        /// Write binary content (images, audio, blobs) to FILE (then FILE.2, …).
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        reach: ReachArgs,
+        /// The server as a command over stdio.
+        #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
     /// Review a server's tool definitions before trusting them.
+    #[command(after_help = "\
+Examples:
+  toolgate audit -- npx -y @modelcontextprotocol/server-filesystem /tmp
+  toolgate audit --all --config mcp.json --fail-on high
+  toolgate audit localhost:8080 --sarif > toolgate.sarif")]
     Audit {
         #[command(flatten)]
         servers: ServerArgs,
@@ -94,6 +171,11 @@ enum Command {
         fail_on: Option<toolgate_review::Severity>,
     },
     /// Record the approved tool definitions in a lock file.
+    #[command(after_help = "\
+Examples:
+  toolgate lock --all --config mcp.json
+  toolgate lock --name fs -- npx -y @modelcontextprotocol/server-filesystem /tmp
+  toolgate lock basket --update        # accept reviewed changes")]
     Lock {
         #[command(flatten)]
         servers: ServerArgs,
@@ -105,6 +187,10 @@ enum Command {
         update: bool,
     },
     /// Compare the live tool definitions with the lock file.
+    #[command(after_help = "\
+Examples:
+  toolgate verify --all --config mcp.json      # in CI: exit 1 when a definition changed
+  toolgate verify basket --lock toolgate.lock")]
     Verify {
         #[command(flatten)]
         servers: ServerArgs,
@@ -113,6 +199,10 @@ enum Command {
         lock: PathBuf,
     },
     /// Encode or decode an Mcp-Name / Mcp-Param-* header value.
+    #[command(after_help = "\
+Examples:
+  toolgate header encode 'héllo'
+  toolgate header decode '=?base64?aMOpbGxv?='")]
     Header {
         #[command(subcommand)]
         action: HeaderAction,
@@ -120,18 +210,18 @@ enum Command {
 }
 
 /// Which servers `audit`, `lock` and `verify` look at.
-#[derive(clap::Args)]
+#[derive(Args)]
 struct ServerArgs {
-    /// A URL, or a server name from the config file.
+    /// A URL, HOST:PORT, or a server name from the config file.
     target: Option<String>,
-    /// An mcpServers config file (default ./mcp.json).
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Every server of the config file (audit also finds tools shadowing each other).
+    /// Every server of the config file (audit also finds tools shadowing each
+    /// other). A server that fails is reported and the rest still run.
     #[arg(long)]
     all: bool,
-    /// The server as a command over stdio (after `--`).
-    #[arg(last = true)]
+    #[command(flatten)]
+    reach: ReachArgs,
+    /// The server as a command over stdio.
+    #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
 
@@ -139,9 +229,9 @@ impl ServerArgs {
     fn targets(&self) -> review::Targets<'_> {
         review::Targets {
             target: self.target.as_deref(),
-            config: self.config.as_deref(),
             all: self.all,
             command: &self.command,
+            reach: self.reach.reach(),
         }
     }
 }
@@ -165,45 +255,61 @@ fn parse_severity(s: &str) -> Result<toolgate_review::Severity, String> {
         .ok_or_else(|| format!("{s:?} is not one of info, low, medium, high"))
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-    let outcome = match Cli::parse().command {
+/// `[TARGET] NAME` from one or two words; with a `-- COMMAND` the single
+/// word is the name, otherwise (for `tools`) it is the target.
+fn split_names(names: &[String], command: &[String]) -> (Option<String>, Option<String>) {
+    match names {
+        [] => (None, None),
+        [one] if command.is_empty() => (Some(one.clone()), None),
+        [one] => (None, Some(one.clone())),
+        [target, name, ..] => (Some(target.clone()), Some(name.clone())),
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<u8> {
+    match command {
         Command::Tools {
-            target,
+            names,
             json,
-            config,
-            trust,
+            reach,
             command,
-        } => commands::tools(target.as_deref(), config.as_deref(), &command, json, trust).await,
+        } => {
+            let (target, tool) = split_names(&names, &command);
+            tools::tools(
+                target.as_deref(),
+                tool.as_deref(),
+                &command,
+                &reach.reach(),
+                json,
+            )
+            .await
+        }
         Command::Call {
             names,
             args,
             yes,
+            answer,
+            decline,
             json,
-            timeout,
-            config,
-            trust,
+            output,
+            reach,
             command,
         } => {
+            // One word is the tool, whether or not a COMMAND follows.
             let (target, tool) = match names.as_slice() {
                 [tool] => (None, tool.clone()),
-                [target, tool] => (Some(target.as_str()), tool.clone()),
-                _ => unreachable!("clap enforces one or two names"),
+                [target, tool, ..] => (Some(target.clone()), tool.clone()),
+                [] => return Err(exit::Exit::new(exit::USAGE, "name the tool to call")),
             };
-            let options = commands::CallArgs {
+            let options = call::CallArgs {
                 args,
                 yes,
                 json,
-                timeout,
-                trust,
+                output,
+                answers: answer.into_iter().collect::<BTreeMap<_, _>>(),
+                decline,
             };
-            commands::call(target, &tool, config.as_deref(), &command, options).await
+            call::call(target.as_deref(), &tool, &command, &reach.reach(), options).await
         }
         Command::Audit {
             servers,
@@ -229,24 +335,42 @@ async fn main() -> ExitCode {
         Command::Header {
             action: HeaderAction::Encode { value },
         } => {
-            println!("{}", encode_header_value(&value));
-            Ok(ExitCode::SUCCESS)
+            outln!("{}", encode_header_value(&value));
+            Ok(exit::OK)
         }
         Command::Header {
             action: HeaderAction::Decode { value },
         } => match decode_header_value(value.as_bytes()) {
             Ok(decoded) => {
-                println!("{decoded}");
-                Ok(ExitCode::SUCCESS)
+                outln!("{}", term::clean(&decoded));
+                Ok(exit::OK)
             }
-            Err(e) => Err(anyhow::anyhow!("invalid header value: {e}")),
+            Err(e) => Err(exit::Exit::new(
+                exit::USAGE,
+                format!("invalid header value: {e}"),
+            )),
         },
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, 2) => "debug",
+        (false, _) => "trace",
     };
-    match outcome {
+    toolgate_protocol::logging::init(level);
+    let code = match run(cli.command).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("toolgate: {e:#}");
-            ExitCode::from(2)
+            errln!("toolgate: {}", term::one_line(&format!("{e:#}")));
+            exit::for_error(&e)
         }
-    }
+    };
+    term::report_removed();
+    exit::code(code)
 }

@@ -1,52 +1,98 @@
 //! `toolgate audit`, `toolgate lock` and `toolgate verify`.
 
 use std::path::Path;
-use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::Context as _;
-use toolgate_client::Client;
+use toolgate_client::ClientError;
 use toolgate_review::lock::{Change, LockFile, compare, lock_server};
 use toolgate_review::{ServerTools, Severity, audit, capabilities, sarif};
 
-use crate::target::{self, Target};
+use crate::exit::{self, Exit};
+use crate::input::Answers;
+use crate::target::{self, Reach, Target};
+use crate::term::one_line;
+use crate::{errln, outln};
 
 /// Which servers a command looks at.
 pub struct Targets<'a> {
-    /// A URL or config name.
+    /// A URL, address or config name.
     pub target: Option<&'a str>,
-    /// The config file.
-    pub config: Option<&'a Path>,
     /// Every server of the config file.
     pub all: bool,
     /// `-- COMMAND ARGS...`.
     pub command: &'a [String],
+    /// How to reach them.
+    pub reach: Reach,
 }
 
-fn targets(t: &Targets<'_>) -> anyhow::Result<Vec<Target>> {
-    if t.all {
-        return target::resolve_all(t.config);
-    }
-    Ok(vec![target::resolve(t.target, t.config, t.command)?])
+/// The servers whose tools could be listed, and the exit status the
+/// others call for (0 when every server answered).
+struct Fetched {
+    servers: Vec<ServerTools>,
+    failure: u8,
 }
 
-async fn fetch(t: &Targets<'_>) -> anyhow::Result<Vec<ServerTools>> {
-    let mut out = Vec::new();
-    for target in targets(t)? {
-        let client = target.client(
-            Client::builder("toolgate", env!("CARGO_PKG_VERSION")),
-            Duration::from_secs(60),
-        )?;
-        let tools = client
-            .list_tools()
-            .await
-            .with_context(|| format!("listing the tools of {}", target.name))?;
-        out.push(ServerTools {
-            server: target.name.clone(),
-            tools,
-        });
+async fn fetch(t: &Targets<'_>) -> anyhow::Result<Fetched> {
+    let targets: Vec<Target> = if t.all {
+        if t.target.is_some() || !t.command.is_empty() {
+            return Err(Exit::new(
+                exit::USAGE,
+                "--all takes every server of the config file; give no TARGET or COMMAND with it",
+            ));
+        }
+        target::resolve_all(&t.reach)?
+    } else {
+        vec![target::resolve(t.target, t.command, &t.reach)?]
+    };
+    let mut fetched = Fetched {
+        servers: Vec::new(),
+        failure: exit::OK,
+    };
+    for target in targets {
+        let listed = match target.connect(&t.reach, Answers::none()) {
+            Ok(conn) => conn
+                .client
+                .list_tools()
+                .await
+                .map_err(|e: ClientError| conn.fail(e, "listing tools")),
+            Err(e) => Err(e),
+        };
+        match listed {
+            Ok(tools) => fetched.servers.push(ServerTools {
+                server: target.name.clone(),
+                tools,
+            }),
+            // One server is the whole command: its failure is the answer.
+            Err(e) if !t.all => return Err(e),
+            Err(e) => {
+                errln!(
+                    "toolgate: skipping {}: {}",
+                    one_line(&target.name),
+                    one_line(&format!("{e:#}"))
+                );
+                // Timeouts only when every failure was one.
+                let code = exit::for_error(&e);
+                fetched.failure = match fetched.failure {
+                    exit::OK => code,
+                    previous if previous == code => code,
+                    _ => exit::PROTOCOL,
+                };
+            }
+        }
     }
-    Ok(out)
+    if fetched.failure != exit::OK {
+        let failed = "some servers could not be listed (see above); the rest were";
+        errln!("toolgate: {failed}");
+    }
+    Ok(fetched)
+}
+
+/// The worse of a command's own status and the listing failures.
+fn status(own: u8, fetched: &Fetched) -> u8 {
+    if fetched.failure != exit::OK {
+        fetched.failure
+    } else {
+        own
+    }
 }
 
 /// Output format of `audit`.
@@ -65,77 +111,86 @@ pub async fn audit_command(
     t: Targets<'_>,
     format: Format,
     fail_on: Option<Severity>,
-) -> anyhow::Result<ExitCode> {
-    let servers = fetch(&t).await?;
-    let findings = audit(&servers);
+) -> anyhow::Result<u8> {
+    let fetched = fetch(&t).await?;
+    let servers = &fetched.servers;
+    let findings = audit(servers);
     match format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&findings)?),
-        Format::Sarif => println!(
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&findings)?),
+        Format::Sarif => outln!(
             "{}",
             serde_json::to_string_pretty(&sarif::to_sarif(&findings, env!("CARGO_PKG_VERSION")))?
         ),
         Format::Text => {
             let tool_count: usize = servers.iter().map(|s| s.tools.len()).sum();
-            println!(
+            outln!(
                 "Audited {tool_count} tool(s) on {} server(s): {} finding(s).\n",
                 servers.len(),
                 findings.len()
             );
             for f in &findings {
-                println!(
+                outln!(
                     "[{}] {} {}/{}: {}",
                     f.severity.to_string().to_uppercase(),
                     f.rule,
-                    f.server,
-                    f.tool,
-                    f.message
+                    one_line(&f.server),
+                    one_line(&f.tool),
+                    one_line(&f.message)
                 );
-                println!("    evidence: {}", f.evidence);
-                println!("    fix:      {}", f.fix);
+                outln!("    evidence: {}", one_line(&f.evidence));
+                outln!("    fix:      {}", one_line(&f.fix));
             }
-            let caps = capabilities(&servers);
-            println!();
+            let caps = capabilities(servers);
+            outln!();
             if caps.is_empty() {
-                println!("No tool looks able to write, delete, send, spend or execute.");
+                outln!("No tool looks able to write, delete, send, spend or execute.");
             } else {
-                println!("Tools that can change things (a person should approve each call):");
+                outln!("Tools that can change things (a person should approve each call):");
                 for (server, tool, effects) in caps {
                     let list: Vec<String> = effects
                         .iter()
                         .map(|e| format!("{e:?}").to_lowercase())
                         .collect();
-                    println!("  {server}/{tool}: {}", list.join(", "));
+                    outln!(
+                        "  {}/{}: {}",
+                        one_line(&server),
+                        one_line(&tool),
+                        list.join(", ")
+                    );
                 }
             }
         }
     }
     let failing = fail_on.is_some_and(|level| findings.iter().any(|f| f.severity >= level));
-    Ok(if failing {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(status(
+        if failing { exit::FAILED } else { exit::OK },
+        &fetched,
+    ))
 }
 
 fn read_lock(path: &Path) -> anyhow::Result<Option<LockFile>> {
     match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(
-            LockFile::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
-        )),
+        Ok(text) => Ok(Some(LockFile::parse(&text).map_err(|e| {
+            Exit::new(exit::USAGE, format!("{}: {e}", path.display()))
+        })?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        Err(e) => Err(Exit::new(
+            exit::USAGE,
+            format!("cannot read {}: {e}", path.display()),
+        )),
     }
 }
 
 fn print_changes(server: &str, changes: &[Change]) {
+    let server = one_line(server);
     for change in changes {
         match change {
-            Change::Added(tool) => println!("+ {server}/{tool}: added"),
-            Change::Removed(tool) => println!("- {server}/{tool}: removed"),
+            Change::Added(tool) => outln!("+ {server}/{}: added", one_line(tool)),
+            Change::Removed(tool) => outln!("- {server}/{}: removed", one_line(tool)),
             Change::Changed(tool, what) => {
-                println!("~ {server}/{tool}: changed");
+                outln!("~ {server}/{}: changed", one_line(tool));
                 for line in what.iter().flat_map(|w| w.lines()) {
-                    println!("    {line}");
+                    outln!("    {}", one_line(line));
                 }
             }
         }
@@ -143,21 +198,21 @@ fn print_changes(server: &str, changes: &[Change]) {
 }
 
 /// `toolgate lock`.
-pub async fn lock_command(t: Targets<'_>, path: &Path, update: bool) -> anyhow::Result<ExitCode> {
-    let servers = fetch(&t).await?;
+pub async fn lock_command(t: Targets<'_>, path: &Path, update: bool) -> anyhow::Result<u8> {
+    let fetched = fetch(&t).await?;
     let mut lock = read_lock(path)?.unwrap_or(LockFile {
         version: 1,
         ..Default::default()
     });
     let mut refused = false;
-    for server in &servers {
+    for server in &fetched.servers {
         if let Some(existing) = lock.servers.get(&server.server) {
             let changes = compare(existing, &server.tools);
             if !changes.is_empty() && !update {
                 print_changes(&server.server, &changes);
-                eprintln!(
+                errln!(
                     "toolgate: {} changed since it was locked; review the changes and pass --update to accept them",
-                    server.server
+                    one_line(&server.server)
                 );
                 refused = true;
                 continue;
@@ -165,31 +220,38 @@ pub async fn lock_command(t: Targets<'_>, path: &Path, update: bool) -> anyhow::
         }
         lock.servers
             .insert(server.server.clone(), lock_server(&server.tools));
-        println!("locked {} tool(s) of {}", server.tools.len(), server.server);
+        outln!(
+            "locked {} tool(s) of {}",
+            server.tools.len(),
+            one_line(&server.server)
+        );
     }
-    std::fs::write(path, lock.render()).with_context(|| format!("writing {}", path.display()))?;
-    Ok(if refused {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    std::fs::write(path, lock.render())
+        .map_err(|e| Exit::new(exit::USAGE, format!("cannot write {}: {e}", path.display())))?;
+    Ok(status(
+        if refused { exit::FAILED } else { exit::OK },
+        &fetched,
+    ))
 }
 
 /// `toolgate verify`.
-pub async fn verify_command(t: Targets<'_>, path: &Path) -> anyhow::Result<ExitCode> {
+pub async fn verify_command(t: Targets<'_>, path: &Path) -> anyhow::Result<u8> {
     let Some(lock) = read_lock(path)? else {
-        anyhow::bail!(
-            "no lock file at {}; create it with `toolgate lock`",
-            path.display()
-        );
+        return Err(Exit::new(
+            exit::USAGE,
+            format!(
+                "no lock file at {}; create it with `toolgate lock`",
+                path.display()
+            ),
+        ));
     };
-    let servers = fetch(&t).await?;
+    let fetched = fetch(&t).await?;
     let mut changed = false;
-    for server in &servers {
+    for server in &fetched.servers {
         let Some(locked) = lock.servers.get(&server.server) else {
-            println!(
+            outln!(
                 "! {}: not in {}; lock it with `toolgate lock`",
-                server.server,
+                one_line(&server.server),
                 path.display()
             );
             changed = true;
@@ -197,9 +259,9 @@ pub async fn verify_command(t: Targets<'_>, path: &Path) -> anyhow::Result<ExitC
         };
         let changes = compare(locked, &server.tools);
         if changes.is_empty() {
-            println!(
+            outln!(
                 "{}: {} tool(s) match the lock",
-                server.server,
+                one_line(&server.server),
                 server.tools.len()
             );
         } else {
@@ -208,14 +270,13 @@ pub async fn verify_command(t: Targets<'_>, path: &Path) -> anyhow::Result<ExitC
         }
     }
     if changed {
-        eprintln!(
+        errln!(
             "toolgate: the tools differ from {}; review, then `toolgate lock --update` to accept",
             path.display()
         );
     }
-    Ok(if changed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(status(
+        if changed { exit::FAILED } else { exit::OK },
+        &fetched,
+    ))
 }

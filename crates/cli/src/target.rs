@@ -1,24 +1,30 @@
-//! Turning a TARGET (URL, config name, or `-- COMMAND ARGS...`) into a client.
+//! Turning a TARGET (URL, address, config name, or `-- COMMAND ARGS...`)
+//! into a connected client, and naming it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_client::transport::stdio::{StdioCommand, StdioTransport};
-use toolgate_client::{Client, ClientBuilder};
+use toolgate_client::transport::stdio::{StderrTail, StdioCommand, StdioTransport};
+use toolgate_client::{Client, ClientBuilder, ClientError};
+
+use crate::exit::{self, Exit};
+use crate::term;
+use crate::{errln, input};
 
 /// One server of an `mcpServers` config file (the format desktop and editor hosts use).
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 pub struct ServerEntry {
     /// Program to run (stdio).
     pub command: Option<String>,
     /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
-    /// Extra environment.
+    /// Environment the program gets on top of the minimal one.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Working directory.
@@ -39,86 +45,126 @@ struct ConfigFile {
     servers: BTreeMap<String, ServerEntry>,
 }
 
-/// Where to find the server.
+/// How to reach servers: what every subcommand that talks to one accepts.
+#[derive(Clone, Debug, Default)]
+pub struct Reach {
+    /// The `mcpServers` file (default `./mcp.json`).
+    pub config: Option<PathBuf>,
+    /// The name a `-- COMMAND` server is known by (lock keys, findings).
+    pub name: Option<String>,
+    /// Give a started server this process's whole environment.
+    pub inherit_env: bool,
+    /// Treat annotations as trustworthy.
+    pub trust: bool,
+    /// How long to wait for any answer.
+    pub timeout: Duration,
+}
+
+/// Where to find a server, and what it is called.
+#[derive(Clone, Debug)]
 pub struct Target {
-    /// Display name.
+    /// Display name: the config key, the URL, or the command's label.
     pub name: String,
-    /// How to build the client.
     entry: ServerEntry,
 }
 
+fn config_path(reach: &Reach) -> PathBuf {
+    reach
+        .config
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("mcp.json"))
+}
+
 fn load_config(path: &Path) -> anyhow::Result<ConfigFile> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("{} is not an mcpServers config file", path.display()))
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Exit::new(
+            exit::USAGE,
+            format!(
+                "cannot read {}: {e} (name a config file with --config, or give a URL or `-- COMMAND`)",
+                path.display()
+            ),
+        )
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        Exit::new(
+            exit::USAGE,
+            format!("{} is not an mcpServers config file: {e}", path.display()),
+        )
+    })
+}
+
+/// `http(s)://…` as is; `HOST:PORT[/PATH]` as `http://HOST:PORT/PATH` (path
+/// `/mcp` when none is given). `None` for anything else (a config name).
+pub fn address(target: &str) -> Option<String> {
+    if target.starts_with("http://") || target.starts_with("https://") {
+        return Some(target.to_owned());
+    }
+    let (authority, path) = match target.find('/') {
+        Some(i) => target.split_at(i),
+        None => (target, "/mcp"),
+    };
+    let (host, port) = authority.rsplit_once(':')?;
+    let port_ok = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    let host_ok = !host.is_empty()
+        && (host.starts_with('[') && host.ends_with(']')
+            || host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-'));
+    (port_ok && host_ok).then(|| format!("http://{authority}{path}"))
 }
 
 /// Resolve a target from the command line.
-pub fn resolve(
-    target: Option<&str>,
-    config: Option<&Path>,
-    command: &[String],
-) -> anyhow::Result<Target> {
+pub fn resolve(target: Option<&str>, command: &[String], reach: &Reach) -> anyhow::Result<Target> {
     if !command.is_empty() {
-        if target.is_some() {
-            bail!("give either a TARGET or `-- COMMAND ARGS...`, not both");
+        if let Some(target) = target {
+            return Err(Exit::new(
+                exit::USAGE,
+                format!("give either a TARGET ({target:?}) or `-- COMMAND ARGS...`, not both"),
+            ));
         }
         let entry = ServerEntry {
             command: Some(command[0].clone()),
             args: command[1..].to_vec(),
-            env: BTreeMap::new(),
-            cwd: None,
-            url: None,
-            headers: BTreeMap::new(),
-            trusted: false,
+            ..Default::default()
         };
-        return Ok(Target {
-            name: command[0].clone(),
-            entry,
-        });
+        let name = reach.name.clone().unwrap_or_else(|| label(command));
+        return Ok(Target { name, entry });
     }
     let Some(target) = target else {
-        bail!("no server given: pass a URL, a server name from --config, or `-- COMMAND ARGS...`");
+        return Err(Exit::new(
+            exit::USAGE,
+            "no server given: pass a URL (or HOST:PORT), a server name from --config, or `-- COMMAND ARGS...`",
+        ));
     };
-    if target.starts_with("http://") || target.starts_with("https://") {
+    if let Some(url) = address(target) {
         let entry = ServerEntry {
-            command: None,
-            args: Vec::new(),
-            env: BTreeMap::new(),
-            cwd: None,
-            url: Some(target.to_owned()),
-            headers: BTreeMap::new(),
-            trusted: false,
+            url: Some(url.clone()),
+            ..Default::default()
         };
-        return Ok(Target {
-            name: target.to_owned(),
-            entry,
-        });
+        let name = reach.name.clone().unwrap_or(url);
+        return Ok(Target { name, entry });
     }
-    let path = config
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("mcp.json"));
+    let path = config_path(reach);
     let mut file = load_config(&path)?;
-    let entry = file.servers.remove(target).with_context(|| {
+    let Some(entry) = file.servers.remove(target) else {
         let known: Vec<&String> = file.servers.keys().collect();
-        format!(
-            "no server {target:?} in {} (it has: {known:?})",
-            path.display()
-        )
-    })?;
+        return Err(Exit::new(
+            exit::USAGE,
+            format!(
+                "no server {target:?} in {} (it has: {known:?})",
+                path.display()
+            ),
+        ));
+    };
     Ok(Target {
         name: target.to_owned(),
         entry,
     })
 }
 
-/// Every server of a config file, in name order.
-pub fn resolve_all(config: Option<&Path>) -> anyhow::Result<Vec<Target>> {
-    let path = config
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("mcp.json"));
-    let file = load_config(&path)?;
+/// Every server of the config file, in name order.
+pub fn resolve_all(reach: &Reach) -> anyhow::Result<Vec<Target>> {
+    let file = load_config(&config_path(reach))?;
     Ok(file
         .servers
         .into_iter()
@@ -126,18 +172,214 @@ pub fn resolve_all(config: Option<&Path>) -> anyhow::Result<Vec<Target>> {
         .collect())
 }
 
-impl Target {
-    /// Whether the config marks this server as trusted.
-    pub fn trusted(&self) -> bool {
-        self.entry.trusted
+/// Launchers that run a package named by their first non-flag argument.
+const LAUNCHERS: &[&[&str]] = &[
+    &["npx"],
+    &["bunx"],
+    &["pnpx"],
+    &["uvx"],
+    &["pipx", "run"],
+    &["npm", "exec"],
+    &["pnpm", "dlx"],
+    &["yarn", "dlx"],
+    &["bun", "x"],
+    &["uv", "tool", "run"],
+    &["docker", "run"],
+    &["podman", "run"],
+];
+
+/// Interpreters whose first non-flag argument is the script.
+const INTERPRETERS: &[&str] = &[
+    "node", "python", "python3", "deno", "bun", "ruby", "php", "perl", "uv", "tsx", "ts-node",
+];
+
+/// Flags of docker and podman `run` that take a value.
+const CONTAINER_VALUE_FLAGS: &[&str] = &[
+    "-e",
+    "--env",
+    "-v",
+    "--volume",
+    "--name",
+    "--network",
+    "-w",
+    "--workdir",
+    "-u",
+    "--user",
+    "--mount",
+    "--entrypoint",
+    "--platform",
+    "--env-file",
+    "--publish",
+    "-p",
+];
+/// Flags of the package launchers that take a value.
+const LAUNCHER_VALUE_FLAGS: &[&str] = &["--registry", "--python", "--with", "--cache"];
+/// Flags whose value is the package or module itself (`npx -p`, `uvx
+/// --from`, `python -m`); docker's `-p` publishes a port instead.
+const PACKAGE_FLAGS: &[&str] = &["-p", "--package", "--from", "-m"];
+
+/// A stable name for a command-line server: the package a launcher runs
+/// (`npx -y @scope/server@1.2` → `@scope/server`, versions dropped so a
+/// pinned upgrade keeps its lock entry), the script an interpreter runs,
+/// or the program's name; then, when further arguments follow, `#` and 8
+/// hex digits of their SHA-256, so two servers of one package with
+/// different arguments do not share a name.
+pub fn label(command: &[String]) -> String {
+    let stem = |s: &str| -> String {
+        let file = s.rsplit(['/', '\\']).next().unwrap_or(s);
+        for ext in [".exe", ".cmd", ".bat", ".js", ".mjs", ".cjs", ".ts", ".py"] {
+            if let Some(base) = file.strip_suffix(ext) {
+                return base.to_owned();
+            }
+        }
+        file.to_owned()
+    };
+    let program = command.first().map(|p| stem(p)).unwrap_or_default();
+    let words: Vec<&str> = command.iter().map(String::as_str).collect();
+    let launcher = LAUNCHERS.iter().find(|l| {
+        stem(words.first().copied().unwrap_or_default()) == l[0]
+            && words.len() > l.len()
+            && words[1..l.len()] == l[1..]
+    });
+    let skip = match launcher {
+        Some(l) => l.len(),
+        None if INTERPRETERS.contains(&program.as_str()) => 1,
+        None => {
+            return with_rest(program, &command[1..]);
+        }
+    };
+    let containers = launcher.is_some_and(|l| l[1..] == ["run"] && l[0] != "pipx");
+    let mut i = skip;
+    let mut package: Option<String> = None;
+    while i < words.len() {
+        let word = words[i];
+        if PACKAGE_FLAGS.contains(&word) && !containers {
+            package = words.get(i + 1).map(|p| package_name(p));
+            i += 2;
+        } else if (containers && CONTAINER_VALUE_FLAGS.contains(&word))
+            || (launcher.is_some() && LAUNCHER_VALUE_FLAGS.contains(&word))
+        {
+            i += 2;
+        } else if word.starts_with('-') {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    let (name, rest_from) = match (package, words.get(i)) {
+        (Some(p), _) => (p, (i + 1).min(words.len())),
+        (None, Some(w)) if launcher.is_some() => (package_name(w), i + 1),
+        (None, Some(w)) => (script_name(w), i + 1),
+        (None, None) => (program, words.len()),
+    };
+    with_rest(name, &command[rest_from..])
+}
+
+fn with_rest(name: String, rest: &[String]) -> String {
+    if rest.is_empty() {
+        return name;
+    }
+    let mut hash = Sha256::new();
+    for arg in rest {
+        hash.update(arg.as_bytes());
+        hash.update([0]);
+    }
+    let digest = hash.finalize();
+    let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{name}#{hex}")
+}
+
+/// `@scope/name@1.2.3` → `@scope/name`; `name==1.0`, `name@latest` →
+/// `name`; an image `org/name:tag` → `org/name`; a git URL → its last
+/// segment.
+fn package_name(spec: &str) -> String {
+    let spec = spec.trim_end_matches('/');
+    if spec.contains("://") || spec.starts_with("git+") {
+        let last = spec.rsplit('/').next().unwrap_or(spec);
+        return last.trim_end_matches(".git").to_owned();
+    }
+    let (scope, rest) = match spec.strip_prefix('@') {
+        Some(rest) => ("@", rest),
+        None => ("", spec),
+    };
+    let cut = rest
+        .find(['@', '=', '>', '<', '~', '[', ':'])
+        .unwrap_or(rest.len());
+    format!("{scope}{}", &rest[..cut])
+}
+
+/// A script's name: its stem, with its directory when the stem says
+/// nothing (`build/index.js` → `build/index`).
+fn script_name(path: &str) -> String {
+    let parts: Vec<&str> = path.split(['/', '\\']).filter(|p| !p.is_empty()).collect();
+    let file = parts.last().copied().unwrap_or(path);
+    let stem = file.rsplit_once('.').map_or(file, |(s, _)| s);
+    match (
+        ["index", "main", "server", "__main__", "app", "cli"].contains(&stem),
+        parts.len(),
+    ) {
+        (true, n) if n >= 2 => format!("{}/{stem}", parts[n - 2]),
+        _ => stem.to_owned(),
+    }
+}
+
+/// A connected client and what is needed to explain its failures.
+pub struct Connection {
+    /// The client.
+    pub client: Client,
+    /// The target's name.
+    pub name: String,
+    /// Whether annotations count.
+    pub trusted: bool,
+    stderr: Option<StderrTail>,
+}
+
+impl Connection {
+    /// `error`, with the server's last stderr lines shown first when it is
+    /// a started server that failed.
+    pub fn fail(&self, error: ClientError, what: &str) -> anyhow::Error {
+        if !matches!(error, ClientError::Tool { .. } | ClientError::Denied(_)) {
+            self.show_stderr();
+        }
+        anyhow::Error::new(error).context(format!("{what} ({})", self.name))
     }
 
-    /// Build a client for this target.
-    pub fn client(&self, builder: ClientBuilder, timeout: Duration) -> anyhow::Result<Client> {
-        let builder = builder
-            .timeout(timeout)
+    fn show_stderr(&self) {
+        let Some(tail) = &self.stderr else { return };
+        let lines = tail.lines();
+        if lines.is_empty() {
+            return;
+        }
+        errln!("toolgate: the last lines {} wrote to stderr:", self.name);
+        for line in lines {
+            errln!("  | {}", term::one_line(&line));
+        }
+    }
+}
+
+impl Target {
+    /// Start or reach the server. `input` answers its questions.
+    pub fn connect(&self, reach: &Reach, input: input::Answers) -> anyhow::Result<Connection> {
+        let trusted = reach.trust || self.entry.trusted;
+        let builder = Client::builder("toolgate", env!("CARGO_PKG_VERSION"))
+            .timeout(reach.timeout)
             .name(self.name.clone())
-            .trusted(self.entry.trusted);
+            .trusted(trusted)
+            .input_handler(input);
+        let (client, stderr) = self.build(builder, reach)?;
+        Ok(Connection {
+            client,
+            name: self.name.clone(),
+            trusted,
+            stderr,
+        })
+    }
+
+    fn build(
+        &self,
+        builder: ClientBuilder,
+        reach: &Reach,
+    ) -> anyhow::Result<(Client, Option<StderrTail>)> {
         if let Some(url) = &self.entry.url {
             let options = HttpOptions {
                 headers: self
@@ -146,14 +388,21 @@ impl Target {
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
-                bearer_token: std::env::var("TOOLGATE_BEARER_TOKEN").ok(),
+                bearer_token: std::env::var("TOOLGATE_BEARER_TOKEN")
+                    .ok()
+                    .filter(|t| !t.is_empty()),
                 connect_timeout: None,
                 limits: Default::default(),
             };
-            return Ok(builder.build(HttpTransport::new(url.clone(), options)?));
+            let transport = HttpTransport::new(url.clone(), options)
+                .with_context(|| format!("cannot use {url}"))?;
+            return Ok((builder.build(transport), None));
         }
         let Some(program) = &self.entry.command else {
-            bail!("server {:?} has neither a command nor a url", self.name);
+            return Err(Exit::new(
+                exit::USAGE,
+                format!("server {:?} has neither a command nor a url", self.name),
+            ));
         };
         let command = StdioCommand {
             program: program.clone(),
@@ -165,7 +414,82 @@ impl Target {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             cwd: self.entry.cwd.clone(),
+            inherit_env: reach.inherit_env,
         };
-        Ok(builder.build(StdioTransport::spawn(&command)?))
+        let transport = StdioTransport::spawn(&command)
+            .with_context(|| format!("cannot start {}", self.name))?;
+        let stderr = transport.stderr_handle();
+        Ok((builder.build(transport), Some(stderr)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(words: &str) -> String {
+        label(&words.split(' ').map(str::to_owned).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn launchers_are_named_by_their_package_and_versions_do_not_count() {
+        assert_eq!(
+            l("npx -y @modelcontextprotocol/server-everything@2025.1.1"),
+            "@modelcontextprotocol/server-everything"
+        );
+        assert_eq!(
+            l("npx -y @modelcontextprotocol/server-everything"),
+            "@modelcontextprotocol/server-everything"
+        );
+        assert_eq!(l("uvx mcp-server-fetch"), "mcp-server-fetch");
+        assert_eq!(
+            l("uvx --from mcp-server-git==1.0 mcp-server-git"),
+            "mcp-server-git"
+        );
+        assert_eq!(l("python -m mcp_server_time"), "mcp_server_time");
+        assert_eq!(l("docker run -p 80:80 mcp/time"), "mcp/time");
+        assert_eq!(
+            l("docker run -i --rm -e TOKEN mcp/github:latest"),
+            "mcp/github"
+        );
+        assert_eq!(l("pnpm dlx some-server"), "some-server");
+        assert_eq!(l("target/release/basket"), "basket");
+        assert_eq!(l("python3 -u servers/weather.py"), "weather");
+        assert_eq!(l("node build/index.js"), "build/index");
+    }
+
+    #[test]
+    fn further_arguments_make_the_name_distinct_and_stable() {
+        let a = l("npx -y @modelcontextprotocol/server-filesystem /tmp/a");
+        let b = l("npx -y @modelcontextprotocol/server-filesystem /tmp/b");
+        assert!(
+            a.starts_with("@modelcontextprotocol/server-filesystem#"),
+            "{a}"
+        );
+        assert_ne!(a, b);
+        assert_eq!(
+            a,
+            l("npx -y @modelcontextprotocol/server-filesystem@9 /tmp/a")
+        );
+        assert_ne!(l("npx -y @a/one"), l("npx -y @a/two"));
+    }
+
+    #[test]
+    fn addresses_accept_host_and_port() {
+        assert_eq!(
+            address("localhost:8080").as_deref(),
+            Some("http://localhost:8080/mcp")
+        );
+        assert_eq!(
+            address("127.0.0.1:9/api/mcp").as_deref(),
+            Some("http://127.0.0.1:9/api/mcp")
+        );
+        assert_eq!(address("[::1]:80").as_deref(), Some("http://[::1]:80/mcp"));
+        assert_eq!(
+            address("https://x.example/mcp").as_deref(),
+            Some("https://x.example/mcp")
+        );
+        assert_eq!(address("basket"), None);
+        assert_eq!(address("my:server"), None);
     }
 }

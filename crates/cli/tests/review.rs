@@ -12,7 +12,7 @@ const SERVER: &str = r#"while read line; do id=$(printf '%s' "$line" | sed -n 's
 fn toolgate(args: &[&str], description: &str, dir: &std::path::Path) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(args)
-        .args(["--", "/bin/sh", "-c", SERVER])
+        .args(["--inherit-env", "--", "/bin/sh", "-c", SERVER])
         .env("DESC", description)
         .current_dir(dir)
         .output()

@@ -34,6 +34,8 @@
 pub mod error;
 pub mod header;
 pub mod jsonrpc;
+#[cfg(feature = "logging")]
+pub mod logging;
 pub mod meta;
 pub mod names;
 pub mod quote;

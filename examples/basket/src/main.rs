@@ -37,13 +37,9 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // Logs go to stderr: on stdio, stdout carries only protocol messages.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    // Logs go to stderr (on stdio, stdout carries only protocol messages),
+    // plain when stderr is not a terminal or NO_COLOR is set.
+    toolgate_protocol::logging::init("info");
     let args = Args::parse();
     let auth = match (&args.auth_jwks, &args.auth_issuer, &args.auth_audience) {
         (Some(jwks), Some(issuer), Some(audience)) => {

@@ -96,6 +96,18 @@ type Routes = Arc<Mutex<HashMap<RequestId, mpsc::Sender<Result<Inbound, ClientEr
 /// How many of the child's last stderr lines are kept for error reports.
 const STDERR_TAIL: usize = 20;
 
+/// The last stderr lines of a started server (see
+/// [`StdioTransport::stderr_handle`]).
+#[derive(Clone, Debug)]
+pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    /// The last lines the server wrote to its stderr, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        lock(&self.0).iter().cloned().collect()
+    }
+}
+
 /// The stdio transport.
 pub struct StdioTransport {
     writer: mpsc::Sender<Vec<u8>>,
@@ -120,6 +132,13 @@ impl StdioTransport {
     /// to [`Limits::max_stderr_line_bytes`]): what to show when it fails.
     pub fn stderr_tail(&self) -> Vec<String> {
         lock(&self.stderr_tail).iter().cloned().collect()
+    }
+
+    /// A handle on the same stderr tail that outlives moving the transport
+    /// into a [`Client`](crate::Client): keep it to show the server's last
+    /// words when a request fails.
+    pub fn stderr_handle(&self) -> StderrTail {
+        StderrTail(self.stderr_tail.clone())
     }
 
     /// Start the server with these bounds on what it may send.

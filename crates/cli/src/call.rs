@@ -1,0 +1,243 @@
+//! `toolgate call`: show the tool, ask, call, print the result once.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use serde_json::{Map, Value};
+use toolgate_client::{CallOptions, ClientError, Risk, classify};
+use toolgate_protocol::types::{CallToolResult, ContentBlock, ResourceContents};
+
+use crate::exit::{self, Exit};
+use crate::input::Answers;
+use crate::target::{self, Reach};
+use crate::term::{self, ask, clean, one_line};
+use crate::tools::{risk_label, unknown_tool};
+use crate::{errln, outln};
+
+/// Options of `toolgate call`.
+pub struct CallArgs {
+    /// Arguments JSON.
+    pub args: String,
+    /// Skip confirmation.
+    pub yes: bool,
+    /// Print the whole result as JSON.
+    pub json: bool,
+    /// Where binary content goes.
+    pub output: Option<PathBuf>,
+    /// `--answer FIELD=JSON`.
+    pub answers: BTreeMap<String, Value>,
+    /// `--decline`.
+    pub decline: bool,
+}
+
+/// `toolgate call`.
+pub async fn call(
+    target: Option<&str>,
+    tool: &str,
+    command: &[String],
+    reach: &Reach,
+    o: CallArgs,
+) -> anyhow::Result<u8> {
+    let arguments: Map<String, Value> = match serde_json::from_str(&o.args) {
+        Ok(Value::Object(m)) => m,
+        Ok(_) => {
+            return Err(Exit::new(
+                exit::USAGE,
+                "--args must be a JSON object, like '{\"path\": \"/tmp\"}'",
+            ));
+        }
+        Err(e) => {
+            return Err(Exit::new(
+                exit::USAGE,
+                format!("--args is not valid JSON: {e}"),
+            ));
+        }
+    };
+    let target = target::resolve(target, command, reach)?;
+    let conn = target.connect(reach, Answers::new(&target.name, o.answers, o.decline))?;
+    let tools = conn
+        .client
+        .list_tools()
+        .await
+        .map_err(|e| conn.fail(e, "listing tools"))?;
+    let Some(definition) = tools.iter().find(|t| t.name == tool) else {
+        return Err(unknown_tool(tool, &conn.name, &tools));
+    };
+    let (risk, open_world) = classify(definition, conn.trusted);
+    errln!(
+        "server:    {}\ntool:      {}{}",
+        one_line(&conn.name),
+        one_line(&definition.name),
+        definition
+            .title
+            .as_ref()
+            .map(|t| format!(" ({})", one_line(t)))
+            .unwrap_or_default()
+    );
+    if let Some(d) = &definition.description {
+        errln!("about:     {}", term::short(d, 300));
+    }
+    errln!("risk:      {}", risk_label(risk, open_world));
+    errln!(
+        "arguments: {}",
+        clean(&serde_json::to_string_pretty(&Value::Object(
+            arguments.clone()
+        ))?)
+    );
+    // Only a read-only tool of a trusted server may skip the question.
+    let pre_approved = o.yes || (conn.trusted && risk == Risk::ReadOnly);
+    if !pre_approved {
+        if !term::interactive() {
+            return Err(Exit::new(
+                exit::DECLINED,
+                "not sent: no terminal to ask for confirmation on (pass --yes to send without asking)",
+            ));
+        }
+        let answer = ask("Send this call? [y/N] ".into()).await;
+        if !matches!(answer.as_deref().map(str::trim), Some("y" | "Y" | "yes")) {
+            return Err(Exit::new(exit::DECLINED, "not sent"));
+        }
+    }
+    match conn
+        .client
+        .call_tool(tool, arguments, &CallOptions::default())
+        .await
+    {
+        Ok(result) => {
+            print_result(&result, o.json, o.output.as_deref())?;
+            Ok(exit::OK)
+        }
+        Err(ClientError::Tool { text, result }) => {
+            if o.json {
+                outln!("{}", serde_json::to_string_pretty(&result)?);
+            }
+            errln!("tool error: {}", clean(&text));
+            Ok(exit::FAILED)
+        }
+        Err(e) => Err(conn.fail(e, &format!("calling {}", one_line(tool)))),
+    }
+}
+
+fn size(bytes: usize) -> String {
+    if bytes < 1024 {
+        format!("{bytes} B")
+    } else if bytes < 1024 * 1024 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+    }
+}
+
+/// Where the `n`th binary item goes: FILE, then FILE.2, FILE.3, …
+fn numbered(path: &Path, n: usize) -> PathBuf {
+    if n == 1 {
+        return path.to_path_buf();
+    }
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+/// Text content as text; structured content as JSON only with `--json` or
+/// when there is no text; binary content described, or written to
+/// `--output`.
+pub fn print_result(
+    result: &CallToolResult,
+    json: bool,
+    output: Option<&Path>,
+) -> anyhow::Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(result)?);
+    }
+    let mut binaries = 0usize;
+    let mut save =
+        |kind: &str, mime: &str, data: &str, uri: Option<&str>| -> anyhow::Result<String> {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(data.trim())
+                .map_err(|_| {
+                    Exit::new(
+                        exit::PROTOCOL,
+                        format!("the {kind} content is not valid base64"),
+                    )
+                })?;
+            let mut text = format!("[{kind}: {}, {}", one_line(mime), size(bytes.len()));
+            if let Some(uri) = uri {
+                text.push_str(&format!(", {}", one_line(uri)));
+            }
+            match output {
+                Some(path) => {
+                    binaries += 1;
+                    let path = numbered(path, binaries);
+                    std::fs::write(&path, &bytes).map_err(|e| {
+                        Exit::new(exit::USAGE, format!("cannot write {}: {e}", path.display()))
+                    })?;
+                    text.push_str(&format!(", written to {}]", path.display()));
+                }
+                None => text.push_str("; --output FILE saves it]"),
+            }
+            Ok(text)
+        };
+    let mut has_text = false;
+    let mut lines = Vec::new();
+    for item in &result.content {
+        match item {
+            ContentBlock::Text(t) => {
+                has_text = true;
+                lines.push(clean(&t.text));
+            }
+            ContentBlock::Image(i) => lines.push(save("image", &i.mime_type, &i.data, None)?),
+            ContentBlock::Audio(a) => lines.push(save("audio", &a.mime_type, &a.data, None)?),
+            ContentBlock::ResourceLink(link) => {
+                let mut text = format!("[resource link: {}", one_line(&link.uri));
+                if let Some(mime) = &link.mime_type {
+                    text.push_str(&format!(", {}", one_line(mime)));
+                }
+                if let Some(size_) = link.size {
+                    text.push_str(&format!(
+                        ", {}",
+                        size(usize::try_from(size_).unwrap_or(usize::MAX))
+                    ));
+                }
+                text.push_str(&format!(
+                    " — {}]",
+                    one_line(link.title.as_deref().unwrap_or(&link.name))
+                ));
+                lines.push(text);
+            }
+            ContentBlock::EmbeddedResource(r) => match &r.resource {
+                ResourceContents::Text(t) => {
+                    has_text = true;
+                    lines.push(format!(
+                        "[resource {}{}]\n{}",
+                        one_line(&t.uri),
+                        t.mime_type
+                            .as_deref()
+                            .map(|m| format!(", {}", one_line(m)))
+                            .unwrap_or_default(),
+                        clean(&t.text)
+                    ));
+                }
+                ResourceContents::Blob(b) => lines.push(save(
+                    "resource",
+                    b.mime_type.as_deref().unwrap_or("application/octet-stream"),
+                    &b.blob,
+                    Some(&b.uri),
+                )?),
+            },
+        }
+    }
+    if json {
+        // The JSON above is the output; binary items were still saved.
+        return Ok(());
+    }
+    for line in lines {
+        outln!("{line}");
+    }
+    if !has_text {
+        if let Some(s) = &result.structured_content {
+            outln!("{}", clean(&serde_json::to_string_pretty(s)?));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! Exit statuses, one meaning each, the same for every subcommand.
+
+use std::process::ExitCode;
+
+use toolgate_client::ClientError;
+
+/// Success.
+pub const OK: u8 = 0;
+/// The tool reported an error (`call`); findings at `--fail-on` (`audit`);
+/// definitions differ from the lock (`lock`, `verify`).
+pub const FAILED: u8 = 1;
+/// Bad command line or local input: arguments, config file, lock file.
+pub const USAGE: u8 = 2;
+/// A transport or protocol failure: the server could not be reached,
+/// failed to start or exited, sent something invalid, refused a request,
+/// or has no such tool.
+pub const PROTOCOL: u8 = 3;
+/// No answer in time.
+pub const TIMEOUT: u8 = 4;
+/// The result breaks the tool's output schema.
+pub const OUTPUT_SCHEMA: u8 = 5;
+/// Declined or not sent: the person said no, there was no terminal to ask
+/// on, or the call was refused before it was sent.
+pub const DECLINED: u8 = 6;
+
+/// The table shown at the end of `--help`.
+pub const HELP: &str = "\
+Exit status:
+  0  success
+  1  the tool reported an error (call); findings at --fail-on (audit);
+     definitions differ from the lock (lock, verify)
+  2  bad arguments, config file or lock file
+  3  transport or protocol failure: server unreachable, failed to start or
+     exited, invalid answer, request refused, unknown tool
+  4  timeout
+  5  the result breaks the tool's outputSchema
+  6  declined or not sent (confirmation refused, no terminal to ask on)";
+
+/// An error that carries its own exit status.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Exit {
+    /// The status.
+    pub code: u8,
+    /// What to print after `toolgate: `.
+    pub message: String,
+}
+
+impl Exit {
+    /// An error with this status.
+    pub fn new(code: u8, message: impl Into<String>) -> anyhow::Error {
+        Exit {
+            code,
+            message: message.into(),
+        }
+        .into()
+    }
+}
+
+/// The status for a client failure.
+pub fn for_client(error: &ClientError) -> u8 {
+    match error {
+        ClientError::Tool { .. } => FAILED,
+        ClientError::Timeout(_) => TIMEOUT,
+        ClientError::OutputSchema { .. } => OUTPUT_SCHEMA,
+        ClientError::Denied(_) => DECLINED,
+        _ => PROTOCOL,
+    }
+}
+
+/// The status for any failure: the first [`Exit`] or [`ClientError`] in
+/// its chain decides; anything else is a local problem.
+pub fn for_error(error: &anyhow::Error) -> u8 {
+    for cause in error.chain() {
+        if let Some(exit) = cause.downcast_ref::<Exit>() {
+            return exit.code;
+        }
+        if let Some(client) = cause.downcast_ref::<ClientError>() {
+            return for_client(client);
+        }
+    }
+    USAGE
+}
+
+/// `code` as a process exit code.
+pub fn code(code: u8) -> ExitCode {
+    ExitCode::from(code)
+}

@@ -1,0 +1,586 @@
+//! Answering a server's questions during `toolgate call`: form
+//! elicitations field by field on a terminal or from `--answer`, URL
+//! elicitations as a link the person opens themselves, and roots from the
+//! working directory.
+//!
+//! Every question names the server that asks, shows its text cleaned of
+//! terminal tricks, and can be declined or cancelled; a form's answers are
+//! shown for review before they are sent, and checked against the
+//! requested schema (a server's `--answer` is checked the same way).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use toolgate_client::{BoxFuture, ClientError, InputHandler};
+use toolgate_protocol::types::ClientCapabilities;
+
+use crate::errln;
+use crate::term::{self, ask, clean, one_line};
+
+/// How questions are answered.
+#[derive(Clone, Debug, Default)]
+pub struct Answers {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// The server's name, shown with every question.
+    server: String,
+    /// `--answer FIELD=JSON`: fills that field of any form.
+    given: BTreeMap<String, Value>,
+    /// `--decline`: decline every question.
+    decline: bool,
+    /// A person can be asked.
+    interactive: bool,
+    /// Declare the capabilities at all (only `call` answers questions).
+    enabled: bool,
+}
+
+impl Answers {
+    /// Answers for `call`.
+    pub fn new(server: &str, given: BTreeMap<String, Value>, decline: bool) -> Self {
+        Answers {
+            inner: Arc::new(Inner {
+                server: server.to_owned(),
+                given,
+                decline,
+                interactive: term::interactive(),
+                enabled: true,
+            }),
+        }
+    }
+
+    /// For commands that only list: no input capabilities declared.
+    pub fn none() -> Self {
+        Self::default()
+    }
+}
+
+/// Parse `FIELD=JSON` (a value that is not JSON is taken as a string, so
+/// `--answer name=Ada` works).
+pub fn parse_answer(text: &str) -> Result<(String, Value), String> {
+    let Some((field, value)) = text.split_once('=') else {
+        return Err(format!(
+            "{text:?} is not FIELD=VALUE (for example --answer confirm=true)"
+        ));
+    };
+    if field.is_empty() {
+        return Err(format!("{text:?} has no field name before '='"));
+    }
+    let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()));
+    Ok((field.to_owned(), value))
+}
+
+fn declined(why: &str) -> Value {
+    errln!("toolgate: {why}");
+    json!({"action": "decline"})
+}
+
+impl InputHandler for Answers {
+    fn capabilities(&self) -> ClientCapabilities {
+        if !self.inner.enabled {
+            return ClientCapabilities::default();
+        }
+        ClientCapabilities {
+            elicitation: Some(
+                serde_json::from_value(json!({"form": {}, "url": {}})).unwrap_or_default(),
+            ),
+            roots: Some(Map::new()),
+            ..Default::default()
+        }
+    }
+
+    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let message = params.get("message").and_then(Value::as_str).unwrap_or("");
+            errln!("\n{} asks: {}", inner.server, clean(message));
+            if inner.decline {
+                return Ok(declined("declined (--decline)"));
+            }
+            let mode = params.get("mode").and_then(Value::as_str).unwrap_or("form");
+            match mode {
+                "url" => Ok(url_mode(inner, &params).await),
+                "form" => Ok(form_mode(inner, &params).await),
+                other => Ok(declined(&format!(
+                    "declined: unknown elicitation mode {:?}",
+                    one_line(other)
+                ))),
+            }
+        })
+    }
+
+    fn roots(&self) -> BoxFuture<'_, Result<Value, ClientError>> {
+        Box::pin(async {
+            let cwd = std::env::current_dir()
+                .map_err(|e| ClientError::InputUnavailable(format!("roots: {e}")))?;
+            let name = cwd
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "/".into());
+            Ok(json!({"roots": [{"uri": file_uri(&cwd), "name": name}]}))
+        })
+    }
+}
+
+/// `file://` URI of a directory, percent-encoded.
+fn file_uri(path: &std::path::Path) -> String {
+    let text = path.to_string_lossy();
+    let mut uri = String::from("file://");
+    if !text.starts_with('/') {
+        uri.push('/');
+    }
+    for b in text.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                uri.push(b as char)
+            }
+            b'\\' => uri.push('/'),
+            _ => uri.push_str(&format!("%{b:02X}")),
+        }
+    }
+    uri
+}
+
+async fn url_mode(inner: &Inner, params: &Value) -> Value {
+    let Some(url) = params.get("url").and_then(Value::as_str) else {
+        return declined("declined: the URL request has no url");
+    };
+    let host = url
+        .split_once("://")
+        .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(""))
+        .map(|authority| authority.rsplit('@').next().unwrap_or(authority))
+        .unwrap_or("");
+    errln!("  link:   {}", clean(url));
+    errln!("  domain: {}", one_line(host));
+    if host.split('.').any(|label| label.starts_with("xn--")) || !host.is_ascii() {
+        errln!(
+            "  warning: the domain uses internationalized characters (punycode); check it is the site you expect"
+        );
+    }
+    if !url.starts_with("https://") {
+        errln!("  warning: not an https link");
+    }
+    if !inner.interactive {
+        return declined(
+            "declined: a link must be opened by a person; run on a terminal to answer",
+        );
+    }
+    errln!("  toolgate does not open links. Open it yourself in a browser if you trust it.");
+    match ask("  Done? [Enter] = accept, n = decline, c = cancel: ".into())
+        .await
+        .as_deref()
+        .map(str::trim)
+    {
+        Some("" | "y" | "yes") => json!({"action": "accept"}),
+        Some("c" | "cancel") | None => json!({"action": "cancel"}),
+        _ => json!({"action": "decline"}),
+    }
+}
+
+/// One field of a form.
+struct Field<'a> {
+    name: &'a str,
+    schema: &'a Value,
+    required: bool,
+}
+
+async fn form_mode(inner: &Inner, params: &Value) -> Value {
+    let schema = params.get("requestedSchema").unwrap_or(&Value::Null);
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let empty = Map::new();
+    let properties = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let fields: Vec<Field<'_>> = properties
+        .iter()
+        .map(|(name, schema)| Field {
+            name,
+            schema,
+            required: required.contains(&name.as_str()),
+        })
+        .collect();
+    let mut content = Map::new();
+    let mut missing = Vec::new();
+    for field in &fields {
+        if let Some(value) = inner.given.get(field.name) {
+            if let Err(why) = check(field, value) {
+                return declined(&format!(
+                    "declined: --answer {}: {why}",
+                    one_line(field.name)
+                ));
+            }
+            content.insert(field.name.to_owned(), value.clone());
+        } else if !inner.interactive {
+            match field.schema.get("default") {
+                Some(default) => {
+                    content.insert(field.name.to_owned(), default.clone());
+                }
+                None if field.required => missing.push(one_line(field.name)),
+                None => {}
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return declined(&format!(
+            "declined: no terminal to ask on and no answer for {}; pass --answer FIELD=JSON for each",
+            missing.join(", ")
+        ));
+    }
+    if !inner.interactive {
+        return json!({"action": "accept", "content": content});
+    }
+    loop {
+        for field in fields.iter().filter(|f| !inner.given.contains_key(f.name)) {
+            match prompt(field, content.get(field.name)).await {
+                Prompted::Value(Some(v)) => {
+                    content.insert(field.name.to_owned(), v);
+                }
+                Prompted::Value(None) => {
+                    content.remove(field.name);
+                }
+                Prompted::Decline => return json!({"action": "decline"}),
+                Prompted::Cancel => return json!({"action": "cancel"}),
+            }
+        }
+        errln!(
+            "  answers: {}",
+            one_line(&Value::Object(content.clone()).to_string())
+        );
+        match ask("  Send these answers? [Y]es, e = edit, n = decline, c = cancel: ".into())
+            .await
+            .as_deref()
+            .map(str::trim)
+        {
+            Some("" | "y" | "Y" | "yes") => return json!({"action": "accept", "content": content}),
+            Some("e" | "edit") => continue,
+            Some("c" | "cancel") | None => return json!({"action": "cancel"}),
+            _ => return json!({"action": "decline"}),
+        }
+    }
+}
+
+enum Prompted {
+    Value(Option<Value>),
+    Decline,
+    Cancel,
+}
+
+fn choices(schema: &Value) -> Vec<(Value, String)> {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        let titles = schema.get("enumNames").and_then(Value::as_array);
+        return values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let title = titles
+                    .and_then(|t| t.get(i))
+                    .and_then(Value::as_str)
+                    .map(one_line)
+                    .unwrap_or_else(|| display(v));
+                (v.clone(), title)
+            })
+            .collect();
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(options) = schema.get(key).and_then(Value::as_array) {
+            return options
+                .iter()
+                .filter_map(|o| {
+                    let value = o.get("const")?.clone();
+                    let title = o
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .map(one_line)
+                        .unwrap_or_else(|| display(&value));
+                    Some((value, title))
+                })
+                .collect();
+        }
+    }
+    Vec::new()
+}
+
+fn display(v: &Value) -> String {
+    match v {
+        Value::String(s) => one_line(s),
+        other => one_line(&other.to_string()),
+    }
+}
+
+async fn prompt(field: &Field<'_>, current: Option<&Value>) -> Prompted {
+    let schema = field.schema;
+    let kind = schema
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("string");
+    let title = schema
+        .get("title")
+        .and_then(Value::as_str)
+        .map(one_line)
+        .unwrap_or_else(|| one_line(field.name));
+    let items = schema.get("items").unwrap_or(&Value::Null);
+    let options = if kind == "array" {
+        choices(items)
+    } else {
+        choices(schema)
+    };
+    errln!();
+    errln!(
+        "  {title}{}",
+        if field.required { " (required)" } else { "" }
+    );
+    if let Some(d) = schema.get("description").and_then(Value::as_str) {
+        errln!("    {}", one_line(d));
+    }
+    for (i, (_, label)) in options.iter().enumerate() {
+        errln!("    {}) {label}", i + 1);
+    }
+    let default = current.or_else(|| schema.get("default"));
+    let hint = match (kind, options.is_empty()) {
+        ("boolean", _) => "y/n".to_owned(),
+        ("array", false) => "numbers, comma-separated".to_owned(),
+        (_, false) => "number".to_owned(),
+        ("integer", _) => "whole number".to_owned(),
+        ("number", _) => "number".to_owned(),
+        _ => schema
+            .get("format")
+            .and_then(Value::as_str)
+            .map(one_line)
+            .unwrap_or_else(|| "text".into()),
+    };
+    loop {
+        let shown_default = default
+            .map(|d| format!(" [{}]", display(d)))
+            .unwrap_or_default();
+        let Some(line) = ask(format!("    {hint}{shown_default} (!decline, !cancel): ")).await
+        else {
+            return Prompted::Cancel;
+        };
+        let line = line.trim();
+        match line {
+            "!decline" => return Prompted::Decline,
+            "!cancel" => return Prompted::Cancel,
+            "" => match default {
+                Some(d) => return Prompted::Value(Some(d.clone())),
+                None if !field.required => return Prompted::Value(None),
+                None => {
+                    errln!("    an answer is required");
+                    continue;
+                }
+            },
+            _ => {}
+        }
+        let value = match parse(kind, &options, line) {
+            Ok(v) => v,
+            Err(why) => {
+                errln!("    {why}");
+                continue;
+            }
+        };
+        match check(field, &value) {
+            Ok(()) => return Prompted::Value(Some(value)),
+            Err(why) => errln!("    {why}"),
+        }
+    }
+}
+
+fn parse(kind: &str, options: &[(Value, String)], line: &str) -> Result<Value, String> {
+    let pick = |text: &str| -> Result<Value, String> {
+        text.trim()
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| options.get(i))
+            .map(|(v, _)| v.clone())
+            .ok_or_else(|| format!("choose a number from 1 to {}", options.len()))
+    };
+    match kind {
+        "array" if !options.is_empty() => line
+            .split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(pick)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array),
+        _ if !options.is_empty() => pick(line),
+        "boolean" => match line {
+            "y" | "yes" | "true" => Ok(Value::Bool(true)),
+            "n" | "no" | "false" => Ok(Value::Bool(false)),
+            _ => Err("answer y or n".into()),
+        },
+        "integer" => line
+            .parse::<i64>()
+            .map(Value::from)
+            .map_err(|_| "enter a whole number".into()),
+        "number" => line
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(Value::Number)
+            .ok_or_else(|| "enter a number".into()),
+        _ => Ok(Value::String(line.to_owned())),
+    }
+}
+
+/// Check an answer against its field's schema (the restricted form
+/// schema: type, length, range, format, choices).
+fn check(field: &Field<'_>, value: &Value) -> Result<(), String> {
+    let schema = field.schema;
+    let kind = schema
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("string");
+    let type_ok = match kind {
+        "string" => value.is_string(),
+        "number" => value.is_number(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "boolean" => value.is_boolean(),
+        "array" => value.is_array(),
+        _ => true,
+    };
+    if !type_ok {
+        return Err(format!(
+            "expected a {kind}, got {}",
+            one_line(&value.to_string())
+        ));
+    }
+    let options = if kind == "array" {
+        choices(schema.get("items").unwrap_or(&Value::Null))
+    } else {
+        choices(schema)
+    };
+    if !options.is_empty() {
+        let allowed = |v: &Value| options.iter().any(|(o, _)| o == v);
+        let all = match value {
+            Value::Array(items) => items.iter().all(allowed),
+            v => allowed(v),
+        };
+        if !all {
+            let names: Vec<String> = options.iter().map(|(v, _)| display(v)).collect();
+            return Err(format!("choose from {}", names.join(", ")));
+        }
+    }
+    if let Some(s) = value.as_str() {
+        let len = s.chars().count() as u64;
+        if let Some(min) = schema
+            .get("minLength")
+            .and_then(Value::as_u64)
+            .filter(|m| len < *m)
+        {
+            return Err(format!("at least {min} characters"));
+        }
+        if let Some(max) = schema
+            .get("maxLength")
+            .and_then(Value::as_u64)
+            .filter(|m| len > *m)
+        {
+            return Err(format!("at most {max} characters"));
+        }
+        match schema.get("format").and_then(Value::as_str) {
+            Some("email") if !s.contains('@') || s.starts_with('@') || s.ends_with('@') => {
+                return Err("not an email address".into());
+            }
+            Some("uri") if !s.contains(':') => return Err("not a URI (scheme:…)".into()),
+            Some("date") if !is_date(s) => return Err("not a date (YYYY-MM-DD)".into()),
+            Some("date-time") if s.len() < 11 || !is_date(&s[..10]) || s.as_bytes()[10] != b'T' => {
+                return Err("not a date-time (YYYY-MM-DDThh:mm:ssZ)".into());
+            }
+            _ => {}
+        }
+    }
+    if let Some(n) = value.as_f64() {
+        if let Some(min) = schema
+            .get("minimum")
+            .and_then(Value::as_f64)
+            .filter(|m| n < *m)
+        {
+            return Err(format!("at least {min}"));
+        }
+        if let Some(max) = schema
+            .get("maximum")
+            .and_then(Value::as_f64)
+            .filter(|m| n > *m)
+        {
+            return Err(format!("at most {max}"));
+        }
+    }
+    Ok(())
+}
+
+fn is_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field<'a>(schema: &'a Value) -> Field<'a> {
+        Field {
+            name: "f",
+            schema,
+            required: true,
+        }
+    }
+
+    #[test]
+    fn answers_are_checked_against_the_requested_schema() {
+        let s = json!({"type": "string", "maxLength": 3});
+        assert!(check(&field(&s), &json!("abc")).is_ok());
+        assert!(check(&field(&s), &json!("abcd")).is_err());
+        assert!(check(&field(&s), &json!(1)).is_err());
+        let e = json!({"type": "string", "oneOf": [{"const": "#f00", "title": "Red"}]});
+        assert!(check(&field(&e), &json!("#f00")).is_ok());
+        assert!(check(&field(&e), &json!("Red")).is_err());
+        let m = json!({"type": "array", "items": {"enum": ["a", "b"]}});
+        assert!(check(&field(&m), &json!(["a", "b"])).is_ok());
+        assert!(check(&field(&m), &json!(["c"])).is_err());
+        let n = json!({"type": "integer", "minimum": 1, "maximum": 9});
+        assert!(check(&field(&n), &json!(5)).is_ok());
+        assert!(check(&field(&n), &json!(10)).is_err());
+        assert!(check(&field(&n), &json!(1.5)).is_err());
+        let d = json!({"type": "string", "format": "date"});
+        assert!(check(&field(&d), &json!("2026-12-01")).is_ok());
+        assert!(check(&field(&d), &json!("tomorrow")).is_err());
+    }
+
+    #[test]
+    fn typed_input_is_parsed_by_kind() {
+        let options = vec![(json!("x"), "X".to_owned()), (json!("y"), "Y".to_owned())];
+        assert_eq!(parse("string", &options, "2"), Ok(json!("y")));
+        assert_eq!(parse("array", &options, "1, 2"), Ok(json!(["x", "y"])));
+        assert!(parse("string", &options, "3").is_err());
+        assert_eq!(parse("boolean", &[], "y"), Ok(json!(true)));
+        assert_eq!(parse("integer", &[], "42"), Ok(json!(42)));
+        assert!(parse("integer", &[], "4.2").is_err());
+    }
+
+    #[test]
+    fn answers_given_on_the_command_line_parse_as_json_or_text() {
+        assert_eq!(parse_answer("n=3"), Ok(("n".into(), json!(3))));
+        assert_eq!(parse_answer("name=Ada"), Ok(("name".into(), json!("Ada"))));
+        assert!(parse_answer("nothing").is_err());
+        assert!(parse_answer("=1").is_err());
+    }
+
+    #[test]
+    fn roots_are_file_uris() {
+        assert_eq!(
+            file_uri(std::path::Path::new("/home/a b/x")),
+            "file:///home/a%20b/x"
+        );
+    }
+}

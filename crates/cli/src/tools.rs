@@ -1,0 +1,235 @@
+//! `toolgate tools`: a server's tools as a table, or one tool in full.
+
+use comfy_table::{ContentArrangement, Row, Table, presets};
+use serde_json::Value;
+use toolgate_client::{Risk, classify};
+use toolgate_protocol::types::Tool;
+
+use crate::exit::{self, Exit};
+use crate::input::Answers;
+use crate::target::{self, Reach};
+use crate::term::{clean, one_line, short};
+use crate::{errln, outln};
+
+/// The risk class in words.
+pub fn risk_label(risk: Risk, open_world: bool) -> String {
+    let base = match risk {
+        Risk::ReadOnly => "read-only",
+        Risk::Additive => "writes",
+        Risk::Destructive => "destructive",
+    };
+    if open_world {
+        format!("{base}, open-world")
+    } else {
+        base.to_owned()
+    }
+}
+
+/// The annotations as `name=value` pairs.
+pub fn hints(tool: &Tool) -> String {
+    let Some(a) = &tool.annotations else {
+        return "(none: defaults are destructive, open-world)".into();
+    };
+    let mut parts = Vec::new();
+    for (name, value) in [
+        ("readOnly", a.read_only_hint),
+        ("destructive", a.destructive_hint),
+        ("idempotent", a.idempotent_hint),
+        ("openWorld", a.open_world_hint),
+    ] {
+        if let Some(v) = value {
+            parts.push(format!("{name}={v}"));
+        }
+    }
+    if parts.is_empty() {
+        "(none)".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
+fn properties(tool: &Tool) -> (Vec<(String, Value)>, Vec<String>) {
+    let schema = serde_json::to_value(&tool.input_schema).unwrap_or(Value::Null);
+    let required: Vec<String> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    (props, required)
+}
+
+/// Argument names, optional ones in brackets: `path [limit]`.
+fn arguments(tool: &Tool) -> String {
+    let (props, required) = properties(tool);
+    props
+        .iter()
+        .map(|(name, _)| {
+            if required.contains(name) {
+                one_line(name)
+            } else {
+                format!("[{}]", one_line(name))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The closest tool names to `wanted`, best first (at most three).
+pub fn suggestions<'a>(wanted: &str, tools: &'a [Tool]) -> Vec<&'a str> {
+    let wanted_lower = wanted.to_lowercase();
+    let mut scored: Vec<(f64, &str)> = tools
+        .iter()
+        .map(|t| {
+            let name = t.name.to_lowercase();
+            let mut score = strsim::jaro_winkler(&wanted_lower, &name);
+            if name.contains(&wanted_lower) || wanted_lower.contains(&name) {
+                score = score.max(0.9);
+            }
+            (score, t.name.as_str())
+        })
+        .filter(|(score, _)| *score >= 0.8)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored.into_iter().take(3).map(|(_, n)| n).collect()
+}
+
+/// The error for a tool the server does not have.
+pub fn unknown_tool(name: &str, server: &str, tools: &[Tool]) -> anyhow::Error {
+    let close = suggestions(name, tools);
+    let hint = if close.is_empty() {
+        format!("`toolgate tools {server}` lists them")
+    } else {
+        let names: Vec<String> = close.iter().map(|n| one_line(n)).collect();
+        format!("did you mean {}?", names.join(", "))
+    };
+    Exit::new(
+        exit::PROTOCOL,
+        format!("{server} has no tool {:?}; {hint}", one_line(name)),
+    )
+}
+
+/// `toolgate tools [TARGET] [TOOL]`.
+pub async fn tools(
+    target: Option<&str>,
+    tool: Option<&str>,
+    command: &[String],
+    reach: &Reach,
+    json: bool,
+) -> anyhow::Result<u8> {
+    let target = target::resolve(target, command, reach)?;
+    let conn = target.connect(reach, Answers::none())?;
+    let tools = conn
+        .client
+        .list_tools()
+        .await
+        .map_err(|e| conn.fail(e, "listing tools"))?;
+    if let Some(name) = tool {
+        let Some(found) = tools.iter().find(|t| t.name == name) else {
+            return Err(unknown_tool(name, &conn.name, &tools));
+        };
+        if json {
+            outln!("{}", serde_json::to_string_pretty(found)?);
+        } else {
+            show(found, conn.trusted);
+        }
+        return Ok(exit::OK);
+    }
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&tools)?);
+        return Ok(exit::OK);
+    }
+    let mut table = Table::new();
+    table
+        .load_preset(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(["NAME", "ARGUMENTS", "RISK", "DESCRIPTION"]);
+    for t in &tools {
+        let (risk, open_world) = classify(t, conn.trusted);
+        let mut row = Row::from([
+            one_line(&t.name),
+            arguments(t),
+            risk_label(risk, open_world),
+            short(t.description.as_deref().unwrap_or(""), 100),
+        ]);
+        row.max_height(1);
+        table.add_row(row);
+    }
+    for line in table.lines() {
+        outln!("{}", line.trim_end());
+    }
+    if !conn.trusted {
+        errln!(
+            "\nrisk ignores annotations: {} is not trusted (pass --trust, or set \"trusted\": true in the config)",
+            conn.name
+        );
+    }
+    Ok(exit::OK)
+}
+
+/// One tool in full.
+fn show(tool: &Tool, trusted: bool) {
+    let (risk, open_world) = classify(tool, trusted);
+    outln!("name:        {}", one_line(&tool.name));
+    if let Some(title) = &tool.title {
+        outln!("title:       {}", one_line(title));
+    }
+    outln!("risk:        {}", risk_label(risk, open_world));
+    outln!("annotations: {}", hints(tool));
+    if let Some(d) = &tool.description {
+        outln!("description:");
+        for line in clean(d).lines() {
+            outln!("  {line}");
+        }
+    }
+    let (props, required) = properties(tool);
+    if props.is_empty() {
+        outln!("arguments:   (none)");
+    } else {
+        outln!("arguments:");
+    }
+    for (name, schema) in &props {
+        let kind = schema
+            .get("type")
+            .map(|t| match t {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .unwrap_or_else(|| "any".into());
+        let mark = if required.contains(name) {
+            ", required"
+        } else {
+            ""
+        };
+        outln!("  {} ({}{mark})", one_line(name), one_line(&kind));
+        if let Some(d) = schema.get("description").and_then(Value::as_str) {
+            outln!("      {}", one_line(d));
+        }
+        if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+            let list: Vec<String> = values.iter().map(|v| one_line(&v.to_string())).collect();
+            outln!("      one of: {}", list.join(", "));
+        }
+        if let Some(default) = schema.get("default") {
+            outln!("      default: {}", one_line(&default.to_string()));
+        }
+    }
+    match &tool.output_schema {
+        Some(schema) => {
+            outln!("output schema:");
+            let text = serde_json::to_string_pretty(schema).unwrap_or_default();
+            for line in clean(&text).lines() {
+                outln!("  {line}");
+            }
+        }
+        None => outln!("output schema: (none)"),
+    }
+}
