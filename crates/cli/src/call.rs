@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use toolgate_client::{CallOptions, ClientError, Risk, classify};
 use toolgate_protocol::types::{CallToolResult, ContentBlock, ResourceContents};
 
-use crate::exit::{self, Exit};
+use crate::exit;
 use crate::input::Answers;
 use crate::target::{self, Reach};
 use crate::term::{self, ask, clean, one_line};
@@ -42,13 +42,13 @@ pub async fn call(
     let arguments: Map<String, Value> = match serde_json::from_str(&o.args) {
         Ok(Value::Object(m)) => m,
         Ok(_) => {
-            return Err(Exit::new(
+            return Err(exit::fail(
                 exit::USAGE,
                 "--args must be a JSON object, like '{\"path\": \"/tmp\"}'",
             ));
         }
         Err(e) => {
-            return Err(Exit::new(
+            return Err(exit::fail(
                 exit::USAGE,
                 format!("--args is not valid JSON: {e}"),
             ));
@@ -89,14 +89,14 @@ pub async fn call(
     let pre_approved = o.yes || (conn.trusted && risk == Risk::ReadOnly);
     if !pre_approved {
         if !term::interactive() {
-            return Err(Exit::new(
+            return Err(exit::fail(
                 exit::DECLINED,
                 "not sent: no terminal to ask for confirmation on (pass --yes to send without asking)",
             ));
         }
         let answer = ask("Send this call? [y/N] ".into()).await;
         if !matches!(answer.as_deref().map(str::trim), Some("y" | "Y" | "yes")) {
-            return Err(Exit::new(exit::DECLINED, "not sent"));
+            return Err(exit::fail(exit::DECLINED, "not sent"));
         }
     }
     match conn
@@ -156,7 +156,7 @@ pub fn print_result(
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(data.trim())
                 .map_err(|_| {
-                    Exit::new(
+                    exit::fail(
                         exit::PROTOCOL,
                         format!("the {kind} content is not valid base64"),
                     )
@@ -170,7 +170,7 @@ pub fn print_result(
                     binaries += 1;
                     let path = numbered(path, binaries);
                     std::fs::write(&path, &bytes).map_err(|e| {
-                        Exit::new(exit::USAGE, format!("cannot write {}: {e}", path.display()))
+                        exit::fail(exit::USAGE, format!("cannot write {}: {e}", path.display()))
                     })?;
                     text.push_str(&format!(", written to {}]", path.display()));
                 }
@@ -234,10 +234,8 @@ pub fn print_result(
     for line in lines {
         outln!("{line}");
     }
-    if !has_text {
-        if let Some(s) = &result.structured_content {
-            outln!("{}", clean(&serde_json::to_string_pretty(s)?));
-        }
+    if let (false, Some(s)) = (has_text, &result.structured_content) {
+        outln!("{}", clean(&serde_json::to_string_pretty(s)?));
     }
     Ok(())
 }

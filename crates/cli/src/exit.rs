@@ -46,15 +46,13 @@ pub struct Exit {
     pub message: String,
 }
 
-impl Exit {
-    /// An error with this status.
-    pub fn new(code: u8, message: impl Into<String>) -> anyhow::Error {
-        Exit {
-            code,
-            message: message.into(),
-        }
-        .into()
+/// An error with this status.
+pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {
+    Exit {
+        code,
+        message: message.into(),
     }
+    .into()
 }
 
 /// The status for a client failure.

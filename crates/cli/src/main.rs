@@ -299,7 +299,7 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             let (target, tool) = match names.as_slice() {
                 [tool] => (None, tool.clone()),
                 [target, tool, ..] => (Some(target.clone()), tool.clone()),
-                [] => return Err(exit::Exit::new(exit::USAGE, "name the tool to call")),
+                [] => return Err(exit::fail(exit::USAGE, "name the tool to call")),
             };
             let options = call::CallArgs {
                 args,
@@ -345,7 +345,7 @@ async fn run(command: Command) -> anyhow::Result<u8> {
                 outln!("{}", term::clean(&decoded));
                 Ok(exit::OK)
             }
-            Err(e) => Err(exit::Exit::new(
+            Err(e) => Err(exit::fail(
                 exit::USAGE,
                 format!("invalid header value: {e}"),
             )),

@@ -6,7 +6,7 @@ use toolgate_client::ClientError;
 use toolgate_review::lock::{Change, LockFile, compare, lock_server};
 use toolgate_review::{ServerTools, Severity, audit, capabilities, sarif};
 
-use crate::exit::{self, Exit};
+use crate::exit;
 use crate::input::Answers;
 use crate::target::{self, Reach, Target};
 use crate::term::one_line;
@@ -34,7 +34,7 @@ struct Fetched {
 async fn fetch(t: &Targets<'_>) -> anyhow::Result<Fetched> {
     let targets: Vec<Target> = if t.all {
         if t.target.is_some() || !t.command.is_empty() {
-            return Err(Exit::new(
+            return Err(exit::fail(
                 exit::USAGE,
                 "--all takes every server of the config file; give no TARGET or COMMAND with it",
             ));
@@ -171,10 +171,10 @@ pub async fn audit_command(
 fn read_lock(path: &Path) -> anyhow::Result<Option<LockFile>> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(Some(LockFile::parse(&text).map_err(|e| {
-            Exit::new(exit::USAGE, format!("{}: {e}", path.display()))
+            exit::fail(exit::USAGE, format!("{}: {e}", path.display()))
         })?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Exit::new(
+        Err(e) => Err(exit::fail(
             exit::USAGE,
             format!("cannot read {}: {e}", path.display()),
         )),
@@ -227,7 +227,7 @@ pub async fn lock_command(t: Targets<'_>, path: &Path, update: bool) -> anyhow::
         );
     }
     std::fs::write(path, lock.render())
-        .map_err(|e| Exit::new(exit::USAGE, format!("cannot write {}: {e}", path.display())))?;
+        .map_err(|e| exit::fail(exit::USAGE, format!("cannot write {}: {e}", path.display())))?;
     Ok(status(
         if refused { exit::FAILED } else { exit::OK },
         &fetched,
@@ -237,7 +237,7 @@ pub async fn lock_command(t: Targets<'_>, path: &Path, update: bool) -> anyhow::
 /// `toolgate verify`.
 pub async fn verify_command(t: Targets<'_>, path: &Path) -> anyhow::Result<u8> {
     let Some(lock) = read_lock(path)? else {
-        return Err(Exit::new(
+        return Err(exit::fail(
             exit::USAGE,
             format!(
                 "no lock file at {}; create it with `toolgate lock`",

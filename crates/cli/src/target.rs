@@ -12,7 +12,7 @@ use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::transport::stdio::{StderrTail, StdioCommand, StdioTransport};
 use toolgate_client::{Client, ClientBuilder, ClientError};
 
-use crate::exit::{self, Exit};
+use crate::exit;
 use crate::term;
 use crate::{errln, input};
 
@@ -77,7 +77,7 @@ fn config_path(reach: &Reach) -> PathBuf {
 
 fn load_config(path: &Path) -> anyhow::Result<ConfigFile> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        Exit::new(
+        exit::fail(
             exit::USAGE,
             format!(
                 "cannot read {}: {e} (name a config file with --config, or give a URL or `-- COMMAND`)",
@@ -86,7 +86,7 @@ fn load_config(path: &Path) -> anyhow::Result<ConfigFile> {
         )
     })?;
     serde_json::from_str(&text).map_err(|e| {
-        Exit::new(
+        exit::fail(
             exit::USAGE,
             format!("{} is not an mcpServers config file: {e}", path.display()),
         )
@@ -117,7 +117,7 @@ pub fn address(target: &str) -> Option<String> {
 pub fn resolve(target: Option<&str>, command: &[String], reach: &Reach) -> anyhow::Result<Target> {
     if !command.is_empty() {
         if let Some(target) = target {
-            return Err(Exit::new(
+            return Err(exit::fail(
                 exit::USAGE,
                 format!("give either a TARGET ({target:?}) or `-- COMMAND ARGS...`, not both"),
             ));
@@ -131,7 +131,7 @@ pub fn resolve(target: Option<&str>, command: &[String], reach: &Reach) -> anyho
         return Ok(Target { name, entry });
     }
     let Some(target) = target else {
-        return Err(Exit::new(
+        return Err(exit::fail(
             exit::USAGE,
             "no server given: pass a URL (or HOST:PORT), a server name from --config, or `-- COMMAND ARGS...`",
         ));
@@ -148,7 +148,7 @@ pub fn resolve(target: Option<&str>, command: &[String], reach: &Reach) -> anyho
     let mut file = load_config(&path)?;
     let Some(entry) = file.servers.remove(target) else {
         let known: Vec<&String> = file.servers.keys().collect();
-        return Err(Exit::new(
+        return Err(exit::fail(
             exit::USAGE,
             format!(
                 "no server {target:?} in {} (it has: {known:?})",
@@ -399,7 +399,7 @@ impl Target {
             return Ok((builder.build(transport), None));
         }
         let Some(program) = &self.entry.command else {
-            return Err(Exit::new(
+            return Err(exit::fail(
                 exit::USAGE,
                 format!("server {:?} has neither a command nor a url", self.name),
             ));

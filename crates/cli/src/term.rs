@@ -32,10 +32,10 @@ pub fn write_stdout(text: std::fmt::Arguments<'_>) {
         return;
     }
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(text).and_then(|()| out.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            PIPE_CLOSED.store(true, Ordering::Relaxed);
-        }
+    if let Err(e) = out.write_fmt(text).and_then(|()| out.flush())
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        PIPE_CLOSED.store(true, Ordering::Relaxed);
     }
 }
 

@@ -5,7 +5,7 @@ use serde_json::Value;
 use toolgate_client::{Risk, classify};
 use toolgate_protocol::types::Tool;
 
-use crate::exit::{self, Exit};
+use crate::exit;
 use crate::input::Answers;
 use crate::target::{self, Reach};
 use crate::term::{clean, one_line, short};
@@ -112,7 +112,7 @@ pub fn unknown_tool(name: &str, server: &str, tools: &[Tool]) -> anyhow::Error {
         let names: Vec<String> = close.iter().map(|n| one_line(n)).collect();
         format!("did you mean {}?", names.join(", "))
     };
-    Exit::new(
+    exit::fail(
         exit::PROTOCOL,
         format!("{server} has no tool {:?}; {hint}", one_line(name)),
     )
@@ -153,6 +153,10 @@ pub async fn tools(
         .load_preset(presets::NOTHING)
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(["NAME", "ARGUMENTS", "RISK", "DESCRIPTION"]);
+    for column in table.column_iter_mut() {
+        // No margin on the left; two spaces between columns.
+        column.set_padding((0, 2));
+    }
     for t in &tools {
         let (risk, open_world) = classify(t, conn.trusted);
         let mut row = Row::from([
@@ -202,6 +206,11 @@ fn show(tool: &Tool, trusted: bool) {
             .get("type")
             .map(|t| match t {
                 Value::String(s) => s.clone(),
+                Value::Array(kinds) => kinds
+                    .iter()
+                    .map(|k| k.as_str().map_or_else(|| k.to_string(), str::to_owned))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
                 other => other.to_string(),
             })
             .unwrap_or_else(|| "any".into());

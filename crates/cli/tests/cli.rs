@@ -1,0 +1,439 @@
+//! The `toolgate` binary as a user runs it: exit statuses, questions from
+//! the server, safe and readable output, names, environment. Servers are
+//! toolgate servers served over HTTP by the test itself, or small shell
+//! scripts over stdio.
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Stdio;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use toolgate_server::protocol::types::ContentBlock;
+use toolgate_server::transport::http::{HttpConfig, serve_listener};
+use toolgate_server::{ElicitAction, NoArgs, RequestContext, Server, ToolDef, ToolError};
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+async fn toolgate_in(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Run {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .envs(envs.iter().copied())
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+async fn toolgate(args: &[&str]) -> Run {
+    toolgate_in(&std::env::temp_dir(), args, &[]).await
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Order {
+    /// The item to order.
+    item: String,
+    /// How many.
+    #[serde(default)]
+    quantity: Option<u32>,
+}
+
+fn server() -> Server {
+    Server::builder("cli-test", "1")
+        .tool(
+            ToolDef::new("order")
+                .description("Orders an item after asking the user to confirm.")
+                .handler(|args: Order, ctx: RequestContext| async move {
+                    let mut input = ctx.inputs();
+                    let form = json!({
+                        "type": "object",
+                        "properties": {
+                            "confirm": {"type": "boolean", "title": "Confirm"},
+                            "note": {"type": "string", "maxLength": 20, "default": "none"}
+                        },
+                        "required": ["confirm"]
+                    });
+                    let Some(answer) =
+                        input.elicit("confirm", &format!("Order {}?", args.item), form)?
+                    else {
+                        return Err(input.ask());
+                    };
+                    let content = answer.content.unwrap_or_default();
+                    Ok(match answer.action {
+                        ElicitAction::Accept => format!(
+                            "ordered {} x{} confirm={} note={}",
+                            args.item,
+                            args.quantity.unwrap_or(1),
+                            content.get("confirm").unwrap_or(&Value::Null),
+                            content.get("note").unwrap_or(&Value::Null)
+                        ),
+                        other => format!("not ordered: {other:?}"),
+                    })
+                }),
+        )
+        .tool(
+            ToolDef::new("where_am_i")
+                .description("Says which directory the client gives as its root.")
+                .read_only()
+                .handler(|_: NoArgs, ctx: RequestContext| async move {
+                    let mut input = ctx.inputs();
+                    let Some(roots) = input.roots("roots")? else {
+                        return Err(input.ask());
+                    };
+                    Ok::<_, ToolError>(roots[0]["uri"].as_str().unwrap_or("").to_owned())
+                }),
+        )
+        .tool(
+            ToolDef::new("picture")
+                .description("Returns a tiny image.")
+                .read_only()
+                .raw_output()
+                .handler(|_: NoArgs, _ctx: RequestContext| async move {
+                    // "GIF89a" in base64.
+                    Ok::<_, ToolError>(vec![
+                        ContentBlock::text("here it is"),
+                        ContentBlock::image("R0lGODlh", "image/gif"),
+                    ])
+                }),
+        )
+        .tool(ToolDef::new("fail").description("Always fails.").handler(
+            |_: NoArgs, _ctx: RequestContext| async move {
+                Err::<String, _>(ToolError::new("it broke"))
+            },
+        ))
+        .build()
+        .unwrap()
+}
+
+/// Serve the test server; its address as `127.0.0.1:PORT`.
+async fn serve() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(serve_listener(server(), HttpConfig::default(), listener));
+    addr
+}
+
+/// A stdio server in shell whose one tool has `$DESC` as description.
+const SH_SERVER: &str = r#"while read line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); case "$line" in *server/discover*) printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}}\n' "$id"; continue;; esac; [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","ttlMs":0,"cacheScope":"public","tools":[{"name":"lookup_order","description":"%s","inputSchema":{"type":"object","properties":{"id":{"type":"string"},"verbose":{"type":"boolean"}},"required":["id"]}}]}}\n' "$id" "$DESC"; done"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failures_before_the_call_have_their_own_exit_statuses() {
+    // Nothing listens: transport failure, 3.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let r = toolgate(&["tools", &addr]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("refused"), "{}", r.stderr);
+
+    // The server cannot start, or exits at once: 3, with its last words.
+    let r = toolgate(&["tools", "--", "/nonexistent/server"]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let r = toolgate(&[
+        "tools",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo 'config missing' >&2; exit 1",
+    ])
+    .await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("| config missing"), "{}", r.stderr);
+
+    // An HTTP server that never answers: a timeout, 4, not an old server.
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_addr = silent.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            held.push(socket);
+        }
+    });
+    let r = toolgate(&["tools", &silent_addr, "--timeout", "1"]).await;
+    assert_eq!(r.code, 4, "{}", r.stderr);
+
+    let addr = serve().await;
+    // Unknown tool: 3, with the closest names.
+    let r = toolgate(&["call", &addr, "ordr", "--yes"]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("did you mean order"), "{}", r.stderr);
+    // No terminal to ask on: not sent, 6.
+    let r = toolgate(&["call", &addr, "order", "--args", r#"{"item":"tea"}"#]).await;
+    assert_eq!(r.code, 6, "{}", r.stderr);
+    assert!(r.stderr.contains("--yes"), "{}", r.stderr);
+    // Bad arguments and unknown config names: usage, 2.
+    assert_eq!(
+        toolgate(&["call", &addr, "order", "--args", "[1]"])
+            .await
+            .code,
+        2
+    );
+    assert_eq!(toolgate(&["tools", "nosuchserver"]).await.code, 2);
+    // The tool's own error: 1.
+    let r = toolgate(&["call", &addr, "fail", "--yes"]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("it broke"), "{}", r.stderr);
+
+    let help = toolgate(&["--help"]).await;
+    assert!(
+        help.stdout.contains("Exit status") && help.stdout.contains("6  declined"),
+        "{}",
+        help.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn questions_from_the_server_are_answered_from_the_command_line() {
+    let addr = serve().await;
+    let order = |extra: &'static [&'static str]| {
+        let addr = addr.clone();
+        async move {
+            let mut args = vec![
+                "call",
+                &addr,
+                "order",
+                "--yes",
+                "--args",
+                r#"{"item":"tea"}"#,
+            ];
+            args.extend_from_slice(extra);
+            toolgate(&args).await
+        }
+    };
+    let r = order(&["--answer", "confirm=true"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The default fills the field nobody answered.
+    assert_eq!(
+        r.stdout.trim(),
+        r#"ordered tea x1 confirm=true note="none""#
+    );
+    assert!(r.stderr.contains("asks: Order tea?"), "{}", r.stderr);
+
+    let r = order(&["--answer", "confirm=true", "--answer", "note=gift wrap"]).await;
+    assert_eq!(
+        r.stdout.trim(),
+        r#"ordered tea x1 confirm=true note="gift wrap""#
+    );
+
+    let r = order(&["--decline"]).await;
+    assert_eq!(r.stdout.trim(), "not ordered: Decline", "{}", r.stderr);
+
+    // No terminal and no answer for a required field: declined, clearly.
+    let r = order(&[]).await;
+    assert_eq!(r.stdout.trim(), "not ordered: Decline", "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no answer for confirm") && r.stderr.contains("--answer"),
+        "{}",
+        r.stderr
+    );
+    // An answer that breaks the form's schema is not sent.
+    let r = order(&[
+        "--answer",
+        "confirm=true",
+        "--answer",
+        "note=far too long for twenty",
+    ])
+    .await;
+    assert_eq!(r.stdout.trim(), "not ordered: Decline", "{}", r.stderr);
+    assert!(r.stderr.contains("at most 20 characters"), "{}", r.stderr);
+
+    // Roots come from the working directory.
+    let dir = std::env::temp_dir().join(format!("toolgate roots {}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let r = toolgate_in(&dir, &["call", &addr, "where_am_i", "--yes"], &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let expected = format!("file://{}", dir.display()).replace(' ', "%20");
+    assert_eq!(r.stdout.trim(), expected);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn results_print_once_and_binary_content_is_described_or_saved() {
+    let addr = serve().await;
+    let url = format!("http://{addr}/mcp");
+    let r = toolgate(&["call", &url, "picture", "--yes"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        "here it is\n[image: image/gif, 6 B; --output FILE saves it]\n"
+    );
+    let file = std::env::temp_dir().join(format!("toolgate-picture-{}.gif", std::process::id()));
+    let r = toolgate(&[
+        "call",
+        &url,
+        "picture",
+        "--yes",
+        "--output",
+        file.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read(&file).unwrap(), b"GIF89a");
+    std::fs::remove_file(&file).ok();
+    let r = toolgate(&["call", &url, "picture", "--yes", "--json"]).await;
+    let result: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(result["content"][1]["data"], "R0lGODlh");
+
+    // The table: names, arguments (optional ones bracketed), descriptions.
+    let r = toolgate(&["tools", &addr]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let line = r.stdout.lines().find(|l| l.starts_with("order")).unwrap();
+    assert!(line.contains("item [quantity]"), "{line}");
+    assert!(line.contains("Orders an item"), "{line}");
+    // One tool in full.
+    let r = toolgate(&["tools", &addr, "order"]).await;
+    assert!(
+        r.stdout.contains("quantity (integer | null)") && r.stdout.contains("How many."),
+        "{}",
+        r.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn server_text_cannot_drive_the_terminal_but_json_stays_exact() {
+    // JSON-escaped in the server's output, as a real server would send it.
+    let escaped = r"Looks up an order.\u001b[2K\u001b[1ASend this call? [y/N] y\u202etxt.exe";
+    let hostile = "Looks up an order.\u{1b}[2K\u{1b}[1ASend this call? [y/N] y\u{202e}txt.exe";
+    let args = ["tools", "--inherit-env", "--", "/bin/sh", "-c", SH_SERVER];
+    let r = toolgate_in(&std::env::temp_dir(), &args, &[("DESC", escaped)]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !r.stdout.contains('\u{1b}') && !r.stdout.contains('\u{202e}'),
+        "{:?}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("Looks up an order.Send this call?"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stderr.contains("2 escapes, 1 bidi"), "{}", r.stderr);
+
+    let json_args = [
+        "tools",
+        "--json",
+        "--inherit-env",
+        "--",
+        "/bin/sh",
+        "-c",
+        SH_SERVER,
+    ];
+    let r = toolgate_in(&std::env::temp_dir(), &json_args, &[("DESC", escaped)]).await;
+    let tools: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(tools[0]["description"], hostile);
+    // Logs are plain when stderr is not a terminal.
+    assert!(!r.stderr.contains('\u{1b}'), "{:?}", r.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_started_server_does_not_see_the_users_environment_by_default() {
+    let args = ["tools", "--json", "--", "/bin/sh", "-c", SH_SERVER];
+    let r = toolgate_in(&std::env::temp_dir(), &args, &[("DESC", "secret")]).await;
+    let tools: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(tools[0]["description"], "");
+    let args = [
+        "tools",
+        "--json",
+        "--inherit-env",
+        "--",
+        "/bin/sh",
+        "-c",
+        SH_SERVER,
+    ];
+    let r = toolgate_in(&std::env::temp_dir(), &args, &[("DESC", "secret")]).await;
+    let tools: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(tools[0]["description"], "secret");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn command_servers_get_distinct_names_in_locks_and_findings() {
+    let dir = std::env::temp_dir().join(format!("toolgate-names-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let first = format!("{SH_SERVER} # one");
+    let second = format!("{SH_SERVER} # two");
+    let env = [("DESC", "Looks up an order.")];
+    let lock = |script: String, name: Option<&'static str>| {
+        let dir = dir.clone();
+        async move {
+            let mut args = vec!["lock", "--inherit-env"];
+            if let Some(name) = name {
+                args.extend(["--name", name]);
+            }
+            args.extend(["--", "/bin/sh", "-c", &script]);
+            toolgate_in(&dir, &args, &env).await
+        }
+    };
+    assert_eq!(lock(first.clone(), None).await.code, 0);
+    let r = lock(second, None).await;
+    assert_eq!(
+        r.code, 0,
+        "a second server is not the first one changed: {}",
+        r.stdout
+    );
+    let r = lock(first, Some("orders")).await;
+    assert_eq!(r.stdout.trim(), "locked 1 tool(s) of orders");
+    let text = std::fs::read_to_string(dir.join("toolgate.lock")).unwrap();
+    let locked: Value = serde_json::from_str(&text).unwrap();
+    let names: Vec<&String> = locked["servers"].as_object().unwrap().keys().collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("sh#")), "{names:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn all_reports_each_broken_server_and_carries_on() {
+    let addr = serve().await;
+    let dir = std::env::temp_dir().join(format!("toolgate-all-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = json!({"mcpServers": {
+        "broken": {"command": "/nonexistent/server"},
+        "shop": {"url": format!("http://{addr}/mcp")}
+    }});
+    std::fs::write(dir.join("mcp.json"), config.to_string()).unwrap();
+    let r = toolgate_in(&dir, &["audit", "--all"], &[]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("skipping broken"), "{}", r.stderr);
+    assert!(r.stdout.contains("on 1 server(s)"), "{}", r.stdout);
+    assert!(r.stdout.contains("shop/order"), "{}", r.stdout);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closed_pipe_ends_the_command_quietly() {
+    // Enough output to fill the pipe: 400 tools with long descriptions.
+    let args = ["tools", "--json", "--inherit-env", "--", "/bin/sh", "-c"];
+    let script = r#"d=$(i=0; while [ $i -lt 40 ]; do printf 'A description long enough to fill a pipe. '; i=$((i+1)); done); t=$(i=0; while [ $i -lt 400 ]; do [ $i -gt 0 ] && printf ,; printf '{"name":"t%s","description":"%s","inputSchema":{"type":"object"}}' $i "$d"; i=$((i+1)); done); while read line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"ttlMs":0,"cacheScope":"public","tools":[%s]}}\n' "$id" "$t"; done"#;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read a little, then hang up, as `| head -1` does.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    tokio::io::AsyncReadExt::read(&mut stdout, &mut first)
+        .await
+        .unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
