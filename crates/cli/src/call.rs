@@ -184,7 +184,15 @@ pub fn print_result(
         match item {
             ContentBlock::Text(t) => {
                 has_text = true;
-                lines.push(clean(&t.text));
+                // The spec's text copy of structured content reads better
+                // indented.
+                let same_as_structured = result.structured_content.is_some()
+                    && serde_json::from_str::<Value>(&t.text).ok().as_ref()
+                        == result.structured_content.as_ref();
+                match (&result.structured_content, same_as_structured) {
+                    (Some(s), true) => lines.push(clean(&serde_json::to_string_pretty(s)?)),
+                    _ => lines.push(clean(&t.text)),
+                }
             }
             ContentBlock::Image(i) => lines.push(save("image", &i.mime_type, &i.data, None)?),
             ContentBlock::Audio(a) => lines.push(save("audio", &a.mime_type, &a.data, None)?),

@@ -357,9 +357,11 @@ async fn prompt(field: &Field<'_>, current: Option<&Value>) -> Prompted {
             .unwrap_or_else(|| "text".into()),
     };
     loop {
-        let shown_default = default
-            .map(|d| format!(" [{}]", display(d)))
-            .unwrap_or_default();
+        let shown_default = match default {
+            Some(Value::Bool(b)) => format!(" [{}]", if *b { "y" } else { "n" }),
+            Some(d) => format!(" [{}]", display(d)),
+            None => String::new(),
+        };
         let Some(line) = ask(format!("    {hint}{shown_default} (!decline, !cancel): ")).await
         else {
             return Prompted::Cancel;

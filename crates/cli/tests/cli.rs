@@ -437,3 +437,39 @@ async fn a_closed_pipe_ends_the_command_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_a_terminal_the_call_is_confirmed_and_the_form_asked_field_by_field() {
+    // `script` (util-linux) gives the command a pseudo-terminal; the
+    // answers are typed into it: send the call, confirm, take the note's
+    // default, send the answers.
+    let addr = serve().await;
+    let command = format!(
+        "{} call {addr} order --args '{{\"item\":\"tea\"}}'",
+        env!("CARGO_BIN_EXE_toolgate")
+    );
+    let mut child = tokio::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the `script` program of util-linux");
+    let mut stdin = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, b"y\ny\n\n\n")
+        .await
+        .unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(screen.contains("Send this call? [y/N]"), "{screen}");
+    assert!(screen.contains("Confirm (required)"), "{screen}");
+    assert!(
+        screen.contains("text [none]"),
+        "the default is offered: {screen}"
+    );
+    assert!(
+        screen.contains(r#"ordered tea x1 confirm=true note="none""#),
+        "{screen}"
+    );
+    drop(stdin);
+}
