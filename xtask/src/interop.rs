@@ -265,9 +265,12 @@ fn checks_legacy(node_bin: &Path, path: &str, failures: &mut Vec<String>) -> any
         "server-everything: bad arguments yield its tool error (exit 1)",
         code == 1,
     );
+    // The server's own directory: without --no-roots the CLI would offer the
+    // working directory as its root, which server-filesystem would use instead.
     let (code, out) = fs(&[
         "call",
         "--yes",
+        "--no-roots",
         "read_text_file",
         "--args",
         &format!(r#"{{"path":"{root}/hello.txt"}}"#),

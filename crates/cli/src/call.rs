@@ -29,6 +29,8 @@ pub struct CallArgs {
     pub answers: BTreeMap<String, Value>,
     /// `--decline`.
     pub decline: bool,
+    /// Roots offered to the server (`None`: no roots capability).
+    pub roots: Option<Vec<PathBuf>>,
 }
 
 /// `toolgate call`.
@@ -55,7 +57,10 @@ pub async fn call(
         }
     };
     let target = target::resolve(target, command, reach)?;
-    let conn = target.connect(reach, Answers::new(&target.name, o.answers, o.decline))?;
+    let conn = target.connect(
+        reach,
+        Answers::new(&target.name, o.answers, o.decline, o.roots),
+    )?;
     let tools = conn
         .client
         .list_tools()

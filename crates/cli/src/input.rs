@@ -1,7 +1,7 @@
 //! Answering a server's questions during `toolgate call`: form
 //! elicitations field by field on a terminal or from `--answer`, URL
-//! elicitations as a link the person opens themselves, and roots from the
-//! working directory.
+//! elicitations as a link the person opens themselves, and roots (the
+//! working directory unless `--root` names others, none with `--no-roots`).
 //!
 //! Every question names the server that asks, shows its text cleaned of
 //! terminal tricks, and can be declined or cancelled; a form's answers are
@@ -9,6 +9,7 @@
 //! requested schema (a server's `--answer` is checked the same way).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -36,11 +37,19 @@ struct Inner {
     interactive: bool,
     /// Declare the capabilities at all (only `call` answers questions).
     enabled: bool,
+    /// The roots offered; `None` declares no roots capability.
+    roots: Option<Vec<PathBuf>>,
 }
 
 impl Answers {
-    /// Answers for `call`.
-    pub fn new(server: &str, given: BTreeMap<String, Value>, decline: bool) -> Self {
+    /// Answers for `call`. `roots`: the directories offered as roots
+    /// (`None`: no roots capability).
+    pub fn new(
+        server: &str,
+        given: BTreeMap<String, Value>,
+        decline: bool,
+        roots: Option<Vec<PathBuf>>,
+    ) -> Self {
         Answers {
             inner: Arc::new(Inner {
                 server: server.to_owned(),
@@ -48,6 +57,7 @@ impl Answers {
                 decline,
                 interactive: term::interactive(),
                 enabled: true,
+                roots,
             }),
         }
     }
@@ -87,7 +97,7 @@ impl InputHandler for Answers {
             elicitation: Some(
                 serde_json::from_value(json!({"form": {}, "url": {}})).unwrap_or_default(),
             ),
-            roots: Some(Map::new()),
+            roots: self.inner.roots.as_ref().map(|_| Map::new()),
             ..Default::default()
         }
     }
@@ -114,13 +124,21 @@ impl InputHandler for Answers {
 
     fn roots(&self) -> BoxFuture<'_, Result<Value, ClientError>> {
         Box::pin(async {
-            let cwd = std::env::current_dir()
-                .map_err(|e| ClientError::InputUnavailable(format!("roots: {e}")))?;
-            let name = cwd
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "/".into());
-            Ok(json!({"roots": [{"uri": file_uri(&cwd), "name": name}]}))
+            let Some(dirs) = &self.inner.roots else {
+                return Err(ClientError::InputUnavailable("roots".into()));
+            };
+            let roots: Vec<Value> = dirs
+                .iter()
+                .map(|dir| {
+                    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+                    let name = dir
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| "/".into());
+                    json!({"uri": file_uri(&dir), "name": name})
+                })
+                .collect();
+            Ok(json!({ "roots": roots }))
         })
     }
 }

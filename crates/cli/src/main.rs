@@ -139,6 +139,14 @@ answered with --answer / --decline.")]
         /// Decline every question the server asks.
         #[arg(long, conflicts_with = "answer")]
         decline: bool,
+        /// A directory offered to the server as a root (repeatable; default:
+        /// the working directory). Some servers, like server-filesystem, then
+        /// use the roots instead of the directories on their command line.
+        #[arg(long, value_name = "DIR")]
+        root: Vec<PathBuf>,
+        /// Offer no roots (the server keeps its own directories).
+        #[arg(long, conflicts_with = "root")]
+        no_roots: bool,
         /// Print the whole result as JSON.
         #[arg(long)]
         json: bool,
@@ -290,11 +298,23 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             yes,
             answer,
             decline,
+            root,
+            no_roots,
             json,
             output,
             reach,
             command,
         } => {
+            let roots = match (no_roots, root.is_empty()) {
+                (true, _) => None,
+                (false, true) => Some(vec![std::env::current_dir().map_err(|e| {
+                    exit::fail(
+                        exit::USAGE,
+                        format!("no working directory to offer as a root: {e}"),
+                    )
+                })?]),
+                (false, false) => Some(root),
+            };
             // One word is the tool, whether or not a COMMAND follows.
             let (target, tool) = match names.as_slice() {
                 [tool] => (None, tool.clone()),
@@ -308,6 +328,7 @@ async fn run(command: Command) -> anyhow::Result<u8> {
                 output,
                 answers: answer.into_iter().collect::<BTreeMap<_, _>>(),
                 decline,
+                roots,
             };
             call::call(target.as_deref(), &tool, &command, &reach.reach(), options).await
         }

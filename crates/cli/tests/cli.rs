@@ -258,6 +258,23 @@ async fn questions_from_the_server_are_answered_from_the_command_line() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let expected = format!("file://{}", dir.display()).replace(' ', "%20");
     assert_eq!(r.stdout.trim(), expected);
+    // --root names others; --no-roots declares none (the server then refuses
+    // a tool that needs them: -32021, a protocol failure).
+    let r = toolgate_in(
+        &dir,
+        &["call", &addr, "where_am_i", "--yes", "--root", "/usr"],
+        &[],
+    )
+    .await;
+    assert_eq!(r.stdout.trim(), "file:///usr");
+    let r = toolgate_in(
+        &dir,
+        &["call", &addr, "where_am_i", "--yes", "--no-roots"],
+        &[],
+    )
+    .await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("roots"), "{}", r.stderr);
     std::fs::remove_dir_all(&dir).ok();
 }
 
