@@ -60,9 +60,20 @@ pub struct StdioCommand {
 }
 
 /// The variables a server started with a minimal environment keeps: what
-/// programs need to find executables, a home directory, a locale and a
-/// temporary directory (`LC_*` variables are kept too).
+/// programs need to find executables, a home directory, a locale, a
+/// temporary directory, and the network as this machine reaches it (proxy
+/// settings and extra CA certificates: without them `npx` and `uvx` cannot
+/// even download the server). `LC_*` variables are kept too.
 pub const MINIMAL_ENV: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
     "PATH",
     "HOME",
     "USER",
