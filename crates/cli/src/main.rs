@@ -18,6 +18,7 @@ mod call;
 mod exit;
 mod input;
 mod review;
+mod serve;
 mod target;
 mod term;
 mod tools;
@@ -206,6 +207,39 @@ Examples:
         #[arg(long, default_value = "toolgate.lock")]
         lock: PathBuf,
     },
+    /// Serve the configured servers behind one endpoint (a gateway).
+    #[command(after_help = "\
+Examples:
+  toolgate serve --http 127.0.0.1:8080                 # Streamable HTTP at /mcp, both eras
+  toolgate serve --stdio --config ~/.config/toolgate.toml   # as a host's only server
+  toolgate serve --check                               # start everything, list, report, exit
+  toolgate lock --config toolgate.toml --all && toolgate serve --http :8080 --lock toolgate.lock
+
+Tools are named <server>.<tool>. Arguments are checked against each tool's
+inputSchema before the upstream sees them; results are sanitized and checked
+against its outputSchema. With --lock, tools whose definition differs from the
+lock file are withheld. The configuration is documented in docs/gateway.md.")]
+    Serve {
+        /// The configuration: toolgate.toml, or a hosts' mcpServers JSON file.
+        #[arg(long, value_name = "FILE", default_value = "toolgate.toml")]
+        config: PathBuf,
+        /// Serve Streamable HTTP at http://ADDR/mcp (HOST:PORT).
+        #[arg(long, value_name = "ADDR", conflicts_with = "stdio")]
+        http: Option<String>,
+        /// Serve one host over stdio.
+        #[arg(long)]
+        stdio: bool,
+        /// Withhold tools whose definition differs from this lock file.
+        #[arg(long, value_name = "FILE")]
+        lock: Option<PathBuf>,
+        /// Start every upstream, list their tools, print a table and exit
+        /// (1 if tools are withheld, 3 if an upstream fails).
+        #[arg(long)]
+        check: bool,
+        /// Print the configuration's JSON Schema and exit.
+        #[arg(long)]
+        print_schema: bool,
+    },
     /// Encode or decode an Mcp-Name / Mcp-Param-* header value.
     #[command(after_help = "\
 Examples:
@@ -353,6 +387,32 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             update,
         } => review::lock_command(servers.targets(), &lock, update).await,
         Command::Verify { servers, lock } => review::verify_command(servers.targets(), &lock).await,
+        Command::Serve {
+            config,
+            http,
+            stdio,
+            lock,
+            check,
+            print_schema,
+        } => {
+            if print_schema {
+                outln!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &toolgate_gateway::config::GatewayConfig::json_schema()
+                    )?
+                );
+                return Ok(exit::OK);
+            }
+            serve::serve(serve::ServeArgs {
+                config,
+                http,
+                stdio,
+                lock,
+                check,
+            })
+            .await
+        }
         Command::Header {
             action: HeaderAction::Encode { value },
         } => {

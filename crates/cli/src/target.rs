@@ -113,6 +113,21 @@ pub fn address(target: &str) -> Option<String> {
     (port_ok && host_ok).then(|| format!("http://{authority}{path}"))
 }
 
+/// `HOST:PORT` (or a URL's authority) as an address to listen on.
+pub fn socket_address(text: &str) -> Option<String> {
+    let text = text
+        .strip_prefix("http://")
+        .unwrap_or(text)
+        .trim_end_matches('/');
+    let (host, port) = text.rsplit_once(':')?;
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // `:PORT` listens on loopback: all interfaces must be asked for.
+    let host = if host.is_empty() { "127.0.0.1" } else { host };
+    Some(format!("{host}:{port}"))
+}
+
 /// Resolve a target from the command line.
 pub fn resolve(target: Option<&str>, command: &[String], reach: &Reach) -> anyhow::Result<Target> {
     if !command.is_empty() {

@@ -35,6 +35,30 @@ pub struct CallOptions {
     pub progress: Option<ProgressFn>,
 }
 
+/// The answers to the previous round of a relayed call
+/// ([`Client::call_tool_round`]).
+#[derive(Clone, Debug, Default)]
+pub struct RoundInput {
+    /// `inputResponses`, by the keys the server used.
+    pub input_responses: Map<String, Value>,
+    /// The server's `requestState`, echoed exactly.
+    pub request_state: Option<String>,
+}
+
+/// How one round of a relayed call ended.
+#[derive(Clone, Debug)]
+pub enum CallRound {
+    /// The result, as the server sent it.
+    Complete(CallToolResult),
+    /// The server needs input first.
+    InputRequired {
+        /// `inputRequests`, by key.
+        input_requests: Map<String, Value>,
+        /// The state to echo on the next round.
+        request_state: Option<String>,
+    },
+}
+
 /// Builds a [`Client`].
 pub struct ClientBuilder {
     info: Implementation,
@@ -784,23 +808,12 @@ impl Client {
                 result: Box::new(result),
             });
         }
-        if let Some(schema) = &known.output {
-            let violations = match &result.structured_content {
-                None => vec![toolgate_schema::Violation {
-                    pointer: String::new(),
-                    message: "no structuredContent".into(),
-                    expected: "a structured result".into(),
-                    fix: "the server must return structuredContent for a tool with an outputSchema"
-                        .into(),
-                }],
-                Some(value) => schema.validate(value).err().unwrap_or_default(),
-            };
-            if !violations.is_empty() {
-                return Err(ClientError::OutputSchema {
-                    tool: name.to_owned(),
-                    violations,
-                });
-            }
+        let violations = output_violations(&known, &result);
+        if !violations.is_empty() {
+            return Err(ClientError::OutputSchema {
+                tool: name.to_owned(),
+                violations,
+            });
         }
         Ok(result)
     }
@@ -876,6 +889,84 @@ impl Client {
         Err(ClientError::TooManyRounds(self.inner.max_rounds))
     }
 
+    /// One round of a tool call, for a program that relays the call
+    /// rather than answers the server's questions itself (a gateway):
+    /// `round` carries the answers and `requestState` of the previous
+    /// round. The result comes back as the server sent it: an `isError`
+    /// result is not turned into [`ClientError::Tool`], and structured
+    /// content is not checked against the `outputSchema` (see
+    /// [`Client::check_output`]). Header mirroring applies as in
+    /// [`Client::call_tool`].
+    pub async fn call_tool_round(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        round: Option<RoundInput>,
+        options: &CallOptions,
+    ) -> Result<CallRound, ClientError> {
+        let known = self.known_tool(name).await?;
+        let headers = self.mirrored_headers(&known, &arguments);
+        let mut params = Map::new();
+        params.insert("name".into(), Value::from(name));
+        params.insert("arguments".into(), Value::Object(arguments));
+        if let Some(round) = round {
+            if !round.input_responses.is_empty() {
+                params.insert(
+                    "inputResponses".into(),
+                    Value::Object(round.input_responses),
+                );
+            }
+            if let Some(state) = round.request_state {
+                params.insert("requestState".into(), Value::String(state));
+            }
+        }
+        let result = self
+            .request_with_headers("tools/call", params, headers, options)
+            .await?;
+        match result.get("resultType").and_then(Value::as_str) {
+            None | Some("complete") => serde_json::from_value(result)
+                .map(CallRound::Complete)
+                .map_err(|e| ClientError::InvalidResponse(format!("tools/call result: {e}"))),
+            Some("input_required") => {
+                let input_requests = result
+                    .get("inputRequests")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                let request_state = match result.get("requestState") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(_) => {
+                        return Err(ClientError::InvalidResponse(
+                            "requestState is not a string".into(),
+                        ));
+                    }
+                };
+                Ok(CallRound::InputRequired {
+                    input_requests,
+                    request_state,
+                })
+            }
+            Some(other) => Err(ClientError::InvalidResponse(format!(
+                "unknown resultType {other:?}"
+            ))),
+        }
+    }
+
+    /// Check a result of `name` against its `outputSchema`, as
+    /// [`Client::call_tool`] does: the violations, if any.
+    pub async fn check_output(
+        &self,
+        name: &str,
+        result: &CallToolResult,
+    ) -> Result<Vec<toolgate_schema::Violation>, ClientError> {
+        let known = self.known_tool(name).await?;
+        if result.is_error() {
+            return Ok(Vec::new());
+        }
+        Ok(output_violations(&known, result))
+    }
+
     /// `resources/read` (following input rounds).
     pub async fn read_resource(&self, uri: &str) -> Result<Value, ClientError> {
         let mut params = Map::new();
@@ -900,6 +991,26 @@ impl Client {
         params.insert("arguments".into(), Value::Object(arguments));
         self.with_rounds("prompts/get", params, Vec::new(), &CallOptions::default())
             .await
+    }
+}
+
+/// How `result` breaks the tool's `outputSchema` (empty when it does not,
+/// or when the tool declares none).
+fn output_violations(
+    known: &KnownTool,
+    result: &CallToolResult,
+) -> Vec<toolgate_schema::Violation> {
+    let Some(schema) = &known.output else {
+        return Vec::new();
+    };
+    match &result.structured_content {
+        None => vec![toolgate_schema::Violation {
+            pointer: String::new(),
+            message: "no structuredContent".into(),
+            expected: "a structured result".into(),
+            fix: "the server must return structuredContent for a tool with an outputSchema".into(),
+        }],
+        Some(value) => schema.validate(value).err().unwrap_or_default(),
     }
 }
 

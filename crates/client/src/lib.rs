@@ -34,7 +34,7 @@ mod tls;
 pub mod transport;
 mod watch;
 
-pub use client::{CallOptions, Client, ClientBuilder, ProgressFn};
+pub use client::{CallOptions, CallRound, Client, ClientBuilder, ProgressFn, RoundInput};
 pub use error::ClientError;
 pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Risk, classify};
 pub use multi::{MultiClient, MultiError, QualifiedTool};

@@ -26,6 +26,14 @@ impl Client {
     /// it open (reopening with backoff if it drops, and invalidating on each
     /// reopen, since changes may have been missed meanwhile).
     pub fn watch_tools(&self) -> ToolWatch {
+        self.watch_tools_with(|| {})
+    }
+
+    /// [`Client::watch_tools`], calling `on_change` after each change
+    /// notification and each reopening of the stream (when changes may
+    /// have been missed): a program that mirrors the tool list re-lists
+    /// then.
+    pub fn watch_tools_with(&self, on_change: impl Fn() + Send + Sync + 'static) -> ToolWatch {
         let client = self.clone();
         let task = tokio::spawn(async move {
             let mut backoff = Duration::from_millis(250);
@@ -45,6 +53,7 @@ impl Client {
                                     } else if method == "notifications/tools/list_changed" {
                                         tracing::debug!("tool list changed; cache invalidated");
                                         client.forget_tools();
+                                        on_change();
                                     }
                                 }
                                 // The server ended the subscription.
@@ -55,6 +64,7 @@ impl Client {
                     Err(e) => tracing::debug!(error = %e, "could not open subscriptions/listen"),
                 }
                 client.forget_tools();
+                on_change();
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(30));
             }

@@ -88,7 +88,7 @@ pub use prompt::{Completer, PromptEntry};
 pub use rate_limit::RateLimit;
 pub use registry::Change;
 pub use resource::{ResourceEntry, TemplateEntry};
-pub use server::{Server, ServerBuilder, ServerConfig};
+pub use server::{Server, ServerBuilder, ServerConfig, UnlistedAnswer};
 pub use state::StateKey;
 #[doc(hidden)]
 pub use state::fuzz_open as fuzz_open_state;

@@ -275,6 +275,57 @@ impl Inputs {
         }
     }
 
+    /// Pass an input request on as it is, for a handler that relays
+    /// another server's question (a gateway): `request` is
+    /// `{"method": …, "params": …}` for `elicitation/create`,
+    /// `sampling/createMessage` or `roots/list`. The answer is returned
+    /// raw, for the other server to check. Fails with `-32021` if the
+    /// client did not declare what the method needs.
+    pub fn relay(&mut self, key: &str, request: Value) -> Result<Option<Value>, ToolError> {
+        let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+        let params = request.get("params");
+        let needs = match method {
+            "elicitation/create" => {
+                let url_mode =
+                    params.and_then(|p| p.get("mode")).and_then(Value::as_str) == Some("url");
+                let ok = if url_mode {
+                    self.capabilities.supports_elicitation_url()
+                } else {
+                    self.capabilities.supports_elicitation_form()
+                };
+                (!ok).then(|| {
+                    if url_mode {
+                        json!({"elicitation": {"url": {}}})
+                    } else {
+                        json!({"elicitation": {"form": {}}})
+                    }
+                })
+            }
+            "sampling/createMessage" => self
+                .capabilities
+                .sampling
+                .is_none()
+                .then(|| json!({"sampling": {}})),
+            "roots/list" => self
+                .capabilities
+                .roots
+                .is_none()
+                .then(|| json!({"roots": {}})),
+            other => {
+                return Err(ToolError::new(format!(
+                    "cannot relay an input request of unknown method {}",
+                    toolgate_protocol::quote::quote(other)
+                )));
+            }
+        };
+        if let Some(needed) = needs {
+            return Err(ToolError::protocol(RpcError::missing_client_capability(
+                needed,
+            )));
+        }
+        Ok(self.take(key, request))
+    }
+
     /// Data the handler kept from an earlier round.
     pub fn remembered(&self) -> Option<&Value> {
         self.app.as_ref()

@@ -174,6 +174,8 @@ pub(crate) struct Inner {
     /// `"resultType":"complete","_meta":{…}` serialized once, to close
     /// results that carry neither.
     pub(crate) stamp_tail: Vec<u8>,
+    /// Answers calls to tools that are not registered.
+    pub(crate) unlisted_answer: Option<UnlistedAnswer>,
 }
 
 fn stamp_tail(result_meta: &Meta) -> Vec<u8> {
@@ -221,7 +223,12 @@ pub struct ServerBuilder {
     enable_resources: bool,
     state_key: Option<StateKey>,
     retired_state_keys: Vec<StateKey>,
+    unlisted_answer: Option<UnlistedAnswer>,
 }
+
+/// What a call to a tool the server does not offer is answered with,
+/// instead of "Unknown tool" (see [`ServerBuilder::unlisted_answer`]).
+pub type UnlistedAnswer = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 impl Server {
     /// Start building a server that identifies as `name` `version`.
@@ -235,6 +242,7 @@ impl Server {
             resources: Vec::new(),
             templates: Vec::new(),
             enable_prompts: false,
+            unlisted_answer: None,
             enable_resources: false,
             state_key: None,
             retired_state_keys: Vec::new(),
@@ -440,6 +448,19 @@ impl ServerBuilder {
         self
     }
 
+    /// Answer a call to a tool that is not registered with an `isError`
+    /// result carrying `answer(name)`'s text, when it returns one (else the
+    /// call is the usual "Unknown tool" protocol error). A gateway says
+    /// why a tool it knows is withheld or unavailable this way, instead of
+    /// claiming it does not exist.
+    pub fn unlisted_answer(
+        mut self,
+        answer: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.unlisted_answer = Some(Arc::new(answer));
+        self
+    }
+
     /// Check every registration and build the server. The first invalid
     /// registration is returned as the error.
     pub fn build(self) -> Result<Server, RegistrationError> {
@@ -475,6 +496,7 @@ impl ServerBuilder {
             state_keys,
             stamp_tail: stamp_tail(&result_meta),
             result_meta,
+            unlisted_answer: self.unlisted_answer,
         };
         let server = Server {
             inner: Arc::new(inner),

@@ -56,6 +56,10 @@ pub(super) fn call(
             .with_data(serde_json::json!({ "requiredScopes": needed }));
             return Err((req.id, error));
         }
+        if let Some(text) = server.inner.unlisted_answer.as_ref().and_then(|f| f(&name)) {
+            let result = CallToolResult::error(text);
+            return Ok(Reply::Done(server.result_frame(&req.id, &result)));
+        }
         return Err((
             req.id,
             RpcError::invalid_params(format!("Unknown tool: {}", quote(&name))),

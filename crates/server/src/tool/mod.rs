@@ -172,6 +172,30 @@ impl ToolDef {
         }
     }
 
+    /// A definition taken whole from a wire [`Tool`]: every field kept,
+    /// schemas included, for a server that re-offers another server's
+    /// tools (a gateway). Attach the handler with [`ToolDef::forward`].
+    pub fn from_tool(tool: Tool) -> Self {
+        Self {
+            tool,
+            ..Self::new(String::new())
+        }
+    }
+
+    /// Rename the tool.
+    pub fn rename(mut self, name: impl Into<String>) -> Self {
+        self.tool.name = name.into();
+        self
+    }
+
+    /// Attach a dynamic handler, keeping the schemas the definition has.
+    pub fn forward(self, handler: impl DynToolHandler) -> ToolEntry {
+        ToolEntry {
+            def: self,
+            handler: Arc::new(handler),
+        }
+    }
+
     /// Limit calls to this tool per caller, overriding the server's
     /// default ([`ServerBuilder::rate_limit`](crate::ServerBuilder::rate_limit)).
     ///

@@ -1,0 +1,140 @@
+//! `toolgate serve`: a gateway in front of the configured servers.
+
+use std::path::{Path, PathBuf};
+
+use comfy_table::{Table, presets};
+use toolgate_gateway::config::GatewayConfig;
+use toolgate_gateway::{Gateway, GatewayOptions};
+use toolgate_review::lock::LockFile;
+use toolgate_server::transport::http::{HttpConfig, serve_listener};
+use toolgate_server::transport::stdio::serve_stdio;
+
+use crate::term::one_line;
+use crate::{errln, exit, outln, target};
+
+/// Options of `toolgate serve`.
+pub struct ServeArgs {
+    /// The configuration file.
+    pub config: PathBuf,
+    /// Serve Streamable HTTP on this address.
+    pub http: Option<String>,
+    /// Serve one host over stdio.
+    pub stdio: bool,
+    /// The lock file whose approvals are enforced.
+    pub lock: Option<PathBuf>,
+    /// Start, list, report, exit.
+    pub check: bool,
+}
+
+fn read_lock(path: &Path) -> anyhow::Result<LockFile> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        exit::fail(
+            exit::USAGE,
+            format!(
+                "cannot read the lock file {}: {e} (write it with `toolgate lock --config FILE --all`)",
+                path.display()
+            ),
+        )
+    })?;
+    LockFile::parse(&text).map_err(|e| exit::fail(exit::USAGE, format!("{}: {e}", path.display())))
+}
+
+/// `toolgate serve`.
+pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
+    if !o.check && !o.stdio && o.http.is_none() {
+        return Err(exit::fail(
+            exit::USAGE,
+            "say where to serve: --http ADDR (Streamable HTTP at /mcp) or --stdio (one host); or --check",
+        ));
+    }
+    let config = GatewayConfig::load(&o.config).map_err(|e| exit::fail(exit::USAGE, e.0))?;
+    let lock = o.lock.as_deref().map(read_lock).transpose()?;
+    let listener =
+        match &o.http {
+            Some(addr) => {
+                let addr = target::socket_address(addr).ok_or_else(|| {
+                    exit::fail(exit::USAGE, format!("--http {addr:?} is not HOST:PORT"))
+                })?;
+                Some(tokio::net::TcpListener::bind(&addr).await.map_err(|e| {
+                    exit::fail(exit::USAGE, format!("cannot listen on {addr}: {e}"))
+                })?)
+            }
+            None => None,
+        };
+    let options = GatewayOptions {
+        lock,
+        ..Default::default()
+    };
+    let gateway = Gateway::start(config, options)
+        .await
+        .map_err(|e| exit::fail(exit::USAGE, e.to_string()))?;
+    if o.check {
+        return Ok(check(&gateway));
+    }
+    let server = gateway.server();
+    let served = match listener {
+        Some(listener) => {
+            let local = listener.local_addr()?;
+            errln!(
+                "toolgate: serving {} tool(s) of {} server(s) at http://{local}/mcp",
+                gateway.tool_names().len(),
+                gateway.status().len()
+            );
+            let http = HttpConfig {
+                bind: local,
+                ..Default::default()
+            };
+            tokio::select! {
+                served = serve_listener(server.clone(), http, listener) => served,
+                _ = tokio::signal::ctrl_c() => Ok(()),
+            }
+        }
+        None => serve_stdio(server).await,
+    };
+    gateway.stop();
+    served?;
+    Ok(exit::OK)
+}
+
+/// `--check`: a table of the upstreams; the status says whether all is well.
+fn check(gateway: &Gateway) -> u8 {
+    let mut table = Table::new();
+    table.load_preset(presets::NOTHING).set_header([
+        "SERVER",
+        "TRANSPORT",
+        "TOOLS",
+        "WITHHELD",
+        "STATUS",
+    ]);
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 2));
+    }
+    let mut code = exit::OK;
+    for s in gateway.status() {
+        let status = match &s.error {
+            Some(e) => {
+                code = exit::PROTOCOL;
+                format!("failing: {}", one_line(e))
+            }
+            None if s.withheld > 0 => {
+                if code == exit::OK {
+                    code = exit::FAILED;
+                }
+                "ok, some tools withheld (see the log)".to_owned()
+            }
+            None => "ok".to_owned(),
+        };
+        table.add_row([
+            one_line(&s.name),
+            s.transport.to_owned(),
+            s.offered.to_string(),
+            s.withheld.to_string(),
+            status,
+        ]);
+    }
+    for line in table.lines() {
+        outln!("{}", line.trim_end());
+    }
+    gateway.stop();
+    code
+}

@@ -1,0 +1,403 @@
+//! The gateway's configuration: `toolgate.toml`, or the `mcpServers` JSON
+//! file desktop and editor hosts write. Both name each upstream by its key.
+//!
+//! TOML is strict: an unknown key is an error naming the key and its line.
+//! A hosts' JSON file is read as hosts read it: keys toolgate does not use
+//! (`disabled`, `autoApprove`, …) are reported once and otherwise ignored.
+//! `${VAR}` in `command`, `args`, `env`, `cwd`, `url` and `headers` is
+//! replaced by the environment variable `VAR` (an unset one is an error);
+//! `$${` writes a literal `${`.
+//!
+//! ```
+//! use toolgate_gateway::config::GatewayConfig;
+//! let config = GatewayConfig::parse_toml(r#"
+//!     [servers.basket]
+//!     command = "target/release/basket"
+//!     [servers.remote]
+//!     url = "http://127.0.0.1:9000/mcp"
+//!     prefix = "r"
+//! "#, |_| None).unwrap();
+//! assert_eq!(config.servers["remote"].prefix(), "r");
+//! assert_eq!(config.servers["basket"].prefix(), "basket");
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A configuration problem, said so a person can fix it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn err(message: impl Into<String>) -> ConfigError {
+    ConfigError(message.into())
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// One table per upstream server; the key is its name.
+    #[serde(default)]
+    pub servers: BTreeMap<String, UpstreamConfig>,
+}
+
+/// One upstream MCP server.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// The program of a stdio server.
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment it gets on top of the minimal one (PATH, HOME, locale,
+    /// temporary directory, proxy and CA settings).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Its working directory.
+    pub cwd: Option<PathBuf>,
+    /// Give it the gateway's whole environment instead of the minimal one.
+    #[serde(default)]
+    pub inherit_env: bool,
+    /// The Streamable HTTP endpoint of a remote server (either era).
+    pub url: Option<String>,
+    /// Extra HTTP headers sent to it (credentials for the upstream; never
+    /// the caller's token).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Prefix of its tools' names (`prefix.tool`); default: the key; `""`
+    /// for none.
+    pub prefix: Option<String>,
+    /// Tool-name globs to offer (default: all).
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// Tool-name globs to withhold.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// Count its annotations as facts rather than hints.
+    #[serde(default)]
+    pub trusted: bool,
+    /// Seconds a call may take before it is cancelled (default 60).
+    pub timeout: Option<u64>,
+    /// The key this entry has in the file (filled in after loading).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub name: String,
+}
+
+impl UpstreamConfig {
+    /// The prefix of its tool names.
+    pub fn prefix(&self) -> &str {
+        self.prefix.as_deref().unwrap_or(&self.name)
+    }
+
+    /// How long one call may take.
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout.unwrap_or(60).max(1))
+    }
+
+    /// Whether the tool named `tool` (its upstream name) is offered.
+    pub fn offers(&self, tool: &str) -> bool {
+        let matches = |globs: &[String]| {
+            globs
+                .iter()
+                .any(|g| glob::Pattern::new(g).is_ok_and(|p| p.matches(tool)))
+        };
+        (self.include.is_empty() || matches(&self.include)) && !matches(&self.exclude)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let name = &self.name;
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(err(format!(
+                "server name {name:?}: use letters, digits, '_' and '-' only (it becomes the tools' prefix)"
+            )));
+        }
+        match (&self.command, &self.url) {
+            (Some(_), Some(_)) => {
+                return Err(err(format!(
+                    "server {name:?} has both a command and a url; give one"
+                )));
+            }
+            (None, None) => {
+                return Err(err(format!(
+                    "server {name:?} has neither a command (stdio) nor a url (HTTP)"
+                )));
+            }
+            (None, Some(url)) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                return Err(err(format!(
+                    "server {name:?}: url {url:?} is not http:// or https://"
+                )));
+            }
+            _ => {}
+        }
+        if let Some(prefix) = &self.prefix {
+            if !prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return Err(err(format!(
+                    "server {name:?}: prefix {prefix:?} may use letters, digits, '_' and '-' only"
+                )));
+            }
+        }
+        for g in self.include.iter().chain(&self.exclude) {
+            glob::Pattern::new(g).map_err(|e| err(format!("server {name:?}: glob {g:?}: {e}")))?;
+        }
+        if self.timeout == Some(0) {
+            return Err(err(format!(
+                "server {name:?}: timeout must be at least 1 second"
+            )));
+        }
+        Ok(())
+    }
+
+    fn expand(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        let name = self.name.clone();
+        let x = |text: &mut String| -> Result<(), ConfigError> {
+            *text = expand(text, env).map_err(|var| {
+                err(format!(
+                    "server {name:?}: ${{{var}}} is not set in the environment"
+                ))
+            })?;
+            Ok(())
+        };
+        if let Some(c) = &mut self.command {
+            x(c)?;
+        }
+        for a in &mut self.args {
+            x(a)?;
+        }
+        for v in self.env.values_mut() {
+            x(v)?;
+        }
+        if let Some(u) = &mut self.url {
+            x(u)?;
+        }
+        for v in self.headers.values_mut() {
+            x(v)?;
+        }
+        if let Some(cwd) = &mut self.cwd {
+            let mut text = cwd.to_string_lossy().into_owned();
+            x(&mut text)?;
+            *cwd = PathBuf::from(text);
+        }
+        Ok(())
+    }
+}
+
+/// `${VAR}` replaced from `env`; `$${` is a literal `${`. `Err(VAR)` for
+/// the first unset variable.
+pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    if !text.contains('$') {
+        return Ok(text.to_owned());
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i..];
+        if let Some(tail) = after.strip_prefix("$${") {
+            out.push_str("${");
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix("${") {
+            let Some(end) = tail.find('}') else {
+                out.push_str(after);
+                return Ok(out);
+            };
+            let var = &tail[..end];
+            out.push_str(&env(var).ok_or_else(|| var.to_owned())?);
+            rest = &tail[end + 1..];
+        } else {
+            out.push('$');
+            rest = &after[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Keys of a hosts' JSON entry that toolgate reads.
+const JSON_KEYS: &[&str] = &[
+    "command", "args", "env", "cwd", "url", "headers", "trusted", "type", "prefix", "include",
+    "exclude", "timeout",
+];
+
+impl GatewayConfig {
+    /// Parse `toolgate.toml` text; `env` looks up `${VAR}`s.
+    pub fn parse_toml(
+        text: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let mut config: GatewayConfig =
+            toml::from_str(text).map_err(|e| err(e.to_string().trim_end().to_owned()))?;
+        config.finish(&env)?;
+        Ok(config)
+    }
+
+    /// Parse a hosts' `{"mcpServers": {…}}` JSON file.
+    pub fn parse_json(
+        text: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let root: Value =
+            serde_json::from_str(text).map_err(|e| err(format!("not valid JSON: {e}")))?;
+        let Some(servers) = root.get("mcpServers").and_then(Value::as_object) else {
+            return Err(err(
+                "no \"mcpServers\" object (the format desktop and editor hosts write)",
+            ));
+        };
+        let mut config = GatewayConfig::default();
+        for (name, entry) in servers {
+            let Some(object) = entry.as_object() else {
+                return Err(err(format!("mcpServers.{name} is not an object")));
+            };
+            let ignored: Vec<&String> = object
+                .keys()
+                .filter(|k| !JSON_KEYS.contains(&k.as_str()))
+                .collect();
+            if !ignored.is_empty() {
+                tracing::warn!(server = %name, keys = ?ignored, "keys toolgate does not use; ignored");
+            }
+            let known: serde_json::Map<String, Value> = object
+                .iter()
+                .filter(|(k, _)| JSON_KEYS.contains(&k.as_str()) && k.as_str() != "type")
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let upstream: UpstreamConfig = serde_json::from_value(Value::Object(known))
+                .map_err(|e| err(format!("mcpServers.{name}: {e}")))?;
+            config.servers.insert(name.clone(), upstream);
+        }
+        config.finish(&env)?;
+        Ok(config)
+    }
+
+    /// Read a configuration file: JSON when it ends in `.json` or starts
+    /// with `{`, TOML otherwise. `${VAR}`s come from the process environment.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| err(format!("cannot read {}: {e}", path.display())))?;
+        let env = |var: &str| std::env::var(var).ok();
+        let json =
+            path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
+        let parsed = if json {
+            Self::parse_json(&text, env)
+        } else {
+            Self::parse_toml(&text, env)
+        };
+        parsed.map_err(|e| err(format!("{}: {}", path.display(), e.0)))
+    }
+
+    fn finish(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        for (name, upstream) in &mut self.servers {
+            upstream.name = name.clone();
+            upstream.check()?;
+            upstream.expand(env)?;
+        }
+        Ok(())
+    }
+
+    /// The JSON Schema of `toolgate.toml` (published as
+    /// `docs/gateway.schema.json`).
+    pub fn json_schema() -> Value {
+        serde_json::to_value(schemars::schema_for!(GatewayConfig)).unwrap_or(Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(var: &str) -> Option<String> {
+        (var == "TOKEN").then(|| "s3cret".to_owned())
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_naming_the_key_and_line() {
+        let e = GatewayConfig::parse_toml("[servers.a]\ncommand = \"x\"\ncomand = \"y\"\n", env)
+            .unwrap_err()
+            .0;
+        assert!(e.contains("comand") && e.contains("line 3"), "{e}");
+        let e = GatewayConfig::parse_toml("[server.a]\ncommand = \"x\"\n", env)
+            .unwrap_err()
+            .0;
+        assert!(e.contains("server") && e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn variables_are_expanded_and_unset_ones_named() {
+        let c = GatewayConfig::parse_toml(
+            "[servers.r]\nurl = \"http://h/mcp\"\nheaders = { Authorization = \"Bearer ${TOKEN}\", X = \"$${TOKEN}\" }\n",
+            env,
+        )
+        .unwrap();
+        assert_eq!(c.servers["r"].headers["Authorization"], "Bearer s3cret");
+        assert_eq!(c.servers["r"].headers["X"], "${TOKEN}");
+        let e =
+            GatewayConfig::parse_toml("[servers.r]\ncommand = \"x\"\nargs = [\"${NOPE}\"]\n", env)
+                .unwrap_err()
+                .0;
+        assert!(e.contains("${NOPE}") && e.contains("\"r\""), "{e}");
+    }
+
+    #[test]
+    fn entries_need_exactly_one_way_to_reach_the_server() {
+        for (text, says) in [
+            ("[servers.a]\n", "neither"),
+            ("[servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n", "both"),
+            ("[servers.a]\nurl = \"ftp://h\"\n", "not http"),
+            ("[servers.\"a.b\"]\ncommand = \"x\"\n", "letters"),
+            ("[servers.a]\ncommand = \"x\"\nprefix = \"p.q\"\n", "prefix"),
+            ("[servers.a]\ncommand = \"x\"\ninclude = [\"[\"]\n", "glob"),
+        ] {
+            let e = GatewayConfig::parse_toml(text, env).unwrap_err().0;
+            assert!(e.contains(says), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn hosts_json_files_are_read_with_their_own_keys_ignored() {
+        let c = GatewayConfig::parse_json(
+            r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "x"], "type": "stdio", "disabled": false},
+                               "web": {"url": "https://h/mcp", "headers": {"A": "${TOKEN}"}}}}"#,
+            env,
+        )
+        .unwrap();
+        assert_eq!(c.servers["fs"].args, ["-y", "x"]);
+        assert_eq!(c.servers["web"].headers["A"], "s3cret");
+        assert!(GatewayConfig::parse_json("{}", env).is_err());
+    }
+
+    #[test]
+    fn include_and_exclude_globs_select_tools() {
+        let c = GatewayConfig::parse_toml(
+            "[servers.a]\ncommand = \"x\"\ninclude = [\"get_*\", \"list\"]\nexclude = [\"get_secret\"]\n",
+            env,
+        )
+        .unwrap();
+        let a = &c.servers["a"];
+        assert!(a.offers("get_basket") && a.offers("list"));
+        assert!(!a.offers("get_secret") && !a.offers("delete"));
+    }
+
+    #[test]
+    fn the_published_schema_is_current() {
+        let published = include_str!("../../../docs/gateway.schema.json");
+        let published: Value = serde_json::from_str(published).unwrap();
+        assert_eq!(
+            published,
+            GatewayConfig::json_schema(),
+            "regenerate docs/gateway.schema.json: cargo run -p toolgate -- serve --print-schema > docs/gateway.schema.json"
+        );
+    }
+}

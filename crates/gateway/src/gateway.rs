@@ -1,0 +1,338 @@
+//! The gateway: upstream tools registered on one toolgate server, kept in
+//! step with the upstreams, checked against a lock file.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use toolgate_client::ToolWatch;
+use toolgate_protocol::types::Tool;
+use toolgate_review::lock::{Change, LockFile, compare};
+use toolgate_server::{Server, ServerConfig, ToolDef};
+
+use crate::config::GatewayConfig;
+use crate::forward::forward;
+use crate::names::{check_unique, qualify};
+use crate::upstream::Upstream;
+
+/// A gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// Two upstream tools would share a name.
+    #[error(transparent)]
+    Collision(#[from] crate::names::Collision),
+    /// The server refused a registration or its configuration.
+    #[error("{0}")]
+    Server(#[from] toolgate_server::RegistrationError),
+}
+
+/// Options beyond the configuration file.
+#[derive(Clone, Default)]
+pub struct GatewayOptions {
+    /// Approved definitions: tools that differ from it, or are not in it,
+    /// are withheld.
+    pub lock: Option<LockFile>,
+    /// The downstream server's settings (limits, timeouts, state key).
+    pub server: ServerConfig,
+}
+
+/// One gateway tool.
+#[derive(Clone)]
+struct Offered {
+    upstream: usize,
+    definition: Tool,
+}
+
+/// What the gateway offers now, and why it withholds the rest.
+#[derive(Default)]
+struct Offer {
+    tools: HashMap<String, Offered>,
+    /// Gateway name → why a call to it is refused.
+    withheld: HashMap<String, String>,
+}
+
+/// How one upstream is doing, for `toolgate serve --check`.
+#[derive(Clone, Debug)]
+pub struct UpstreamStatus {
+    /// Its name (the configuration key).
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: &'static str,
+    /// Tools offered through the gateway.
+    pub offered: usize,
+    /// Tools withheld (lock, include/exclude, invalid names).
+    pub withheld: usize,
+    /// Why it is failing, if it is.
+    pub error: Option<String>,
+}
+
+/// Many MCP servers behind one toolgate server.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use toolgate_gateway::{Gateway, GatewayOptions, config::GatewayConfig};
+/// let config = GatewayConfig::load("toolgate.toml".as_ref())?;
+/// let gateway = Gateway::start(config, GatewayOptions::default()).await?;
+/// toolgate_server::transport::stdio::serve_stdio(gateway.server()).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Gateway {
+    server: Server,
+    upstreams: Arc<Vec<Arc<Upstream>>>,
+    offer: Arc<RwLock<Offer>>,
+    lock: Arc<Option<LockFile>>,
+    watches: Arc<std::sync::Mutex<Vec<ToolWatch>>>,
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Gateway {
+    /// Start every upstream, list their tools and register them. An
+    /// upstream that is down does not stop the gateway: its tools appear
+    /// when it is back. Name collisions do.
+    pub async fn start(
+        config: GatewayConfig,
+        options: GatewayOptions,
+    ) -> Result<Self, GatewayError> {
+        let offer: Arc<RwLock<Offer>> = Arc::default();
+        let answers = offer.clone();
+        let server = Server::builder("toolgate-gateway", env!("CARGO_PKG_VERSION"))
+            .config(options.server.clone())
+            .unlisted_answer(move |name| read(&answers).withheld.get(name).cloned())
+            .build()?;
+        let upstreams: Vec<Arc<Upstream>> =
+            config.servers.into_values().map(Upstream::new).collect();
+        let gateway = Gateway {
+            server,
+            upstreams: Arc::new(upstreams),
+            offer,
+            lock: Arc::new(options.lock),
+            watches: Arc::default(),
+        };
+        let mut listings = Vec::new();
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, upstream) in gateway.upstreams.iter().enumerate() {
+            let upstream = upstream.clone();
+            tasks.spawn(async move { (i, upstream.list().await) });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            if let Ok((i, listed)) = joined {
+                listings.push((i, listed));
+            }
+        }
+        listings.sort_by_key(|(i, _)| *i);
+        let mut all: Vec<(String, usize, Tool)> = Vec::new();
+        for (i, listed) in listings {
+            match listed {
+                Ok(tools) => {
+                    for tool in tools {
+                        all.push((
+                            qualify(gateway.upstreams[i].config.prefix(), &tool.name),
+                            i,
+                            tool,
+                        ));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "upstream unavailable at start; its tools appear when it is back")
+                }
+            }
+        }
+        check_unique(all.iter().map(|(name, i, tool)| {
+            (
+                name.as_str(),
+                gateway.upstreams[*i].config.name.as_str(),
+                tool.name.as_str(),
+            )
+        }))?;
+        for i in 0..gateway.upstreams.len() {
+            let tools: Vec<Tool> = all
+                .iter()
+                .filter(|(_, u, _)| *u == i)
+                .map(|(_, _, t)| t.clone())
+                .collect();
+            gateway.apply(i, &tools);
+        }
+        gateway.watch();
+        Ok(gateway)
+    }
+
+    /// The downstream server: serve it over HTTP or stdio.
+    pub fn server(&self) -> Server {
+        self.server.clone()
+    }
+
+    /// Each upstream's state.
+    pub fn status(&self) -> Vec<UpstreamStatus> {
+        let offer = read(&self.offer);
+        self.upstreams
+            .iter()
+            .enumerate()
+            .map(|(i, u)| UpstreamStatus {
+                name: u.config.name.clone(),
+                transport: u.transport_kind(),
+                offered: offer.tools.values().filter(|t| t.upstream == i).count(),
+                withheld: offer
+                    .withheld
+                    .keys()
+                    .filter(|name| self.owner(name) == Some(i))
+                    .count(),
+                error: u.last_error(),
+            })
+            .collect()
+    }
+
+    /// The gateway tool names, sorted.
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = read(&self.offer).tools.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Which upstream a gateway name belongs to (by prefix).
+    fn owner(&self, name: &str) -> Option<usize> {
+        self.upstreams.iter().position(|u| {
+            let prefix = u.config.prefix();
+            prefix.is_empty() || name.starts_with(&format!("{prefix}."))
+        })
+    }
+
+    /// Stop every upstream.
+    pub fn stop(&self) {
+        self.watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        for u in self.upstreams.iter() {
+            u.stop();
+        }
+    }
+
+    /// Re-list upstream `i` and bring the offer in step.
+    pub async fn refresh(&self, i: usize) {
+        let Some(upstream) = self.upstreams.get(i) else {
+            return;
+        };
+        match upstream.list().await {
+            Ok(tools) => self.apply(i, &tools),
+            Err(e) => tracing::warn!(error = %e, "re-listing failed; keeping the tools offered"),
+        }
+    }
+
+    /// Make upstream `i`'s offered tools exactly `tools` (less those its
+    /// include/exclude, the lock or a name clash withhold).
+    fn apply(&self, i: usize, tools: &[Tool]) {
+        let upstream = &self.upstreams[i];
+        let config = &upstream.config;
+        let locked = self
+            .lock
+            .as_ref()
+            .as_ref()
+            .map(|lock| lock.servers.get(&config.name));
+        let changes: Vec<Change> = match locked {
+            Some(Some(server)) => compare(server, tools),
+            _ => Vec::new(),
+        };
+        let mut wanted: BTreeMap<String, (Tool, Option<String>)> = BTreeMap::new();
+        for tool in tools.iter().filter(|t| config.offers(&t.name)) {
+            let name = qualify(config.prefix(), &tool.name);
+            let refusal = match locked {
+                Some(None) => Some(format!(
+                    "The tool {name} is withheld: its server {} is not in the lock file. Review it, then approve it with `toolgate lock --config FILE --all`.",
+                    config.name
+                )),
+                Some(Some(_)) => changes.iter().find_map(|c| match c {
+                    Change::Added(t) if *t == tool.name => Some(format!(
+                        "The tool {name} is withheld: it was added to {} after the lock file was written. Review it, then approve it with `toolgate lock --update --config FILE --all`.",
+                        config.name
+                    )),
+                    Change::Changed(t, what) if *t == tool.name => Some(format!(
+                        "The tool {name} is withheld: its definition changed since it was locked ({}). Review the change, then approve it with `toolgate lock --update --config FILE --all`.",
+                        what.join("; ")
+                    )),
+                    _ => None,
+                }),
+                None => None,
+            };
+            wanted.insert(name, (tool.clone(), refusal));
+        }
+        let mut offer = write(&self.offer);
+        // Remove what is gone or changed.
+        let current: Vec<String> = offer
+            .tools
+            .iter()
+            .filter(|(_, t)| t.upstream == i)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in current {
+            let keep = match (wanted.get(&name), offer.tools.get(&name)) {
+                (Some((tool, None)), Some(offered)) => offered.definition == *tool,
+                _ => false,
+            };
+            if !keep {
+                offer.tools.remove(&name);
+                self.server.remove_tool(&name);
+            }
+        }
+        offer.withheld.retain(|name, _| self.owner(name) != Some(i));
+        for (name, (tool, refusal)) in wanted {
+            if let Some(why) = refusal {
+                tracing::warn!(tool = %name, "withheld: {why}");
+                offer.withheld.insert(name, why);
+                continue;
+            }
+            if offer.tools.contains_key(&name) {
+                continue;
+            }
+            let upstream = upstream.clone();
+            let upstream_name = tool.name.clone();
+            let entry = ToolDef::from_tool(tool.clone())
+                .rename(name.clone())
+                .timeout(config.call_timeout() + Duration::from_secs(1))
+                .forward(move |args, ctx| {
+                    forward(upstream.clone(), upstream_name.clone(), args, ctx)
+                });
+            match self.server.add_tool(entry) {
+                Ok(()) => {
+                    offer.tools.insert(
+                        name,
+                        Offered {
+                            upstream: i,
+                            definition: tool,
+                        },
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(tool = %name, error = %e, "not offered");
+                    offer.withheld.insert(
+                        name.clone(),
+                        format!("The tool {name} is not offered: its definition is invalid ({e}). This is a fault in the upstream server {}.", config.name),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Follow each upstream's tool-list changes, and bring failed upstreams
+    /// back: a change notification or a stream reopening re-lists.
+    fn watch(&self) {
+        let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, upstream) in self.upstreams.iter().enumerate() {
+            let Ok(client) = upstream.client() else {
+                continue;
+            };
+            let gateway = self.clone();
+            watches.push(client.watch_tools_with(move || {
+                let gateway = gateway.clone();
+                tokio::spawn(async move { gateway.refresh(i).await });
+            }));
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! toolgate's gateway: many MCP servers behind one endpoint.
+//!
+//! Hosts talk to each MCP server directly today, so every host has to get
+//! validation, sanitizing and pinning right on its own. The gateway does
+//! it once, for servers nobody here wrote:
+//!
+//! - [`config`]: `toolgate.toml`, or the `mcpServers` JSON hosts write.
+//! - [`names`]: `<prefix>.<tool>`, at most 128 characters, stable.
+//! - [`upstream`]: one connection per upstream, restarted with backoff.
+//! - [`Gateway`]: the upstreams' tools on one toolgate server. Arguments
+//!   are checked against the upstream's `inputSchema` before anything is
+//!   forwarded; results are sanitized and checked against its
+//!   `outputSchema`; a lock file withholds tools whose definition changed;
+//!   the upstream's questions reach the downstream client and its answers
+//!   go back.
+//!
+//! The `toolgate serve` command runs a gateway over Streamable HTTP or
+//! stdio; `docs/gateway.md` documents the configuration key by key.
+
+pub mod config;
+mod forward;
+mod gateway;
+pub mod names;
+pub mod upstream;
+
+pub use gateway::{Gateway, GatewayError, GatewayOptions, UpstreamStatus};

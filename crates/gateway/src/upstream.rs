@@ -1,0 +1,228 @@
+//! One upstream server: its connection, restarted with backoff when it
+//! fails, and its current tool list.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use toolgate_client::transport::http::{HttpOptions, HttpTransport};
+use toolgate_client::transport::stdio::{StderrTail, StdioCommand, StdioTransport};
+use toolgate_client::{Client, ClientError, InputHandler};
+use toolgate_protocol::types::{ClientCapabilities, Tool};
+
+use crate::config::UpstreamConfig;
+
+/// The first wait before reconnecting a failed upstream; it doubles up to
+/// [`MAX_BACKOFF`] and resets after a success.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// The longest wait between reconnection attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// An upstream server and the gateway's connection to it.
+pub struct Upstream {
+    /// Its configuration (the key is `config.name`).
+    pub config: UpstreamConfig,
+    link: Mutex<Link>,
+}
+
+#[derive(Default)]
+struct Link {
+    client: Option<Client>,
+    stderr: Option<StderrTail>,
+    /// When the last attempt failed, and the wait before the next.
+    failed: Option<(Instant, Duration)>,
+    /// What went wrong last, for errors and `serve --check`.
+    last_error: Option<String>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Why an upstream cannot be used right now.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("the upstream server {server} is unavailable: {reason}")]
+pub struct Unavailable {
+    /// The upstream's name.
+    pub server: String,
+    /// What failed.
+    pub reason: String,
+}
+
+/// What the gateway declares to upstreams: every kind of input, since it
+/// relays each question to the downstream client (which refuses with
+/// `-32021` what it cannot answer).
+struct Relay;
+
+impl InputHandler for Relay {
+    fn capabilities(&self) -> ClientCapabilities {
+        ClientCapabilities {
+            elicitation: serde_json::from_value(serde_json::json!({"form": {}, "url": {}})).ok(),
+            sampling: Some(serde_json::Map::new()),
+            roots: Some(serde_json::Map::new()),
+            ..Default::default()
+        }
+    }
+
+    // A legacy upstream asks in the middle of its call; relaying that
+    // needs the call parked across downstream rounds (not done yet), so the
+    // default answers apply: the question is refused with an error, and the
+    // upstream decides what follows. Nobody's answer is made up.
+}
+
+impl Upstream {
+    /// An upstream, not yet started.
+    pub fn new(config: UpstreamConfig) -> Arc<Self> {
+        Arc::new(Upstream {
+            config,
+            link: Mutex::new(Link::default()),
+        })
+    }
+
+    /// `"stdio"` or `"http"`.
+    pub fn transport_kind(&self) -> &'static str {
+        if self.config.url.is_some() {
+            "http"
+        } else {
+            "stdio"
+        }
+    }
+
+    /// The last error, if the upstream is failing.
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.link).last_error.clone()
+    }
+
+    /// The last lines a stdio upstream wrote to stderr.
+    pub fn stderr_tail(&self) -> Vec<String> {
+        lock(&self.link)
+            .stderr
+            .as_ref()
+            .map(StderrTail::lines)
+            .unwrap_or_default()
+    }
+
+    fn start(&self) -> Result<(Client, Option<StderrTail>), ClientError> {
+        let c = &self.config;
+        let builder = Client::builder("toolgate-gateway", env!("CARGO_PKG_VERSION"))
+            .name(c.name.clone())
+            .trusted(c.trusted)
+            .timeout(c.call_timeout())
+            .input_handler(Relay);
+        if let Some(url) = &c.url {
+            let options = HttpOptions {
+                headers: c
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                ..Default::default()
+            };
+            return Ok((
+                builder.build(HttpTransport::new(url.clone(), options)?),
+                None,
+            ));
+        }
+        let command = StdioCommand {
+            program: c.command.clone().unwrap_or_default(),
+            args: c.args.clone(),
+            env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            cwd: c.cwd.clone(),
+            inherit_env: c.inherit_env,
+        };
+        let transport = StdioTransport::spawn(&command)?;
+        let stderr = transport.stderr_handle();
+        Ok((builder.build(transport), Some(stderr)))
+    }
+
+    /// The connected client, starting (or restarting, once the backoff has
+    /// passed) the upstream if needed.
+    pub fn client(&self) -> Result<Client, Unavailable> {
+        let mut link = lock(&self.link);
+        if let Some(client) = &link.client {
+            return Ok(client.clone());
+        }
+        if let Some((at, wait)) = link.failed {
+            if at.elapsed() < wait {
+                return Err(self.unavailable(&link));
+            }
+        }
+        match self.start() {
+            Ok((client, stderr)) => {
+                link.client = Some(client.clone());
+                link.stderr = stderr;
+                Ok(client)
+            }
+            Err(e) => {
+                Self::note_failure(&mut link, e.to_string());
+                Err(self.unavailable(&link))
+            }
+        }
+    }
+
+    fn unavailable(&self, link: &Link) -> Unavailable {
+        Unavailable {
+            server: self.config.name.clone(),
+            reason: link
+                .last_error
+                .clone()
+                .unwrap_or_else(|| "not started".into()),
+        }
+    }
+
+    fn note_failure(link: &mut Link, reason: String) {
+        let wait = match link.failed {
+            Some((_, wait)) => (wait * 2).min(MAX_BACKOFF),
+            None => FIRST_BACKOFF,
+        };
+        link.failed = Some((Instant::now(), wait));
+        link.last_error = Some(reason);
+        // Dropping the client ends a stdio child (kill on drop).
+        link.client = None;
+    }
+
+    /// Record how a request went: a failure that says the connection is
+    /// gone drops it (the next use restarts, after the backoff); a success
+    /// resets the backoff.
+    pub fn outcome<T>(&self, result: &Result<T, ClientError>) {
+        let mut link = lock(&self.link);
+        match result {
+            Err(
+                e @ (ClientError::ServerExited(_)
+                | ClientError::Unreachable(_)
+                | ClientError::Transport(_)),
+            ) => {
+                tracing::warn!(server = %self.config.name, error = %e, "upstream failed; it will be restarted");
+                Self::note_failure(&mut link, e.to_string());
+            }
+            Ok(_) => {
+                link.failed = None;
+                link.last_error = None;
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// The wait before the next restart attempt, if the upstream is down.
+    pub fn backoff(&self) -> Option<Duration> {
+        lock(&self.link)
+            .failed
+            .map(|(at, wait)| wait.saturating_sub(at.elapsed()))
+    }
+
+    /// List the upstream's tools (all pages), restarting it if needed.
+    pub async fn list(&self) -> Result<Vec<Tool>, Unavailable> {
+        let client = self.client()?;
+        let listed = client.list_tools().await;
+        self.outcome(&listed);
+        listed.map_err(|e| Unavailable {
+            server: self.config.name.clone(),
+            reason: format!("listing its tools failed: {e}"),
+        })
+    }
+
+    /// Stop the upstream (a stdio child is killed).
+    pub fn stop(&self) {
+        let mut link = lock(&self.link);
+        link.client = None;
+    }
+}
