@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use serde::Deserialize;
+use toolgate_gateway::config::{GatewayConfig, UpstreamConfig};
 use sha2::{Digest as _, Sha256};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::transport::stdio::{StderrTail, StdioCommand, StdioTransport};
@@ -16,33 +16,40 @@ use crate::exit;
 use crate::term;
 use crate::{errln, input};
 
-/// One server of an `mcpServers` config file (the format desktop and editor hosts use).
-#[derive(Clone, Debug, Default, Deserialize)]
+/// One server of a config file, as the CLI uses it.
+#[derive(Clone, Debug, Default)]
 pub struct ServerEntry {
     /// Program to run (stdio).
     pub command: Option<String>,
     /// Its arguments.
-    #[serde(default)]
     pub args: Vec<String>,
     /// Environment the program gets on top of the minimal one.
-    #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Working directory.
     pub cwd: Option<PathBuf>,
+    /// Pass the whole environment (the config's `inherit_env`).
+    pub inherit_env: bool,
     /// URL (Streamable HTTP).
     pub url: Option<String>,
     /// Extra HTTP headers.
-    #[serde(default)]
     pub headers: BTreeMap<String, String>,
-    /// Trust this server's annotations (toolgate extension; default false).
-    #[serde(default)]
+    /// Trust this server's annotations (default false).
     pub trusted: bool,
 }
 
-#[derive(Debug, Deserialize)]
-struct ConfigFile {
-    #[serde(rename = "mcpServers")]
-    servers: BTreeMap<String, ServerEntry>,
+impl From<UpstreamConfig> for ServerEntry {
+    fn from(c: UpstreamConfig) -> Self {
+        ServerEntry {
+            command: c.command,
+            args: c.args,
+            env: c.env,
+            cwd: c.cwd,
+            inherit_env: c.inherit_env,
+            url: c.url,
+            headers: c.headers,
+            trusted: c.trusted,
+        }
+    }
 }
 
 /// How to reach servers: what every subcommand that talks to one accepts.
@@ -75,22 +82,24 @@ fn config_path(reach: &Reach) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("mcp.json"))
 }
 
-fn load_config(path: &Path) -> anyhow::Result<ConfigFile> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        exit::fail(
+/// The servers of a config file: a hosts' `mcpServers` JSON file or a
+/// gateway's `toolgate.toml`, by key.
+fn load_config(path: &Path) -> anyhow::Result<BTreeMap<String, ServerEntry>> {
+    if !path.exists() {
+        return Err(exit::fail(
             exit::USAGE,
             format!(
-                "cannot read {}: {e} (name a config file with --config, or give a URL or `-- COMMAND`)",
+                "no config file {} (name one with --config, or give a URL or `-- COMMAND`)",
                 path.display()
             ),
-        )
-    })?;
-    serde_json::from_str(&text).map_err(|e| {
-        exit::fail(
-            exit::USAGE,
-            format!("{} is not an mcpServers config file: {e}", path.display()),
-        )
-    })
+        ));
+    }
+    let config = GatewayConfig::load(path).map_err(|e| exit::fail(exit::USAGE, e.0))?;
+    Ok(config
+        .servers
+        .into_iter()
+        .map(|(name, c)| (name, ServerEntry::from(c)))
+        .collect())
 }
 
 /// `http(s)://…` as is; `HOST:PORT[/PATH]` as `http://HOST:PORT/PATH` (path
@@ -160,9 +169,9 @@ pub fn resolve(target: Option<&str>, command: &[String], reach: &Reach) -> anyho
         return Ok(Target { name, entry });
     }
     let path = config_path(reach);
-    let mut file = load_config(&path)?;
-    let Some(entry) = file.servers.remove(target) else {
-        let known: Vec<&String> = file.servers.keys().collect();
+    let mut servers = load_config(&path)?;
+    let Some(entry) = servers.remove(target) else {
+        let known: Vec<&String> = servers.keys().collect();
         return Err(exit::fail(
             exit::USAGE,
             format!(
@@ -179,9 +188,8 @@ pub fn resolve(target: Option<&str>, command: &[String], reach: &Reach) -> anyho
 
 /// Every server of the config file, in name order.
 pub fn resolve_all(reach: &Reach) -> anyhow::Result<Vec<Target>> {
-    let file = load_config(&config_path(reach))?;
-    Ok(file
-        .servers
+    let servers = load_config(&config_path(reach))?;
+    Ok(servers
         .into_iter()
         .map(|(name, entry)| Target { name, entry })
         .collect())
@@ -429,7 +437,7 @@ impl Target {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             cwd: self.entry.cwd.clone(),
-            inherit_env: reach.inherit_env,
+            inherit_env: reach.inherit_env || self.entry.inherit_env,
         };
         let transport = StdioTransport::spawn(&command)
             .with_context(|| format!("cannot start {}", self.name))?;

@@ -490,3 +490,51 @@ async fn on_a_terminal_the_call_is_confirmed_and_the_form_asked_field_by_field()
     );
     drop(stdin);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
+    let addr = serve().await;
+    let dir = std::env::temp_dir().join(format!("toolgate-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down = closed.local_addr().unwrap();
+    drop(closed);
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        format!("[servers.shop]\nurl = \"http://{addr}/mcp\"\ninclude = [\"order\", \"fail\"]\n"),
+    )
+    .unwrap();
+    let r = toolgate_in(&dir, &["serve", "--check"], &[]).await;
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("shop") && r.stdout.contains("2  "), "{}", r.stdout);
+    // The other commands read the same file by its keys.
+    let r = toolgate_in(&dir, &["tools", "shop", "--config", "toolgate.toml"], &[]).await;
+    assert!(r.stdout.contains("where_am_i"), "{}", r.stdout);
+
+    // The gateway over stdio, as a host would start it.
+    let toolgate = env!("CARGO_BIN_EXE_toolgate");
+    let r = toolgate_in(
+        &dir,
+        &["call", "shop.fail", "--yes", "--", toolgate, "serve", "--stdio"],
+        &[],
+    )
+    .await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("it broke"), "{}", r.stderr);
+
+    // A server that is down: --check says so and fails.
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        format!("[servers.shop]\nurl = \"http://{addr}/mcp\"\n[servers.down]\nurl = \"http://{down}/mcp\"\n"),
+    )
+    .unwrap();
+    let r = toolgate_in(&dir, &["serve", "--check"], &[]).await;
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("failing"), "{}", r.stdout);
+    // Unknown keys are refused with their line.
+    std::fs::write(dir.join("toolgate.toml"), "[servers.shop]\nurl = \"http://x/mcp\"\nprefx = \"s\"\n").unwrap();
+    let r = toolgate_in(&dir, &["serve", "--check"], &[]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("prefx") && r.stderr.contains("line 3"), "{}", r.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+}

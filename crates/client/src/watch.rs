@@ -30,9 +30,9 @@ impl Client {
     }
 
     /// [`Client::watch_tools`], calling `on_change` after each change
-    /// notification and each reopening of the stream (when changes may
-    /// have been missed): a program that mirrors the tool list re-lists
-    /// then.
+    /// notification, and whenever changes may have been missed: when the
+    /// stream is acknowledged (changes before it opened) and when it
+    /// drops. A program that mirrors the tool list re-lists then.
     pub fn watch_tools_with(&self, on_change: impl Fn() + Send + Sync + 'static) -> ToolWatch {
         let client = self.clone();
         let task = tokio::spawn(async move {
@@ -50,6 +50,9 @@ impl Client {
                                         n.get("method").and_then(Value::as_str).unwrap_or_default();
                                     if method == "notifications/subscriptions/acknowledged" {
                                         backoff = Duration::from_millis(250);
+                                        // Changes before the stream was open were missed.
+                                        client.forget_tools();
+                                        on_change();
                                     } else if method == "notifications/tools/list_changed" {
                                         tracing::debug!("tool list changed; cache invalidated");
                                         client.forget_tools();

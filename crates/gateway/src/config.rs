@@ -19,6 +19,8 @@
 //! "#, |_| None).unwrap();
 //! assert_eq!(config.servers["remote"].prefix(), "r");
 //! assert_eq!(config.servers["basket"].prefix(), "basket");
+//! # let dotted = GatewayConfig::parse_json(r#"{"mcpServers": {"github.com/org": {"url": "https://h/mcp"}}}"#, |_| None).unwrap();
+//! # assert_eq!(dotted.servers["github.com/org"].prefix(), "github_com_org");
 //! ```
 
 use std::collections::BTreeMap;
@@ -92,9 +94,18 @@ pub struct UpstreamConfig {
 }
 
 impl UpstreamConfig {
-    /// The prefix of its tool names.
-    pub fn prefix(&self) -> &str {
-        self.prefix.as_deref().unwrap_or(&self.name)
+    /// The prefix of its tool names: `prefix`, or the key with anything
+    /// but letters, digits, `_` and `-` replaced by `_` (hosts' files use
+    /// keys like `github.com/org`).
+    pub fn prefix(&self) -> String {
+        match &self.prefix {
+            Some(prefix) => prefix.clone(),
+            None => self
+                .name
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+                .collect(),
+        }
     }
 
     /// How long one call may take.
@@ -114,14 +125,8 @@ impl UpstreamConfig {
 
     fn check(&self) -> Result<(), ConfigError> {
         let name = &self.name;
-        if name.is_empty()
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
-            return Err(err(format!(
-                "server name {name:?}: use letters, digits, '_' and '-' only (it becomes the tools' prefix)"
-            )));
+        if name.is_empty() {
+            return Err(err("a server has an empty name"));
         }
         match (&self.command, &self.url) {
             (Some(_), Some(_)) => {
@@ -356,7 +361,6 @@ mod tests {
             ("[servers.a]\n", "neither"),
             ("[servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n", "both"),
             ("[servers.a]\nurl = \"ftp://h\"\n", "not http"),
-            ("[servers.\"a.b\"]\ncommand = \"x\"\n", "letters"),
             ("[servers.a]\ncommand = \"x\"\nprefix = \"p.q\"\n", "prefix"),
             ("[servers.a]\ncommand = \"x\"\ninclude = [\"[\"]\n", "glob"),
         ] {

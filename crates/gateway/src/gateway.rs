@@ -134,7 +134,7 @@ impl Gateway {
                 Ok(tools) => {
                     for tool in tools {
                         all.push((
-                            qualify(gateway.upstreams[i].config.prefix(), &tool.name),
+                            qualify(&gateway.upstreams[i].config.prefix(), &tool.name),
                             i,
                             tool,
                         ));
@@ -242,7 +242,7 @@ impl Gateway {
         };
         let mut wanted: BTreeMap<String, (Tool, Option<String>)> = BTreeMap::new();
         for tool in tools.iter().filter(|t| config.offers(&t.name)) {
-            let name = qualify(config.prefix(), &tool.name);
+            let name = qualify(&config.prefix(), &tool.name);
             let refusal = match locked {
                 Some(None) => Some(format!(
                     "The tool {name} is withheld: its server {} is not in the lock file. Review it, then approve it with `toolgate lock --config FILE --all`.",

@@ -308,3 +308,63 @@ async fn name_collisions_are_refused_at_start_and_a_down_upstream_is_not_fatal()
     );
     gateway.stop();
 }
+
+#[tokio::test]
+async fn a_tool_added_upstream_reaches_downstream_listeners() {
+    let upstream = shop(Arc::default(), "Orders an item.");
+    let url = serve(upstream.clone()).await;
+    let gateway = Gateway::start(
+        config(&format!("[servers.shop]\nurl = \"{url}\"\n")),
+        GatewayOptions::default(),
+    )
+    .await
+    .unwrap();
+    let c = downstream(&gateway).await;
+    let (tx, mut changed) = tokio::sync::mpsc::unbounded_channel();
+    let _watch = c.watch_tools_with(move || {
+        let _ = tx.send(());
+    });
+    upstream
+        .add_tool(
+            ToolDef::new("refund")
+                .description("Refunds an order.")
+                .handler(|_: toolgate_server::NoArgs, _ctx: RequestContext| async {
+                    Ok::<_, ToolError>("refunded")
+                }),
+        )
+        .unwrap();
+    // Each notification (or the stream's first acknowledgement) is a
+    // reason to look again; the new tool must show up within 10 s.
+    let seen = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            c.invalidate("tools/list");
+            let names: Vec<String> =
+                c.list_tools().await.unwrap().into_iter().map(|t| t.name).collect();
+            if names.contains(&"shop.refund".to_owned()) {
+                return names;
+            }
+            changed.recv().await.unwrap();
+        }
+    })
+    .await
+    .expect("the new tool appeared downstream");
+    assert_eq!(seen, ["shop.order", "shop.pay", "shop.refund"]);
+    let refunded = c.call_tool("shop.refund", Map::new(), &CallOptions::default()).await.unwrap();
+    assert_eq!(refunded.content[0].as_text(), Some("refunded"));
+    // And removed again.
+    upstream.remove_tool("refund");
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            c.invalidate("tools/list");
+            let names: Vec<String> =
+                c.list_tools().await.unwrap().into_iter().map(|t| t.name).collect();
+            if !names.contains(&"shop.refund".to_owned()) {
+                return;
+            }
+            changed.recv().await.unwrap();
+        }
+    })
+    .await
+    .expect("the removed tool disappeared downstream");
+    gateway.stop();
+}
