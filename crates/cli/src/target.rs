@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use toolgate_gateway::config::{GatewayConfig, UpstreamConfig};
 use sha2::{Digest as _, Sha256};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::transport::stdio::{StderrTail, StdioCommand, StdioTransport};
 use toolgate_client::{Client, ClientBuilder, ClientError};
+use toolgate_gateway::config::{GatewayConfig, UpstreamConfig};
 
 use crate::exit;
 use crate::term;

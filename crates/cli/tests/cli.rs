@@ -506,7 +506,11 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
     .unwrap();
     let r = toolgate_in(&dir, &["serve", "--check"], &[]).await;
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
-    assert!(r.stdout.contains("shop") && r.stdout.contains("2  "), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("shop") && r.stdout.contains("2  "),
+        "{}",
+        r.stdout
+    );
     // The other commands read the same file by its keys.
     let r = toolgate_in(&dir, &["tools", "shop", "--config", "toolgate.toml"], &[]).await;
     assert!(r.stdout.contains("where_am_i"), "{}", r.stdout);
@@ -515,7 +519,15 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
     let toolgate = env!("CARGO_BIN_EXE_toolgate");
     let r = toolgate_in(
         &dir,
-        &["call", "shop.fail", "--yes", "--", toolgate, "serve", "--stdio"],
+        &[
+            "call",
+            "shop.fail",
+            "--yes",
+            "--",
+            toolgate,
+            "serve",
+            "--stdio",
+        ],
         &[],
     )
     .await;
@@ -532,9 +544,17 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
     assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("failing"), "{}", r.stdout);
     // Unknown keys are refused with their line.
-    std::fs::write(dir.join("toolgate.toml"), "[servers.shop]\nurl = \"http://x/mcp\"\nprefx = \"s\"\n").unwrap();
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        "[servers.shop]\nurl = \"http://x/mcp\"\nprefx = \"s\"\n",
+    )
+    .unwrap();
     let r = toolgate_in(&dir, &["serve", "--check"], &[]).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.contains("prefx") && r.stderr.contains("line 3"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("prefx") && r.stderr.contains("line 3"),
+        "{}",
+        r.stderr
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -338,8 +338,13 @@ async fn a_tool_added_upstream_reaches_downstream_listeners() {
     let seen = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             c.invalidate("tools/list");
-            let names: Vec<String> =
-                c.list_tools().await.unwrap().into_iter().map(|t| t.name).collect();
+            let names: Vec<String> = c
+                .list_tools()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
             if names.contains(&"shop.refund".to_owned()) {
                 return names;
             }
@@ -349,15 +354,23 @@ async fn a_tool_added_upstream_reaches_downstream_listeners() {
     .await
     .expect("the new tool appeared downstream");
     assert_eq!(seen, ["shop.order", "shop.pay", "shop.refund"]);
-    let refunded = c.call_tool("shop.refund", Map::new(), &CallOptions::default()).await.unwrap();
+    let refunded = c
+        .call_tool("shop.refund", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
     assert_eq!(refunded.content[0].as_text(), Some("refunded"));
     // And removed again.
     upstream.remove_tool("refund");
     tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             c.invalidate("tools/list");
-            let names: Vec<String> =
-                c.list_tools().await.unwrap().into_iter().map(|t| t.name).collect();
+            let names: Vec<String> = c
+                .list_tools()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
             if !names.contains(&"shop.refund".to_owned()) {
                 return;
             }
