@@ -14,6 +14,9 @@ pub struct Server {
     pub child: Child,
     /// Where it listens (HTTP servers).
     pub addr: Option<SocketAddr>,
+    /// A server this one needs running (a gateway's upstream); stopped
+    /// with it. Memory and CPU figures are this process's alone.
+    pub upstream: Option<Box<Server>>,
 }
 
 impl Server {
@@ -37,6 +40,7 @@ impl Server {
         Ok(Self {
             child,
             addr: Some(addr),
+            upstream: None,
         })
     }
 

@@ -96,7 +96,15 @@ fn ci() -> anyhow::Result<()> {
 }
 
 fn bench(args: &[String]) -> anyhow::Result<()> {
-    cargo(&["build", "--release", "--package", "toolgate-bench"])?;
+    // The gateway rows run `toolgate serve`.
+    cargo(&[
+        "build",
+        "--release",
+        "--package",
+        "toolgate-bench",
+        "--package",
+        "toolgate",
+    ])?;
     run(Command::new(root().join("target/release/bench"))
         .args(args)
         .current_dir(root()))

@@ -46,6 +46,8 @@ struct Bins {
     toolgate: PathBuf,
     rmcp: PathBuf,
     ceiling: PathBuf,
+    /// The `toolgate` command, for `toolgate serve`.
+    cli: PathBuf,
 }
 
 #[derive(Clone, Copy)]
@@ -58,7 +60,12 @@ enum Kind {
     Ceiling,
     /// toolgate verifying a JWT on every request, with a rate limit.
     ToolgateSecured,
+    /// `toolgate serve` in front of the toolgate server, over HTTP.
+    Gateway,
 }
+
+/// The label of the gateway row.
+const GATEWAY: &str = "toolgate gateway → toolgate";
 
 /// The label of the authenticated, rate-limited toolgate row.
 const SECURED: &str = "toolgate, JWT + rate limit";
@@ -72,11 +79,44 @@ impl Kind {
             Kind::RmcpBest => RMCP_BEST,
             Kind::Ceiling => CEILING,
             Kind::ToolgateSecured => SECURED,
+            Kind::Gateway => GATEWAY,
         }
     }
 }
 
+/// `toolgate serve --http` with the toolgate server as its one upstream,
+/// unprefixed, so requests are the same as to the server directly.
+async fn start_gateway(bins: &Bins, extra: usize) -> anyhow::Result<Server> {
+    let upstream = Box::pin(start(bins, Kind::Toolgate, extra)).await?;
+    let upstream_addr = upstream
+        .addr
+        .ok_or_else(|| anyhow::anyhow!("no upstream address"))?;
+    let config = std::env::temp_dir().join(format!(
+        "toolgate-bench-gateway-{}-{}.toml",
+        std::process::id(),
+        upstream_addr.port()
+    ));
+    std::fs::write(
+        &config,
+        format!("[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\nprefix = \"\"\n"),
+    )?;
+    let addr = process::free_addr()?;
+    let args = [
+        "serve".to_owned(),
+        "--http".to_owned(),
+        addr.to_string(),
+        "--config".to_owned(),
+        config.display().to_string(),
+    ];
+    let mut gateway = Server::http(&bins.cli, &args, addr).await?;
+    gateway.upstream = Some(Box::new(upstream));
+    Ok(gateway)
+}
+
 async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> {
+    if matches!(kind, Kind::Gateway) {
+        return start_gateway(bins, extra).await;
+    }
     let addr = process::free_addr()?;
     let mut args = vec!["--http".to_owned(), addr.to_string()];
     if matches!(kind, Kind::ToolgateSecured) {
@@ -104,6 +144,7 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
             &bins.rmcp
         }
         Kind::Ceiling => &bins.ceiling,
+        Kind::Gateway => unreachable!("started above"),
     };
     Server::http(program, &args, addr).await
 }
@@ -410,6 +451,28 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
             .map(|(t, b)| (format!("{t:.3} ms vs {b:.3} ms"), t <= b));
         check(format!("{s}: p99 ≤ rmcp best"), latency);
     }
+    check(
+        format!("HTTP tools/call, c=32: {GATEWAY} ≥ 0.45× toolgate direct"),
+        ratio(
+            rate("HTTP tools/call, c=32", GATEWAY),
+            rate("HTTP tools/call, c=32", TOOLGATE),
+            0.45,
+        ),
+    );
+    let p50 = |server: &str| {
+        report
+            .row("HTTP tools/call, c=1", server)
+            .map(|r| r.median.p50_ms)
+    };
+    check(
+        format!("HTTP tools/call, c=1: {GATEWAY} adds ≤ 0.25 ms p50"),
+        p50(GATEWAY).zip(p50(TOOLGATE)).map(|(g, t)| {
+            (
+                format!("+{:.3} ms ({g:.3} vs {t:.3} ms)", g - t),
+                g - t <= 0.25,
+            )
+        }),
+    );
     let c1 = report.row("HTTP tools/call, c=1", TOOLGATE).map(|r| {
         (
             format!("p50 {:.3} ms", r.median.p50_ms),
@@ -518,6 +581,7 @@ async fn main() -> anyhow::Result<()> {
         toolgate: dir.join("toolgate-bench-server"),
         rmcp: dir.join("rmcp-bench-server"),
         ceiling: dir.join("ceiling-server"),
+        cli: dir.join("toolgate"),
     };
     let secs = Duration::from_secs_f64(args.seconds);
     let simple = json!({"name": "test_simple_text", "arguments": {}});
@@ -532,6 +596,10 @@ async fn main() -> anyhow::Result<()> {
         }
         v
     };
+    let with_gateway = |mut servers: Vec<(Kind, Option<&'static str>, Option<Value>)>| {
+        servers.push((Kind::Gateway, None, None));
+        servers
+    };
     let scenarios = [
         Scenario {
             label: "HTTP tools/call, c=1".into(),
@@ -540,7 +608,7 @@ async fn main() -> anyhow::Result<()> {
             concurrency: 1,
             walk: false,
             extra: 0,
-            servers: all(true),
+            servers: with_gateway(all(true)),
         },
         Scenario {
             label: "HTTP tools/call, c=32".into(),
@@ -549,7 +617,7 @@ async fn main() -> anyhow::Result<()> {
             concurrency: 32,
             walk: false,
             extra: 0,
-            servers: all(true),
+            servers: with_gateway(all(true)),
         },
         Scenario {
             label: "HTTP tools/list (base set)".into(),

@@ -438,6 +438,8 @@ impl Target {
                 .collect(),
             cwd: self.entry.cwd.clone(),
             inherit_env: reach.inherit_env || self.entry.inherit_env,
+            // Ctrl-C on the terminal should reach the server too.
+            process_group: false,
         };
         let transport = StdioTransport::spawn(&command)
             .with_context(|| format!("cannot start {}", self.name))?;

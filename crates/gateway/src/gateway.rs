@@ -105,6 +105,7 @@ impl Gateway {
         let answers = offer.clone();
         let server = Server::builder("toolgate-gateway", env!("CARGO_PKG_VERSION"))
             .config(options.server.clone())
+            .tools_in_name_order()
             .unlisted_answer(move |name| read(&answers).withheld.get(name).cloned())
             .build()?;
         let upstreams: Vec<Arc<Upstream>> =

@@ -128,6 +128,7 @@ impl Upstream {
             env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             cwd: c.cwd.clone(),
             inherit_env: c.inherit_env,
+            process_group: true,
         };
         let transport = StdioTransport::spawn(&command)?;
         let stderr = transport.stderr_handle();

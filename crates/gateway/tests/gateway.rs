@@ -381,3 +381,52 @@ async fn a_tool_added_upstream_reaches_downstream_listeners() {
     .expect("the removed tool disappeared downstream");
     gateway.stop();
 }
+
+/// Whether process `pid` is gone (or a zombie waiting to be reaped).
+fn ended(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[tokio::test]
+async fn stopping_ends_the_upstreams_whole_process_group() {
+    let dir = std::env::temp_dir().join(format!("toolgate-pgroup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pid_file = dir.join("child.pid");
+    // The upstream starts a child of its own, as `npx` does, then serves.
+    let script = format!("sleep 300 & echo $! > {}; {BROKEN}", pid_file.display());
+    let toml = format!(
+        "[servers.broken]\ncommand = \"/bin/sh\"\nargs = [\"-c\", {}]\n",
+        toml_string(&script)
+    );
+    let gateway = Gateway::start(config(&toml), GatewayOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        gateway.tool_names(),
+        ["broken.hang", "broken.lie", "broken.shout"]
+    );
+    let child = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(
+        !ended(&child),
+        "the upstream's child runs while the gateway does"
+    );
+    gateway.stop();
+    // SIGKILL to the group is immediate; the wait only covers the kernel
+    // tearing the processes down.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !ended(&child) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the upstream's own child ended with it");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -149,6 +149,8 @@ pub(crate) struct Catalog<T> {
     state: RwLock<Arc<Snapshot<T>>>,
     bus: ChangeBus,
     change: Change,
+    /// Keep items in key order instead of registration order.
+    sorted: bool,
 }
 
 impl<T: Listed> Catalog<T> {
@@ -157,7 +159,15 @@ impl<T: Listed> Catalog<T> {
             state: RwLock::new(Arc::new(Snapshot::new(Vec::new()))),
             bus,
             change,
+            sorted: false,
         }
+    }
+
+    /// A catalog that lists its items in key order, whatever order they
+    /// were added in.
+    pub(crate) fn sorted(mut self) -> Self {
+        self.sorted = true;
+        self
     }
 
     fn snapshot(&self) -> Arc<Snapshot<T>> {
@@ -203,7 +213,12 @@ impl<T: Listed> Catalog<T> {
                 return Err(item);
             }
             let mut items = state.items.clone();
-            items.push(Arc::new(item));
+            let at = if self.sorted {
+                items.partition_point(|t| t.key() < item.key())
+            } else {
+                items.len()
+            };
+            items.insert(at, Arc::new(item));
             *state = Arc::new(Snapshot::new(items));
         }
         self.bus.publish(self.change.clone());
@@ -450,6 +465,15 @@ mod tests {
         assert!(c.remove("t000"));
         assert_eq!(rx.try_recv().ok(), Some(Change::ToolsListChanged));
         assert!(!c.remove("t000"));
+    }
+
+    #[test]
+    fn a_sorted_catalog_lists_in_key_order_whatever_the_insertion_order() {
+        let c = Catalog::new(ChangeBus::default(), Change::ToolsListChanged).sorted();
+        for key in ["m", "z", "a", "q"] {
+            assert!(c.insert(Item(key.into(), None)).is_ok());
+        }
+        assert_eq!(walk(&c, 2), ["a", "m", "q", "z"]);
     }
 
     #[test]

@@ -224,6 +224,7 @@ pub struct ServerBuilder {
     state_key: Option<StateKey>,
     retired_state_keys: Vec<StateKey>,
     unlisted_answer: Option<UnlistedAnswer>,
+    tools_in_name_order: bool,
 }
 
 /// What a call to a tool the server does not offer is answered with,
@@ -243,6 +244,7 @@ impl Server {
             templates: Vec::new(),
             enable_prompts: false,
             unlisted_answer: None,
+            tools_in_name_order: false,
             enable_resources: false,
             state_key: None,
             retired_state_keys: Vec::new(),
@@ -448,6 +450,14 @@ impl ServerBuilder {
         self
     }
 
+    /// List tools in name order rather than registration order, so that
+    /// servers registering the same tools in different orders (gateway
+    /// instances following upstream changes) list them identically.
+    pub fn tools_in_name_order(mut self) -> Self {
+        self.tools_in_name_order = true;
+        self
+    }
+
     /// Answer a call to a tool that is not registered with an `isError`
     /// result carrying `answer(name)`'s text, when it returns one (else the
     /// call is the usual "Unknown tool" protocol error). A gateway says
@@ -484,7 +494,11 @@ impl ServerBuilder {
                 || !self.templates.is_empty(),
             completions_enabled: self.prompts.iter().any(|p| p.completer.is_some())
                 || self.templates.iter().any(|t| t.completer.is_some()),
-            tools: Catalog::new(bus.clone(), Change::ToolsListChanged),
+            tools: if self.tools_in_name_order {
+                Catalog::new(bus.clone(), Change::ToolsListChanged).sorted()
+            } else {
+                Catalog::new(bus.clone(), Change::ToolsListChanged)
+            },
             prompts: Catalog::new(bus.clone(), Change::PromptsListChanged),
             resources: Catalog::new(bus.clone(), Change::ResourcesListChanged),
             templates: Catalog::new(bus.clone(), Change::ResourcesListChanged),

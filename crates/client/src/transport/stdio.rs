@@ -57,6 +57,12 @@ pub struct StdioCommand {
     pub cwd: Option<PathBuf>,
     /// Pass this process's whole environment instead of [`MINIMAL_ENV`].
     pub inherit_env: bool,
+    /// Start the server in a process group of its own, and end the whole
+    /// group when the transport is dropped: what a launcher such as `npx`
+    /// started goes too. For programs that run servers in the background
+    /// (a gateway); an interactive program leaves it off, so that Ctrl-C on
+    /// the terminal reaches the server as well. Unix only.
+    pub process_group: bool,
 }
 
 /// The variables a server started with a minimal environment keeps: what
@@ -127,6 +133,24 @@ pub struct StdioTransport {
     requests: Arc<Mutex<Option<ServerRequestHandler>>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     _child: Arc<tokio::sync::Mutex<Child>>,
+    _group: Group,
+}
+
+/// A child's process group, ended (SIGKILL to every member) on drop.
+struct Group(Option<u32>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self
+            .0
+            .and_then(|p| i32::try_from(p).ok())
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            // Already gone is fine: nothing is left to end.
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -169,6 +193,10 @@ impl StdioTransport {
         if let Some(dir) = &command.cwd {
             cmd.current_dir(dir);
         }
+        #[cfg(unix)]
+        if command.process_group {
+            cmd.process_group(0);
+        }
         let mut child = cmd.spawn().map_err(|e| {
             ClientError::Transport(format!("cannot start {:?}: {e}", command.program))
         })?;
@@ -179,6 +207,7 @@ impl StdioTransport {
                 "the child's standard streams are unavailable".into(),
             ));
         };
+        let group = Group(command.process_group.then(|| child.id()).flatten());
         let stderr_tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
         tokio::spawn(read_stderr(
             stderr,
@@ -218,6 +247,7 @@ impl StdioTransport {
             requests,
             stderr_tail,
             _child: child,
+            _group: group,
         })
     }
 }
