@@ -15,6 +15,9 @@ use crate::forward::forward;
 use crate::names::{check_unique, qualify};
 use crate::upstream::Upstream;
 
+/// The shortest wait between two restart attempts of one upstream.
+const MIN_RETRY: Duration = Duration::from_millis(10);
+
 /// A gateway could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
@@ -34,6 +37,10 @@ pub struct GatewayOptions {
     pub lock: Option<LockFile>,
     /// The downstream server's settings (limits, timeouts, state key).
     pub server: ServerConfig,
+    /// The first wait before restarting a failed upstream (default
+    /// [`FIRST_BACKOFF`](crate::upstream::FIRST_BACKOFF)); it doubles up to
+    /// 30 s.
+    pub restart_backoff: Option<Duration>,
 }
 
 /// One gateway tool.
@@ -82,7 +89,10 @@ pub struct Gateway {
     upstreams: Arc<Vec<Arc<Upstream>>>,
     offer: Arc<RwLock<Offer>>,
     lock: Arc<Option<LockFile>>,
-    watches: Arc<std::sync::Mutex<Vec<ToolWatch>>>,
+    /// One watch per upstream, on its current connection (a new one
+    /// replaces, and so ends, the old).
+    watches: Arc<std::sync::Mutex<HashMap<usize, ToolWatch>>>,
+    tasks: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -108,15 +118,30 @@ impl Gateway {
             .tools_in_name_order()
             .unlisted_answer(move |name| read(&answers).withheld.get(name).cloned())
             .build()?;
-        let upstreams: Vec<Arc<Upstream>> =
-            config.servers.into_values().map(Upstream::new).collect();
+        let backoff = options
+            .restart_backoff
+            .unwrap_or(crate::upstream::FIRST_BACKOFF);
+        let upstreams: Vec<Arc<Upstream>> = config
+            .servers
+            .into_values()
+            .map(|c| Upstream::new(c, backoff))
+            .collect();
         let gateway = Gateway {
             server,
             upstreams: Arc::new(upstreams),
             offer,
             lock: Arc::new(options.lock),
             watches: Arc::default(),
+            tasks: Arc::default(),
         };
+        // Every new connection is followed for tool-list changes.
+        // (The hook holds the gateway; `stop` removes it, ending the cycle.)
+        for (i, upstream) in gateway.upstreams.iter().enumerate() {
+            let watcher = gateway.clone();
+            upstream.on_start(Some(Arc::new(move |client: &toolgate_client::Client| {
+                watcher.follow(i, client);
+            })));
+        }
         let mut listings = Vec::new();
         let mut tasks = tokio::task::JoinSet::new();
         for (i, upstream) in gateway.upstreams.iter().enumerate() {
@@ -161,7 +186,7 @@ impl Gateway {
                 .collect();
             gateway.apply(i, &tools);
         }
-        gateway.watch();
+        gateway.supervise();
         Ok(gateway)
     }
 
@@ -205,15 +230,37 @@ impl Gateway {
         })
     }
 
-    /// Stop every upstream.
+    /// Stop every upstream (a stdio upstream's whole process group ends).
     pub fn stop(&self) {
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            task.abort();
+        }
         self.watches
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         for u in self.upstreams.iter() {
+            u.on_start(None);
             u.stop();
         }
+    }
+
+    /// Follow a new connection to upstream `i` for tool-list changes.
+    fn follow(&self, i: usize, client: &toolgate_client::Client) {
+        let gateway = self.clone();
+        let watch = client.watch_tools_with(move || {
+            let gateway = gateway.clone();
+            tokio::spawn(async move { gateway.refresh(i).await });
+        });
+        self.watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(i, watch);
     }
 
     /// Re-list upstream `i` and bring the offer in step.
@@ -321,19 +368,29 @@ impl Gateway {
         }
     }
 
-    /// Follow each upstream's tool-list changes, and bring failed upstreams
-    /// back: a change notification or a stream reopening re-lists.
-    fn watch(&self) {
-        let mut watches = self.watches.lock().unwrap_or_else(|e| e.into_inner());
+    /// Bring failed upstreams back: after each failure (or a failed start),
+    /// wait out the backoff and re-list, which restarts the upstream; its
+    /// tools return when it answers.
+    fn supervise(&self) {
         for (i, upstream) in self.upstreams.iter().enumerate() {
-            let Ok(client) = upstream.client() else {
-                continue;
-            };
+            let upstream = upstream.clone();
             let gateway = self.clone();
-            watches.push(client.watch_tools_with(move || {
-                let gateway = gateway.clone();
-                tokio::spawn(async move { gateway.refresh(i).await });
-            }));
+            let task = tokio::spawn(async move {
+                loop {
+                    if upstream.is_connected() {
+                        upstream.failure().await;
+                    }
+                    // At least a moment between attempts, whatever the
+                    // configured backoff: a dead upstream is never spun on.
+                    let wait = upstream.backoff().unwrap_or_default();
+                    tokio::time::sleep(wait.max(MIN_RETRY)).await;
+                    gateway.refresh(i).await;
+                }
+            });
+            self.tasks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(task.abort_handle());
         }
     }
 }

@@ -11,17 +11,25 @@ use toolgate_protocol::types::{ClientCapabilities, Tool};
 
 use crate::config::UpstreamConfig;
 
-/// The first wait before reconnecting a failed upstream; it doubles up to
-/// [`MAX_BACKOFF`] and resets after a success.
+/// The first wait before reconnecting a failed upstream (by default); it
+/// doubles up to [`MAX_BACKOFF`] and resets after a success.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// The longest wait between reconnection attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Called with each new connection to an upstream (to follow its changes).
+pub type OnStart = Arc<dyn Fn(&Client) + Send + Sync>;
 
 /// An upstream server and the gateway's connection to it.
 pub struct Upstream {
     /// Its configuration (the key is `config.name`).
     pub config: UpstreamConfig,
     link: Mutex<Link>,
+    /// The first wait before a restart.
+    first_backoff: Duration,
+    /// Signalled when the connection fails.
+    failed: tokio::sync::Notify,
+    on_start: Mutex<Option<OnStart>>,
 }
 
 #[derive(Default)]
@@ -70,12 +78,32 @@ impl InputHandler for Relay {
 }
 
 impl Upstream {
-    /// An upstream, not yet started.
-    pub fn new(config: UpstreamConfig) -> Arc<Self> {
+    /// An upstream, not yet started, restarted after failures with a
+    /// backoff from `first_backoff` (doubling up to [`MAX_BACKOFF`]).
+    pub fn new(config: UpstreamConfig, first_backoff: Duration) -> Arc<Self> {
         Arc::new(Upstream {
             config,
             link: Mutex::new(Link::default()),
+            first_backoff,
+            failed: tokio::sync::Notify::new(),
+            on_start: Mutex::new(None),
         })
+    }
+
+    /// Call `hook` with every new connection (`None`: no longer).
+    pub fn on_start(&self, hook: Option<OnStart>) {
+        *lock(&self.on_start) = hook;
+    }
+
+    /// Whether a connection is up.
+    pub fn is_connected(&self) -> bool {
+        lock(&self.link).client.is_some()
+    }
+
+    /// Wait until the connection fails (at once if a failure was recorded
+    /// since the last wait).
+    pub async fn failure(&self) {
+        self.failed.notified().await;
     }
 
     /// `"stdio"` or `"http"`.
@@ -151,10 +179,15 @@ impl Upstream {
             Ok((client, stderr)) => {
                 link.client = Some(client.clone());
                 link.stderr = stderr;
+                drop(link);
+                let hook = lock(&self.on_start).clone();
+                if let Some(hook) = hook {
+                    hook(&client);
+                }
                 Ok(client)
             }
             Err(e) => {
-                Self::note_failure(&mut link, e.to_string());
+                self.note_failure(&mut link, e.to_string());
                 Err(self.unavailable(&link))
             }
         }
@@ -170,11 +203,12 @@ impl Upstream {
         }
     }
 
-    fn note_failure(link: &mut Link, reason: String) {
+    fn note_failure(&self, link: &mut Link, reason: String) {
         let wait = match link.failed {
-            Some((_, wait)) => (wait * 2).min(MAX_BACKOFF),
-            None => FIRST_BACKOFF,
+            Some((_, wait)) => (wait * 2).clamp(self.first_backoff, MAX_BACKOFF),
+            None => self.first_backoff,
         };
+        self.failed.notify_one();
         link.failed = Some((Instant::now(), wait));
         link.last_error = Some(reason);
         // Dropping the client ends a stdio child (kill on drop).
@@ -193,7 +227,7 @@ impl Upstream {
                 | ClientError::Transport(_)),
             ) => {
                 tracing::warn!(server = %self.config.name, error = %e, "upstream failed; it will be restarted");
-                Self::note_failure(&mut link, e.to_string());
+                self.note_failure(&mut link, e.to_string());
             }
             Ok(_) => {
                 link.failed = None;

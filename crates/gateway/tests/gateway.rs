@@ -430,3 +430,100 @@ async fn stopping_ends_the_upstreams_whole_process_group() {
     .expect("the upstream's own child ended with it");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A stdio upstream that counts its starts in `$STARTS` and exits on
+/// `crash`.
+const CRASHY: &str = r#"echo start >> "$STARTS"; while read line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); [ -z "$id" ] && continue; case "$line" in *server/discover*) printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}}\n' "$id";; *tools/list*) printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","ttlMs":0,"cacheScope":"public","tools":[{"name":"crash","inputSchema":{"type":"object"}},{"name":"ping","inputSchema":{"type":"object"}}]}}\n' "$id";; *'"name":"crash"'*) exit 3;; *'"name":"ping"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","content":[{"type":"text","text":"pong"}]}}\n' "$id";; esac; done"#;
+
+#[tokio::test]
+async fn a_crashed_upstream_is_restarted_and_its_tools_work_again() {
+    let dir = std::env::temp_dir().join(format!("toolgate-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let starts = dir.join("starts");
+    let toml = format!(
+        "[servers.crashy]\ncommand = \"/bin/sh\"\nargs = [\"-c\", {}]\nenv = {{ STARTS = {} }}\n",
+        toml_string(CRASHY),
+        toml_string(&starts.display().to_string())
+    );
+    let options = GatewayOptions {
+        restart_backoff: Some(Duration::ZERO),
+        ..Default::default()
+    };
+    let gateway = Gateway::start(config(&toml), options).await.unwrap();
+    let c = downstream(&gateway).await;
+    let text = |r: Result<toolgate_protocol::types::CallToolResult, ClientError>| match r {
+        Err(ClientError::Tool { text, .. }) => text,
+        Ok(r) => r
+            .content
+            .iter()
+            .filter_map(|c| c.as_text())
+            .collect::<Vec<_>>()
+            .join(""),
+        Err(e) => panic!("{e:?}"),
+    };
+    let crashed = text(
+        c.call_tool("crashy.crash", Map::new(), &CallOptions::default())
+            .await,
+    );
+    assert!(
+        crashed.contains("crashy failed during the call"),
+        "{crashed}"
+    );
+    // The next call finds it restarted (no backoff in this test).
+    let pong = text(
+        c.call_tool("crashy.ping", Map::new(), &CallOptions::default())
+            .await,
+    );
+    assert_eq!(pong, "pong");
+    let count = std::fs::read_to_string(&starts).unwrap().lines().count();
+    assert!(count >= 2, "started {count} time(s)");
+    gateway.stop();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn an_upstream_down_at_start_joins_when_it_comes_up() {
+    let reserved = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = reserved.local_addr().unwrap();
+    drop(reserved);
+    let a = serve(shop(Arc::default(), "A.")).await;
+    let toml = format!("[servers.a]\nurl = \"{a}\"\n[servers.late]\nurl = \"http://{addr}/mcp\"\n");
+    let options = GatewayOptions {
+        restart_backoff: Some(Duration::from_millis(10)),
+        ..Default::default()
+    };
+    let gateway = Gateway::start(config(&toml), options).await.unwrap();
+    assert_eq!(gateway.tool_names(), ["a.order", "a.pay"]);
+    let c = downstream(&gateway).await;
+    let (tx, mut changed) = tokio::sync::mpsc::unbounded_channel();
+    let _watch = c.watch_tools_with(move || {
+        let _ = tx.send(());
+    });
+    // Now the late server starts, on the address the gateway keeps trying.
+    let listener = TcpListener::bind(addr).await.unwrap();
+    tokio::spawn(serve_listener(
+        shop(Arc::default(), "Late."),
+        HttpConfig::default(),
+        listener,
+    ));
+    let names = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            c.invalidate("tools/list");
+            let names: Vec<String> = c
+                .list_tools()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
+            if names.len() == 4 {
+                return names;
+            }
+            changed.recv().await.unwrap();
+        }
+    })
+    .await
+    .expect("the late server's tools appeared");
+    assert_eq!(names, ["a.order", "a.pay", "late.order", "late.pay"]);
+    gateway.stop();
+}
