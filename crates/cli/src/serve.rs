@@ -86,14 +86,42 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
             };
             tokio::select! {
                 served = serve_listener(server.clone(), http, listener) => served,
-                _ = tokio::signal::ctrl_c() => Ok(()),
+                () = stop_signal() => Ok(()),
             }
         }
-        None => serve_stdio(server).await,
+        None => tokio::select! {
+            served = serve_stdio(server) => served,
+            () = stop_signal() => Ok(()),
+        },
     };
     gateway.stop();
     served?;
     Ok(exit::OK)
+}
+
+/// Ctrl-C or SIGTERM: stop, so the upstreams' process groups are ended
+/// rather than left behind (they run in groups of their own, out of the
+/// terminal's reach).
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// `--check`: a table of the upstreams; the status says whether all is well.

@@ -558,3 +558,60 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_ends_its_upstreams_on_sigterm() {
+    use tokio::io::AsyncBufReadExt as _;
+    let dir = std::env::temp_dir().join(format!("toolgate-sigterm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pid_file = dir.join("child.pid");
+    let script = format!("sleep 300 & echo $! > {}; {SH_SERVER}", pid_file.display());
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        format!(
+            "[servers.orders]\ncommand = \"/bin/sh\"\nargs = [\"-c\", {}]\n",
+            serde_json::to_string(&script).unwrap()
+        ),
+    )
+    .unwrap();
+    let mut gateway = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(gateway.stderr.take().unwrap()).lines();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if line.contains("serving 1 tool(s)") {
+            break;
+        }
+    }
+    let child = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let pid = gateway.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = gateway.wait().await.unwrap();
+    assert_eq!(status.code(), Some(0), "a clean stop");
+    let gone = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+    };
+    // SIGKILL to the group is immediate; the wait covers the kernel only.
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while !gone(&child) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the upstream's own child ended with the gateway");
+    std::fs::remove_dir_all(&dir).ok();
+}
