@@ -49,6 +49,7 @@ async fn lists_calls_reports_progress_and_cancels_over_stdio() {
         progress: Some(Arc::new(move |_| {
             counter.fetch_add(1, Ordering::SeqCst);
         })),
+        ..Default::default()
     };
     c.call_tool("test_tool_with_progress", Map::new(), &options)
         .await
@@ -58,6 +59,7 @@ async fn lists_calls_reports_progress_and_cancels_over_stdio() {
     let short = CallOptions {
         timeout: Some(Duration::from_millis(20)),
         progress: None,
+        ..Default::default()
     };
     assert!(matches!(
         c.call_tool("test_tool_with_progress", Map::new(), &short)

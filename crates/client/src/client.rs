@@ -33,6 +33,11 @@ pub struct CallOptions {
     pub timeout: Option<Duration>,
     /// Receives `notifications/progress` for the call.
     pub progress: Option<ProgressFn>,
+    /// Declare these capabilities for this request instead of the
+    /// client's own: a gateway passes on its caller's, so the server asks
+    /// only for what the person at the other end can give. Ignored by a
+    /// legacy server, which learned the client's at `initialize`.
+    pub capabilities: Option<ClientCapabilities>,
 }
 
 /// The answers to the previous round of a relayed call
@@ -224,7 +229,12 @@ impl Client {
         lock(&self.inner.version).clone()
     }
 
-    fn meta(&self, progress_token: Option<&RequestId>, legacy: bool) -> Value {
+    fn meta(
+        &self,
+        progress_token: Option<&RequestId>,
+        legacy: bool,
+        capabilities: Option<&ClientCapabilities>,
+    ) -> Value {
         let mut m = Map::new();
         if legacy {
             // A legacy server learned all of this at initialize.
@@ -243,7 +253,8 @@ impl Client {
         );
         m.insert(
             meta::CLIENT_CAPABILITIES.into(),
-            serde_json::to_value(&self.inner.capabilities).unwrap_or_else(|_| json!({})),
+            serde_json::to_value(capabilities.unwrap_or(&self.inner.capabilities))
+                .unwrap_or_else(|_| json!({})),
         );
         if let Some(token) = progress_token {
             m.insert(meta::PROGRESS_TOKEN.into(), token.to_value());
@@ -311,7 +322,7 @@ impl Client {
         headers: Vec<(String, String)>,
         progress: bool,
     ) -> Outgoing {
-        self.outgoing_in(&Era::Modern, method, params, headers, progress)
+        self.outgoing_in(&Era::Modern, method, params, headers, progress, None)
     }
 
     fn outgoing_in(
@@ -321,13 +332,14 @@ impl Client {
         mut params: Map<String, Value>,
         headers: Vec<(String, String)>,
         progress: bool,
+        capabilities: Option<&ClientCapabilities>,
     ) -> Outgoing {
         let id = RequestId::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
         let legacy = match era {
             Era::Modern => None,
             Era::Legacy { version, .. } => Some(version.clone()),
         };
-        let meta = self.meta(progress.then_some(&id), legacy.is_some());
+        let meta = self.meta(progress.then_some(&id), legacy.is_some(), capabilities);
         if meta.as_object().is_some_and(|m| !m.is_empty()) {
             params.insert("_meta".into(), meta);
         }
@@ -381,6 +393,7 @@ impl Client {
         let probe = CallOptions {
             timeout: Some(self.inner.probe_timeout.min(self.inner.timeout)),
             progress: None,
+            ..Default::default()
         };
         match self
             .send_in(
@@ -496,7 +509,14 @@ impl Client {
         headers: Vec<(String, String)>,
         options: &CallOptions,
     ) -> Result<Value, ClientError> {
-        let outgoing = self.outgoing_in(era, method, params, headers, options.progress.is_some());
+        let outgoing = self.outgoing_in(
+            era,
+            method,
+            params,
+            headers,
+            options.progress.is_some(),
+            options.capabilities.as_ref(),
+        );
         let timeout = options.timeout.unwrap_or(self.inner.timeout);
         let work = async {
             let mut pending = self.transport.send(outgoing).await?;

@@ -142,6 +142,7 @@ async fn timeouts_cancel_the_call_and_report_progress() {
         progress: Some(Arc::new(move |_p| {
             counter.fetch_add(1, Ordering::SeqCst);
         })),
+        ..Default::default()
     };
     match c.call_tool("slow", Map::new(), &options).await {
         Err(ClientError::Timeout(d)) => assert_eq!(d, Duration::from_millis(300)),

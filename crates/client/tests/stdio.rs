@@ -56,6 +56,7 @@ async fn a_hung_server_times_out() {
     let options = CallOptions {
         timeout: Some(Duration::from_millis(200)),
         progress: None,
+        ..Default::default()
     };
     assert!(matches!(
         c.request("tools/list", Map::new(), &options).await,

@@ -75,6 +75,8 @@ pub async fn forward(
     let options = CallOptions {
         timeout: Some(upstream.config.call_timeout()),
         progress: progress_relay(&ctx),
+        // The upstream asks only for what the caller can answer.
+        capabilities: Some(ctx.client_capabilities().clone()),
     };
     let outcome = client
         .call_tool_round(&tool, args, previous, &options)

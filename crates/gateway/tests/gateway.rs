@@ -59,6 +59,21 @@ fn shop(calls: Arc<AtomicUsize>, description: &str) -> Server {
                     }
                 }),
         )
+        .tool(
+            ToolDef::new("greet")
+                .description("Greets; asks the name when the client can be asked.")
+                .handler(|_: toolgate_server::NoArgs, ctx: RequestContext| async move {
+                    if !ctx.client_capabilities().supports_elicitation_form() {
+                        return Ok::<_, ToolError>("hello, stranger".to_owned());
+                    }
+                    let mut input = ctx.inputs();
+                    let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+                    let Some(_) = input.elicit("who", "Friend?", form)? else {
+                        return Err(input.ask());
+                    };
+                    Ok("hello, friend".to_owned())
+                }),
+        )
         .build()
         .unwrap()
 }
@@ -120,7 +135,7 @@ async fn arguments_are_checked_before_the_upstream_sees_them() {
         .into_iter()
         .map(|t| t.name)
         .collect();
-    assert_eq!(names, ["shop.order", "shop.pay"]);
+    assert_eq!(names, ["shop.greet", "shop.order", "shop.pay"]);
     match c
         .call_tool(
             "shop.order",
@@ -259,7 +274,11 @@ async fn a_changed_definition_is_withheld_until_it_is_locked_again() {
         .into_iter()
         .map(|t| t.name)
         .collect();
-    assert_eq!(names, ["shop.pay"], "the changed tool is not listed");
+    assert_eq!(
+        names,
+        ["shop.greet", "shop.pay"],
+        "the changed tool is not listed"
+    );
     let raw = c
         .request(
             "tools/call",
@@ -299,7 +318,7 @@ async fn name_collisions_are_refused_at_start_and_a_down_upstream_is_not_fatal()
     let gateway = Gateway::start(config(&toml), GatewayOptions::default())
         .await
         .unwrap();
-    assert_eq!(gateway.tool_names(), ["a.order", "a.pay"]);
+    assert_eq!(gateway.tool_names(), ["a.greet", "a.order", "a.pay"]);
     let status = gateway.status();
     assert!(status[0].error.is_none());
     assert!(
@@ -353,7 +372,10 @@ async fn a_tool_added_upstream_reaches_downstream_listeners() {
     })
     .await
     .expect("the new tool appeared downstream");
-    assert_eq!(seen, ["shop.order", "shop.pay", "shop.refund"]);
+    assert_eq!(
+        seen,
+        ["shop.greet", "shop.order", "shop.pay", "shop.refund"]
+    );
     let refunded = c
         .call_tool("shop.refund", Map::new(), &CallOptions::default())
         .await
@@ -493,7 +515,7 @@ async fn an_upstream_down_at_start_joins_when_it_comes_up() {
         ..Default::default()
     };
     let gateway = Gateway::start(config(&toml), options).await.unwrap();
-    assert_eq!(gateway.tool_names(), ["a.order", "a.pay"]);
+    assert_eq!(gateway.tool_names(), ["a.greet", "a.order", "a.pay"]);
     let c = downstream(&gateway).await;
     let (tx, mut changed) = tokio::sync::mpsc::unbounded_channel();
     let _watch = c.watch_tools_with(move || {
@@ -516,7 +538,7 @@ async fn an_upstream_down_at_start_joins_when_it_comes_up() {
                 .into_iter()
                 .map(|t| t.name)
                 .collect();
-            if names.len() == 4 {
+            if names.len() == 6 {
                 return names;
             }
             changed.recv().await.unwrap();
@@ -524,6 +546,47 @@ async fn an_upstream_down_at_start_joins_when_it_comes_up() {
     })
     .await
     .expect("the late server's tools appeared");
-    assert_eq!(names, ["a.order", "a.pay", "late.order", "late.pay"]);
+    assert_eq!(
+        names,
+        [
+            "a.greet",
+            "a.order",
+            "a.pay",
+            "late.greet",
+            "late.order",
+            "late.pay"
+        ]
+    );
+    gateway.stop();
+}
+
+#[tokio::test]
+async fn the_callers_capabilities_reach_the_upstream() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = serve(shop(calls.clone(), "Orders an item.")).await;
+    let gateway = Gateway::start(
+        config(&format!("[servers.shop]\nurl = \"{url}\"\n")),
+        GatewayOptions::default(),
+    )
+    .await
+    .unwrap();
+    let gateway_url = serve(gateway.server()).await;
+    // A caller that declares no elicitation: the upstream sees that, and
+    // does without (as it would if called directly) rather than asking a
+    // question nobody can answer.
+    let plain = Client::builder("test", "1")
+        .build(HttpTransport::new(gateway_url, HttpOptions::default()).unwrap());
+    let greeting = plain
+        .call_tool("shop.greet", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(greeting.content[0].as_text(), Some("hello, stranger"));
+    // One that can answer is asked.
+    let asked = downstream(&gateway).await;
+    let greeting = asked
+        .call_tool("shop.greet", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(greeting.content[0].as_text(), Some("hello, friend"));
     gateway.stop();
 }
