@@ -78,6 +78,8 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
         "everything-server",
         "--bin",
         "everything-client",
+        "--package",
+        "toolgate",
     ])?;
     let port = free_port()?;
     let binary = root().join("target/debug/everything-server");
@@ -93,22 +95,50 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
         "everything-server",
     )?;
 
+    // The same server behind the gateway with no prefix: a transparent
+    // gateway must pass the same server legs.
+    let gateway_port = free_port()?;
+    let config = std::env::temp_dir().join(format!(
+        "toolgate-conformance-gateway-{}.toml",
+        std::process::id()
+    ));
+    std::fs::write(
+        &config,
+        format!("[servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\nprefix = \"\"\n"),
+    )?;
+    let toolgate = root().join("target/debug/toolgate");
+    let gateway = Command::new(&toolgate)
+        .args(["serve", "--http", &format!("127.0.0.1:{gateway_port}")])
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {} serve", toolgate.display()))?;
+    let _gateway_guard = ChildGuard(gateway);
+    wait_for(
+        SocketAddr::from(([127, 0, 0, 1], gateway_port)),
+        "toolgate serve",
+    )?;
+
     let path = format!(
         "{}:{}",
         node_bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let suite = tools_dir().join("node_modules/.bin/conformance");
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let run_suite = |args: &[&str]| -> anyhow::Result<bool> {
+    let direct = format!("http://127.0.0.1:{port}/mcp");
+    let through_gateway = format!("http://127.0.0.1:{gateway_port}/mcp");
+    let run_suite_at = |url: &str, args: &[&str]| -> anyhow::Result<bool> {
         let status = Command::new(&suite)
-            .args(["server", "--url", &url])
+            .args(["server", "--url", url])
             .args(args)
             .env("PATH", &path)
             .status()
             .with_context(|| format!("running {}", suite.display()))?;
         Ok(status.success())
     };
+    let run_suite = |args: &[&str]| run_suite_at(&direct, args);
     let mut list = Vec::new();
     let mut failed = Vec::new();
     if scenarios.is_empty() {
@@ -125,13 +155,30 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
         for scenario in PENDING_REQUIRED {
             list.push((*scenario).to_owned());
         }
+        for version in [SPEC_VERSION, LEGACY_VERSION] {
+            eprintln!("== conformance through the gateway: --requirements {version} (server leg)");
+            list.push(format!("gateway requirements {version}"));
+            if !run_suite_at(&through_gateway, &["--requirements", version])? {
+                failed.push(format!("gateway requirements {version}"));
+            }
+        }
+        for scenario in PENDING_REQUIRED {
+            eprintln!("== conformance through the gateway: {scenario}");
+            list.push(format!("gateway {scenario}"));
+            if !run_suite_at(
+                &through_gateway,
+                &["--scenario", scenario, "--spec-version", SPEC_VERSION],
+            )? {
+                failed.push(format!("gateway {scenario}"));
+            }
+        }
     } else {
         list.extend(scenarios.iter().cloned());
     }
     for scenario in list
         .clone()
         .iter()
-        .filter(|s| !s.starts_with("requirements "))
+        .filter(|s| !s.starts_with("requirements ") && !s.starts_with("gateway "))
     {
         eprintln!("== conformance: {scenario}");
         if !run_suite(&["--scenario", scenario, "--spec-version", SPEC_VERSION])? {

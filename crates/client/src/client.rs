@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 use toolgate_protocol::jsonrpc::encode_request;
 use toolgate_protocol::meta;
 use toolgate_protocol::types::{
-    CallToolResult, ClientCapabilities, DiscoverResult, Implementation, ProgressNotificationParams,
-    Tool,
+    CallToolResult, ClientCapabilities, DiscoverResult, Implementation, LoggingLevel,
+    LoggingMessageNotificationParams, ProgressNotificationParams, Tool,
 };
 use toolgate_protocol::version::MODERN_VERSIONS;
 use toolgate_protocol::{RequestId, RpcError, codes};
@@ -38,7 +38,15 @@ pub struct CallOptions {
     /// only for what the person at the other end can give. Ignored by a
     /// legacy server, which learned the client's at `initialize`.
     pub capabilities: Option<ClientCapabilities>,
+    /// Ask for the server's log messages at this level and above
+    /// (`io.modelcontextprotocol/logLevel`); they go to `log`.
+    pub log_level: Option<LoggingLevel>,
+    /// Receives `notifications/message` for the call.
+    pub log: Option<LogFn>,
 }
+
+/// A log-message callback.
+pub type LogFn = Arc<dyn Fn(&LoggingMessageNotificationParams) + Send + Sync>;
 
 /// The answers to the previous round of a relayed call
 /// ([`Client::call_tool_round`]).
@@ -55,6 +63,20 @@ pub struct RoundInput {
 pub enum CallRound {
     /// The result, as the server sent it.
     Complete(CallToolResult),
+    /// The server needs input first.
+    InputRequired {
+        /// `inputRequests`, by key.
+        input_requests: Map<String, Value>,
+        /// The state to echo on the next round.
+        request_state: Option<String>,
+    },
+}
+
+/// How one round of a relayed request ended ([`Client::request_round`]).
+#[derive(Clone, Debug)]
+pub enum Round {
+    /// The result object, as the server sent it.
+    Complete(Value),
     /// The server needs input first.
     InputRequired {
         /// `inputRequests`, by key.
@@ -234,6 +256,7 @@ impl Client {
         progress_token: Option<&RequestId>,
         legacy: bool,
         capabilities: Option<&ClientCapabilities>,
+        log_level: Option<LoggingLevel>,
     ) -> Value {
         let mut m = Map::new();
         if legacy {
@@ -258,6 +281,12 @@ impl Client {
         );
         if let Some(token) = progress_token {
             m.insert(meta::PROGRESS_TOKEN.into(), token.to_value());
+        }
+        if let Some(level) = log_level {
+            m.insert(
+                meta::LOG_LEVEL.into(),
+                serde_json::to_value(level).unwrap_or(Value::Null),
+            );
         }
         Value::Object(m)
     }
@@ -320,26 +349,40 @@ impl Client {
         method: &str,
         params: Map<String, Value>,
         headers: Vec<(String, String)>,
-        progress: bool,
     ) -> Outgoing {
-        self.outgoing_in(&Era::Modern, method, params, headers, progress, None)
+        self.outgoing_in(
+            &Era::Modern,
+            method,
+            params,
+            headers,
+            &CallOptions::default(),
+        )
     }
 
+    /// Build a request in `era`; `options` says whether progress is wanted
+    /// and which capabilities and log level to declare.
     fn outgoing_in(
         &self,
         era: &Era,
         method: &str,
         mut params: Map<String, Value>,
         headers: Vec<(String, String)>,
-        progress: bool,
-        capabilities: Option<&ClientCapabilities>,
+        options: &CallOptions,
     ) -> Outgoing {
+        let progress = options.progress.is_some();
+        let capabilities = options.capabilities.as_ref();
+        let log_level = options.log_level;
         let id = RequestId::Number(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
         let legacy = match era {
             Era::Modern => None,
             Era::Legacy { version, .. } => Some(version.clone()),
         };
-        let meta = self.meta(progress.then_some(&id), legacy.is_some(), capabilities);
+        let meta = self.meta(
+            progress.then_some(&id),
+            legacy.is_some(),
+            capabilities,
+            log_level,
+        );
         if meta.as_object().is_some_and(|m| !m.is_empty()) {
             params.insert("_meta".into(), meta);
         }
@@ -509,14 +552,7 @@ impl Client {
         headers: Vec<(String, String)>,
         options: &CallOptions,
     ) -> Result<Value, ClientError> {
-        let outgoing = self.outgoing_in(
-            era,
-            method,
-            params,
-            headers,
-            options.progress.is_some(),
-            options.capabilities.as_ref(),
-        );
+        let outgoing = self.outgoing_in(era, method, params, headers, options);
         let timeout = options.timeout.unwrap_or(self.inner.timeout);
         let work = async {
             let mut pending = self.transport.send(outgoing).await?;
@@ -529,15 +565,26 @@ impl Client {
                     }
                     Some(Err(e)) => return Err(e),
                     Some(Ok(Inbound::Notification(n))) => {
-                        if n.get("method").and_then(Value::as_str) == Some("notifications/progress")
-                        {
-                            if let (Some(callback), Some(params)) =
-                                (&options.progress, n.get("params"))
-                            {
-                                if let Ok(p) = serde_json::from_value(params.clone()) {
-                                    callback(&p);
+                        match n.get("method").and_then(Value::as_str) {
+                            Some("notifications/progress") => {
+                                if let (Some(callback), Some(params)) =
+                                    (&options.progress, n.get("params"))
+                                {
+                                    if let Ok(p) = serde_json::from_value(params.clone()) {
+                                        callback(&p);
+                                    }
                                 }
                             }
+                            Some("notifications/message") => {
+                                if let (Some(callback), Some(params)) =
+                                    (&options.log, n.get("params"))
+                                {
+                                    if let Ok(p) = serde_json::from_value(params.clone()) {
+                                        callback(&p);
+                                    }
+                                }
+                            }
+                            _ => {}
                         }
                     }
                     Some(Ok(Inbound::Response(response))) => {
@@ -929,6 +976,45 @@ impl Client {
         let mut params = Map::new();
         params.insert("name".into(), Value::from(name));
         params.insert("arguments".into(), Value::Object(arguments));
+        match self
+            .round_with_headers("tools/call", params, round, headers, options)
+            .await?
+        {
+            Round::Complete(result) => serde_json::from_value(result)
+                .map(CallRound::Complete)
+                .map_err(|e| ClientError::InvalidResponse(format!("tools/call result: {e}"))),
+            Round::InputRequired {
+                input_requests,
+                request_state,
+            } => Ok(CallRound::InputRequired {
+                input_requests,
+                request_state,
+            }),
+        }
+    }
+
+    /// One round of any request that may answer `input_required`
+    /// (`prompts/get`, `resources/read`, …), for a program that relays it:
+    /// the result object as the server sent it, or its questions.
+    pub async fn request_round(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        round: Option<RoundInput>,
+        options: &CallOptions,
+    ) -> Result<Round, ClientError> {
+        self.round_with_headers(method, params, round, Vec::new(), options)
+            .await
+    }
+
+    async fn round_with_headers(
+        &self,
+        method: &str,
+        mut params: Map<String, Value>,
+        round: Option<RoundInput>,
+        headers: Vec<(String, String)>,
+        options: &CallOptions,
+    ) -> Result<Round, ClientError> {
         if let Some(round) = round {
             if !round.input_responses.is_empty() {
                 params.insert(
@@ -941,12 +1027,10 @@ impl Client {
             }
         }
         let result = self
-            .request_with_headers("tools/call", params, headers, options)
+            .request_with_headers(method, params, headers, options)
             .await?;
         match result.get("resultType").and_then(Value::as_str) {
-            None | Some("complete") => serde_json::from_value(result)
-                .map(CallRound::Complete)
-                .map_err(|e| ClientError::InvalidResponse(format!("tools/call result: {e}"))),
+            None | Some("complete") => Ok(Round::Complete(result)),
             Some("input_required") => {
                 let input_requests = result
                     .get("inputRequests")
@@ -962,7 +1046,7 @@ impl Client {
                         ));
                     }
                 };
-                Ok(CallRound::InputRequired {
+                Ok(Round::InputRequired {
                     input_requests,
                     request_state,
                 })

@@ -34,7 +34,9 @@ mod tls;
 pub mod transport;
 mod watch;
 
-pub use client::{CallOptions, CallRound, Client, ClientBuilder, ProgressFn, RoundInput};
+pub use client::{
+    CallOptions, CallRound, Client, ClientBuilder, LogFn, ProgressFn, Round, RoundInput,
+};
 pub use error::ClientError;
 pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Risk, classify};
 pub use multi::{MultiClient, MultiError, QualifiedTool};

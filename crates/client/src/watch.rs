@@ -40,7 +40,7 @@ impl Client {
             loop {
                 let mut params = Map::new();
                 params.insert("notifications".into(), json!({"toolsListChanged": true}));
-                let outgoing = client.outgoing("subscriptions/listen", params, Vec::new(), false);
+                let outgoing = client.outgoing("subscriptions/listen", params, Vec::new());
                 match client.transport().send(outgoing).await {
                     Ok(mut pending) => {
                         while let Some(Ok(message)) = pending.next().await {

@@ -1,5 +1,6 @@
-//! A gateway tool's handler: relay one call to its upstream, one round at
-//! a time, and say clearly whose fault a failure is.
+//! Handlers of the gateway's tools, prompts and resources: relay one
+//! request to its upstream, one round at a time, and say clearly whose
+//! fault a failure is.
 //!
 //! The upstream's questions (modern `input_required`) are passed to the
 //! downstream client as they are; the upstream's `requestState`, its
@@ -7,12 +8,14 @@
 //! `requestState`, so the retry may reach any gateway process holding the
 //! same state key and the upstream is never called twice for one round.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use toolgate_client::{CallOptions, CallRound, ClientError, RoundInput};
+use toolgate_client::{CallOptions, CallRound, Client, ClientError, Round, RoundInput};
 use toolgate_protocol::quote::quote;
-use toolgate_protocol::types::CallToolResult;
+use toolgate_protocol::types::{CallToolResult, GetPromptResult, LoggingLevel, ResourceContents};
 use toolgate_server::{RequestContext, ToolError, ToolReply};
 
 use crate::upstream::Upstream;
@@ -29,17 +32,58 @@ fn key(round: u64, upstream_key: &str) -> String {
     }
 }
 
-/// Relay a call of `tool` (its upstream name) to `upstream`.
-pub async fn forward(
-    upstream: Arc<Upstream>,
-    tool: String,
-    args: Map<String, Value>,
-    ctx: RequestContext,
-) -> Result<ToolReply, ToolError> {
-    let server = upstream.config.name.clone();
+/// How one upstream round ended.
+enum Outcome<T> {
+    Complete(T),
+    InputRequired {
+        input_requests: Map<String, Value>,
+        request_state: Option<String>,
+    },
+}
+
+impl From<CallRound> for Outcome<CallToolResult> {
+    fn from(r: CallRound) -> Self {
+        match r {
+            CallRound::Complete(result) => Outcome::Complete(result),
+            CallRound::InputRequired {
+                input_requests,
+                request_state,
+            } => Outcome::InputRequired {
+                input_requests,
+                request_state,
+            },
+        }
+    }
+}
+
+impl From<Round> for Outcome<Value> {
+    fn from(r: Round) -> Self {
+        match r {
+            Round::Complete(result) => Outcome::Complete(result),
+            Round::InputRequired {
+                input_requests,
+                request_state,
+            } => Outcome::InputRequired {
+                input_requests,
+                request_state,
+            },
+        }
+    }
+}
+
+/// Relay rounds: answers for the upstream's last questions go with the
+/// call; new questions end the downstream round (`Err` with the
+/// `input_required` to send). `Ok(Err(_))` is the upstream call's failure.
+async fn relay<T, F, Fut>(
+    upstream: &Upstream,
+    ctx: &RequestContext,
+    call: F,
+) -> Result<Result<T, ClientError>, ToolError>
+where
+    F: FnOnce(Client, Option<RoundInput>, CallOptions) -> Fut,
+    Fut: Future<Output = Result<Outcome<T>, ClientError>>,
+{
     let mut input = ctx.inputs();
-    // Answers to the questions of the upstream round the last downstream
-    // round ended with.
     let mut round = 0u64;
     let mut previous: Option<RoundInput> = None;
     if let Some(kept) = input.remembered().cloned() {
@@ -66,40 +110,21 @@ pub async fn forward(
     }
     let client = match upstream.client() {
         Ok(client) => client,
-        Err(down) => {
-            return Ok(error(format!(
-                "{down}. Its tools cannot be used until it is back; the gateway's other servers are not affected. Try again shortly."
-            )));
-        }
+        Err(down) => return Ok(Err(ClientError::Unreachable(down.reason))),
     };
     let options = CallOptions {
         timeout: Some(upstream.config.call_timeout()),
-        progress: progress_relay(&ctx),
+        progress: progress_relay(ctx),
         // The upstream asks only for what the caller can answer.
         capabilities: Some(ctx.client_capabilities().clone()),
+        log_level: ctx.meta().log_level,
+        log: log_relay(ctx),
     };
-    let outcome = client
-        .call_tool_round(&tool, args, previous, &options)
-        .await;
+    let outcome = call(client, previous, options).await;
     upstream.outcome(&outcome);
     match outcome {
-        Ok(CallRound::Complete(result)) => {
-            let violations = client
-                .check_output(&tool, &result)
-                .await
-                .unwrap_or_default();
-            if violations.is_empty() {
-                return Ok(ToolReply::Complete(result));
-            }
-            let list: Vec<String> = violations.iter().map(ToString::to_string).collect();
-            tracing::warn!(%server, %tool, violations = %list.join("; "), "upstream result breaks its outputSchema; withheld");
-            Ok(error(format!(
-                "The upstream server {server} returned a result for {} that breaks the tool's outputSchema ({}), so it was withheld. This is a fault in the upstream server, not in the arguments.",
-                quote(&tool),
-                list.join("; ")
-            )))
-        }
-        Ok(CallRound::InputRequired {
+        Ok(Outcome::Complete(result)) => Ok(Ok(result)),
+        Ok(Outcome::InputRequired {
             input_requests,
             request_state,
         }) => {
@@ -115,29 +140,199 @@ pub async fn forward(
             }));
             Err(input.ask())
         }
+        Err(e) => Ok(Err(e)),
+    }
+}
+
+/// What to tell the caller when the upstream failed, naming it.
+fn failure(server: &str, what: &str, e: &ClientError) -> String {
+    match e {
+        ClientError::Timeout(after) => format!(
+            "The upstream server {server} did not answer {what} within {} s; the request was cancelled there. Try again later, or with a smaller request.",
+            after.as_secs_f64()
+        ),
+        ClientError::ServerExited(_) | ClientError::Unreachable(_) | ClientError::Transport(_) => {
+            format!(
+                "The upstream server {server} is unavailable ({e}); the gateway restarts it. Its tools cannot be used until it is back; the gateway's other servers are not affected."
+            )
+        }
+        _ => format!(
+            "The upstream server {server} answered {what} with something the gateway cannot pass on ({e}). This is a fault in the upstream server."
+        ),
+    }
+}
+
+/// Relay a call of `tool` (its upstream name) to `upstream`.
+pub async fn forward(
+    upstream: Arc<Upstream>,
+    tool: String,
+    args: Map<String, Value>,
+    ctx: RequestContext,
+) -> Result<ToolReply, ToolError> {
+    let server = upstream.config.name.clone();
+    let name = tool.clone();
+    let mut checker: Option<Client> = None;
+    let outcome = relay(&upstream, &ctx, |client, previous, options| {
+        checker = Some(client.clone());
+        async move {
+            client
+                .call_tool_round(&name, args, previous, &options)
+                .await
+                .map(Outcome::from)
+        }
+    })
+    .await?;
+    match outcome {
+        Ok(result) => {
+            let violations = match &checker {
+                Some(client) => client
+                    .check_output(&tool, &result)
+                    .await
+                    .unwrap_or_default(),
+                None => Vec::new(),
+            };
+            if violations.is_empty() {
+                return Ok(ToolReply::Complete(result));
+            }
+            let list: Vec<String> = violations.iter().map(ToString::to_string).collect();
+            tracing::warn!(%server, %tool, violations = %list.join("; "), "upstream result breaks its outputSchema; withheld");
+            Ok(error(format!(
+                "The upstream server {server} returned a result for {} that breaks the tool's outputSchema ({}), so it was withheld. This is a fault in the upstream server, not in the arguments.",
+                quote(&tool),
+                list.join("; ")
+            )))
+        }
         // The upstream refused the request itself: pass its answer on.
         Err(ClientError::Protocol(e)) => Err(ToolError::protocol(e)),
-        Err(ClientError::Timeout(after)) => Ok(error(format!(
-            "The upstream server {server} did not answer {} within {} s; the call was cancelled there. Try again later, or with a smaller request.",
-            quote(&tool),
-            after.as_secs_f64()
-        ))),
-        Err(
-            e @ (ClientError::ServerExited(_)
-            | ClientError::Unreachable(_)
-            | ClientError::Transport(_)),
-        ) => Ok(error(format!(
+        Err(e @ (ClientError::ServerExited(_) | ClientError::Transport(_))) => Ok(error(format!(
             "The upstream server {server} failed during the call ({e}); the gateway restarts it. Its tools cannot be used until it is back; the gateway's other servers are not affected."
         ))),
-        Err(e) => Ok(error(format!(
-            "The upstream server {server} answered {} with something the gateway cannot pass on ({e}). This is a fault in the upstream server.",
-            quote(&tool)
-        ))),
+        Err(e) => Ok(error(failure(&server, &quote(&tool), &e))),
+    }
+}
+
+/// Relay `prompts/get` of `prompt` (its upstream name).
+pub async fn get_prompt(
+    upstream: Arc<Upstream>,
+    prompt: String,
+    args: HashMap<String, String>,
+    ctx: RequestContext,
+) -> Result<GetPromptResult, ToolError> {
+    let mut params = Map::new();
+    params.insert("name".into(), Value::from(prompt.clone()));
+    params.insert("arguments".into(), json!(args));
+    let outcome = relay(&upstream, &ctx, |client, previous, options| async move {
+        client
+            .request_round("prompts/get", params, previous, &options)
+            .await
+            .map(Outcome::from)
+    })
+    .await?;
+    let server = &upstream.config.name;
+    match outcome {
+        Ok(value) => serde_json::from_value(value).map_err(|e| {
+            ToolError::new(format!(
+                "The upstream server {server} returned a prompt result the gateway cannot read ({e}). This is a fault in the upstream server."
+            ))
+        }),
+        Err(ClientError::Protocol(e)) => Err(ToolError::protocol(e)),
+        Err(e) => Err(ToolError::new(failure(server, &quote(&prompt), &e))),
+    }
+}
+
+/// Relay `resources/read` of `uri`.
+pub async fn read_resource(
+    upstream: Arc<Upstream>,
+    uri: String,
+    ctx: RequestContext,
+) -> Result<Vec<ResourceContents>, ToolError> {
+    let mut params = Map::new();
+    params.insert("uri".into(), Value::from(uri.clone()));
+    let outcome = relay(&upstream, &ctx, |client, previous, options| async move {
+        client
+            .request_round("resources/read", params, previous, &options)
+            .await
+            .map(Outcome::from)
+    })
+    .await?;
+    let server = &upstream.config.name;
+    match outcome {
+        Ok(value) => serde_json::from_value(value.get("contents").cloned().unwrap_or(Value::Null))
+            .map_err(|e| {
+                ToolError::new(format!(
+                    "The upstream server {server} returned resource contents the gateway cannot read ({e}). This is a fault in the upstream server."
+                ))
+            }),
+        Err(ClientError::Protocol(e)) => Err(ToolError::protocol(e)),
+        Err(e) => Err(ToolError::new(failure(server, &quote(&uri), &e))),
+    }
+}
+
+/// Relay `completion/complete` for `reference` (a prompt's upstream name or
+/// a template's URI template). Suggestions are advisory: a failing upstream
+/// suggests nothing.
+pub async fn complete(
+    upstream: Arc<Upstream>,
+    reference: Value,
+    argument: String,
+    value: String,
+    others: HashMap<String, String>,
+) -> Vec<String> {
+    let Ok(client) = upstream.client() else {
+        return Vec::new();
+    };
+    let mut params = Map::new();
+    params.insert("ref".into(), reference);
+    params.insert("argument".into(), json!({"name": argument, "value": value}));
+    if !others.is_empty() {
+        params.insert("context".into(), json!({ "arguments": others }));
+    }
+    let options = CallOptions {
+        timeout: Some(upstream.config.call_timeout()),
+        ..Default::default()
+    };
+    let answered = client
+        .request("completion/complete", params, &options)
+        .await;
+    upstream.outcome(&answered);
+    match answered {
+        Ok(result) => result
+            .pointer("/completion/values")
+            .and_then(Value::as_array)
+            .map(|values| {
+                values
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        Err(e) => {
+            tracing::debug!(server = %upstream.config.name, error = %e, "completion failed");
+            Vec::new()
+        }
     }
 }
 
 fn error(text: String) -> ToolReply {
     ToolReply::Complete(CallToolResult::error(text))
+}
+
+/// Relays the upstream's log messages to the downstream client, when it
+/// asked for them.
+fn log_relay(ctx: &RequestContext) -> Option<toolgate_client::LogFn> {
+    ctx.meta().log_level?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(LoggingLevel, Option<String>, Value)>(64);
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        while let Some((level, logger, data)) = rx.recv().await {
+            ctx.log(level, logger.as_deref(), data).await;
+        }
+    });
+    Some(Arc::new(move |m| {
+        // Like progress: advisory, dropped rather than queued without bound.
+        let _ = tx.try_send((m.level, m.logger.clone(), m.data.clone()));
+    }))
 }
 
 /// Relays the upstream's progress to the downstream client, when it asked

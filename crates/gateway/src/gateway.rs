@@ -6,13 +6,14 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use toolgate_client::ToolWatch;
-use toolgate_protocol::types::Tool;
+use toolgate_protocol::types::{Prompt, Resource, ResourceTemplate, Tool};
 use toolgate_review::lock::{Change, LockFile, compare};
-use toolgate_server::{Server, ServerConfig, ToolDef};
+use toolgate_server::{PromptEntry, ResourceEntry, Server, ServerConfig, TemplateEntry, ToolDef};
 
 use crate::config::GatewayConfig;
-use crate::forward::forward;
+use crate::forward::{complete, forward, get_prompt, read_resource};
 use crate::names::{check_unique, qualify};
+use crate::upstream::Others;
 use crate::upstream::Upstream;
 
 /// The shortest wait between two restart attempts of one upstream.
@@ -56,6 +57,12 @@ struct Offer {
     tools: HashMap<String, Offered>,
     /// Gateway name → why a call to it is refused.
     withheld: HashMap<String, String>,
+    /// Gateway prompt name → (upstream, definition).
+    prompts: HashMap<String, (usize, Prompt)>,
+    /// URI → (upstream, definition); URIs are not prefixed.
+    resources: HashMap<String, (usize, Resource)>,
+    /// URI template → (upstream, definition).
+    templates: HashMap<String, (usize, ResourceTemplate)>,
 }
 
 /// How one upstream is doing, for `toolgate serve --check`.
@@ -116,6 +123,9 @@ impl Gateway {
         let server = Server::builder("toolgate-gateway", env!("CARGO_PKG_VERSION"))
             .config(options.server.clone())
             .tools_in_name_order()
+            .enable_prompts()
+            .enable_resources()
+            .enable_completions()
             .unlisted_answer(move |name| read(&answers).withheld.get(name).cloned())
             .build()?;
         let backoff = options
@@ -186,8 +196,140 @@ impl Gateway {
                 .collect();
             gateway.apply(i, &tools);
         }
+        for i in 0..gateway.upstreams.len() {
+            if gateway.upstreams[i].is_connected() {
+                gateway.refresh_others(i).await;
+            }
+        }
         gateway.supervise();
         Ok(gateway)
+    }
+
+    /// Re-list upstream `i`'s prompts, resources and templates.
+    async fn refresh_others(&self, i: usize) {
+        match self.upstreams[i].list_others().await {
+            Ok(others) => self.apply_others(i, &others),
+            Err(e) => tracing::warn!(error = %e, "keeping its prompts and resources offered"),
+        }
+    }
+
+    /// Make upstream `i`'s prompts, resources and templates exactly
+    /// `others`. Prompts are prefixed like tools; resource URIs are kept,
+    /// so a URI two upstreams both serve goes to the first.
+    fn apply_others(&self, i: usize, others: &Others) {
+        let upstream = &self.upstreams[i];
+        let prefix = upstream.config.prefix();
+        let mut offer = write(&self.offer);
+        // Prompts.
+        let wanted: HashMap<String, &Prompt> = others
+            .prompts
+            .iter()
+            .map(|p| (qualify(&prefix, &p.name), p))
+            .collect();
+        let stale: Vec<String> = offer
+            .prompts
+            .iter()
+            .filter(|(name, (u, def))| *u == i && wanted.get(*name).is_none_or(|w| *w != def))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in stale {
+            offer.prompts.remove(&name);
+            self.server.remove_prompt(&name);
+        }
+        for (name, prompt) in wanted {
+            if offer.prompts.contains_key(&name) {
+                continue;
+            }
+            let relay_to = upstream.clone();
+            let upstream_name = prompt.name.clone();
+            let mut wire = prompt.clone();
+            wire.name = name.clone();
+            let completing = (upstream.clone(), prompt.name.clone());
+            let entry = PromptEntry::from_prompt(wire, move |args, ctx| {
+                get_prompt(relay_to.clone(), upstream_name.clone(), args, ctx)
+            })
+            .completer_async(move |argument, value, others| {
+                let (upstream, name) = completing.clone();
+                let reference = serde_json::json!({"type": "ref/prompt", "name": name});
+                complete(upstream, reference, argument, value, others)
+            });
+            match self.server.add_prompt(entry) {
+                Ok(()) => {
+                    offer.prompts.insert(name, (i, prompt.clone()));
+                }
+                Err(e) => tracing::warn!(prompt = %name, error = %e, "not offered"),
+            }
+        }
+        // Resources.
+        let wanted: HashMap<&str, &Resource> = others
+            .resources
+            .iter()
+            .map(|r| (r.uri.as_str(), r))
+            .collect();
+        let stale: Vec<String> = offer
+            .resources
+            .iter()
+            .filter(|(uri, (u, def))| *u == i && wanted.get(uri.as_str()).is_none_or(|w| *w != def))
+            .map(|(uri, _)| uri.clone())
+            .collect();
+        for uri in stale {
+            offer.resources.remove(&uri);
+            self.server.remove_resource(&uri);
+        }
+        for (uri, resource) in wanted {
+            if offer.resources.contains_key(uri) {
+                continue;
+            }
+            let relay_to = upstream.clone();
+            let entry = ResourceEntry::new(resource.clone(), move |uri, ctx| {
+                read_resource(relay_to.clone(), uri, ctx)
+            });
+            match self.server.add_resource(entry) {
+                Ok(()) => {
+                    offer
+                        .resources
+                        .insert(uri.to_owned(), (i, resource.clone()));
+                }
+                Err(e) => tracing::warn!(%uri, error = %e, "not offered"),
+            }
+        }
+        // Resource templates.
+        let wanted: HashMap<&str, &ResourceTemplate> = others
+            .templates
+            .iter()
+            .map(|t| (t.uri_template.as_str(), t))
+            .collect();
+        let stale: Vec<String> = offer
+            .templates
+            .iter()
+            .filter(|(t, (u, def))| *u == i && wanted.get(t.as_str()).is_none_or(|w| *w != def))
+            .map(|(t, _)| t.clone())
+            .collect();
+        for t in stale {
+            offer.templates.remove(&t);
+            self.server.remove_template(&t);
+        }
+        for (t, template) in wanted {
+            if offer.templates.contains_key(t) {
+                continue;
+            }
+            let relay_to = upstream.clone();
+            let completing = (upstream.clone(), template.uri_template.clone());
+            let entry = TemplateEntry::new(template.clone(), move |uri, _vars, ctx| {
+                read_resource(relay_to.clone(), uri, ctx)
+            })
+            .completer_async(move |argument, value, others| {
+                let (upstream, uri) = completing.clone();
+                let reference = serde_json::json!({"type": "ref/resource", "uri": uri});
+                complete(upstream, reference, argument, value, others)
+            });
+            match self.server.add_template(entry) {
+                Ok(()) => {
+                    offer.templates.insert(t.to_owned(), (i, template.clone()));
+                }
+                Err(e) => tracing::warn!(template = %t, error = %e, "not offered"),
+            }
+        }
     }
 
     /// The downstream server: serve it over HTTP or stdio.
@@ -270,8 +412,12 @@ impl Gateway {
         };
         match upstream.list().await {
             Ok(tools) => self.apply(i, &tools),
-            Err(e) => tracing::warn!(error = %e, "re-listing failed; keeping the tools offered"),
+            Err(e) => {
+                tracing::warn!(error = %e, "re-listing failed; keeping the tools offered");
+                return;
+            }
         }
+        self.refresh_others(i).await;
     }
 
     /// Make upstream `i`'s offered tools exactly `tools` (less those its

@@ -4,10 +4,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::transport::stdio::{StderrTail, StdioCommand, StdioTransport};
 use toolgate_client::{Client, ClientError, InputHandler};
-use toolgate_protocol::types::{ClientCapabilities, Tool};
+use toolgate_protocol::types::{ClientCapabilities, Prompt, Resource, ResourceTemplate, Tool};
 
 use crate::config::UpstreamConfig;
 
@@ -16,6 +17,31 @@ use crate::config::UpstreamConfig;
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// The longest wait between reconnection attempts.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// An upstream's prompts, resources and resource templates.
+#[derive(Clone, Debug, Default)]
+pub struct Others {
+    /// Its prompts.
+    pub prompts: Vec<Prompt>,
+    /// Its resources.
+    pub resources: Vec<Resource>,
+    /// Its resource templates.
+    pub templates: Vec<ResourceTemplate>,
+}
+
+/// The items that parse as `T` (a malformed one is left out, and logged).
+fn parse_all<T: serde::de::DeserializeOwned>(items: Vec<Value>) -> Vec<T> {
+    items
+        .into_iter()
+        .filter_map(|v| match serde_json::from_value(v) {
+            Ok(item) => Some(item),
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring a malformed definition");
+                None
+            }
+        })
+        .collect()
+}
 
 /// Called with each new connection to an upstream (to follow its changes).
 pub type OnStart = Arc<dyn Fn(&Client) + Send + Sync>;
@@ -253,6 +279,40 @@ impl Upstream {
             server: self.config.name.clone(),
             reason: format!("listing its tools failed: {e}"),
         })
+    }
+
+    /// List what the upstream offers besides tools: its prompts,
+    /// resources and resource templates (empty for a kind it does not
+    /// serve).
+    pub async fn list_others(&self) -> Result<Others, Unavailable> {
+        let client = self.client()?;
+        let mut others = Others::default();
+        for (method, field) in [
+            ("prompts/list", "prompts"),
+            ("resources/list", "resources"),
+            ("resources/templates/list", "resourceTemplates"),
+        ] {
+            let items = match client.list_all(method, field).await {
+                Ok(items) => items,
+                // A server without the feature says so; that is no failure.
+                Err(ClientError::Protocol(_)) => Vec::new(),
+                Err(e) => {
+                    let result: Result<(), ClientError> = Err(e);
+                    self.outcome(&result);
+                    let reason = result.err().map(|e| e.to_string()).unwrap_or_default();
+                    return Err(Unavailable {
+                        server: self.config.name.clone(),
+                        reason: format!("listing its {field} failed: {reason}"),
+                    });
+                }
+            };
+            match field {
+                "prompts" => others.prompts = parse_all(items),
+                "resources" => others.resources = parse_all(items),
+                _ => others.templates = parse_all(items),
+            }
+        }
+        Ok(others)
     }
 
     /// Stop the upstream (a stdio child is killed).

@@ -84,7 +84,7 @@ pub use dispatch::{HeaderCheck, NotificationAction, TransportContext, http_statu
 pub use exchange::{Exchange, Frame, Reply};
 pub use handles::Handles;
 pub use mrtr::{ElicitAction, Elicited, Inputs};
-pub use prompt::{Completer, PromptEntry};
+pub use prompt::{AsyncCompleter, Completer, PromptEntry};
 pub use rate_limit::RateLimit;
 pub use registry::Change;
 pub use resource::{ResourceEntry, TemplateEntry};

@@ -18,13 +18,33 @@ type PromptFn = Arc<dyn Fn(HashMap<String, String>, RequestContext) -> PromptFut
 /// arguments already given) -> candidates`, best first.
 pub type Completer = Arc<dyn Fn(&str, &str, &HashMap<String, String>) -> Vec<String> + Send + Sync>;
 
+/// [`Completer`], for suggestions that take a while to find (another
+/// server's, a database's): `(argument name, partial value, other
+/// arguments) -> candidates`.
+pub type AsyncCompleter = Arc<
+    dyn Fn(
+            String,
+            String,
+            HashMap<String, String>,
+        ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// How a prompt or template completes its arguments.
+#[derive(Clone)]
+pub(crate) enum CompleteWith {
+    Now(Completer),
+    Later(AsyncCompleter),
+}
+
 /// A prompt with its handler.
 #[derive(Clone)]
 pub struct PromptEntry {
     pub(crate) prompt: Prompt,
     pub(crate) handler: PromptFn,
     pub(crate) visibility: Option<Visibility>,
-    pub(crate) completer: Option<Completer>,
+    pub(crate) completer: Option<CompleteWith>,
 }
 
 impl PromptEntry {
@@ -47,6 +67,19 @@ impl PromptEntry {
             handler: Arc::new(move |args, ctx| Box::pin(handler(args, ctx))),
             visibility: None,
             completer: None,
+        }
+    }
+
+    /// A prompt defined by a wire [`Prompt`] (every field kept), for a
+    /// server that re-offers another server's prompts (a gateway).
+    pub fn from_prompt<F, Fut>(prompt: Prompt, handler: F) -> Self
+    where
+        F: Fn(HashMap<String, String>, RequestContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<GetPromptResult, ToolError>> + Send + 'static,
+    {
+        Self {
+            prompt,
+            ..Self::new(String::new(), handler)
         }
     }
 
@@ -80,7 +113,19 @@ impl PromptEntry {
     where
         F: Fn(&str, &str, &HashMap<String, String>) -> Vec<String> + Send + Sync + 'static,
     {
-        self.completer = Some(Arc::new(complete));
+        self.completer = Some(CompleteWith::Now(Arc::new(complete)));
+        self
+    }
+
+    /// [`PromptEntry::completer`], answered asynchronously.
+    pub fn completer_async<F, Fut>(mut self, complete: F) -> Self
+    where
+        F: Fn(String, String, HashMap<String, String>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<String>> + Send + 'static,
+    {
+        self.completer = Some(CompleteWith::Later(Arc::new(move |a, v, o| {
+            Box::pin(complete(a, v, o))
+        })));
         self
     }
 

@@ -83,7 +83,7 @@ pub struct TemplateEntry {
     parts: Result<Vec<Part>, String>,
     pub(crate) read: ReadFn,
     pub(crate) visibility: Option<Visibility>,
-    pub(crate) completer: Option<crate::prompt::Completer>,
+    pub(crate) completer: Option<crate::prompt::CompleteWith>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -118,7 +118,19 @@ impl TemplateEntry {
     where
         F: Fn(&str, &str, &HashMap<String, String>) -> Vec<String> + Send + Sync + 'static,
     {
-        self.completer = Some(Arc::new(complete));
+        self.completer = Some(crate::prompt::CompleteWith::Now(Arc::new(complete)));
+        self
+    }
+
+    /// [`TemplateEntry::completer`], answered asynchronously.
+    pub fn completer_async<F, Fut>(mut self, complete: F) -> Self
+    where
+        F: Fn(String, String, HashMap<String, String>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<String>> + Send + 'static,
+    {
+        self.completer = Some(crate::prompt::CompleteWith::Later(Arc::new(
+            move |a, v, o| Box::pin(complete(a, v, o)),
+        )));
         self
     }
 

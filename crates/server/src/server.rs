@@ -225,6 +225,7 @@ pub struct ServerBuilder {
     retired_state_keys: Vec<StateKey>,
     unlisted_answer: Option<UnlistedAnswer>,
     tools_in_name_order: bool,
+    enable_completions: bool,
 }
 
 /// What a call to a tool the server does not offer is answered with,
@@ -245,6 +246,7 @@ impl Server {
             enable_prompts: false,
             unlisted_answer: None,
             tools_in_name_order: false,
+            enable_completions: false,
             enable_resources: false,
             state_key: None,
             retired_state_keys: Vec::new(),
@@ -279,6 +281,38 @@ impl Server {
     /// Remove a prompt; whether it existed.
     pub fn remove_prompt(&self, name: &str) -> bool {
         self.inner.prompts.remove(name)
+    }
+
+    /// Register a resource on the running server (the server must have been
+    /// built with resources enabled for clients to see the capability).
+    pub fn add_resource(&self, mut entry: ResourceEntry) -> Result<(), RegistrationError> {
+        crate::sanitizing::resource_definition(&mut entry.resource);
+        let uri = entry.resource.uri.clone();
+        self.inner.resources.insert(entry).map_err(|_| {
+            RegistrationError::Invalid(format!("a resource with URI {uri:?} is already registered"))
+        })
+    }
+
+    /// Remove a resource; whether it existed.
+    pub fn remove_resource(&self, uri: &str) -> bool {
+        self.inner.resources.remove(uri)
+    }
+
+    /// Register a resource template on the running server.
+    pub fn add_template(&self, mut entry: TemplateEntry) -> Result<(), RegistrationError> {
+        crate::sanitizing::template_definition(&mut entry.template);
+        if let Some(why) = entry.problem() {
+            return Err(RegistrationError::Invalid(why));
+        }
+        let t = entry.template.uri_template.clone();
+        self.inner.templates.insert(entry).map_err(|_| {
+            RegistrationError::Invalid(format!("a resource template {t:?} is already registered"))
+        })
+    }
+
+    /// Remove a resource template; whether it existed.
+    pub fn remove_template(&self, uri_template: &str) -> bool {
+        self.inner.templates.remove(uri_template)
     }
 
     /// Tell subscribers that the contents of `uri` changed.
@@ -450,6 +484,13 @@ impl ServerBuilder {
         self
     }
 
+    /// Serve `completion/complete` even when no prompt or template
+    /// registered at build time completes (for ones added later).
+    pub fn enable_completions(mut self) -> Self {
+        self.enable_completions = true;
+        self
+    }
+
     /// List tools in name order rather than registration order, so that
     /// servers registering the same tools in different orders (gateway
     /// instances following upstream changes) list them identically.
@@ -492,7 +533,8 @@ impl ServerBuilder {
             resources_enabled: self.enable_resources
                 || !self.resources.is_empty()
                 || !self.templates.is_empty(),
-            completions_enabled: self.prompts.iter().any(|p| p.completer.is_some())
+            completions_enabled: self.enable_completions
+                || self.prompts.iter().any(|p| p.completer.is_some())
                 || self.templates.iter().any(|t| t.completer.is_some()),
             tools: if self.tools_in_name_order {
                 Catalog::new(bus.clone(), Change::ToolsListChanged).sorted()
@@ -521,26 +563,11 @@ impl ServerBuilder {
         for prompt in self.prompts {
             server.add_prompt(prompt)?;
         }
-        for mut resource in self.resources {
-            crate::sanitizing::resource_definition(&mut resource.resource);
-            let uri = resource.resource.uri.clone();
-            server.inner.resources.insert(resource).map_err(|_| {
-                RegistrationError::Invalid(format!(
-                    "a resource with URI {uri:?} is already registered"
-                ))
-            })?;
+        for resource in self.resources {
+            server.add_resource(resource)?;
         }
-        for mut template in self.templates {
-            crate::sanitizing::template_definition(&mut template.template);
-            if let Some(why) = template.problem() {
-                return Err(RegistrationError::Invalid(why));
-            }
-            let t = template.template.uri_template.clone();
-            server.inner.templates.insert(template).map_err(|_| {
-                RegistrationError::Invalid(format!(
-                    "a resource template {t:?} is already registered"
-                ))
-            })?;
+        for template in self.templates {
+            server.add_template(template)?;
         }
         Ok(server)
     }

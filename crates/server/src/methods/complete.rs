@@ -6,12 +6,15 @@ use serde::Deserialize;
 use serde_json::json;
 use toolgate_protocol::RpcError;
 use toolgate_protocol::jsonrpc::Request;
+use toolgate_protocol::meta::RequestMeta;
 use toolgate_protocol::quote::quote;
 
-use super::{Failure, params};
+use super::{Failure, exchange, params};
 use crate::Server;
+use crate::context::Round;
 use crate::dispatch::TransportContext;
 use crate::exchange::Reply;
+use crate::prompt::CompleteWith;
 
 /// At most this many values per answer, as the spec requires.
 const MAX_VALUES: usize = 100;
@@ -49,6 +52,7 @@ struct CompleteParams {
 pub(super) fn complete(
     server: &Server,
     req: Request,
+    meta: RequestMeta,
     transport: &TransportContext,
 ) -> Result<Reply, Failure> {
     let p: CompleteParams = params(&req)?;
@@ -90,13 +94,37 @@ pub(super) fn complete(
         }
     };
     let others = p.context.unwrap_or_default().arguments;
-    let mut values = completer
-        .map(|c| c(&p.argument.name, &p.argument.value, &others))
-        .unwrap_or_default();
+    match completer {
+        Some(CompleteWith::Later(find)) => {
+            let server = server.clone();
+            let id = req.id;
+            let (name, value) = (p.argument.name, p.argument.value);
+            Ok(exchange(
+                id.clone(),
+                meta,
+                transport,
+                Round::default(),
+                move |_ctx| async move {
+                    let values = find(name, value, others).await;
+                    Some(server.result_frame(&id, &answer(values)))
+                },
+            ))
+        }
+        Some(CompleteWith::Now(find)) => {
+            let values = find(&p.argument.name, &p.argument.value, &others);
+            Ok(Reply::Done(server.result_frame(&req.id, &answer(values))))
+        }
+        None => Ok(Reply::Done(
+            server.result_frame(&req.id, &answer(Vec::new())),
+        )),
+    }
+}
+
+/// A `CompleteResult` holding at most [`MAX_VALUES`] of `values`.
+fn answer(mut values: Vec<String>) -> serde_json::Value {
     let total = values.len();
     values.truncate(MAX_VALUES);
-    let result = json!({
+    json!({
         "completion": { "values": values, "total": total, "hasMore": total > MAX_VALUES }
-    });
-    Ok(Reply::Done(server.result_frame(&req.id, &result)))
+    })
 }

@@ -50,7 +50,7 @@ pub(crate) fn dispatch(
             resources::read(server, req, meta, transport)
         }
         "completion/complete" if inner.completions_enabled => {
-            complete::complete(server, req, transport)
+            complete::complete(server, req, meta, transport)
         }
         "subscriptions/listen" => listen::listen(server, req, transport),
         _ => Err((req.id, RpcError::method_not_found(&req.method))),
