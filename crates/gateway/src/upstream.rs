@@ -287,11 +287,30 @@ impl Upstream {
     pub async fn list_others(&self) -> Result<Others, Unavailable> {
         let client = self.client()?;
         let mut others = Others::default();
-        for (method, field) in [
-            ("prompts/list", "prompts"),
-            ("resources/list", "resources"),
-            ("resources/templates/list", "resourceTemplates"),
-        ] {
+        // Only what the upstream says it serves: a server that ignores an
+        // unknown method would otherwise hold each listing to the timeout.
+        let discovered = client.discover().await;
+        self.outcome(&discovered);
+        let capabilities = discovered
+            .map(|d| d.capabilities)
+            .map_err(|e| Unavailable {
+                server: self.config.name.clone(),
+                reason: format!("discovery failed: {e}"),
+            })?;
+        let kinds = [
+            ("prompts/list", "prompts", capabilities.prompts.is_some()),
+            (
+                "resources/list",
+                "resources",
+                capabilities.resources.is_some(),
+            ),
+            (
+                "resources/templates/list",
+                "resourceTemplates",
+                capabilities.resources.is_some(),
+            ),
+        ];
+        for (method, field, _) in kinds.into_iter().filter(|(_, _, served)| *served) {
             let items = match client.list_all(method, field).await {
                 Ok(items) => items,
                 // A server without the feature says so; that is no failure.

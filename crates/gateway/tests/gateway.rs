@@ -185,16 +185,6 @@ async fn a_lying_or_hanging_upstream_is_named_and_the_rest_keep_working() {
         .await
         .unwrap();
     let c = downstream(&gateway).await;
-    let text = |r: Result<toolgate_protocol::types::CallToolResult, ClientError>| match r {
-        Err(ClientError::Tool { text, .. }) => text,
-        Ok(r) => r
-            .content
-            .iter()
-            .filter_map(|c| c.as_text())
-            .collect::<Vec<_>>()
-            .join(""),
-        Err(e) => panic!("{e:?}"),
-    };
     let lie = text(
         c.call_tool("broken.lie", Map::new(), &CallOptions::default())
             .await,
@@ -223,6 +213,47 @@ async fn a_lying_or_hanging_upstream_is_named_and_the_rest_keep_working() {
         .unwrap();
     assert_eq!(ok.content[0].as_text(), Some("ordered SKU-1002"));
     gateway.stop();
+}
+
+/// The text of a result, or of a tool error.
+fn text(r: Result<toolgate_protocol::types::CallToolResult, ClientError>) -> String {
+    match r {
+        Err(ClientError::Tool { text, .. }) => text,
+        Ok(r) => r
+            .content
+            .iter()
+            .filter_map(|c| c.as_text())
+            .collect::<Vec<_>>()
+            .join(""),
+        Err(e) => panic!("{e:?}"),
+    }
+}
+
+/// Wait until the downstream list satisfies `done`, looking again after
+/// each change notification (or the stream's acknowledgement); at most 20 s.
+async fn listed_until(
+    c: &Client,
+    changed: &mut tokio::sync::mpsc::UnboundedReceiver<()>,
+    done: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            c.invalidate("tools/list");
+            let names: Vec<String> = c
+                .list_tools()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
+            if done(&names) {
+                return names;
+            }
+            changed.recv().await.unwrap();
+        }
+    })
+    .await
+    .expect("the list changed as expected")
 }
 
 fn toml_string(s: &str) -> String {
@@ -354,24 +385,10 @@ async fn a_tool_added_upstream_reaches_downstream_listeners() {
         .unwrap();
     // Each notification (or the stream's first acknowledgement) is a
     // reason to look again; the new tool must show up within 10 s.
-    let seen = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            c.invalidate("tools/list");
-            let names: Vec<String> = c
-                .list_tools()
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|t| t.name)
-                .collect();
-            if names.contains(&"shop.refund".to_owned()) {
-                return names;
-            }
-            changed.recv().await.unwrap();
-        }
+    let seen = listed_until(&c, &mut changed, |names| {
+        names.iter().any(|n| n == "shop.refund")
     })
-    .await
-    .expect("the new tool appeared downstream");
+    .await;
     assert_eq!(
         seen,
         ["shop.greet", "shop.order", "shop.pay", "shop.refund"]
@@ -383,24 +400,10 @@ async fn a_tool_added_upstream_reaches_downstream_listeners() {
     assert_eq!(refunded.content[0].as_text(), Some("refunded"));
     // And removed again.
     upstream.remove_tool("refund");
-    tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            c.invalidate("tools/list");
-            let names: Vec<String> = c
-                .list_tools()
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|t| t.name)
-                .collect();
-            if !names.contains(&"shop.refund".to_owned()) {
-                return;
-            }
-            changed.recv().await.unwrap();
-        }
+    listed_until(&c, &mut changed, |names| {
+        !names.iter().any(|n| n == "shop.refund")
     })
-    .await
-    .expect("the removed tool disappeared downstream");
+    .await;
     gateway.stop();
 }
 
@@ -473,16 +476,6 @@ async fn a_crashed_upstream_is_restarted_and_its_tools_work_again() {
     };
     let gateway = Gateway::start(config(&toml), options).await.unwrap();
     let c = downstream(&gateway).await;
-    let text = |r: Result<toolgate_protocol::types::CallToolResult, ClientError>| match r {
-        Err(ClientError::Tool { text, .. }) => text,
-        Ok(r) => r
-            .content
-            .iter()
-            .filter_map(|c| c.as_text())
-            .collect::<Vec<_>>()
-            .join(""),
-        Err(e) => panic!("{e:?}"),
-    };
     let crashed = text(
         c.call_tool("crashy.crash", Map::new(), &CallOptions::default())
             .await,
@@ -528,24 +521,7 @@ async fn an_upstream_down_at_start_joins_when_it_comes_up() {
         HttpConfig::default(),
         listener,
     ));
-    let names = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            c.invalidate("tools/list");
-            let names: Vec<String> = c
-                .list_tools()
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|t| t.name)
-                .collect();
-            if names.len() == 6 {
-                return names;
-            }
-            changed.recv().await.unwrap();
-        }
-    })
-    .await
-    .expect("the late server's tools appeared");
+    let names = listed_until(&c, &mut changed, |names| names.len() == 6).await;
     assert_eq!(
         names,
         [
