@@ -112,15 +112,23 @@ where
         Ok(client) => client,
         Err(down) => return Ok(Err(ClientError::Unreachable(down.reason))),
     };
+    let (progress, progress_done) = progress_relay(ctx);
+    let (log, log_done) = log_relay(ctx);
     let options = CallOptions {
         timeout: Some(upstream.config.call_timeout()),
-        progress: progress_relay(ctx),
+        progress,
         // The upstream asks only for what the caller can answer.
         capabilities: Some(ctx.client_capabilities().clone()),
         log_level: ctx.meta().log_level,
-        log: log_relay(ctx),
+        log,
     };
+    // The call owns the only senders: once it is done, the relays drain
+    // what is left and end, and every notification reaches the caller
+    // before the result does.
     let outcome = call(client, previous, options).await;
+    for relay in [progress_done, log_done].into_iter().flatten() {
+        let _ = tokio::time::timeout(RELAY_DRAIN, relay).await;
+    }
     upstream.outcome(&outcome);
     match outcome {
         Ok(Outcome::Complete(result)) => Ok(Ok(result)),
@@ -318,39 +326,51 @@ fn error(text: String) -> ToolReply {
     ToolReply::Complete(CallToolResult::error(text))
 }
 
+/// How long the end of a call waits for relayed notifications to be
+/// passed on (they are in memory already; this only bounds a stuck caller).
+const RELAY_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A relay: the callback the client calls, and the task passing what it
+/// receives on (ended when the callback is dropped).
+type Relay<F> = (Option<F>, Option<tokio::task::JoinHandle<()>>);
+
 /// Relays the upstream's log messages to the downstream client, when it
 /// asked for them.
-fn log_relay(ctx: &RequestContext) -> Option<toolgate_client::LogFn> {
-    ctx.meta().log_level?;
+fn log_relay(ctx: &RequestContext) -> Relay<toolgate_client::LogFn> {
+    if ctx.meta().log_level.is_none() {
+        return (None, None);
+    }
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(LoggingLevel, Option<String>, Value)>(64);
     let ctx = ctx.clone();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         while let Some((level, logger, data)) = rx.recv().await {
             ctx.log(level, logger.as_deref(), data).await;
         }
     });
-    Some(Arc::new(move |m| {
-        // Like progress: advisory, dropped rather than queued without bound.
+    let callback: toolgate_client::LogFn = Arc::new(move |m| {
+        // Advisory, like progress: dropped rather than queued without bound.
         let _ = tx.try_send((m.level, m.logger.clone(), m.data.clone()));
-    }))
+    });
+    (Some(callback), Some(task))
 }
 
 /// Relays the upstream's progress to the downstream client, when it asked
 /// for progress.
-fn progress_relay(ctx: &RequestContext) -> Option<toolgate_client::ProgressFn> {
+fn progress_relay(ctx: &RequestContext) -> Relay<toolgate_client::ProgressFn> {
     if !ctx.wants_progress() {
-        return None;
+        return (None, None);
     }
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(f64, Option<f64>, Option<String>)>(64);
     let ctx = ctx.clone();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         while let Some((progress, total, message)) = rx.recv().await {
             ctx.progress(progress, total, message.as_deref()).await;
         }
     });
-    Some(Arc::new(move |p| {
+    let callback: toolgate_client::ProgressFn = Arc::new(move |p| {
         // Progress is advisory: when the downstream is slower than the
         // upstream, the excess is dropped rather than queued without bound.
         let _ = tx.try_send((p.progress, p.total, p.message.clone()));
-    }))
+    });
+    (Some(callback), Some(task))
 }
