@@ -219,6 +219,42 @@ pub async fn forward(
     }
 }
 
+/// Relay a request other than `tools/call` (`prompts/get`,
+/// `resources/read`) and read its result as `T`, taking `field` of it when
+/// given. `what` names the prompt or resource in errors.
+async fn relay_request<T: serde::de::DeserializeOwned>(
+    upstream: &Upstream,
+    ctx: &RequestContext,
+    method: &'static str,
+    params: Map<String, Value>,
+    field: Option<&str>,
+    what: &str,
+) -> Result<T, ToolError> {
+    let outcome = relay(upstream, ctx, |client, previous, options| async move {
+        client
+            .request_round(method, params, previous, &options)
+            .await
+            .map(Outcome::from)
+    })
+    .await?;
+    let server = &upstream.config.name;
+    match outcome {
+        Ok(value) => {
+            let value = match field {
+                Some(f) => value.get(f).cloned().unwrap_or(Value::Null),
+                None => value,
+            };
+            serde_json::from_value(value).map_err(|e| {
+                ToolError::new(format!(
+                    "The upstream server {server} answered {method} for {what} with something the gateway cannot read ({e}). This is a fault in the upstream server."
+                ))
+            })
+        }
+        Err(ClientError::Protocol(e)) => Err(ToolError::protocol(e)),
+        Err(e) => Err(ToolError::new(failure(server, what, &e))),
+    }
+}
+
 /// Relay `prompts/get` of `prompt` (its upstream name).
 pub async fn get_prompt(
     upstream: Arc<Upstream>,
@@ -229,23 +265,15 @@ pub async fn get_prompt(
     let mut params = Map::new();
     params.insert("name".into(), Value::from(prompt.clone()));
     params.insert("arguments".into(), json!(args));
-    let outcome = relay(&upstream, &ctx, |client, previous, options| async move {
-        client
-            .request_round("prompts/get", params, previous, &options)
-            .await
-            .map(Outcome::from)
-    })
-    .await?;
-    let server = &upstream.config.name;
-    match outcome {
-        Ok(value) => serde_json::from_value(value).map_err(|e| {
-            ToolError::new(format!(
-                "The upstream server {server} returned a prompt result the gateway cannot read ({e}). This is a fault in the upstream server."
-            ))
-        }),
-        Err(ClientError::Protocol(e)) => Err(ToolError::protocol(e)),
-        Err(e) => Err(ToolError::new(failure(server, &quote(&prompt), &e))),
-    }
+    relay_request(
+        &upstream,
+        &ctx,
+        "prompts/get",
+        params,
+        None,
+        &quote(&prompt),
+    )
+    .await
 }
 
 /// Relay `resources/read` of `uri`.
@@ -256,24 +284,15 @@ pub async fn read_resource(
 ) -> Result<Vec<ResourceContents>, ToolError> {
     let mut params = Map::new();
     params.insert("uri".into(), Value::from(uri.clone()));
-    let outcome = relay(&upstream, &ctx, |client, previous, options| async move {
-        client
-            .request_round("resources/read", params, previous, &options)
-            .await
-            .map(Outcome::from)
-    })
-    .await?;
-    let server = &upstream.config.name;
-    match outcome {
-        Ok(value) => serde_json::from_value(value.get("contents").cloned().unwrap_or(Value::Null))
-            .map_err(|e| {
-                ToolError::new(format!(
-                    "The upstream server {server} returned resource contents the gateway cannot read ({e}). This is a fault in the upstream server."
-                ))
-            }),
-        Err(ClientError::Protocol(e)) => Err(ToolError::protocol(e)),
-        Err(e) => Err(ToolError::new(failure(server, &quote(&uri), &e))),
-    }
+    relay_request(
+        &upstream,
+        &ctx,
+        "resources/read",
+        params,
+        Some("contents"),
+        &quote(&uri),
+    )
+    .await
 }
 
 /// Relay `completion/complete` for `reference` (a prompt's upstream name or

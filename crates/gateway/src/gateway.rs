@@ -16,6 +16,37 @@ use crate::names::{check_unique, qualify};
 use crate::upstream::Others;
 use crate::upstream::Upstream;
 
+/// Make upstream `i`'s entries in `offered` exactly `wanted` (key →
+/// definition): stale or changed ones are removed, new ones added; a key
+/// another upstream already has stays with it.
+fn sync<T: Clone + PartialEq>(
+    offered: &mut HashMap<String, (usize, T)>,
+    i: usize,
+    wanted: impl Iterator<Item = (String, T)>,
+    remove: impl Fn(&str) -> bool,
+    add: impl Fn(&str, &T) -> Result<(), toolgate_server::RegistrationError>,
+) {
+    let wanted: HashMap<String, T> = wanted.collect();
+    offered.retain(|key, (u, def)| {
+        let keep = *u != i || wanted.get(key) == Some(def);
+        if !keep {
+            remove(key);
+        }
+        keep
+    });
+    for (key, def) in wanted {
+        if offered.contains_key(&key) {
+            continue;
+        }
+        match add(&key, &def) {
+            Ok(()) => {
+                offered.insert(key, (i, def));
+            }
+            Err(e) => tracing::warn!(%key, error = %e, "not offered"),
+        }
+    }
+}
+
 /// The shortest wait between two restart attempts of one upstream.
 const MIN_RETRY: Duration = Duration::from_millis(10);
 
@@ -55,8 +86,8 @@ struct Offered {
 #[derive(Default)]
 struct Offer {
     tools: HashMap<String, Offered>,
-    /// Gateway name → why a call to it is refused.
-    withheld: HashMap<String, String>,
+    /// Gateway name → (upstream, why a call to it is refused).
+    withheld: HashMap<String, (usize, String)>,
     /// Gateway prompt name → (upstream, definition).
     prompts: HashMap<String, (usize, Prompt)>,
     /// URI → (upstream, definition); URIs are not prefixed.
@@ -126,7 +157,12 @@ impl Gateway {
             .enable_prompts()
             .enable_resources()
             .enable_completions()
-            .unlisted_answer(move |name| read(&answers).withheld.get(name).cloned())
+            .unlisted_answer(move |name| {
+                read(&answers)
+                    .withheld
+                    .get(name)
+                    .map(|(_, why)| why.clone())
+            })
             .build()?;
         let backoff = options
             .restart_backoff
@@ -220,116 +256,69 @@ impl Gateway {
         let upstream = &self.upstreams[i];
         let prefix = upstream.config.prefix();
         let mut offer = write(&self.offer);
-        // Prompts.
-        let wanted: HashMap<String, &Prompt> = others
+        let server = &self.server;
+        let prompts = others
             .prompts
             .iter()
-            .map(|p| (qualify(&prefix, &p.name), p))
-            .collect();
-        let stale: Vec<String> = offer
-            .prompts
-            .iter()
-            .filter(|(name, (u, def))| *u == i && wanted.get(*name).is_none_or(|w| *w != def))
-            .map(|(name, _)| name.clone())
-            .collect();
-        for name in stale {
-            offer.prompts.remove(&name);
-            self.server.remove_prompt(&name);
-        }
-        for (name, prompt) in wanted {
-            if offer.prompts.contains_key(&name) {
-                continue;
-            }
-            let relay_to = upstream.clone();
-            let upstream_name = prompt.name.clone();
-            let mut wire = prompt.clone();
-            wire.name = name.clone();
-            let completing = (upstream.clone(), prompt.name.clone());
-            let entry = PromptEntry::from_prompt(wire, move |args, ctx| {
-                get_prompt(relay_to.clone(), upstream_name.clone(), args, ctx)
-            })
-            .completer_async(move |argument, value, others| {
-                let (upstream, name) = completing.clone();
-                let reference = serde_json::json!({"type": "ref/prompt", "name": name});
-                complete(upstream, reference, argument, value, others)
-            });
-            match self.server.add_prompt(entry) {
-                Ok(()) => {
-                    offer.prompts.insert(name, (i, prompt.clone()));
-                }
-                Err(e) => tracing::warn!(prompt = %name, error = %e, "not offered"),
-            }
-        }
-        // Resources.
-        let wanted: HashMap<&str, &Resource> = others
-            .resources
-            .iter()
-            .map(|r| (r.uri.as_str(), r))
-            .collect();
-        let stale: Vec<String> = offer
-            .resources
-            .iter()
-            .filter(|(uri, (u, def))| *u == i && wanted.get(uri.as_str()).is_none_or(|w| *w != def))
-            .map(|(uri, _)| uri.clone())
-            .collect();
-        for uri in stale {
-            offer.resources.remove(&uri);
-            self.server.remove_resource(&uri);
-        }
-        for (uri, resource) in wanted {
-            if offer.resources.contains_key(uri) {
-                continue;
-            }
-            let relay_to = upstream.clone();
-            let entry = ResourceEntry::new(resource.clone(), move |uri, ctx| {
-                read_resource(relay_to.clone(), uri, ctx)
-            });
-            match self.server.add_resource(entry) {
-                Ok(()) => {
-                    offer
-                        .resources
-                        .insert(uri.to_owned(), (i, resource.clone()));
-                }
-                Err(e) => tracing::warn!(%uri, error = %e, "not offered"),
-            }
-        }
-        // Resource templates.
-        let wanted: HashMap<&str, &ResourceTemplate> = others
+            .map(|p| (qualify(&prefix, &p.name), p.clone()));
+        sync(
+            &mut offer.prompts,
+            i,
+            prompts,
+            |name| server.remove_prompt(name),
+            |name, prompt| {
+                let relay_to = upstream.clone();
+                let upstream_name = prompt.name.clone();
+                let mut wire = prompt.clone();
+                wire.name = name.to_owned();
+                let completing = (upstream.clone(), prompt.name.clone());
+                let entry = PromptEntry::from_prompt(wire, move |args, ctx| {
+                    get_prompt(relay_to.clone(), upstream_name.clone(), args, ctx)
+                })
+                .completer_async(move |argument, value, others| {
+                    let (upstream, name) = completing.clone();
+                    let reference = serde_json::json!({"type": "ref/prompt", "name": name});
+                    complete(upstream, reference, argument, value, others)
+                });
+                server.add_prompt(entry)
+            },
+        );
+        let resources = others.resources.iter().map(|r| (r.uri.clone(), r.clone()));
+        sync(
+            &mut offer.resources,
+            i,
+            resources,
+            |uri| server.remove_resource(uri),
+            |_, resource| {
+                let relay_to = upstream.clone();
+                server.add_resource(ResourceEntry::new(resource.clone(), move |uri, ctx| {
+                    read_resource(relay_to.clone(), uri, ctx)
+                }))
+            },
+        );
+        let templates = others
             .templates
             .iter()
-            .map(|t| (t.uri_template.as_str(), t))
-            .collect();
-        let stale: Vec<String> = offer
-            .templates
-            .iter()
-            .filter(|(t, (u, def))| *u == i && wanted.get(t.as_str()).is_none_or(|w| *w != def))
-            .map(|(t, _)| t.clone())
-            .collect();
-        for t in stale {
-            offer.templates.remove(&t);
-            self.server.remove_template(&t);
-        }
-        for (t, template) in wanted {
-            if offer.templates.contains_key(t) {
-                continue;
-            }
-            let relay_to = upstream.clone();
-            let completing = (upstream.clone(), template.uri_template.clone());
-            let entry = TemplateEntry::new(template.clone(), move |uri, _vars, ctx| {
-                read_resource(relay_to.clone(), uri, ctx)
-            })
-            .completer_async(move |argument, value, others| {
-                let (upstream, uri) = completing.clone();
-                let reference = serde_json::json!({"type": "ref/resource", "uri": uri});
-                complete(upstream, reference, argument, value, others)
-            });
-            match self.server.add_template(entry) {
-                Ok(()) => {
-                    offer.templates.insert(t.to_owned(), (i, template.clone()));
-                }
-                Err(e) => tracing::warn!(template = %t, error = %e, "not offered"),
-            }
-        }
+            .map(|t| (t.uri_template.clone(), t.clone()));
+        sync(
+            &mut offer.templates,
+            i,
+            templates,
+            |t| server.remove_template(t),
+            |_, template| {
+                let relay_to = upstream.clone();
+                let completing = (upstream.clone(), template.uri_template.clone());
+                let entry = TemplateEntry::new(template.clone(), move |uri, _vars, ctx| {
+                    read_resource(relay_to.clone(), uri, ctx)
+                })
+                .completer_async(move |argument, value, others| {
+                    let (upstream, uri) = completing.clone();
+                    let reference = serde_json::json!({"type": "ref/resource", "uri": uri});
+                    complete(upstream, reference, argument, value, others)
+                });
+                server.add_template(entry)
+            },
+        );
     }
 
     /// The downstream server: serve it over HTTP or stdio.
@@ -347,11 +336,7 @@ impl Gateway {
                 name: u.config.name.clone(),
                 transport: u.transport_kind(),
                 offered: offer.tools.values().filter(|t| t.upstream == i).count(),
-                withheld: offer
-                    .withheld
-                    .keys()
-                    .filter(|name| self.owner(name) == Some(i))
-                    .count(),
+                withheld: offer.withheld.values().filter(|(u, _)| *u == i).count(),
                 error: u.last_error(),
             })
             .collect()
@@ -362,14 +347,6 @@ impl Gateway {
         let mut names: Vec<String> = read(&self.offer).tools.keys().cloned().collect();
         names.sort();
         names
-    }
-
-    /// Which upstream a gateway name belongs to (by prefix).
-    fn owner(&self, name: &str) -> Option<usize> {
-        self.upstreams.iter().position(|u| {
-            let prefix = u.config.prefix();
-            prefix.is_empty() || name.starts_with(&format!("{prefix}."))
-        })
     }
 
     /// Stop every upstream (a stdio upstream's whole process group ends).
@@ -475,11 +452,11 @@ impl Gateway {
                 self.server.remove_tool(&name);
             }
         }
-        offer.withheld.retain(|name, _| self.owner(name) != Some(i));
+        offer.withheld.retain(|_, (u, _)| *u != i);
         for (name, (tool, refusal)) in wanted {
             if let Some(why) = refusal {
                 tracing::warn!(tool = %name, "withheld: {why}");
-                offer.withheld.insert(name, why);
+                offer.withheld.insert(name, (i, why));
                 continue;
             }
             if offer.tools.contains_key(&name) {
@@ -507,7 +484,7 @@ impl Gateway {
                     tracing::warn!(tool = %name, error = %e, "not offered");
                     offer.withheld.insert(
                         name.clone(),
-                        format!("The tool {name} is not offered: its definition is invalid ({e}). This is a fault in the upstream server {}.", config.name),
+                        (i, format!("The tool {name} is not offered: its definition is invalid ({e}). This is a fault in the upstream server {}.", config.name)),
                     );
                 }
             }
