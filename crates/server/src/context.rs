@@ -41,6 +41,8 @@ pub(crate) struct Inner {
     pub(crate) round: Round,
     /// Bits of the last progress value sent (f64), to keep progress increasing.
     last_progress: AtomicU64,
+    /// Facts the handler noted for the call log.
+    pub(crate) notes: Arc<std::sync::Mutex<serde_json::Map<String, serde_json::Value>>>,
 }
 
 /// A client capability a handler may need.
@@ -74,6 +76,7 @@ impl RequestContext {
                 cancel,
                 round,
                 last_progress: AtomicU64::new(f64::NEG_INFINITY.to_bits()),
+                notes: Arc::default(),
             }),
         }
     }
@@ -113,6 +116,7 @@ impl RequestContext {
                 cancel: inner.cancel.clone(),
                 round: inner.round.clone(),
                 last_progress: AtomicU64::new(inner.last_progress.load(Ordering::Relaxed)),
+                notes: inner.notes.clone(),
             }),
         }
     }
@@ -185,6 +189,28 @@ impl RequestContext {
             round.app.clone(),
             self.client_capabilities().clone(),
         )
+    }
+
+    /// Add a fact to this call's record in the server's
+    /// [`CallLog`](crate::CallLog) (a later note with the same key
+    /// replaces it). Without a call log, notes go nowhere.
+    ///
+    /// ```
+    /// # use toolgate_server::RequestContext;
+    /// let ctx = RequestContext::detached();
+    /// ctx.note("upstream", "basket");
+    /// ```
+    pub fn note(&self, key: &str, value: impl Into<serde_json::Value>) {
+        self.inner
+            .notes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_owned(), value.into());
+    }
+
+    /// The notes made so far, taken out.
+    pub(crate) fn take_notes(&self) -> serde_json::Map<String, serde_json::Value> {
+        std::mem::take(&mut *self.inner.notes.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Whether the request was cancelled.

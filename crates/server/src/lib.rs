@@ -55,6 +55,7 @@
 #![forbid(unsafe_code)]
 
 mod auth;
+mod call_log;
 mod context;
 mod dispatch;
 mod exchange;
@@ -79,6 +80,7 @@ pub use auth::{
     AuthContext, JwtVerifier, ResourceServer, ScopeHierarchy, TokenError, TokenVerifier,
     VerifyFuture,
 };
+pub use call_log::{CallLog, CallOutcome, CallRecord, Recorded};
 pub use context::{ClientCapability, RequestContext};
 pub use dispatch::{HeaderCheck, NotificationAction, TransportContext, http_status_for};
 pub use exchange::{Exchange, Frame, Reply};

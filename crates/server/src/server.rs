@@ -176,6 +176,8 @@ pub(crate) struct Inner {
     pub(crate) stamp_tail: Vec<u8>,
     /// Answers calls to tools that are not registered.
     pub(crate) unlisted_answer: Option<UnlistedAnswer>,
+    /// Where tool calls are recorded.
+    pub(crate) call_log: Option<Arc<dyn crate::CallLog>>,
 }
 
 fn stamp_tail(result_meta: &Meta) -> Vec<u8> {
@@ -226,6 +228,7 @@ pub struct ServerBuilder {
     unlisted_answer: Option<UnlistedAnswer>,
     tools_in_name_order: bool,
     enable_completions: bool,
+    call_log: Option<Arc<dyn crate::CallLog>>,
 }
 
 /// What a call to a tool the server does not offer is answered with,
@@ -245,6 +248,7 @@ impl Server {
             templates: Vec::new(),
             enable_prompts: false,
             unlisted_answer: None,
+            call_log: None,
             tools_in_name_order: false,
             enable_completions: false,
             enable_resources: false,
@@ -512,6 +516,13 @@ impl ServerBuilder {
         self
     }
 
+    /// Record every tool call in `log` before its answer is sent (see
+    /// [`CallLog`](crate::CallLog)).
+    pub fn call_log(mut self, log: Arc<dyn crate::CallLog>) -> Self {
+        self.call_log = Some(log);
+        self
+    }
+
     /// Check every registration and build the server. The first invalid
     /// registration is returned as the error.
     pub fn build(self) -> Result<Server, RegistrationError> {
@@ -553,6 +564,7 @@ impl ServerBuilder {
             stamp_tail: stamp_tail(&result_meta),
             result_meta,
             unlisted_answer: self.unlisted_answer,
+            call_log: self.call_log,
         };
         let server = Server {
             inner: Arc::new(inner),

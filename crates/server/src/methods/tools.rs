@@ -1,6 +1,10 @@
 //! `tools/call`: look up → validate input → run → check output → encode.
 
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
 use serde_json::{Map, Value};
+use toolgate_protocol::RequestId;
 use toolgate_protocol::RpcError;
 use toolgate_protocol::jsonrpc::{Request, encode_result};
 use toolgate_protocol::meta::RequestMeta;
@@ -10,9 +14,10 @@ use toolgate_schema::Violation;
 
 use super::{Ended, Failure, exchange, guarded, params};
 use crate::Server;
+use crate::call_log::{CallLog, CallOutcome, CallRecord, unrecorded};
 use crate::dispatch::{TransportContext, error_frame};
-use crate::exchange::{Frame, Reply};
-use crate::mrtr::{Retry, take_retry_fields};
+use crate::exchange::{Exchange, Frame, Reply};
+use crate::mrtr::{Binding, Retry, take_retry_fields};
 use crate::tool::{RegisteredTool, ToolReply};
 
 pub(super) fn call(
@@ -21,6 +26,13 @@ pub(super) fn call(
     meta: RequestMeta,
     transport: &TransportContext,
 ) -> Result<Reply, Failure> {
+    // Taken first so a record's time covers the checks too; only when
+    // calls are recorded.
+    let begun = server
+        .inner
+        .call_log
+        .is_some()
+        .then(|| (SystemTime::now(), Instant::now()));
     let (name, args, retry) = match take_params(&mut req) {
         Some(Ok(taken)) => taken,
         Some(Err(error)) => return Err((req.id, error)),
@@ -58,7 +70,15 @@ pub(super) fn call(
         }
         if let Some(text) = server.inner.unlisted_answer.as_ref().and_then(|f| f(&name)) {
             let result = CallToolResult::error(text);
-            return Ok(Reply::Done(server.result_frame(&req.id, &result)));
+            let frame = server.result_frame(&req.id, &result);
+            let audit = Audit::start(server, &name, &Value::Object(args), transport);
+            return Ok(recorded(
+                server,
+                &req.id,
+                frame,
+                audit,
+                CallOutcome::Withheld,
+            ));
         }
         return Err((
             req.id,
@@ -69,7 +89,15 @@ pub(super) fn call(
         let caller = transport.auth.as_ref().and_then(|a| a.subject());
         if let Err(text) = limiter.check(&tool.tool.name, caller) {
             let result = CallToolResult::error(text);
-            return Ok(Reply::Done(server.result_frame(&req.id, &result)));
+            let frame = server.result_frame(&req.id, &result);
+            let audit = Audit::start(server, &name, &Value::Object(args), transport);
+            return Ok(recorded(
+                server,
+                &req.id,
+                frame,
+                audit,
+                CallOutcome::RateLimited,
+            ));
         }
     }
     if let Some(headers) = &transport.http_headers {
@@ -92,6 +120,15 @@ pub(super) fn call(
         retry,
         transport,
     )?;
+    let audit = server.inner.call_log.as_ref().map(|log| Audit {
+        log: log.clone(),
+        started: begun.map_or_else(SystemTime::now, |b| b.0),
+        clock: begun.map_or_else(Instant::now, |b| b.1),
+        tool: name.clone(),
+        caller: binding.subject.clone(),
+        digest: binding.digest.clone(),
+        arguments: log.wants_arguments().then(|| args_value.clone()),
+    });
     let input = match tool.input.get() {
         Ok(input) => input,
         Err(e) => {
@@ -100,12 +137,20 @@ pub(super) fn call(
                 "The tool {:?} cannot be called: its inputSchema is not a valid JSON Schema ({e}). This is a fault in the server, not in the arguments.",
                 tool.tool.name
             ));
-            return Ok(Reply::Done(server.result_frame(&req.id, &result)));
+            let frame = server.result_frame(&req.id, &result);
+            return Ok(recorded(server, &req.id, frame, audit, CallOutcome::Failed));
         }
     };
     if let Err(violations) = input.validate(&args_value) {
         let result = CallToolResult::error(describe_input_violations(&tool.tool.name, &violations));
-        return Ok(Reply::Done(server.result_frame(&req.id, &result)));
+        let frame = server.result_frame(&req.id, &result);
+        return Ok(recorded(
+            server,
+            &req.id,
+            frame,
+            audit,
+            CallOutcome::InvalidArguments,
+        ));
     }
     let Value::Object(args) = args_value else {
         unreachable!("built from a map just above")
@@ -118,45 +163,167 @@ pub(super) fn call(
         transport,
         round,
         move |ctx| async move {
-            let run = guarded(&tool.tool.name, tool.handler.call(args, ctx));
-            let Ok(ended) = tokio::time::timeout(tool.timeout, run).await else {
-                tracing::warn!(tool = %tool.tool.name, timeout = ?tool.timeout, "tool call timed out; its handler was dropped");
-                let text = format!(
-                    "The tool {} did not finish within {} s and was stopped. Try again with a smaller request, or later.",
-                    quote(&tool.tool.name),
-                    tool.timeout.as_secs_f64()
-                );
-                return Some(server.result_frame(&id, &CallToolResult::error(text)));
-            };
-            Some(match ended {
-                Ended::Value(ToolReply::Complete(result)) => {
-                    server.result_frame(&id, &check_output(&tool, result))
+            let noted = audit.as_ref().map(|_| ctx.clone());
+            let (frame, outcome) = run(&server, &tool, &id, &binding, args, ctx).await;
+            match (audit, noted) {
+                (Some(audit), Some(noted)) => {
+                    let notes = noted.take_notes();
+                    drop(noted);
+                    Some(audit.finish(frame, outcome, notes, &server, &id).await)
                 }
-                Ended::Value(ToolReply::InputRequired(result)) => {
-                    let mut map = match serde_json::to_value(&result) {
-                        Ok(Value::Object(map)) => map,
-                        _ => return Some(error_frame(Some(&id), RpcError::internal())),
-                    };
-                    server.stamp(&mut map);
-                    Frame::Response {
-                        body: encode_result(&id, &map),
-                        error_code: None,
-                    }
-                }
-                Ended::Failed(mut message) => {
-                    if tool.sanitize {
-                        crate::sanitizing::error_text(&tool.tool.name, &mut message);
-                    }
-                    server.result_frame(&id, &CallToolResult::error(message))
-                }
-                Ended::Protocol(error) => error_frame(Some(&id), error),
-                Ended::NeedsInput(pending) => {
-                    super::input_required(&server, &id, &binding, pending)
-                }
-                Ended::Panicked => error_frame(Some(&id), RpcError::internal()),
-            })
+                _ => Some(frame),
+            }
         },
     ))
+}
+
+/// Run the handler and encode how it ended.
+async fn run(
+    server: &Server,
+    tool: &RegisteredTool,
+    id: &RequestId,
+    binding: &Binding,
+    args: Map<String, Value>,
+    ctx: crate::RequestContext,
+) -> (Frame, CallOutcome) {
+    let run = guarded(&tool.tool.name, tool.handler.call(args, ctx));
+    let Ok(ended) = tokio::time::timeout(tool.timeout, run).await else {
+        tracing::warn!(tool = %tool.tool.name, timeout = ?tool.timeout, "tool call timed out; its handler was dropped");
+        let text = format!(
+            "The tool {} did not finish within {} s and was stopped. Try again with a smaller request, or later.",
+            quote(&tool.tool.name),
+            tool.timeout.as_secs_f64()
+        );
+        let frame = server.result_frame(id, &CallToolResult::error(text));
+        return (frame, CallOutcome::Timeout);
+    };
+    match ended {
+        Ended::Value(ToolReply::Complete(result)) => {
+            let result = check_output(tool, result);
+            let outcome = if result.is_error == Some(true) {
+                CallOutcome::ToolError
+            } else {
+                CallOutcome::Ok
+            };
+            (server.result_frame(id, &result), outcome)
+        }
+        Ended::Value(ToolReply::InputRequired(result)) => {
+            let mut map = match serde_json::to_value(&result) {
+                Ok(Value::Object(map)) => map,
+                _ => {
+                    return (
+                        error_frame(Some(id), RpcError::internal()),
+                        CallOutcome::Failed,
+                    );
+                }
+            };
+            server.stamp(&mut map);
+            let frame = Frame::Response {
+                body: encode_result(id, &map),
+                error_code: None,
+            };
+            (frame, CallOutcome::InputRequired)
+        }
+        Ended::Failed(mut message) => {
+            if tool.sanitize {
+                crate::sanitizing::error_text(&tool.tool.name, &mut message);
+            }
+            let frame = server.result_frame(id, &CallToolResult::error(message));
+            (frame, CallOutcome::ToolError)
+        }
+        Ended::Protocol(error) => (error_frame(Some(id), error), CallOutcome::Failed),
+        Ended::NeedsInput(pending) => (
+            super::input_required(server, id, binding, pending),
+            CallOutcome::InputRequired,
+        ),
+        Ended::Panicked => (
+            error_frame(Some(id), RpcError::internal()),
+            CallOutcome::Failed,
+        ),
+    }
+}
+
+/// A call being recorded in the server's [`CallLog`](crate::CallLog).
+struct Audit {
+    log: Arc<dyn CallLog>,
+    started: SystemTime,
+    clock: Instant,
+    tool: String,
+    caller: Option<String>,
+    digest: String,
+    arguments: Option<Value>,
+}
+
+impl Audit {
+    /// For a call answered before its arguments were bound (refused
+    /// outright); `None` without a call log.
+    fn start(
+        server: &Server,
+        tool: &str,
+        arguments: &Value,
+        transport: &TransportContext,
+    ) -> Option<Self> {
+        let log = server.inner.call_log.as_ref()?;
+        let caller = transport.auth.as_ref().and_then(|a| a.subject());
+        let binding = Binding::new("tools/call", tool, arguments, caller);
+        Some(Audit {
+            log: log.clone(),
+            started: SystemTime::now(),
+            clock: Instant::now(),
+            tool: tool.to_owned(),
+            caller: binding.subject,
+            digest: binding.digest,
+            arguments: log.wants_arguments().then(|| arguments.clone()),
+        })
+    }
+
+    /// Record the call, then hand back `frame` — or, if the record could
+    /// not be written, an `isError` in its place.
+    async fn finish(
+        self,
+        frame: Frame,
+        outcome: CallOutcome,
+        notes: Map<String, Value>,
+        server: &Server,
+        id: &RequestId,
+    ) -> Frame {
+        let record = CallRecord {
+            started: self.started,
+            elapsed: self.clock.elapsed(),
+            tool: self.tool,
+            caller: self.caller,
+            arguments_digest: self.digest,
+            arguments: self.arguments,
+            outcome,
+            notes,
+        };
+        let tool = record.tool.clone();
+        match self.log.record(record).await {
+            Ok(()) => frame,
+            Err(e) => {
+                tracing::error!(tool = %tool, error = %e, "call not recorded; result withheld");
+                server.result_frame(id, &CallToolResult::error(unrecorded(&tool)))
+            }
+        }
+    }
+}
+
+/// `frame` as the answer, sent once `audit` (if any) has recorded the call.
+fn recorded(
+    server: &Server,
+    id: &RequestId,
+    frame: Frame,
+    audit: Option<Audit>,
+    outcome: CallOutcome,
+) -> Reply {
+    let Some(audit) = audit else {
+        return Reply::Done(frame);
+    };
+    let (server, id) = (server.clone(), id.clone());
+    let answer = async move { audit.finish(frame, outcome, Map::new(), &server, &id).await };
+    Reply::Streaming(Exchange::from_stream(Box::pin(futures::stream::once(
+        answer,
+    ))))
 }
 
 /// A tool call's name, arguments and retry fields.

@@ -1,0 +1,109 @@
+//! An audit hook: every tool call, recorded before its answer is sent.
+//!
+//! A server given a [`CallLog`] ([`ServerBuilder::call_log`](crate::ServerBuilder::call_log))
+//! hands it one [`CallRecord`] per `tools/call` that reached a tool — run,
+//! refused by its rate limit or by [`unlisted_answer`](crate::ServerBuilder::unlisted_answer),
+//! failed validation, timed out or asked for input — and waits for
+//! [`CallLog::record`] to finish before the answer leaves. A log that makes
+//! its write durable before it returns therefore never loses a call whose
+//! result a client received. When the write fails, the result is
+//! withheld: the client gets an `isError` saying the call could not be
+//! recorded.
+//!
+//! Handlers add their own facts to the record with
+//! [`RequestContext::note`](crate::RequestContext::note) (a gateway notes
+//! the upstream, the policy decision, the confirmation).
+//!
+//! Protocol errors that name no callable tool (malformed params, unknown
+//! tools, missing scopes) are not calls and are not recorded.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value};
+
+/// How a call ended, as the server saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallOutcome {
+    /// A result without `isError`.
+    Ok,
+    /// A result with `isError` (from the tool, or an output that broke the
+    /// tool's `outputSchema`).
+    ToolError,
+    /// The arguments broke the tool's `inputSchema`; the tool did not run.
+    InvalidArguments,
+    /// Over the tool's rate limit; the tool did not run.
+    RateLimited,
+    /// Answered by [`unlisted_answer`](crate::ServerBuilder::unlisted_answer).
+    Withheld,
+    /// The tool did not finish within its timeout.
+    Timeout,
+    /// The round ended asking the client for input.
+    InputRequired,
+    /// The handler ended with a protocol error or panicked.
+    Failed,
+}
+
+impl CallOutcome {
+    /// `ok`, `tool_error`, `invalid_arguments`, `rate_limited`,
+    /// `withheld`, `timeout`, `input_required` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallOutcome::Ok => "ok",
+            CallOutcome::ToolError => "tool_error",
+            CallOutcome::InvalidArguments => "invalid_arguments",
+            CallOutcome::RateLimited => "rate_limited",
+            CallOutcome::Withheld => "withheld",
+            CallOutcome::Timeout => "timeout",
+            CallOutcome::InputRequired => "input_required",
+            CallOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// One tool call.
+#[derive(Clone, Debug)]
+pub struct CallRecord {
+    /// When the server took the call.
+    pub started: SystemTime,
+    /// How long it took, up to the answer.
+    pub elapsed: Duration,
+    /// The tool's name.
+    pub tool: String,
+    /// The caller's verified subject, if any.
+    pub caller: Option<String>,
+    /// SHA-256 of the arguments as canonical JSON (keys sorted),
+    /// base64url: the same arguments always give the same digest.
+    pub arguments_digest: String,
+    /// The arguments themselves, when [`CallLog::wants_arguments`].
+    pub arguments: Option<Value>,
+    /// How it ended.
+    pub outcome: CallOutcome,
+    /// What the handler noted ([`RequestContext::note`](crate::RequestContext::note)).
+    pub notes: Map<String, Value>,
+}
+
+/// The future [`CallLog::record`] returns.
+pub type Recorded = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
+
+/// Where call records go. See the [module docs](self).
+pub trait CallLog: Send + Sync + 'static {
+    /// Whether records carry the arguments (default: only their digest).
+    fn wants_arguments(&self) -> bool {
+        false
+    }
+
+    /// Keep `record`; the answer is sent once this resolves. `Err` withholds
+    /// the result (the text is logged, not sent).
+    fn record(&self, record: CallRecord) -> Recorded;
+}
+
+/// The text a client gets when its call could not be recorded.
+pub(crate) fn unrecorded(tool: &str) -> String {
+    format!(
+        "The call to {} could not be recorded in the server's audit log, so its result is withheld. Try again later; if the tool changes anything, check first whether this call took effect.",
+        toolgate_protocol::quote::quote(tool)
+    )
+}
