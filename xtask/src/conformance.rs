@@ -104,7 +104,9 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
     ));
     std::fs::write(
         &config,
-        format!("[servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\nprefix = \"\"\n"),
+        format!(
+            "[servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n"
+        ),
     )?;
     let toolgate = root().join("target/debug/toolgate");
     let gateway = Command::new(&toolgate)

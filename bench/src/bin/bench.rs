@@ -98,7 +98,9 @@ async fn start_gateway(bins: &Bins, extra: usize) -> anyhow::Result<Server> {
     ));
     std::fs::write(
         &config,
-        format!("[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\nprefix = \"\"\n"),
+        format!(
+            "[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n"
+        ),
     )?;
     let addr = process::free_addr()?;
     let args = [

@@ -7,6 +7,8 @@
 //! toolgate audit [TARGET | --all] [--json | --sarif] [--fail-on LEVEL] [-- COMMAND ARGS...]
 //! toolgate lock [TARGET | --all] [--lock FILE] [--update] [-- COMMAND ARGS...]
 //! toolgate verify [TARGET | --all] [--lock FILE] [-- COMMAND ARGS...]
+//! toolgate serve [--config FILE] [--http ADDR | --stdio] [--lock FILE] [--check]
+//! toolgate log [--db FILE] [--since DURATION] [--tool GLOB] [--caller S] [--decision D] [--json] [--follow]
 //! toolgate header encode|decode VALUE
 //! ```
 //!
@@ -17,6 +19,7 @@
 mod call;
 mod exit;
 mod input;
+mod log;
 mod review;
 mod serve;
 mod target;
@@ -236,9 +239,52 @@ lock file are withheld. The configuration is documented in docs/gateway.md.")]
         /// (1 if tools are withheld, 3 if an upstream fails).
         #[arg(long)]
         check: bool,
+        /// Serve Prometheus metrics at http://ADDR/metrics (keep it on
+        /// loopback or a private network: it names every tool and caller
+        /// count).
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
         /// Print the configuration's JSON Schema and exit.
         #[arg(long)]
         print_schema: bool,
+    },
+    /// Show the gateway's audit store: every decision and call.
+    #[command(after_help = "\
+Examples:
+  toolgate log                                  # the store toolgate.toml names
+  toolgate log --since 1h --decision confirm
+  toolgate log --db /var/lib/toolgate/audit.db --tool 'basket.*' --json
+  toolgate log --follow")]
+    Log {
+        /// The audit database (default: `[audit] path` of the config file,
+        /// else toolgate-audit.db).
+        #[arg(long, value_name = "FILE")]
+        db: Option<PathBuf>,
+        /// The gateway configuration whose audit store to read (default
+        /// toolgate.toml when it exists).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Only calls this recent: 90s, 15m, 2h, 7d.
+        #[arg(long, value_name = "DURATION")]
+        since: Option<String>,
+        /// Only tools matching this glob (gateway names, e.g. 'basket.*').
+        #[arg(long, value_name = "GLOB")]
+        tool: Option<String>,
+        /// Only this caller (its verified subject).
+        #[arg(long, value_name = "SUBJECT")]
+        caller: Option<String>,
+        /// Only this policy decision.
+        #[arg(long, value_parser = ["allow", "confirm", "deny"])]
+        decision: Option<String>,
+        /// At most this many (the newest).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Keep printing new calls as they are recorded.
+        #[arg(long, short)]
+        follow: bool,
     },
     /// Encode or decode an Mcp-Name / Mcp-Param-* header value.
     #[command(after_help = "\
@@ -393,6 +439,7 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             stdio,
             lock,
             check,
+            metrics,
             print_schema,
         } => {
             if print_schema {
@@ -410,6 +457,31 @@ async fn run(command: Command) -> anyhow::Result<u8> {
                 stdio,
                 lock,
                 check,
+                metrics,
+            })
+            .await
+        }
+        Command::Log {
+            db,
+            config,
+            since,
+            tool,
+            caller,
+            decision,
+            limit,
+            json,
+            follow,
+        } => {
+            log::log(log::LogArgs {
+                db,
+                config,
+                since,
+                tool,
+                caller,
+                decision,
+                limit,
+                json,
+                follow,
             })
             .await
         }

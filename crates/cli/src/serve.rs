@@ -1,9 +1,11 @@
 //! `toolgate serve`: a gateway in front of the configured servers.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use comfy_table::{Table, presets};
 use toolgate_gateway::config::GatewayConfig;
+use toolgate_gateway::metrics::Metrics;
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_review::lock::LockFile;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
@@ -24,6 +26,8 @@ pub struct ServeArgs {
     pub lock: Option<PathBuf>,
     /// Start, list, report, exit.
     pub check: bool,
+    /// Serve Prometheus metrics on this address.
+    pub metrics: Option<String>,
 }
 
 fn read_lock(path: &Path) -> anyhow::Result<LockFile> {
@@ -71,6 +75,9 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
     if o.check {
         return Ok(check(&gateway));
     }
+    if let Some(addr) = &o.metrics {
+        serve_metrics(addr, gateway.metrics()).await?;
+    }
     let server = gateway.server();
     let served = match listener {
         Some(listener) => {
@@ -97,6 +104,38 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
     gateway.stop();
     served?;
     Ok(exit::OK)
+}
+
+/// `/metrics` on `addr`, in the background.
+async fn serve_metrics(addr: &str, metrics: Arc<Metrics>) -> anyhow::Result<()> {
+    let addr = target::socket_address(addr)
+        .ok_or_else(|| exit::fail(exit::USAGE, format!("--metrics {addr:?} is not HOST:PORT")))?;
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| exit::fail(exit::USAGE, format!("cannot listen on {addr}: {e}")))?;
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let text = metrics.encode();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    text,
+                )
+            }
+        }),
+    );
+    let local = listener.local_addr()?;
+    errln!("toolgate: metrics at http://{local}/metrics");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "metrics endpoint stopped");
+        }
+    });
+    Ok(())
 }
 
 /// Ctrl-C or SIGTERM: stop, so the upstreams' process groups are ended

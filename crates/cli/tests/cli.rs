@@ -523,6 +523,8 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
             "call",
             "shop.fail",
             "--yes",
+            "--answer",
+            "approve=true",
             "--",
             toolgate,
             "serve",
@@ -533,6 +535,46 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
     .await;
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("it broke"), "{}", r.stderr);
+    // The gateway asked for approval (the built-in policy confirms a tool
+    // of an untrusted server), and recorded the call beside its config.
+    let r = toolgate_in(&dir, &["log", "--json"], &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let rows: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let last = rows.last().unwrap();
+    assert_eq!(last["tool"], "shop.fail", "{}", r.stdout);
+    assert_eq!(last["decision"], "confirm");
+    assert_eq!(last["confirmation"], "approved");
+    assert_eq!(last["status"], "tool_error");
+    assert_eq!(rows[rows.len() - 2]["confirmation"], "asked");
+    // Declining is the default for a script: the gateway forwards nothing
+    // and says so (a tool error: exit 1).
+    let r = toolgate_in(
+        &dir,
+        &[
+            "call",
+            "shop.fail",
+            "--yes",
+            "--",
+            toolgate,
+            "serve",
+            "--stdio",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Approve this tool call?") && r.stderr.contains("declined the call"),
+        "{}",
+        r.stderr
+    );
+    let r = toolgate_in(&dir, &["log", "--decision", "confirm", "--limit", "1"], &[]).await;
+    assert!(r.stdout.contains("shop.fail"), "{}", r.stdout);
+    assert!(r.stdout.contains("declined"), "{}", r.stdout);
 
     // A server that is down: --check says so and fails.
     std::fs::write(

@@ -47,6 +47,74 @@ pub struct GatewayConfig {
     /// One table per upstream server; the key is its name.
     #[serde(default)]
     pub servers: BTreeMap<String, UpstreamConfig>,
+    /// Who may call which tool, and which calls a person approves first.
+    #[serde(default)]
+    pub policy: crate::policy::PolicyConfig,
+    /// Calls per minute, per caller and tool.
+    #[serde(default)]
+    pub ratelimit: RateLimitConfig,
+    /// How `requestState` is sealed (approvals and relayed questions).
+    #[serde(default)]
+    pub state: StateConfig,
+    /// The audit store.
+    #[serde(default)]
+    pub audit: crate::audit::AuditConfig,
+    /// The file this configuration was read from.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub source: Option<PathBuf>,
+}
+
+/// `[ratelimit]`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// Checked in order; the first whose globs match a tool sets its limit.
+    #[serde(default)]
+    pub rules: Vec<RateLimitRule>,
+}
+
+impl RateLimitConfig {
+    /// The rate limit of the gateway tool `name`, per caller: the first
+    /// matching rule's.
+    pub fn per_minute(&self, name: &str) -> Option<u32> {
+        self.rules
+            .iter()
+            .find(|r| {
+                r.tools
+                    .iter()
+                    .any(|g| glob::Pattern::new(g).is_ok_and(|p| p.matches(name)))
+            })
+            .map(|r| r.per_minute)
+    }
+}
+
+/// One `[[ratelimit.rules]]` entry.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitRule {
+    /// Globs on the gateway tool name.
+    pub tools: Vec<String>,
+    /// Calls per minute per caller and tool: a burst of this many, refilled
+    /// at this rate (GCRA). Callers without a verified subject share one
+    /// budget.
+    pub per_minute: u32,
+}
+
+/// `[state]`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StateConfig {
+    /// A file holding the secret that seals `requestState` (at least 32
+    /// characters, e.g. `openssl rand -hex 32`); every instance behind one
+    /// endpoint needs the same. The environment variable
+    /// `TOOLGATE_STATE_KEY` wins over it. Without either, a random key per
+    /// process is used: approvals then only complete on the instance that
+    /// asked.
+    pub key_file: Option<PathBuf>,
+    /// Seconds an approval question (and any relayed question) stays
+    /// answerable. Default 300.
+    pub ttl: Option<u64>,
 }
 
 /// One upstream MCP server.
@@ -87,6 +155,10 @@ pub struct UpstreamConfig {
     pub trusted: bool,
     /// Seconds a call may take before it is cancelled (default 60).
     pub timeout: Option<u64>,
+    /// Calls per minute this upstream takes from the gateway, all callers
+    /// and tools together: a burst of this many, refilled at this rate.
+    /// Default: unlimited.
+    pub per_minute: Option<u32>,
     /// The key this entry has in the file (filled in after loading).
     #[serde(skip)]
     #[schemars(skip)]
@@ -164,6 +236,11 @@ impl UpstreamConfig {
         }
         for g in self.include.iter().chain(&self.exclude) {
             glob::Pattern::new(g).map_err(|e| err(format!("server {name:?}: glob {g:?}: {e}")))?;
+        }
+        if self.per_minute == Some(0) {
+            return Err(err(format!(
+                "server {name:?}: per_minute must be at least 1 (exclude its tools instead)"
+            )));
         }
         if self.timeout == Some(0) {
             return Err(err(format!(
@@ -306,7 +383,9 @@ impl GatewayConfig {
         } else {
             Self::parse_toml(&text, env)
         };
-        parsed.map_err(|e| err(format!("{}: {}", path.display(), e.0)))
+        let mut config = parsed.map_err(|e| err(format!("{}: {}", path.display(), e.0)))?;
+        config.source = Some(path.to_owned());
+        Ok(config)
     }
 
     fn finish(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
@@ -315,7 +394,43 @@ impl GatewayConfig {
             upstream.check()?;
             upstream.expand(env)?;
         }
+        crate::policy::Policy::new(&self.policy)?;
+        for (i, rule) in self.ratelimit.rules.iter().enumerate() {
+            if rule.per_minute == 0 {
+                return Err(err(format!(
+                    "ratelimit rule {}: per_minute must be at least 1 (deny the tools in [policy] instead)",
+                    i + 1
+                )));
+            }
+            for g in &rule.tools {
+                glob::Pattern::new(g)
+                    .map_err(|e| err(format!("ratelimit rule {}: glob {g:?}: {e}", i + 1)))?;
+            }
+        }
+        if self.state.ttl == Some(0) {
+            return Err(err("[state] ttl must be at least 1 second"));
+        }
         Ok(())
+    }
+
+    /// Where the audit store lives: `[audit] path` (relative to the
+    /// configuration file), or `toolgate-audit.db` beside the
+    /// configuration file; `None` when `[audit] disabled`.
+    pub fn audit_path(&self) -> Option<PathBuf> {
+        if self.audit.disabled {
+            return None;
+        }
+        let dir = self
+            .source
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Some(match &self.audit.path {
+            Some(p) if p.is_absolute() => p.clone(),
+            Some(p) => dir.join(p),
+            None => dir.join("toolgate-audit.db"),
+        })
     }
 
     /// The JSON Schema of `toolgate.toml` (published as

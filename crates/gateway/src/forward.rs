@@ -16,8 +16,9 @@ use serde_json::{Map, Value, json};
 use toolgate_client::{CallOptions, CallRound, Client, ClientError, Round, RoundInput};
 use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::{CallToolResult, GetPromptResult, LoggingLevel, ResourceContents};
-use toolgate_server::{RequestContext, ToolError, ToolReply};
+use toolgate_server::{Inputs, RequestContext, ToolError, ToolReply};
 
+use crate::guard::{Admission, Guard};
 use crate::upstream::Upstream;
 
 /// The key a question of upstream round `round` has downstream: the
@@ -74,19 +75,28 @@ impl From<Round> for Outcome<Value> {
 /// Relay rounds: answers for the upstream's last questions go with the
 /// call; new questions end the downstream round (`Err` with the
 /// `input_required` to send). `Ok(Err(_))` is the upstream call's failure.
+///
+/// `carry` is kept with the relay's own state between rounds (the
+/// gateway's approval of the call).
 async fn relay<T, F, Fut>(
     upstream: &Upstream,
     ctx: &RequestContext,
+    mut input: Inputs,
+    carry: Map<String, Value>,
     call: F,
 ) -> Result<Result<T, ClientError>, ToolError>
 where
     F: FnOnce(Client, Option<RoundInput>, CallOptions) -> Fut,
     Fut: Future<Output = Result<Outcome<T>, ClientError>>,
 {
-    let mut input = ctx.inputs();
+    let remember = |input: &mut Inputs, relay: Value| {
+        let mut kept = carry.clone();
+        kept.insert("relay".into(), relay);
+        input.remember(Value::Object(kept));
+    };
     let mut round = 0u64;
     let mut previous: Option<RoundInput> = None;
-    if let Some(kept) = input.remembered().cloned() {
+    if let Some(kept) = input.remembered().and_then(|k| k.get("relay")).cloned() {
         round = kept.get("round").and_then(Value::as_u64).unwrap_or(1);
         let requests = kept
             .get("requests")
@@ -100,7 +110,7 @@ where
             }
         }
         if !input.complete() {
-            input.remember(kept);
+            remember(&mut input, kept);
             return Err(input.ask());
         }
         previous = Some(RoundInput {
@@ -141,11 +151,12 @@ where
                 // Not answered yet by construction: every key is new.
                 input.relay(&key(next, k), request.clone())?;
             }
-            input.remember(json!({
+            let relay = json!({
                 "round": next,
                 "state": request_state,
                 "requests": input_requests,
-            }));
+            });
+            remember(&mut input, relay);
             Err(input.ask())
         }
         Err(e) => Ok(Err(e)),
@@ -171,24 +182,44 @@ fn failure(server: &str, what: &str, e: &ClientError) -> String {
 }
 
 /// Relay a call of `tool` (its upstream name) to `upstream`.
+///
+/// The guard decides first: the call may be refused, or wait for a
+/// person's approval, before anything reaches the upstream.
 pub async fn forward(
     upstream: Arc<Upstream>,
     tool: String,
+    guard: Arc<Guard>,
     args: Map<String, Value>,
     ctx: RequestContext,
 ) -> Result<ToolReply, ToolError> {
     let server = upstream.config.name.clone();
+    ctx.note("upstream", server.as_str());
+    let mut input = ctx.inputs();
+    let carry = match guard.admit(&ctx, &mut input, &args).await? {
+        Admission::Forward { carry } => carry,
+        Admission::Refuse(text) => return Ok(error(text)),
+    };
+    if let Err(text) = upstream.take_budget() {
+        ctx.note("status", "rate_limited");
+        return Ok(error(text));
+    }
     let name = tool.clone();
     let mut checker: Option<Client> = None;
-    let outcome = relay(&upstream, &ctx, |client, previous, options| {
-        checker = Some(client.clone());
-        async move {
-            client
-                .call_tool_round(&name, args, previous, &options)
-                .await
-                .map(Outcome::from)
-        }
-    })
+    let outcome = relay(
+        &upstream,
+        &ctx,
+        input,
+        carry,
+        |client, previous, options| {
+            checker = Some(client.clone());
+            async move {
+                client
+                    .call_tool_round(&name, args, previous, &options)
+                    .await
+                    .map(Outcome::from)
+            }
+        },
+    )
     .await?;
     match outcome {
         Ok(result) => {
@@ -202,6 +233,7 @@ pub async fn forward(
             if violations.is_empty() {
                 return Ok(ToolReply::Complete(result));
             }
+            ctx.note("status", "output_invalid");
             let list: Vec<String> = violations.iter().map(ToString::to_string).collect();
             tracing::warn!(%server, %tool, violations = %list.join("; "), "upstream result breaks its outputSchema; withheld");
             Ok(error(format!(
@@ -211,11 +243,25 @@ pub async fn forward(
             )))
         }
         // The upstream refused the request itself: pass its answer on.
-        Err(ClientError::Protocol(e)) => Err(ToolError::protocol(e)),
-        Err(e @ (ClientError::ServerExited(_) | ClientError::Transport(_))) => Ok(error(format!(
-            "The upstream server {server} failed during the call ({e}); the gateway restarts it. Its tools cannot be used until it is back; the gateway's other servers are not affected."
-        ))),
-        Err(e) => Ok(error(failure(&server, &quote(&tool), &e))),
+        Err(ClientError::Protocol(e)) => {
+            ctx.note("status", "upstream_error");
+            Err(ToolError::protocol(e))
+        }
+        Err(e @ (ClientError::ServerExited(_) | ClientError::Transport(_))) => {
+            ctx.note("status", "upstream_error");
+            Ok(error(format!(
+                "The upstream server {server} failed during the call ({e}); the gateway restarts it. Its tools cannot be used until it is back; the gateway's other servers are not affected."
+            )))
+        }
+        Err(e) => {
+            let status = if matches!(e, ClientError::Timeout(_)) {
+                "timeout"
+            } else {
+                "upstream_error"
+            };
+            ctx.note("status", status);
+            Ok(error(failure(&server, &quote(&tool), &e)))
+        }
     }
 }
 
@@ -230,12 +276,18 @@ async fn relay_request<T: serde::de::DeserializeOwned>(
     field: Option<&str>,
     what: &str,
 ) -> Result<T, ToolError> {
-    let outcome = relay(upstream, ctx, |client, previous, options| async move {
-        client
-            .request_round(method, params, previous, &options)
-            .await
-            .map(Outcome::from)
-    })
+    let outcome = relay(
+        upstream,
+        ctx,
+        ctx.inputs(),
+        Map::new(),
+        |client, previous, options| async move {
+            client
+                .request_round(method, params, previous, &options)
+                .await
+                .map(Outcome::from)
+        },
+    )
     .await?;
     let server = &upstream.config.name;
     match outcome {

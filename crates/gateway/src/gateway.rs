@@ -8,11 +8,18 @@ use std::time::Duration;
 use toolgate_client::ToolWatch;
 use toolgate_protocol::types::{Prompt, Resource, ResourceTemplate, Tool};
 use toolgate_review::lock::{Change, LockFile, compare};
-use toolgate_server::{PromptEntry, ResourceEntry, Server, ServerConfig, TemplateEntry, ToolDef};
+use toolgate_server::{
+    PromptEntry, RateLimit, ResourceEntry, Server, ServerConfig, TemplateEntry, ToolDef,
+};
 
-use crate::config::GatewayConfig;
+use crate::audit::AuditStore;
+use crate::config::{GatewayConfig, RateLimitConfig};
+use crate::confirm::{MemoryNonces, SharedNonces};
 use crate::forward::{complete, forward, get_prompt, read_resource};
+use crate::guard::Guard;
+use crate::metrics::{Metrics, Recorder};
 use crate::names::{check_unique, qualify};
+use crate::policy::{Action, Policy, ToolFacts};
 use crate::upstream::Others;
 use crate::upstream::Upstream;
 
@@ -47,6 +54,9 @@ fn sync<T: Clone + PartialEq>(
     }
 }
 
+/// Seconds an approval question stays answerable, by default.
+const DEFAULT_STATE_TTL: u64 = 300;
+
 /// The shortest wait between two restart attempts of one upstream.
 const MIN_RETRY: Duration = Duration::from_millis(10);
 
@@ -59,6 +69,12 @@ pub enum GatewayError {
     /// The server refused a registration or its configuration.
     #[error("{0}")]
     Server(#[from] toolgate_server::RegistrationError),
+    /// The configuration is inconsistent.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The audit store or the state key could not be opened.
+    #[error("{0}")]
+    Store(String),
 }
 
 /// Options beyond the configuration file.
@@ -131,6 +147,11 @@ pub struct Gateway {
     /// replaces, and so ends, the old).
     watches: Arc<std::sync::Mutex<HashMap<usize, ToolWatch>>>,
     tasks: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+    policy: Arc<Policy>,
+    nonces: SharedNonces,
+    ratelimit: Arc<RateLimitConfig>,
+    audit: Option<Arc<AuditStore>>,
+    metrics: Arc<Metrics>,
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -151,8 +172,27 @@ impl Gateway {
     ) -> Result<Self, GatewayError> {
         let offer: Arc<RwLock<Offer>> = Arc::default();
         let answers = offer.clone();
-        let server = Server::builder("toolgate-gateway", env!("CARGO_PKG_VERSION"))
-            .config(options.server.clone())
+        let policy = Arc::new(Policy::new(&config.policy)?);
+        // Upstream i is the i-th key: `servers` is ordered.
+        let names: Vec<String> = config.servers.keys().cloned().collect();
+        let mut server_config = options.server.clone();
+        server_config.state_ttl =
+            Duration::from_secs(config.state.ttl.unwrap_or(DEFAULT_STATE_TTL));
+        let audit = match config
+            .audit_path()
+            .filter(|_| config.source.is_some() || config.audit.path.is_some())
+        {
+            Some(path) => Some(Arc::new(
+                AuditStore::open(&path, config.audit.arguments).map_err(GatewayError::Store)?,
+            )),
+            None => None,
+        };
+        let nonces: SharedNonces = match &audit {
+            Some(store) => store.clone(),
+            None => Arc::new(MemoryNonces::new(server_config.state_ttl * 2)),
+        };
+        let mut builder = Server::builder("toolgate-gateway", env!("CARGO_PKG_VERSION"))
+            .config(server_config)
             .tools_in_name_order()
             .enable_prompts()
             .enable_resources()
@@ -162,8 +202,30 @@ impl Gateway {
                     .withheld
                     .get(name)
                     .map(|(_, why)| why.clone())
-            })
-            .build()?;
+            });
+        let metrics = Arc::new(Metrics::default());
+        let tools_of = offer.clone();
+        builder = builder.call_log(Arc::new(Recorder {
+            store: audit.clone(),
+            metrics: metrics.clone(),
+            upstream_of: Arc::new(move |tool| {
+                let offer = read(&tools_of);
+                let i = match offer.tools.get(tool) {
+                    Some(t) => t.upstream,
+                    None => offer.withheld.get(tool)?.0,
+                };
+                names.get(i).cloned()
+            }),
+        }));
+        if let Some(key) = crate::state::load_key(&config.state).map_err(GatewayError::Store)? {
+            builder = builder.state_key(key);
+        } else {
+            tracing::warn!(
+                "no state key (TOOLGATE_STATE_KEY or [state] key_file): using a random one, so approvals complete only on this process"
+            );
+        }
+        let server = builder.build()?;
+        let ratelimit = Arc::new(config.ratelimit.clone());
         let backoff = options
             .restart_backoff
             .unwrap_or(crate::upstream::FIRST_BACKOFF);
@@ -179,6 +241,11 @@ impl Gateway {
             lock: Arc::new(options.lock),
             watches: Arc::default(),
             tasks: Arc::default(),
+            policy,
+            nonces,
+            ratelimit,
+            audit,
+            metrics,
         };
         // Every new connection is followed for tool-list changes.
         // (The hook holds the gateway; `stop` removes it, ending the cycle.)
@@ -342,6 +409,16 @@ impl Gateway {
             .collect()
     }
 
+    /// The gateway's metrics (serve [`Metrics::encode`] at `/metrics`).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// The audit store's file, when there is one.
+    pub fn audit_path(&self) -> Option<&std::path::Path> {
+        self.audit.as_deref().map(AuditStore::path)
+    }
+
     /// The gateway tool names, sorted.
     pub fn tool_names(&self) -> Vec<String> {
         let mut names: Vec<String> = read(&self.offer).tools.keys().cloned().collect();
@@ -371,6 +448,14 @@ impl Gateway {
 
     /// Follow a new connection to upstream `i` for tool-list changes.
     fn follow(&self, i: usize, client: &toolgate_client::Client) {
+        let followed_before = self
+            .watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&i);
+        if followed_before {
+            self.metrics.restarted(&self.upstreams[i].config.name);
+        }
         let gateway = self.clone();
         let watch = client.watch_tools_with(move || {
             let gateway = gateway.clone();
@@ -414,7 +499,16 @@ impl Gateway {
         let mut wanted: BTreeMap<String, (Tool, Option<String>)> = BTreeMap::new();
         for tool in tools.iter().filter(|t| config.offers(&t.name)) {
             let name = qualify(&config.prefix(), &tool.name);
-            let refusal = match locked {
+            let facts = ToolFacts::of(&name, tool, config.trusted);
+            let denied = self
+                .policy
+                .decide_for_all(&facts)
+                .filter(|d| d.action == Action::Deny)
+                .map(|d| format!(
+                    "The tool {name} is not offered: the gateway's policy denies it ({}). Ask the gateway's operator if it should be allowed.",
+                    d.reason
+                ));
+            let refusal = denied.or_else(|| match locked {
                 Some(None) => Some(format!(
                     "The tool {name} is withheld: its server {} is not in the lock file. Review it, then approve it with `toolgate lock --config FILE --all`.",
                     config.name
@@ -431,7 +525,7 @@ impl Gateway {
                     _ => None,
                 }),
                 None => None,
-            };
+            });
             wanted.insert(name, (tool.clone(), refusal));
         }
         let mut offer = write(&self.offer);
@@ -462,14 +556,31 @@ impl Gateway {
             if offer.tools.contains_key(&name) {
                 continue;
             }
+            let guard = Arc::new(Guard {
+                policy: self.policy.clone(),
+                nonces: self.nonces.clone(),
+                facts: ToolFacts::of(&name, &tool, config.trusted),
+                definition: tool.clone(),
+                server: config.name.clone(),
+                trusted: config.trusted,
+            });
             let upstream = upstream.clone();
             let upstream_name = tool.name.clone();
-            let entry = ToolDef::from_tool(tool.clone())
+            let mut entry = ToolDef::from_tool(tool.clone())
                 .rename(name.clone())
-                .timeout(config.call_timeout() + Duration::from_secs(1))
-                .forward(move |args, ctx| {
-                    forward(upstream.clone(), upstream_name.clone(), args, ctx)
-                });
+                .timeout(config.call_timeout() + Duration::from_secs(1));
+            if let Some(n) = self.ratelimit.per_minute(&name) {
+                entry = entry.rate_limit(RateLimit::per_minute(n));
+            }
+            let entry = entry.forward(move |args, ctx| {
+                forward(
+                    upstream.clone(),
+                    upstream_name.clone(),
+                    guard.clone(),
+                    args,
+                    ctx,
+                )
+            });
             match self.server.add_tool(entry) {
                 Ok(()) => {
                     offer.tools.insert(

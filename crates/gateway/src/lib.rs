@@ -14,13 +14,25 @@
 //!   the upstream's questions reach the downstream client and its answers
 //!   go back.
 //!
+//! - [`policy`], [`guard`], [`confirm`]: rules decide which calls are
+//!   allowed, denied, or put to a person first, through the protocol's own
+//!   elicitation; an approval counts once, for one call.
+//! - [`audit`]: every decision and call in SQLite, durable before the
+//!   answer is sent; [`state`]: the key shared by instances.
+//!
 //! The `toolgate serve` command runs a gateway over Streamable HTTP or
 //! stdio; `docs/gateway.md` documents the configuration key by key.
 
+pub mod audit;
 pub mod config;
+pub mod confirm;
 mod forward;
 mod gateway;
+pub mod guard;
+pub mod metrics;
 pub mod names;
+pub mod policy;
+pub mod state;
 pub mod upstream;
 
 pub use gateway::{Gateway, GatewayError, GatewayOptions, UpstreamStatus};

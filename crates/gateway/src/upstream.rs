@@ -1,7 +1,11 @@
 //! One upstream server: its connection, restarted with backoff when it
 //! fails, and its current tool list.
 
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
+
+use governor::clock::{Clock as _, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -56,6 +60,8 @@ pub struct Upstream {
     /// Signalled when the connection fails.
     failed: tokio::sync::Notify,
     on_start: Mutex<Option<OnStart>>,
+    /// `per_minute`: the upstream's budget, all callers together.
+    budget: Option<DefaultDirectRateLimiter>,
 }
 
 #[derive(Default)]
@@ -108,11 +114,34 @@ impl Upstream {
     /// backoff from `first_backoff` (doubling up to [`MAX_BACKOFF`]).
     pub fn new(config: UpstreamConfig, first_backoff: Duration) -> Arc<Self> {
         Arc::new(Upstream {
-            config,
             link: Mutex::new(Link::default()),
             first_backoff,
             failed: tokio::sync::Notify::new(),
             on_start: Mutex::new(None),
+            budget: config
+                .per_minute
+                .and_then(NonZeroU32::new)
+                .map(|n| RateLimiter::direct(Quota::per_minute(n))),
+            config,
+        })
+    }
+
+    /// `Err` with the text for the caller when the upstream's `per_minute`
+    /// budget is spent.
+    pub fn take_budget(&self) -> Result<(), String> {
+        let Some(budget) = &self.budget else {
+            return Ok(());
+        };
+        budget.check().map_err(|not_until| {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            let tenths = wait.as_millis().div_ceil(100).max(1);
+            format!(
+                "Rate limit reached for the upstream server {}: it takes at most {} calls per minute through this gateway, from all callers together. Try again in {}.{} s.",
+                self.config.name,
+                self.config.per_minute.unwrap_or_default(),
+                tenths / 10,
+                tenths % 10
+            )
         })
     }
 

@@ -3,115 +3,22 @@
 // Tests fail loudly by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
+use support::{args, config, downstream, serve, shop};
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use tokio::net::TcpListener;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_client::{BoxFuture, CallOptions, Client, ClientError, InputHandler};
-use toolgate_gateway::config::GatewayConfig;
+use toolgate_client::{CallOptions, Client, ClientError};
 use toolgate_gateway::{Gateway, GatewayOptions};
-use toolgate_protocol::types::ClientCapabilities;
 use toolgate_review::lock::{LockFile, lock_server};
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
-use toolgate_server::{RequestContext, Server, ToolDef, ToolError};
-
-#[derive(Deserialize, JsonSchema)]
-struct Order {
-    /// What to order: SKU- and four digits.
-    #[schemars(regex(pattern = r"^SKU-[0-9]{4}$"))]
-    sku: String,
-}
-
-/// An upstream toolgate server counting the calls that reach it.
-fn shop(calls: Arc<AtomicUsize>, description: &str) -> Server {
-    let asked = calls.clone();
-    Server::builder("shop", "1")
-        .tool(
-            ToolDef::new("order")
-                .description(description)
-                .handler(move |args: Order, _ctx: RequestContext| {
-                    let calls = calls.clone();
-                    async move {
-                        calls.fetch_add(1, Ordering::SeqCst);
-                        Ok::<_, ToolError>(format!("ordered {}", args.sku))
-                    }
-                }),
-        )
-        .tool(
-            ToolDef::new("pay")
-                .description("Pays, after the user confirms.")
-                .handler(move |_: toolgate_server::NoArgs, ctx: RequestContext| {
-                    let asked = asked.clone();
-                    async move {
-                        asked.fetch_add(1, Ordering::SeqCst);
-                        let mut input = ctx.inputs();
-                        let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
-                        let Some(answer) = input.elicit("confirm", "Pay 5.00?", form)? else {
-                            return Err(input.ask());
-                        };
-                        let ok = answer.content.and_then(|c| c.get("ok").cloned()) == Some(json!(true));
-                        Ok(if ok { "paid" } else { "not paid" }.to_owned())
-                    }
-                }),
-        )
-        .tool(
-            ToolDef::new("greet")
-                .description("Greets; asks the name when the client can be asked.")
-                .handler(|_: toolgate_server::NoArgs, ctx: RequestContext| async move {
-                    if !ctx.client_capabilities().supports_elicitation_form() {
-                        return Ok::<_, ToolError>("hello, stranger".to_owned());
-                    }
-                    let mut input = ctx.inputs();
-                    let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
-                    let Some(_) = input.elicit("who", "Friend?", form)? else {
-                        return Err(input.ask());
-                    };
-                    Ok("hello, friend".to_owned())
-                }),
-        )
-        .build()
-        .unwrap()
-}
-
-async fn serve(server: Server) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(serve_listener(server, HttpConfig::default(), listener));
-    url
-}
-
-/// Answers every form with `{"ok": true}`.
-struct Yes;
-
-impl InputHandler for Yes {
-    fn capabilities(&self) -> ClientCapabilities {
-        serde_json::from_value(json!({"elicitation": {}})).unwrap()
-    }
-    fn elicit(&self, _params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
-        Box::pin(async { Ok(json!({"action": "accept", "content": {"ok": true}})) })
-    }
-}
-
-async fn downstream(gateway: &Gateway) -> Client {
-    let url = serve(gateway.server()).await;
-    Client::builder("test", "1")
-        .timeout(Duration::from_secs(10))
-        .input_handler(Yes)
-        .build(HttpTransport::new(url, HttpOptions::default()).unwrap())
-}
-
-fn config(toml: &str) -> GatewayConfig {
-    GatewayConfig::parse_toml(toml, |_| None).unwrap()
-}
-
-fn args(v: Value) -> Map<String, Value> {
-    v.as_object().unwrap().clone()
-}
+use toolgate_server::{RequestContext, ToolDef, ToolError};
 
 /// A stdio upstream in shell: `lie` returns structured content that breaks
 /// its outputSchema and text with escape sequences; `hang` never answers.

@@ -1,0 +1,228 @@
+//! `toolgate log`: the gateway's audit store, as a table for people or
+//! JSON lines for tools.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use serde_json::Value;
+use toolgate_gateway::audit::{AuditRow, Filter, query};
+use toolgate_gateway::config::GatewayConfig;
+
+use crate::term::one_line;
+use crate::{errln, exit, outln};
+
+/// What `toolgate log` was asked.
+pub struct LogArgs {
+    /// The database; default: the one `toolgate.toml` names, else
+    /// `toolgate-audit.db`.
+    pub db: Option<PathBuf>,
+    /// The configuration whose `[audit] path` to read.
+    pub config: Option<PathBuf>,
+    /// Only rows this recent (`90s`, `15m`, `2h`, `7d`).
+    pub since: Option<String>,
+    /// A glob on the tool name.
+    pub tool: Option<String>,
+    /// The caller's subject.
+    pub caller: Option<String>,
+    /// `allow`, `confirm` or `deny`.
+    pub decision: Option<String>,
+    /// The newest N rows.
+    pub limit: usize,
+    /// JSON lines.
+    pub json: bool,
+    /// Keep printing new rows.
+    pub follow: bool,
+}
+
+/// `90s`, `15m`, `2h`, `7d` (or plain seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 90s, 15m, 2h or 7d"))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "{text:?}: the unit is one of s, m, h, d (as in 90s, 15m, 2h, 7d)"
+            ));
+        }
+    };
+    Ok(Duration::from_secs(n.saturating_mul(seconds)))
+}
+
+/// `YYYY-MM-DD hh:mm:ss.mmm` UTC, from milliseconds since the epoch.
+pub fn format_time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{millis:03}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn database(args: &LogArgs) -> Result<PathBuf, anyhow::Error> {
+    if let Some(db) = &args.db {
+        return Ok(db.clone());
+    }
+    let config = args.config.clone().or_else(|| {
+        Path::new("toolgate.toml")
+            .exists()
+            .then(|| "toolgate.toml".into())
+    });
+    if let Some(path) = config {
+        let config = GatewayConfig::load(&path).map_err(|e| exit::fail(exit::USAGE, e.0))?;
+        return config.audit_path().ok_or_else(|| {
+            exit::fail(
+                exit::USAGE,
+                format!("{}: [audit] is disabled there", path.display()),
+            )
+        });
+    }
+    Ok(PathBuf::from("toolgate-audit.db"))
+}
+
+fn json_line(row: &AuditRow) -> String {
+    let mut value = serde_json::to_value(row).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.insert("time".into(), Value::from(format_time(row.time_ms)));
+    }
+    value.to_string()
+}
+
+fn table(rows: &[AuditRow]) -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header([
+            "time (UTC)",
+            "caller",
+            "tool",
+            "decision",
+            "confirmation",
+            "status",
+            "ms",
+        ]);
+    let text = |s: &Option<String>| s.as_deref().map(one_line).unwrap_or_default();
+    for r in rows {
+        table.add_row([
+            format_time(r.time_ms),
+            text(&r.caller),
+            one_line(&r.tool),
+            text(&r.decision),
+            text(&r.confirmation),
+            one_line(&r.status),
+            format!("{:.1}", r.latency_ms),
+        ]);
+    }
+    table
+}
+
+/// Run `toolgate log`.
+pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
+    let path = database(&args)?;
+    if !path.exists() {
+        return Err(exit::fail(
+            exit::USAGE,
+            format!(
+                "no audit store at {} (toolgate serve writes it; give --db FILE or --config FILE)",
+                path.display()
+            ),
+        ));
+    }
+    let since_ms = match &args.since {
+        Some(s) => {
+            let back = parse_duration(s).map_err(|e| exit::fail(exit::USAGE, e))?;
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            Some(now.saturating_sub(back).as_millis() as i64)
+        }
+        None => None,
+    };
+    let mut filter = Filter {
+        after_id: None,
+        since_ms,
+        tool: args.tool.clone(),
+        caller: args.caller.clone(),
+        decision: args.decision.clone(),
+        limit: Some(args.limit),
+    };
+    let read = |filter: &Filter| query(&path, filter).map_err(|e| exit::fail(exit::USAGE, e));
+    let rows = read(&filter)?;
+    print(&rows, args.json, true);
+    if !args.follow {
+        return Ok(exit::OK);
+    }
+    let mut last = rows.last().map(|r| r.id).unwrap_or(0);
+    filter.limit = None;
+    loop {
+        // A reader of a file another process writes: polling is the
+        // portable way to notice new rows.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        filter.after_id = Some(last);
+        let rows = read(&filter)?;
+        if let Some(r) = rows.last() {
+            last = r.id;
+            print(&rows, args.json, false);
+        }
+    }
+}
+
+fn print(rows: &[AuditRow], json: bool, first: bool) {
+    if json {
+        for r in rows {
+            outln!("{}", json_line(r));
+        }
+    } else if !rows.is_empty() {
+        outln!("{}", table(rows));
+    } else if first {
+        errln!("no calls recorded that match");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert!(parse_duration("5 weeks").is_err());
+        assert!(parse_duration("m").is_err());
+    }
+
+    #[test]
+    fn times_are_utc_calendar_dates() {
+        assert_eq!(format_time(0), "1970-01-01 00:00:00.000");
+        assert_eq!(format_time(951_782_400_123), "2000-02-29 00:00:00.123");
+        assert_eq!(format_time(1_796_110_450_000), "2026-12-01 07:34:10.000");
+    }
+}

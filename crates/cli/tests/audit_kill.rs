@@ -1,0 +1,161 @@
+//! The audit store's promise, tested the hard way: `kill -9` of
+//! `toolgate serve` while 200 calls are in flight loses no call whose
+//! result a client received.
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt as _;
+use tokio::net::TcpListener;
+use toolgate_client::transport::http::{HttpOptions, HttpTransport};
+use toolgate_client::{CallOptions, Client};
+use toolgate_gateway::audit::{Filter, query};
+use toolgate_server::transport::http::{HttpConfig, serve_listener};
+use toolgate_server::{RequestContext, Server, ToolDef, ToolError};
+
+#[derive(Deserialize, JsonSchema)]
+struct Numbered {
+    /// Which call this is.
+    n: u64,
+}
+
+async fn upstream() -> String {
+    let server = Server::builder("up", "1")
+        .tool(
+            ToolDef::new("echo")
+                .description("Returns its number.")
+                .read_only()
+                .handler(|args: Numbered, _ctx: RequestContext| async move {
+                    Ok::<_, ToolError>(args.n.to_string())
+                }),
+        )
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(serve_listener(server, HttpConfig::default(), listener));
+    url
+}
+
+/// The response to a plain HTTP/1.1 GET of `url` (`http://HOST:PORT/PATH`).
+async fn get(url: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    stream
+        .write_all(
+            format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_load_loses_no_call_whose_result_was_received() {
+    const CALLS: u64 = 200;
+    const KILL_AFTER: usize = 50;
+    let up = upstream().await;
+    let dir = std::env::temp_dir().join(format!("toolgate-kill9-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        format!(
+            "[servers.up]\nurl = \"{up}\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n[audit]\narguments = true\n"
+        ),
+    )
+    .unwrap();
+    let mut gateway = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0"])
+        .current_dir(&dir)
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(gateway.stderr.take().unwrap()).lines();
+    let (mut url, mut metrics) = (None, None);
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let at = line.split(" at ").nth(1).map(|a| a.trim().to_owned());
+        if line.contains("metrics at") {
+            metrics = at;
+        } else if line.contains("serving") {
+            url = at;
+            break;
+        }
+    }
+    let metrics = metrics.expect("the gateway says where its metrics are");
+    let url = url.expect("the gateway says where it serves");
+    let client = Client::builder("kill9", "1")
+        .timeout(Duration::from_secs(20))
+        .build(HttpTransport::new(url, HttpOptions::default()).unwrap());
+    client.list_tools().await.unwrap();
+
+    let received = Arc::new(Mutex::new(BTreeSet::new()));
+    let enough = Arc::new(tokio::sync::Notify::new());
+    let mut calls = tokio::task::JoinSet::new();
+    for n in 0..CALLS {
+        let (client, received, enough) = (client.clone(), received.clone(), enough.clone());
+        calls.spawn(async move {
+            let args = json!({ "n": n }).as_object().unwrap().clone();
+            if let Ok(result) = client
+                .call_tool("echo", args, &CallOptions::default())
+                .await
+                && result.is_error.is_none()
+            {
+                let mut got = received.lock().unwrap();
+                got.insert(n);
+                if got.len() == KILL_AFTER {
+                    enough.notify_one();
+                }
+            }
+        });
+    }
+    tokio::time::timeout(Duration::from_secs(60), enough.notified())
+        .await
+        .expect("results arrive");
+    let counted = get(&metrics).await;
+    gateway.start_kill().unwrap();
+    gateway.wait().await.unwrap();
+    while calls.join_next().await.is_some() {}
+
+    let received = received.lock().unwrap().clone();
+    let rows = query(&dir.join("toolgate-audit.db"), &Filter::default()).unwrap();
+    let recorded: BTreeSet<u64> = rows
+        .iter()
+        .filter(|r| r.status == "ok")
+        .filter_map(|r| {
+            let args: Value = serde_json::from_str(r.arguments.as_deref()?).ok()?;
+            args["n"].as_u64()
+        })
+        .collect();
+    let lost: Vec<&u64> = received.difference(&recorded).collect();
+    assert!(
+        lost.is_empty(),
+        "results received for calls the store lost: {lost:?}"
+    );
+    assert!(received.len() >= KILL_AFTER);
+    // The metrics had counted calls by tool and status before the kill.
+    assert!(
+        counted.contains("toolgate_calls_total{upstream=\"up\",tool=\"echo\",status=\"ok\"}"),
+        "{counted}"
+    );
+    eprintln!(
+        "received {} of {CALLS}; recorded {} (the rest were in flight at the kill)",
+        received.len(),
+        recorded.len()
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

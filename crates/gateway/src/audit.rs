@@ -1,0 +1,439 @@
+//! The audit store: every decision and call, durable before its answer
+//! is sent.
+//!
+//! An embedded SQLite database (WAL, `synchronous = FULL`) written by one
+//! thread. Calls finishing together share one transaction, so under load
+//! one fsync covers many rows — and each call's answer still waits for the
+//! commit that holds its row, so `kill -9` at any moment loses no call
+//! whose result a client received. The same thread spends approval nonces
+//! ([`Nonces`]), so a replayed approval is refused even by another process
+//! sharing the file.
+//!
+//! `toolgate log` reads the database ([`query`]).
+
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OpenFlags, params};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+use toolgate_server::CallRecord;
+
+use crate::confirm::Nonces;
+
+/// `[audit]`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// The database file (default `toolgate-audit.db` beside the
+    /// configuration file).
+    pub path: Option<PathBuf>,
+    /// Keep each call's arguments, not only their digest (default false:
+    /// arguments may hold personal data or secrets).
+    #[serde(default)]
+    pub arguments: bool,
+    /// Keep no audit store at all (default false).
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+/// One row of the audit store.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditRow {
+    /// Row number, increasing.
+    pub id: i64,
+    /// When the call was taken, in milliseconds since the Unix epoch.
+    pub time_ms: i64,
+    /// The caller's verified subject.
+    pub caller: Option<String>,
+    /// The upstream server's name.
+    pub upstream: Option<String>,
+    /// The gateway tool name.
+    pub tool: String,
+    /// SHA-256 of the canonical arguments, base64url.
+    pub arguments_digest: String,
+    /// The arguments, when `[audit] arguments = true`.
+    pub arguments: Option<String>,
+    /// `allow`, `confirm` or `deny`.
+    pub decision: Option<String>,
+    /// Which rule decided: `rule N`, `default` or `built-in default`.
+    pub rule: Option<String>,
+    /// `asked`, `approved`, `declined`, `cancelled` or `replayed`.
+    pub confirmation: Option<String>,
+    /// `ok`, `tool_error`, `invalid_arguments`, `output_invalid`,
+    /// `upstream_error`, `timeout`, `denied`, `rate_limited`, `withheld`,
+    /// `input_required` or `failed`.
+    pub status: String,
+    /// Milliseconds from taking the call to its answer.
+    pub latency_ms: f64,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY,
+    time_ms INTEGER NOT NULL,
+    caller TEXT,
+    upstream TEXT,
+    tool TEXT NOT NULL,
+    arguments_digest TEXT NOT NULL,
+    arguments TEXT,
+    decision TEXT,
+    rule TEXT,
+    confirmation TEXT,
+    status TEXT NOT NULL,
+    latency_ms REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS calls_time ON calls(time_ms);
+CREATE TABLE IF NOT EXISTS nonces (
+    nonce TEXT PRIMARY KEY,
+    spent_ms INTEGER NOT NULL
+);
+PRAGMA user_version = 1;
+";
+
+/// Nonces older than this are forgotten (a state that old is refused as
+/// expired by the server anyway; the margin covers clock skew between
+/// instances).
+const NONCE_MARGIN: Duration = Duration::from_secs(3600);
+
+enum Job {
+    Row(Box<AuditRow>, oneshot::Sender<Result<(), String>>),
+    Nonce(String, oneshot::Sender<Result<bool, String>>),
+}
+
+/// The audit store's writer.
+pub struct AuditStore {
+    jobs: mpsc::Sender<Job>,
+    arguments: bool,
+    path: PathBuf,
+}
+
+fn now_ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Open (creating if needed) the database at `path` for writing.
+fn open_for_writing(path: &Path) -> Result<Connection, String> {
+    let conn = Connection::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .and_then(|_| conn.pragma_update(None, "synchronous", "FULL"))
+        .and_then(|_| conn.busy_timeout(Duration::from_secs(5)))
+        .and_then(|_| conn.execute_batch(SCHEMA))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(conn)
+}
+
+impl AuditStore {
+    /// Open the store at `path` and start its writer thread.
+    pub fn open(path: &Path, arguments: bool) -> Result<Self, String> {
+        let conn = open_for_writing(path)?;
+        let (jobs, rx) = mpsc::channel(4096);
+        std::thread::Builder::new()
+            .name("toolgate-audit".into())
+            .spawn(move || write_loop(conn, rx))
+            .map_err(|e| format!("cannot start the audit writer: {e}"))?;
+        Ok(Self {
+            jobs,
+            arguments,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Whether rows keep the arguments, not only their digest.
+    pub fn keeps_arguments(&self) -> bool {
+        self.arguments
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Write `row`; resolves once it is durable.
+    pub async fn write(&self, row: AuditRow) -> Result<(), String> {
+        let (tx, rx) = oneshot::channel();
+        self.jobs
+            .send(Job::Row(Box::new(row), tx))
+            .await
+            .map_err(|_| "the audit writer stopped".to_owned())?;
+        rx.await
+            .map_err(|_| "the audit writer stopped".to_owned())?
+    }
+}
+
+/// Write what arrives, one transaction per batch of what is waiting.
+fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
+    const BATCH: usize = 1024;
+    let mut batch = Vec::with_capacity(BATCH);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let mut fresh = vec![false; batch.len()];
+        let written = (|| -> rusqlite::Result<()> {
+            let tx = conn.transaction()?;
+            {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )?;
+                let mut spend = tx.prepare_cached(
+                    "INSERT OR IGNORE INTO nonces (nonce, spent_ms) VALUES (?1, ?2)",
+                )?;
+                let now = now_ms(SystemTime::now());
+                for (i, job) in batch.iter().enumerate() {
+                    match job {
+                        Job::Row(r, _) => {
+                            insert.execute(params![
+                                r.time_ms,
+                                r.caller,
+                                r.upstream,
+                                r.tool,
+                                r.arguments_digest,
+                                r.arguments,
+                                r.decision,
+                                r.rule,
+                                r.confirmation,
+                                r.status,
+                                r.latency_ms
+                            ])?;
+                        }
+                        Job::Nonce(nonce, _) => {
+                            fresh[i] = spend.execute(params![nonce, now])? == 1;
+                        }
+                    }
+                }
+                if batch.iter().any(|j| matches!(j, Job::Nonce(..))) {
+                    tx.execute(
+                        "DELETE FROM nonces WHERE spent_ms < ?1",
+                        params![now - NONCE_MARGIN.as_millis() as i64],
+                    )?;
+                }
+            }
+            tx.commit()
+        })();
+        if let Err(e) = &written {
+            tracing::error!(error = %e, "audit store write failed");
+        }
+        for (job, fresh) in batch.drain(..).zip(fresh) {
+            let failed = || {
+                written
+                    .as_ref()
+                    .map_err(|e| format!("audit store: {e}"))
+                    .err()
+            };
+            match job {
+                Job::Row(_, reply) => {
+                    let _ = reply.send(failed().map_or(Ok(()), Err));
+                }
+                Job::Nonce(_, reply) => {
+                    let _ = reply.send(failed().map_or(Ok(fresh), Err));
+                }
+            }
+        }
+    }
+}
+
+impl Nonces for AuditStore {
+    fn spend(
+        &self,
+        nonce: String,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<bool, String>> + Send + 'static>> {
+        let jobs = self.jobs.clone();
+        Box::pin(async move {
+            let (tx, rx) = oneshot::channel();
+            jobs.send(Job::Nonce(nonce, tx))
+                .await
+                .map_err(|_| "the audit writer stopped".to_owned())?;
+            rx.await
+                .map_err(|_| "the audit writer stopped".to_owned())?
+        })
+    }
+}
+
+fn note(notes: &Map<String, Value>, key: &str) -> Option<String> {
+    notes.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// The row for a call record: the gateway's notes (`upstream`,
+/// `decision`, `rule`, `confirmation`, `status`) on top of what the
+/// server saw.
+pub fn row_of(record: &CallRecord) -> AuditRow {
+    let notes = &record.notes;
+    AuditRow {
+        id: 0,
+        time_ms: now_ms(record.started),
+        caller: record.caller.clone(),
+        upstream: note(notes, "upstream"),
+        tool: record.tool.clone(),
+        arguments_digest: record.arguments_digest.clone(),
+        arguments: record.arguments.as_ref().map(Value::to_string),
+        decision: note(notes, "decision"),
+        rule: note(notes, "rule"),
+        confirmation: note(notes, "confirmation"),
+        status: note(notes, "status").unwrap_or_else(|| record.outcome.as_str().to_owned()),
+        latency_ms: record.elapsed.as_secs_f64() * 1000.0,
+    }
+}
+
+/// Which rows [`query`] returns.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Rows after this id (for following).
+    pub after_id: Option<i64>,
+    /// Rows at or after this time (ms since the epoch).
+    pub since_ms: Option<i64>,
+    /// A glob on the tool name.
+    pub tool: Option<String>,
+    /// The caller's subject, exactly.
+    pub caller: Option<String>,
+    /// The decision, exactly (`allow`, `confirm`, `deny`).
+    pub decision: Option<String>,
+    /// At most this many rows (the newest), in time order.
+    pub limit: Option<usize>,
+}
+
+/// Rows of the database at `path`, oldest first. Opened read-only.
+pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| format!("cannot open the audit store {}: {e}", path.display()))?;
+    let _ = conn.busy_timeout(Duration::from_secs(5));
+    let tool = match &filter.tool {
+        Some(g) => Some(glob::Pattern::new(g).map_err(|e| format!("--tool {g:?}: {e}"))?),
+        None => None,
+    };
+    let mut stmt = conn
+        .prepare(
+            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) ORDER BY id DESC",
+        )
+        .map_err(|e| format!("{}: not a toolgate audit store ({e})", path.display()))?;
+    let rows = stmt
+        .query_map(
+            params![
+                filter.after_id.unwrap_or(0),
+                filter.since_ms.unwrap_or(0),
+                filter.caller,
+                filter.decision
+            ],
+            |r| {
+                Ok(AuditRow {
+                    id: r.get(0)?,
+                    time_ms: r.get(1)?,
+                    caller: r.get(2)?,
+                    upstream: r.get(3)?,
+                    tool: r.get(4)?,
+                    arguments_digest: r.get(5)?,
+                    arguments: r.get(6)?,
+                    decision: r.get(7)?,
+                    rule: r.get(8)?,
+                    confirmation: r.get(9)?,
+                    status: r.get(10)?,
+                    latency_ms: r.get(11)?,
+                })
+            },
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let row = row.map_err(|e| format!("{}: {e}", path.display()))?;
+        if tool.as_ref().is_some_and(|p| !p.matches(&row.tool)) {
+            continue;
+        }
+        out.push(row);
+        if filter.limit.is_some_and(|n| out.len() >= n) {
+            break;
+        }
+    }
+    out.reverse();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(tool: &str, decision: &str) -> AuditRow {
+        AuditRow {
+            time_ms: now_ms(SystemTime::now()),
+            tool: tool.into(),
+            arguments_digest: "d".into(),
+            decision: Some(decision.into()),
+            status: "ok".into(),
+            latency_ms: 1.5,
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn rows_written_together_are_all_durable_and_queryable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let store = std::sync::Arc::new(AuditStore::open(&path, false).unwrap());
+        let mut writes = tokio::task::JoinSet::new();
+        for i in 0..50 {
+            let store = store.clone();
+            let decision = if i % 2 == 0 { "allow" } else { "confirm" };
+            writes.spawn(async move { store.write(row(&format!("a.t{i}"), decision)).await });
+        }
+        while let Some(done) = writes.join_next().await {
+            done.unwrap().unwrap();
+        }
+        // A second connection (as `toolgate log` opens) sees every row.
+        let all = query(&path, &Filter::default()).unwrap();
+        assert_eq!(all.len(), 50);
+        assert!(all.windows(2).all(|w| w[0].id < w[1].id));
+        let confirmed = query(
+            &path,
+            &Filter {
+                decision: Some("confirm".into()),
+                tool: Some("a.t1*".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let tools: Vec<&str> = confirmed.iter().map(|r| r.tool.as_str()).collect();
+        assert_eq!(tools, ["a.t1", "a.t11", "a.t13", "a.t15", "a.t17", "a.t19"]);
+        let last = query(
+            &path,
+            &Filter {
+                limit: Some(2),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(last.len(), 2);
+        assert_eq!(last[1].id, all[49].id);
+    }
+
+    #[tokio::test]
+    async fn a_nonce_is_spent_once_across_stores_sharing_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let a = AuditStore::open(&path, false).unwrap();
+        let b = AuditStore::open(&path, false).unwrap();
+        assert_eq!(a.spend("n1".into()).await, Ok(true));
+        assert_eq!(b.spend("n1".into()).await, Ok(false));
+        assert_eq!(a.spend("n1".into()).await, Ok(false));
+        assert_eq!(b.spend("n2".into()).await, Ok(true));
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_store_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.db");
+        std::fs::write(&path, b"not sqlite at all, just text").unwrap();
+        let e = query(&path, &Filter::default()).unwrap_err();
+        assert!(e.contains("x.db"), "{e}");
+    }
+}

@@ -1,0 +1,157 @@
+//! What happens to a call before it is forwarded: the policy decides, a
+//! person approves when it says so, and the approval is spent.
+//!
+//! Each fact of the way goes into the call's audit record
+//! ([`RequestContext::note`]): `decision`, `rule`, `confirmation`, and
+//! `status` when the call ends here.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use toolgate_protocol::quote::quote;
+use toolgate_protocol::types::Tool;
+use toolgate_server::{Inputs, RequestContext, ToolError};
+
+use crate::confirm::{self, SharedNonces, Subject, Verdict};
+use crate::policy::{Action, Policy, ToolFacts};
+
+/// One gateway tool's guard.
+pub struct Guard {
+    /// The gateway's policy.
+    pub policy: Arc<Policy>,
+    /// Where approvals are spent.
+    pub nonces: SharedNonces,
+    /// What the policy knows of the tool.
+    pub facts: ToolFacts,
+    /// The upstream's definition (shown to the person asked).
+    pub definition: Tool,
+    /// The upstream server's name.
+    pub server: String,
+    /// Whether that server is trusted.
+    pub trusted: bool,
+}
+
+/// The guard's verdict on this round.
+pub enum Admission {
+    /// Forward the call; `carry` goes with any later round.
+    Forward {
+        /// Kept between rounds (the approval, once spent).
+        carry: Map<String, Value>,
+    },
+    /// End the call with this tool error (already noted).
+    Refuse(String),
+}
+
+impl Guard {
+    /// Decide this round of a call with `args`. `Err` ends the round: a
+    /// question for the person (`input_required`), or `-32021` when the
+    /// client cannot show one.
+    pub async fn admit(
+        &self,
+        ctx: &RequestContext,
+        input: &mut Inputs,
+        args: &Map<String, Value>,
+    ) -> Result<Admission, ToolError> {
+        let kept = input.remembered().cloned().unwrap_or(Value::Null);
+        let decision = self.policy.decide(&self.facts, ctx.auth());
+        ctx.note("decision", decision.action.to_string());
+        ctx.note("rule", decision.reason.clone());
+        let tool = quote(&self.facts.name);
+        let approved = || {
+            let mut carry = Map::new();
+            carry.insert("approved".into(), Value::Bool(true));
+            Admission::Forward { carry }
+        };
+        let refuse = |status: &str, text: String| {
+            ctx.note("status", status);
+            Ok(Admission::Refuse(text))
+        };
+        match decision.action {
+            Action::Allow => Ok(Admission::Forward { carry: Map::new() }),
+            Action::Deny => refuse(
+                "denied",
+                format!(
+                    "The gateway's policy denies {tool} to this caller ({}). It was not forwarded; ask the gateway's operator if it should be allowed.",
+                    decision.reason
+                ),
+            ),
+            // Approved and spent in an earlier round of this call (the
+            // upstream asked something since): sealed in the state.
+            Action::Confirm if kept.get("approved") == Some(&Value::Bool(true)) => {
+                ctx.note("confirmation", "approved");
+                Ok(approved())
+            }
+            Action::Confirm => {
+                let subject = Subject {
+                    server: &self.server,
+                    tool: &self.facts.name,
+                    title: self.definition.title.as_deref().or_else(|| {
+                        self.definition
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.title.as_deref())
+                    }),
+                    description: self.definition.description.as_deref(),
+                    destructive: self
+                        .definition
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.destructive_hint),
+                    trusted: self.trusted,
+                    facts: &self.facts,
+                };
+                let nonce = kept.get("nonce").and_then(Value::as_str).map(str::to_owned);
+                let Some(verdict) = confirm::ask(input, &subject, args)? else {
+                    ctx.note("confirmation", "asked");
+                    let nonce = nonce.unwrap_or_else(confirm::new_nonce);
+                    input.remember(json!({ "nonce": nonce }));
+                    return Err(std::mem::replace(input, ctx.inputs()).ask());
+                };
+                ctx.note("confirmation", verdict.as_str());
+                match verdict {
+                    Verdict::Declined | Verdict::Cancelled => refuse(
+                        "declined",
+                        format!(
+                            "The person {} the call to {tool}, so it was not forwarded. Do not call it again unless they ask for it.",
+                            verdict.as_str()
+                        ),
+                    ),
+                    Verdict::Approved => {
+                        // Only an answer to a question this gateway sealed
+                        // counts: `inputResponses` on a first call carry no nonce.
+                        let Some(nonce) = nonce else {
+                            ctx.note("confirmation", "unsolicited");
+                            return refuse(
+                                "declined",
+                                format!(
+                                    "The approval sent with this call of {tool} answers no question of the gateway. Call the tool without inputResponses and let the person answer the question it asks."
+                                ),
+                            );
+                        };
+                        match self.nonces.spend(nonce).await {
+                            Ok(true) => Ok(approved()),
+                            Ok(false) => {
+                                ctx.note("confirmation", "replayed");
+                                refuse(
+                                    "declined",
+                                    format!(
+                                        "This approval of {tool} was already used: each approval lets one call through. Call the tool again to ask the person anew."
+                                    ),
+                                )
+                            }
+                            Err(e) => {
+                                tracing::error!(error = %e, "cannot spend an approval");
+                                refuse(
+                                    "failed",
+                                    format!(
+                                        "The approval of {tool} could not be recorded, so the call was not forwarded. Try again later."
+                                    ),
+                                )
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

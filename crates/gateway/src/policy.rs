@@ -1,0 +1,384 @@
+//! Who may call which tool, and which calls a person approves first.
+//!
+//! Rules come from `[policy]` in the configuration. The first rule that
+//! matches a call decides; when none does, `default` decides; without a
+//! `default`, a tool is allowed only when its upstream is `trusted` and its
+//! annotations say `readOnlyHint: true`, and every other call is confirmed.
+//! (Annotations of an untrusted server are hints it wrote itself, so they
+//! never loosen the policy.)
+//!
+//! ```
+//! use toolgate_gateway::policy::{Action, Policy, PolicyConfig, ToolFacts};
+//! let config: PolicyConfig = toml::from_str(r#"
+//!     default = "confirm"
+//!     [[rules]]
+//!     tools = ["basket.get_*"]
+//!     action = "allow"
+//!     [[rules]]
+//!     effects = ["delete"]
+//!     action = "deny"
+//! "#).unwrap();
+//! let policy = Policy::new(&config).unwrap();
+//! let tool = |name: &str| ToolFacts::new(name, name.split('.').nth(1).unwrap(), None, None, false);
+//! assert_eq!(policy.decide(&tool("basket.get_cart"), None).action, Action::Allow);
+//! assert_eq!(policy.decide(&tool("files.remove_file"), None).action, Action::Deny);
+//! assert_eq!(policy.decide(&tool("basket.checkout"), None).action, Action::Confirm);
+//! ```
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use toolgate_protocol::types::Tool;
+use toolgate_review::{Effect, classify_effects};
+use toolgate_server::AuthContext;
+
+use crate::config::ConfigError;
+
+/// What happens to a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Forwarded at once.
+    Allow,
+    /// Forwarded once a person approves it.
+    Confirm,
+    /// Refused; the tool is not listed when the refusal does not depend on
+    /// the caller.
+    Deny,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Action::Allow => "allow",
+            Action::Confirm => "confirm",
+            Action::Deny => "deny",
+        })
+    }
+}
+
+/// An effect class of the audit crate, as rules name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EffectName {
+    /// Reads data.
+    Read,
+    /// Creates or changes data.
+    Write,
+    /// Removes data.
+    Delete,
+    /// Sends something to someone.
+    Send,
+    /// Spends money.
+    Spend,
+    /// Runs code or commands.
+    Execute,
+}
+
+impl EffectName {
+    fn effect(self) -> Effect {
+        match self {
+            EffectName::Read => Effect::Read,
+            EffectName::Write => Effect::Write,
+            EffectName::Delete => Effect::Delete,
+            EffectName::Send => Effect::Send,
+            EffectName::Spend => Effect::Spend,
+            EffectName::Execute => Effect::Execute,
+        }
+    }
+}
+
+/// `[policy]`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// What happens when no rule matches. Without it: allowed when the
+    /// upstream is `trusted` and the tool says `readOnlyHint: true`,
+    /// confirmed otherwise.
+    pub default: Option<Action>,
+    /// Checked in order; the first that matches decides.
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+}
+
+/// One `[[policy.rules]]` entry. Every condition given must hold; a
+/// condition left out holds for every call.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// Globs on the gateway tool name (`prefix.tool`); any of them.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Effect classes the audit crate finds in the tool's name and
+    /// description; any of them.
+    #[serde(default)]
+    pub effects: Vec<EffectName>,
+    /// Globs on the caller's verified subject; any of them. A caller
+    /// without a subject matches none.
+    #[serde(default)]
+    pub subjects: Vec<String>,
+    /// Scopes the caller must all hold.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// What a matching call gets.
+    pub action: Action,
+}
+
+struct Rule {
+    tools: Vec<glob::Pattern>,
+    effects: Vec<Effect>,
+    subjects: Vec<glob::Pattern>,
+    scopes: Vec<String>,
+    action: Action,
+}
+
+impl Rule {
+    fn matches_tool(&self, tool: &ToolFacts) -> bool {
+        (self.tools.is_empty() || self.tools.iter().any(|p| p.matches(&tool.name)))
+            && (self.effects.is_empty() || self.effects.iter().any(|e| tool.effects.contains(e)))
+    }
+
+    fn about_callers(&self) -> bool {
+        !self.subjects.is_empty() || !self.scopes.is_empty()
+    }
+
+    fn matches_caller(&self, caller: Option<&AuthContext>) -> bool {
+        let subject = caller.and_then(AuthContext::subject);
+        let subject_ok = self.subjects.is_empty()
+            || subject.is_some_and(|s| self.subjects.iter().any(|p| p.matches(s)));
+        let scopes_ok = self.scopes.is_empty()
+            || caller.is_some_and(|c| self.scopes.iter().all(|s| c.has_scope(s)));
+        subject_ok && scopes_ok
+    }
+}
+
+/// What the policy needs to know about a tool.
+#[derive(Clone, Debug)]
+pub struct ToolFacts {
+    /// The gateway name.
+    pub name: String,
+    /// Effect classes found in its upstream name and description.
+    pub effects: Vec<Effect>,
+    /// Its upstream is trusted and it says `readOnlyHint: true`.
+    pub trusted_read_only: bool,
+}
+
+impl ToolFacts {
+    /// Facts of a tool named `name` at the gateway and `upstream_name` at
+    /// its server.
+    pub fn new(
+        name: &str,
+        upstream_name: &str,
+        description: Option<&str>,
+        read_only_hint: Option<bool>,
+        trusted: bool,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            effects: classify_effects(upstream_name, description),
+            trusted_read_only: trusted && read_only_hint == Some(true),
+        }
+    }
+
+    /// Facts of an upstream tool offered as `name`.
+    pub fn of(name: &str, tool: &Tool, trusted: bool) -> Self {
+        let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
+        Self::new(
+            name,
+            &tool.name,
+            tool.description.as_deref(),
+            read_only,
+            trusted,
+        )
+    }
+}
+
+/// A decision and why it was made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// What happens.
+    pub action: Action,
+    /// `rule N` (1-based, in file order), `default`, or `built-in default`.
+    pub reason: String,
+}
+
+/// The compiled `[policy]`.
+pub struct Policy {
+    default: Option<Action>,
+    rules: Vec<Rule>,
+}
+
+impl Policy {
+    /// Compile `[policy]`; a bad glob is an error naming the rule.
+    pub fn new(config: &PolicyConfig) -> Result<Self, ConfigError> {
+        let compile = |i: usize, globs: &[String]| -> Result<Vec<glob::Pattern>, ConfigError> {
+            globs
+                .iter()
+                .map(|g| {
+                    glob::Pattern::new(g)
+                        .map_err(|e| ConfigError(format!("policy rule {}: glob {g:?}: {e}", i + 1)))
+                })
+                .collect()
+        };
+        let mut rules = Vec::new();
+        for (i, rule) in config.rules.iter().enumerate() {
+            rules.push(Rule {
+                tools: compile(i, &rule.tools)?,
+                effects: rule.effects.iter().map(|e| e.effect()).collect(),
+                subjects: compile(i, &rule.subjects)?,
+                scopes: rule.scopes.clone(),
+                action: rule.action,
+            });
+        }
+        Ok(Self {
+            default: config.default,
+            rules,
+        })
+    }
+
+    fn fallback(&self, tool: &ToolFacts) -> Decision {
+        match self.default {
+            Some(action) => Decision {
+                action,
+                reason: "default".into(),
+            },
+            None => Decision {
+                action: if tool.trusted_read_only {
+                    Action::Allow
+                } else {
+                    Action::Confirm
+                },
+                reason: "built-in default".into(),
+            },
+        }
+    }
+
+    /// The decision for `caller` calling `tool`.
+    pub fn decide(&self, tool: &ToolFacts, caller: Option<&AuthContext>) -> Decision {
+        for (i, rule) in self.rules.iter().enumerate() {
+            if rule.matches_tool(tool) && rule.matches_caller(caller) {
+                return Decision {
+                    action: rule.action,
+                    reason: format!("rule {}", i + 1),
+                };
+            }
+        }
+        self.fallback(tool)
+    }
+
+    /// The decision for `tool` whoever calls, if no rule about callers
+    /// can come first: a tool denied this way is not listed at all.
+    pub fn decide_for_all(&self, tool: &ToolFacts) -> Option<Decision> {
+        for (i, rule) in self.rules.iter().enumerate() {
+            if !rule.matches_tool(tool) {
+                continue;
+            }
+            if rule.about_callers() {
+                return None;
+            }
+            return Some(Decision {
+                action: rule.action,
+                reason: format!("rule {}", i + 1),
+            });
+        }
+        Some(self.fallback(tool))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(text: &str) -> Policy {
+        let config: PolicyConfig = toml::from_str(text).unwrap();
+        Policy::new(&config).unwrap()
+    }
+
+    fn facts(name: &str, read_only: Option<bool>, trusted: bool) -> ToolFacts {
+        let upstream = name.rsplit('.').next().unwrap();
+        ToolFacts::new(name, upstream, None, read_only, trusted)
+    }
+
+    #[test]
+    fn without_a_default_only_trusted_read_only_tools_are_allowed() {
+        let p = policy("");
+        let decide = |f: ToolFacts| p.decide(&f, None).action;
+        assert_eq!(decide(facts("a.list", Some(true), true)), Action::Allow);
+        assert_eq!(decide(facts("a.list", Some(true), false)), Action::Confirm);
+        assert_eq!(decide(facts("a.list", None, true)), Action::Confirm);
+        assert_eq!(decide(facts("a.list", Some(false), true)), Action::Confirm);
+    }
+
+    #[test]
+    fn the_first_matching_rule_wins_and_names_itself() {
+        let p = policy(
+            "default = \"deny\"\n[[rules]]\ntools = [\"b.get_*\", \"b.quote\"]\naction = \"allow\"\n[[rules]]\ntools = [\"b.*\"]\naction = \"confirm\"\n",
+        );
+        let d = p.decide(&facts("b.get_cart", None, false), None);
+        assert_eq!((d.action, d.reason.as_str()), (Action::Allow, "rule 1"));
+        let d = p.decide(&facts("b.checkout", None, false), None);
+        assert_eq!((d.action, d.reason.as_str()), (Action::Confirm, "rule 2"));
+        let d = p.decide(&facts("c.x", None, true), None);
+        assert_eq!((d.action, d.reason.as_str()), (Action::Deny, "default"));
+    }
+
+    #[test]
+    fn effect_classes_match_whatever_the_name() {
+        let p = policy(
+            "default = \"allow\"\n[[rules]]\neffects = [\"spend\", \"delete\"]\naction = \"deny\"\n",
+        );
+        assert_eq!(
+            p.decide(&facts("shop.purchase_item", None, false), None)
+                .action,
+            Action::Deny
+        );
+        assert_eq!(
+            p.decide(&facts("fs.delete_file", None, false), None).action,
+            Action::Deny
+        );
+        assert_eq!(
+            p.decide(&facts("fs.read_file", None, false), None).action,
+            Action::Allow
+        );
+    }
+
+    #[test]
+    fn caller_rules_need_a_verified_subject_or_scopes() {
+        let p = policy(
+            "default = \"deny\"\n[[rules]]\nsubjects = [\"ops-*\"]\naction = \"allow\"\n[[rules]]\nscopes = [\"tools:write\"]\naction = \"confirm\"\n",
+        );
+        let tool = facts("a.deploy", None, false);
+        assert_eq!(p.decide(&tool, None).action, Action::Deny);
+        let ops = AuthContext::new("ops-alice");
+        assert_eq!(p.decide(&tool, Some(&ops)).action, Action::Allow);
+        let writer = AuthContext::new("bob").with_scopes(["tools:write"]);
+        assert_eq!(p.decide(&tool, Some(&writer)).action, Action::Confirm);
+        assert_eq!(
+            p.decide(&tool, Some(&AuthContext::new("bob"))).action,
+            Action::Deny
+        );
+        // Which rule applies depends on the caller: the tool stays listed.
+        assert_eq!(p.decide_for_all(&tool), None);
+    }
+
+    #[test]
+    fn a_deny_for_everyone_is_known_before_any_call() {
+        let p = policy(
+            "[[rules]]\ntools = [\"*.delete_*\"]\naction = \"deny\"\n[[rules]]\nsubjects = [\"x\"]\naction = \"allow\"\n",
+        );
+        let d = p
+            .decide_for_all(&facts("fs.delete_file", None, false))
+            .unwrap();
+        assert_eq!(d.action, Action::Deny);
+    }
+
+    #[test]
+    fn a_bad_glob_names_its_rule() {
+        let config: PolicyConfig =
+            toml::from_str("[[rules]]\ntools = [\"a\"]\naction = \"allow\"\n[[rules]]\ntools = [\"[\"]\naction = \"deny\"\n")
+                .unwrap();
+        let e = Policy::new(&config).err().unwrap();
+        assert!(e.0.starts_with("policy rule 2: glob \"[\""), "{e}");
+    }
+}

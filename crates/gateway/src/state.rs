@@ -1,0 +1,90 @@
+//! The key that seals `requestState`: shared by every instance behind one
+//! endpoint, so an approval asked by one completes on another.
+//!
+//! It comes from the environment variable `TOOLGATE_STATE_KEY`, else from
+//! `[state] key_file`. Either holds a secret of at least 32 characters
+//! (`openssl rand -hex 32` makes one); the key is its SHA-256, so any
+//! format works and surrounding whitespace does not count.
+
+use sha2::{Digest, Sha256};
+use toolgate_server::StateKey;
+
+use crate::config::StateConfig;
+
+/// The environment variable that holds the state secret.
+pub const STATE_KEY_VAR: &str = "TOOLGATE_STATE_KEY";
+
+/// Characters a secret needs at least.
+const MIN_SECRET: usize = 32;
+
+/// The key from `secret`, or why it is unusable (`from` names its source).
+fn key_of(secret: &str, from: &str) -> Result<StateKey, String> {
+    let secret = secret.trim();
+    if secret.chars().count() < MIN_SECRET {
+        return Err(format!(
+            "{from}: the state secret has {} characters; it needs at least {MIN_SECRET} (make one with `openssl rand -hex 32`)",
+            secret.chars().count()
+        ));
+    }
+    let mut hasher = Sha256::new();
+    hasher.update(b"toolgate state key v1\0");
+    hasher.update(secret.as_bytes());
+    Ok(StateKey::new(hasher.finalize().into()))
+}
+
+/// The configured key: `None` when neither source is set.
+pub fn load_key(config: &StateConfig) -> Result<Option<StateKey>, String> {
+    load_key_with(config, std::env::var(STATE_KEY_VAR).ok())
+}
+
+fn load_key_with(config: &StateConfig, env: Option<String>) -> Result<Option<StateKey>, String> {
+    if let Some(secret) = env.filter(|s| !s.is_empty()) {
+        return key_of(&secret, STATE_KEY_VAR).map(Some);
+    }
+    let Some(path) = &config.key_file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("[state] key_file {}: {e}", path.display()))?;
+    key_of(&text, &format!("[state] key_file {}", path.display())).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_secret_is_refused_and_whitespace_does_not_count() {
+        let config = StateConfig::default();
+        let e = load_key_with(&config, Some("  short  ".into()))
+            .err()
+            .unwrap();
+        assert!(
+            e.starts_with("TOOLGATE_STATE_KEY: the state secret has 5 characters"),
+            "{e}"
+        );
+        let a = load_key_with(&config, Some("x".repeat(32)))
+            .unwrap()
+            .unwrap();
+        let b = load_key_with(&config, Some(format!("{}\n", "x".repeat(32))))
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.id(), b.id());
+        assert!(load_key_with(&config, None).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_environment_wins_over_the_file_and_a_missing_file_is_named() {
+        let config = StateConfig {
+            key_file: Some("/nonexistent/toolgate.key".into()),
+            ttl: None,
+        };
+        assert!(
+            load_key_with(&config, Some("y".repeat(40)))
+                .unwrap()
+                .is_some()
+        );
+        let e = load_key_with(&config, None).err().unwrap();
+        assert!(e.contains("/nonexistent/toolgate.key"), "{e}");
+    }
+}
