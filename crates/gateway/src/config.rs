@@ -59,6 +59,9 @@ pub struct GatewayConfig {
     /// The audit store.
     #[serde(default)]
     pub audit: crate::audit::AuditConfig,
+    /// The approval page, for clients that cannot show a form.
+    #[serde(default)]
+    pub approval: crate::approval::ApprovalConfig,
     /// The file this configuration was read from.
     #[serde(skip)]
     #[schemars(skip)]

@@ -12,6 +12,7 @@ use toolgate_server::{
     PromptEntry, RateLimit, ResourceEntry, Server, ServerConfig, TemplateEntry, ToolDef,
 };
 
+use crate::approval::ApprovalDesk;
 use crate::audit::AuditStore;
 use crate::config::{GatewayConfig, RateLimitConfig};
 use crate::confirm::{MemoryNonces, SharedNonces};
@@ -147,6 +148,7 @@ pub struct Gateway {
     /// replaces, and so ends, the old).
     watches: Arc<std::sync::Mutex<HashMap<usize, ToolWatch>>>,
     tasks: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+    desk: Option<Arc<ApprovalDesk>>,
     policy: Arc<Policy>,
     nonces: SharedNonces,
     ratelimit: Arc<RateLimitConfig>,
@@ -225,6 +227,18 @@ impl Gateway {
             );
         }
         let server = builder.build()?;
+        let mut tasks = Vec::new();
+        let desk = if config.approval.page {
+            let (desk, addr, task) =
+                ApprovalDesk::serve(&config.approval, server.config().state_ttl)
+                    .await
+                    .map_err(GatewayError::Store)?;
+            tracing::info!(%addr, "approval page at {}", desk.page_url());
+            tasks.push(task);
+            Some(desk)
+        } else {
+            None
+        };
         let ratelimit = Arc::new(config.ratelimit.clone());
         let backoff = options
             .restart_backoff
@@ -240,7 +254,8 @@ impl Gateway {
             offer,
             lock: Arc::new(options.lock),
             watches: Arc::default(),
-            tasks: Arc::default(),
+            tasks: Arc::new(std::sync::Mutex::new(tasks)),
+            desk,
             policy,
             nonces,
             ratelimit,
@@ -414,6 +429,11 @@ impl Gateway {
         self.metrics.clone()
     }
 
+    /// The approval page's list of waiting calls, when it is served.
+    pub fn approval_page(&self) -> Option<String> {
+        self.desk.as_ref().map(|d| d.page_url())
+    }
+
     /// The audit store's file, when there is one.
     pub fn audit_path(&self) -> Option<&std::path::Path> {
         self.audit.as_deref().map(AuditStore::path)
@@ -563,6 +583,7 @@ impl Gateway {
                 definition: tool.clone(),
                 server: config.name.clone(),
                 trusted: config.trusted,
+                desk: self.desk.clone(),
             });
             let upstream = upstream.clone();
             let upstream_name = tool.name.clone();

@@ -10,8 +10,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::Tool;
-use toolgate_server::{Inputs, RequestContext, ToolError};
+use toolgate_server::{
+    AuthContext, ElicitAction, Inputs, RequestContext, ToolError, arguments_digest,
+};
 
+use crate::approval::{ApprovalDesk, Status};
 use crate::confirm::{self, SharedNonces, Subject, Verdict};
 use crate::policy::{Action, Policy, ToolFacts};
 
@@ -29,6 +32,8 @@ pub struct Guard {
     pub server: String,
     /// Whether that server is trusted.
     pub trusted: bool,
+    /// The approval page, for clients that cannot show a form.
+    pub desk: Option<Arc<ApprovalDesk>>,
 }
 
 /// The guard's verdict on this round.
@@ -100,6 +105,11 @@ impl Guard {
                     trusted: self.trusted,
                     facts: &self.facts,
                 };
+                if !ctx.client_capabilities().supports_elicitation_form()
+                    && let Some(desk) = &self.desk
+                {
+                    return self.by_page(desk, ctx, input, &subject, args);
+                }
                 let nonce = kept.get("nonce").and_then(Value::as_str).map(str::to_owned);
                 let Some(verdict) = confirm::ask(input, &subject, args)? else {
                     ctx.note("confirmation", "asked");
@@ -153,5 +163,68 @@ impl Guard {
                 }
             }
         }
+    }
+
+    /// Confirmation on the approval page: the person decides there; the
+    /// call (same caller, tool and arguments) goes through once after an
+    /// approval. A client with URL-mode elicitation is sent to the page;
+    /// any other is told to have the user open it.
+    fn by_page(
+        &self,
+        desk: &ApprovalDesk,
+        ctx: &RequestContext,
+        input: &mut Inputs,
+        subject: &Subject<'_>,
+        args: &Map<String, Value>,
+    ) -> Result<Admission, ToolError> {
+        let tool = quote(&self.facts.name);
+        let digest = arguments_digest(&Value::Object(args.clone()));
+        let caller = ctx.auth().and_then(AuthContext::subject);
+        let decided = |status: Status| {
+            if status == Status::Approved {
+                ctx.note("confirmation", "approved");
+                let mut carry = Map::new();
+                carry.insert("approved".into(), Value::Bool(true));
+                Admission::Forward { carry }
+            } else {
+                ctx.note("confirmation", "declined");
+                ctx.note("status", "declined");
+                Admission::Refuse(format!(
+                    "The person denied the call to {tool} on the approval page, so it was not forwarded. Do not call it again unless they ask for it."
+                ))
+            }
+        };
+        if let Some(status) = desk.take(caller, &self.facts.name, &digest) {
+            return Ok(decided(status));
+        }
+        let question = confirm::question(subject, args);
+        let opened = desk.open(caller, &self.facts.name, &self.server, &digest, &question);
+        if ctx.client_capabilities().supports_elicitation_url() {
+            let message = format!(
+                "The gateway needs your approval of a call to {tool}: review it on the approval page, approve or deny it there, then come back."
+            );
+            let Some(answer) =
+                input.elicit_url(confirm::APPROVE_KEY, &message, &opened.url, &opened.id)?
+            else {
+                ctx.note("confirmation", "asked");
+                return Err(std::mem::replace(input, ctx.inputs()).ask());
+            };
+            if let Some(status) = desk.take(caller, &self.facts.name, &digest) {
+                return Ok(decided(status));
+            }
+            if answer.action != ElicitAction::Accept {
+                ctx.note("confirmation", "declined");
+                ctx.note("status", "declined");
+                return Ok(Admission::Refuse(format!(
+                    "The person dismissed the approval of {tool}, so it was not forwarded. Do not call it again unless they ask for it."
+                )));
+            }
+        }
+        ctx.note("confirmation", "asked");
+        ctx.note("status", "approval_pending");
+        Ok(Admission::Refuse(format!(
+            "This call of {tool} needs a person's approval, and it has none yet. Ask the user to review and approve it at the address below, then call {tool} again with exactly the same arguments.\n{}",
+            opened.url
+        )))
     }
 }

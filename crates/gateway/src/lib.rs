@@ -23,6 +23,7 @@
 //! The `toolgate serve` command runs a gateway over Streamable HTTP or
 //! stdio; `docs/gateway.md` documents the configuration key by key.
 
+pub mod approval;
 pub mod audit;
 pub mod config;
 pub mod confirm;

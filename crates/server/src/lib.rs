@@ -85,7 +85,7 @@ pub use context::{ClientCapability, RequestContext};
 pub use dispatch::{HeaderCheck, NotificationAction, TransportContext, http_status_for};
 pub use exchange::{Exchange, Frame, Reply};
 pub use handles::Handles;
-pub use mrtr::{ElicitAction, Elicited, Inputs};
+pub use mrtr::{ElicitAction, Elicited, Inputs, arguments_digest};
 pub use prompt::{AsyncCompleter, Completer, PromptEntry};
 pub use rate_limit::RateLimit;
 pub use registry::Change;

@@ -34,11 +34,29 @@ pub(crate) struct Binding {
     pub(crate) subject: Option<String>,
 }
 
+/// SHA-256 of `arguments` as canonical JSON (object keys sorted),
+/// base64url: the same arguments give the same digest whatever their key
+/// order. It is what a `requestState` is bound to, and what
+/// [`CallRecord::arguments_digest`](crate::CallRecord::arguments_digest)
+/// carries.
+///
+/// ```
+/// use serde_json::json;
+/// use toolgate_server::arguments_digest;
+/// assert_eq!(
+///     arguments_digest(&json!({"a": 1, "b": [true]})),
+///     arguments_digest(&json!({"b": [true], "a": 1})),
+/// );
+/// ```
+pub fn arguments_digest(arguments: &Value) -> String {
+    let mut hasher = Sha256::new();
+    canonical(arguments, &mut hasher);
+    URL_SAFE_NO_PAD.encode(hasher.finalize())
+}
+
 impl Binding {
     pub(crate) fn new(method: &str, name: &str, arguments: &Value, subject: Option<&str>) -> Self {
-        let mut hasher = Sha256::new();
-        canonical(arguments, &mut hasher);
-        let digest = URL_SAFE_NO_PAD.encode(hasher.finalize());
+        let digest = arguments_digest(arguments);
         Binding {
             method: method.to_owned(),
             name: name.to_owned(),

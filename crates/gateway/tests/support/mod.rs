@@ -117,3 +117,43 @@ pub fn config(toml: &str) -> GatewayConfig {
 pub fn args(v: Value) -> Map<String, Value> {
     v.as_object().unwrap().clone()
 }
+
+/// One plain HTTP/1.1 exchange with `url` (`http://HOST:PORT/PATH`):
+/// `extra` headers, an optional form body; the status and the whole
+/// response (headers and body).
+pub async fn http(
+    method: &str,
+    url: &str,
+    extra: &[(&str, &str)],
+    form: Option<&str>,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut request = format!("{method} /{path} HTTP/1.1\r\nConnection: close\r\n");
+    if !extra.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        request.push_str(&format!("Host: {host}\r\n"));
+    }
+    for (k, v) in extra {
+        request.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let body = form.unwrap_or("");
+    if form.is_some() {
+        request.push_str(&format!(
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, response)
+}

@@ -1,0 +1,485 @@
+//! The approval page: a person approves pending calls in a browser, for
+//! clients that cannot show a form.
+//!
+//! With `[approval] page = true`, a call that needs confirmation from a
+//! client without form elicitation opens a pending approval here. A client
+//! that supports URL-mode elicitation is sent to its page; any other client
+//! gets an `isError` telling the model to ask the user to approve at that
+//! address and call again. The retried call (same caller, tool and
+//! arguments) goes through once, if the person approved; a denial ends it.
+//!
+//! The page is small, self-contained HTML: no scripts, no external assets.
+//! It is served on its own listener, loopback by default. It refuses
+//! requests whose `Host` is not the page's own (DNS rebinding), and a
+//! decision is accepted only with the page's anti-forgery token and from
+//! the page's own origin (CSRF).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Form, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::confirm::new_nonce;
+
+/// `[approval]`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalConfig {
+    /// Serve the approval page (default false).
+    #[serde(default)]
+    pub page: bool,
+    /// Where it listens (default `127.0.0.1:8790`; keep it on loopback
+    /// unless a proxy in front authenticates people).
+    pub listen: Option<String>,
+    /// The address people open, when it differs from `http://LISTEN`
+    /// (behind a proxy).
+    pub url: Option<String>,
+}
+
+/// Where the page listens by default.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8790";
+
+/// Where a pending approval stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Nobody decided yet.
+    Waiting,
+    /// Approved: the next identical call goes through.
+    Approved,
+    /// Denied: the next identical call is refused.
+    Denied,
+}
+
+struct Entry {
+    key: CallKey,
+    tool: String,
+    server: String,
+    caller: Option<String>,
+    question: String,
+    opened: Instant,
+    status: Status,
+}
+
+/// Who calls what with which arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct CallKey {
+    caller: Option<String>,
+    tool: String,
+    digest: String,
+}
+
+/// Pending approvals and the page that decides them.
+pub struct ApprovalDesk {
+    entries: Mutex<HashMap<String, Entry>>,
+    ttl: Duration,
+    base: String,
+    hosts: Vec<String>,
+    token: String,
+}
+
+/// A call waiting for a person, as the guard sees it.
+pub struct Opened {
+    /// The pending approval's id.
+    pub id: String,
+    /// Its page.
+    pub url: String,
+}
+
+impl ApprovalDesk {
+    /// A desk whose pages live under `base` (`http://host:port`), answering
+    /// requests for the hosts `hosts` (`host:port`), forgetting entries
+    /// after `ttl`.
+    pub fn new(base: String, hosts: Vec<String>, ttl: Duration) -> Self {
+        Self {
+            entries: Mutex::default(),
+            ttl,
+            base: base.trim_end_matches('/').to_owned(),
+            hosts,
+            token: new_nonce(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let ttl = self.ttl;
+        entries.retain(|_, e| e.opened.elapsed() <= ttl);
+        entries
+    }
+
+    /// The page listing every pending approval.
+    pub fn page_url(&self) -> String {
+        format!("{}/approvals", self.base)
+    }
+
+    /// Take the decision on this call, if there is one: an approval is
+    /// spent by taking it (one call), a denial ends with it.
+    pub fn take(&self, caller: Option<&str>, tool: &str, digest: &str) -> Option<Status> {
+        let key = CallKey {
+            caller: caller.map(str::to_owned),
+            tool: tool.to_owned(),
+            digest: digest.to_owned(),
+        };
+        let mut entries = self.lock();
+        let id = entries
+            .iter()
+            .find(|(_, e)| e.key == key && e.status != Status::Waiting)
+            .map(|(id, _)| id.clone())?;
+        entries.remove(&id).map(|e| e.status)
+    }
+
+    /// Open (or find the open) pending approval of this call.
+    pub fn open(
+        &self,
+        caller: Option<&str>,
+        tool: &str,
+        server: &str,
+        digest: &str,
+        question: &str,
+    ) -> Opened {
+        let key = CallKey {
+            caller: caller.map(str::to_owned),
+            tool: tool.to_owned(),
+            digest: digest.to_owned(),
+        };
+        let mut entries = self.lock();
+        let id = match entries
+            .iter()
+            .find(|(_, e)| e.key == key && e.status == Status::Waiting)
+        {
+            Some((id, _)) => id.clone(),
+            None => {
+                let id = new_nonce();
+                entries.insert(
+                    id.clone(),
+                    Entry {
+                        key,
+                        tool: tool.to_owned(),
+                        server: server.to_owned(),
+                        caller: caller.map(str::to_owned),
+                        question: question.to_owned(),
+                        opened: Instant::now(),
+                        status: Status::Waiting,
+                    },
+                );
+                id
+            }
+        };
+        Opened {
+            url: format!("{}/approvals/{id}", self.base),
+            id,
+        }
+    }
+
+    /// Decide a waiting approval (what the page's buttons do).
+    pub fn decide(&self, id: &str, approve: bool) -> bool {
+        match self.lock().get_mut(id) {
+            Some(e) if e.status == Status::Waiting => {
+                e.status = if approve {
+                    Status::Approved
+                } else {
+                    Status::Denied
+                };
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The anti-forgery token the page's forms carry.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The page's routes.
+    pub fn router(self: Arc<Self>) -> axum::Router {
+        axum::Router::new()
+            .route("/approvals", get(list))
+            .route("/approvals/{id}", get(one).post(decide))
+            .with_state(self)
+    }
+
+    /// Bind `listen` and serve the page in the background: the desk, the
+    /// address it is served at, and the task serving it.
+    pub async fn serve(
+        config: &ApprovalConfig,
+        ttl: Duration,
+    ) -> Result<(Arc<Self>, SocketAddr, tokio::task::AbortHandle), String> {
+        let listen = config.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| format!("[approval] cannot listen on {listen}: {e}"))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| format!("[approval] {listen}: {e}"))?;
+        let base = config
+            .url
+            .clone()
+            .unwrap_or_else(|| format!("http://{local}"));
+        let mut hosts = vec![local.to_string(), format!("localhost:{}", local.port())];
+        if let Some(host) = base
+            .split("://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+        {
+            hosts.push(host.to_owned());
+        }
+        let desk = Arc::new(Self::new(base, hosts, ttl));
+        let app = desk.clone().router();
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "approval page stopped");
+            }
+        });
+        Ok((desk, local, task.abort_handle()))
+    }
+
+    /// Whether a request is for this page (its `Host`), and for a decision,
+    /// from the page itself (`Origin`, `Sec-Fetch-Site`).
+    fn refuse(&self, headers: &HeaderMap, deciding: bool) -> Option<Response> {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            return Some(plain(StatusCode::MISDIRECTED_REQUEST, "unknown host"));
+        }
+        if deciding {
+            let origin_ok = headers
+                .get(header::ORIGIN)
+                .and_then(|o| o.to_str().ok())
+                .is_none_or(|o| {
+                    o.eq_ignore_ascii_case(&self.base)
+                        || self
+                            .hosts
+                            .iter()
+                            .any(|h| o.eq_ignore_ascii_case(&format!("http://{h}")))
+                });
+            let site_ok = headers
+                .get("sec-fetch-site")
+                .and_then(|s| s.to_str().ok())
+                .is_none_or(|s| s == "same-origin" || s == "none");
+            if !origin_ok || !site_ok {
+                return Some(plain(StatusCode::FORBIDDEN, "cross-site request refused"));
+            }
+        }
+        None
+    }
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response {
+    (status, secured(), text).into_response()
+}
+
+/// Headers every answer carries: nothing runs, loads or frames it.
+fn secured() -> [(header::HeaderName, HeaderValue); 5] {
+    [
+        (
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(
+                "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+            ),
+        ),
+        (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        (
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("same-origin"),
+        ),
+        (
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ),
+    ]
+}
+
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font:15px/1.4 system-ui,sans-serif;max-width:50rem;margin:2rem auto;padding:0 1rem;color:#111}\
+pre{white-space:pre-wrap;background:#f4f4f4;padding:.75rem;border-radius:4px}\
+section{border:1px solid #ccc;border-radius:6px;padding:0 1rem 1rem;margin:1rem 0}\
+button{font-size:1rem;padding:.4rem 1.2rem;margin-right:.5rem}\
+.approve{background:#1a7f37;color:#fff;border:0}.deny{background:#cf222e;color:#fff;border:0}";
+
+fn html(title: &str, body: &str) -> Response {
+    let page = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{}</title><style>{STYLE}</style></head><body>{body}</body></html>",
+        escape(title)
+    );
+    (
+        StatusCode::OK,
+        secured(),
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        )],
+        page,
+    )
+        .into_response()
+}
+
+fn section(desk: &ApprovalDesk, id: &str, e: &Entry) -> String {
+    let caller = e.caller.as_deref().unwrap_or("(no verified caller)");
+    let controls = match e.status {
+        Status::Waiting => format!(
+            "<form method=\"post\" action=\"/approvals/{id}\"><input type=\"hidden\" name=\"token\" value=\"{}\"><button class=\"approve\" name=\"decision\" value=\"approve\" id=\"approve-{id}\">Approve</button><button class=\"deny\" name=\"decision\" value=\"deny\" id=\"deny-{id}\">Deny</button></form>",
+            desk.token
+        ),
+        Status::Approved => {
+            "<p><strong>Approved.</strong> The next identical call goes through.</p>".to_owned()
+        }
+        Status::Denied => {
+            "<p><strong>Denied.</strong> The next identical call is refused.</p>".to_owned()
+        }
+    };
+    format!(
+        "<section id=\"call-{id}\"><h2>{} <small>on {}</small></h2><p>Caller: {}. Asked {} s ago.</p><pre>{}</pre>{controls}</section>",
+        escape(&e.tool),
+        escape(&e.server),
+        escape(caller),
+        e.opened.elapsed().as_secs(),
+        escape(&e.question)
+    )
+}
+
+async fn list(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = desk.refuse(&headers, false) {
+        return refused;
+    }
+    let entries = desk.lock();
+    let mut ids: Vec<(&String, &Entry)> = entries.iter().collect();
+    ids.sort_by_key(|(_, e)| e.opened);
+    let body: String = ids.iter().map(|(id, e)| section(&desk, id, e)).collect();
+    let body = if body.is_empty() {
+        "<p>No calls are waiting for approval.</p>".to_owned()
+    } else {
+        body
+    };
+    html(
+        "toolgate: calls waiting for approval",
+        &format!("<h1>Calls waiting for approval</h1>{body}"),
+    )
+}
+
+async fn one(
+    State(desk): State<Arc<ApprovalDesk>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = desk.refuse(&headers, false) {
+        return refused;
+    }
+    let entries = desk.lock();
+    match entries.get(&id) {
+        Some(e) => html(
+            "toolgate: approve this call?",
+            &format!(
+                "<h1>Approve this call?</h1>{}<p><a href=\"/approvals\">All waiting calls</a></p>",
+                section(&desk, &id, e)
+            ),
+        ),
+        None => html(
+            "toolgate: no such call",
+            "<h1>No such call</h1><p>It was decided, or it expired. <a href=\"/approvals\">All waiting calls</a></p>",
+        ),
+    }
+}
+
+#[derive(Deserialize)]
+struct Decision {
+    token: String,
+    decision: String,
+}
+
+async fn decide(
+    State(desk): State<Arc<ApprovalDesk>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Form(form): Form<Decision>,
+) -> Response {
+    if let Some(refused) = desk.refuse(&headers, true) {
+        return refused;
+    }
+    if form.token != desk.token {
+        return plain(
+            StatusCode::FORBIDDEN,
+            "this form is stale or forged: reload the page",
+        );
+    }
+    let approve = match form.decision.as_str() {
+        "approve" => true,
+        "deny" => false,
+        _ => return plain(StatusCode::BAD_REQUEST, "decision is approve or deny"),
+    };
+    if !desk.decide(&id, approve) {
+        return plain(
+            StatusCode::CONFLICT,
+            "this call was already decided, or expired",
+        );
+    }
+    (
+        StatusCode::SEE_OTHER,
+        secured(),
+        [(header::LOCATION, format!("/approvals/{id}"))],
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desk() -> ApprovalDesk {
+        ApprovalDesk::new(
+            "http://127.0.0.1:9".into(),
+            vec!["127.0.0.1:9".into()],
+            Duration::from_secs(60),
+        )
+    }
+
+    #[test]
+    fn an_approval_is_taken_once_and_only_by_the_same_call() {
+        let d = desk();
+        let a = d.open(Some("alice"), "t", "s", "d1", "q");
+        let again = d.open(Some("alice"), "t", "s", "d1", "q");
+        assert_eq!(a.id, again.id, "one pending entry per call");
+        assert_eq!(a.url, format!("http://127.0.0.1:9/approvals/{}", a.id));
+        assert_eq!(d.take(Some("alice"), "t", "d1"), None, "still waiting");
+        assert!(d.decide(&a.id, true));
+        assert!(!d.decide(&a.id, false), "decided once");
+        assert_eq!(d.take(Some("bob"), "t", "d1"), None);
+        assert_eq!(d.take(Some("alice"), "t", "d2"), None);
+        assert_eq!(d.take(Some("alice"), "t", "d1"), Some(Status::Approved));
+        assert_eq!(d.take(Some("alice"), "t", "d1"), None, "spent");
+        let b = d.open(None, "t", "s", "d1", "q");
+        assert!(d.decide(&b.id, false));
+        assert_eq!(d.take(None, "t", "d1"), Some(Status::Denied));
+    }
+
+    #[test]
+    fn text_from_servers_is_escaped_in_the_page() {
+        assert_eq!(
+            escape("<script>alert('x')</script>&\""),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;"
+        );
+    }
+}
