@@ -10,9 +10,20 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// What a server said about caching one of its lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListHints {
+    /// The smallest `ttlMs` of its pages (absent or negative is zero).
+    pub ttl: Duration,
+    /// Some page was `cacheScope: "private"`.
+    pub private: bool,
+}
+
 struct Entry {
     received: Instant,
     ttl: Duration,
+    /// `ttlMs` as the server sent it (`ttl` drops to zero on invalidation).
+    sent_ttl: Duration,
     private_to: Option<String>,
     page: Value,
 }
@@ -57,6 +68,7 @@ impl PageCache {
             Entry {
                 received: Instant::now(),
                 ttl: Duration::from_millis(u64::try_from(ttl).unwrap_or(0)),
+                sent_ttl: Duration::from_millis(u64::try_from(ttl).unwrap_or(0)),
                 private_to: private.then(|| auth.to_owned()),
                 page: page.clone(),
             },
@@ -71,6 +83,24 @@ impl PageCache {
                 entry.ttl = Duration::ZERO;
             }
         }
+    }
+
+    /// The caching hints of the pages of `method` held now: the smallest
+    /// `ttlMs` the server sent and whether any page was private.
+    pub(crate) fn hints(&self, method: &str) -> Option<ListHints> {
+        let mut hints: Option<ListHints> = None;
+        for ((m, _), e) in &self.entries {
+            if m != method {
+                continue;
+            }
+            let h = hints.get_or_insert(ListHints {
+                ttl: e.sent_ttl,
+                private: false,
+            });
+            h.ttl = h.ttl.min(e.sent_ttl);
+            h.private |= e.private_to.is_some();
+        }
+        hints
     }
 
     /// Drop every page of `method` (a cursor went invalid: start over).
@@ -132,5 +162,32 @@ mod tests {
         );
         c.discard("tools/list");
         assert!(matches!(c.get("tools/list", None, ""), Lookup::Missing));
+    }
+
+    #[test]
+    fn hints_are_the_strictest_pages_and_survive_invalidation() {
+        let mut c = PageCache::default();
+        assert_eq!(c.hints("tools/list"), None);
+        c.put(
+            "tools/list",
+            None,
+            "",
+            &json!({"ttlMs": 60_000, "cacheScope": "public"}),
+        );
+        c.put(
+            "tools/list",
+            Some("p2"),
+            "",
+            &json!({"ttlMs": 20_000, "cacheScope": "private"}),
+        );
+        c.put("prompts/list", None, "", &json!({"ttlMs": 1}));
+        c.invalidate("tools/list");
+        assert_eq!(
+            c.hints("tools/list"),
+            Some(ListHints {
+                ttl: Duration::from_secs(20),
+                private: true
+            })
+        );
     }
 }

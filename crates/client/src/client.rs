@@ -710,6 +710,14 @@ impl Client {
         ))
     }
 
+    /// The caching hints of the last listing of `method` (`tools/list`,
+    /// …): the smallest `ttlMs` of its pages and whether any was private.
+    /// `None` before the first listing. A gateway derives its own hints
+    /// from its upstreams' this way.
+    pub fn list_hints(&self, method: &str) -> Option<crate::cache::ListHints> {
+        lock(&self.inner.cache).hints(method)
+    }
+
     /// Mark cached pages of `method` stale (e.g. after
     /// `notifications/tools/list_changed`): the next listing re-fetches, and
     /// falls back to them only if that fails.

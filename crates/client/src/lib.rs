@@ -34,6 +34,7 @@ mod tls;
 pub mod transport;
 mod watch;
 
+pub use cache::ListHints;
 pub use client::{
     CallOptions, CallRound, Client, ClientBuilder, LogFn, ProgressFn, Round, RoundInput,
 };

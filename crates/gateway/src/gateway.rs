@@ -55,6 +55,14 @@ fn sync<T: Clone + PartialEq>(
     }
 }
 
+/// The lists whose caching hints the gateway passes on.
+const LISTS: [&str; 4] = [
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+];
+
 /// Seconds an approval question stays answerable, by default.
 const DEFAULT_STATE_TTL: u64 = 300;
 
@@ -319,6 +327,7 @@ impl Gateway {
                 gateway.refresh_others(i).await;
             }
         }
+        gateway.publish_hints();
         gateway.supervise();
         Ok(gateway)
     }
@@ -500,6 +509,24 @@ impl Gateway {
             }
         }
         self.refresh_others(i).await;
+        self.publish_hints();
+    }
+
+    /// List results promise no more than the upstreams do: `ttlMs` is the
+    /// smallest of theirs (and of the gateway's own), `cacheScope` private
+    /// if any of theirs is.
+    fn publish_hints(&self) {
+        let mut ttl = self.server.config().list_ttl;
+        let mut private = false;
+        for client in self.upstreams.iter().filter_map(|u| u.current()) {
+            for method in LISTS {
+                if let Some(h) = client.list_hints(method) {
+                    ttl = ttl.min(h.ttl);
+                    private |= h.private;
+                }
+            }
+        }
+        self.server.set_list_hints(ttl, private);
     }
 
     /// Make upstream `i`'s offered tools exactly `tools` (less those its

@@ -150,6 +150,11 @@ impl Upstream {
         *lock(&self.on_start) = hook;
     }
 
+    /// The connection, if one is up (never starts one).
+    pub fn current(&self) -> Option<Client> {
+        lock(&self.link).client.clone()
+    }
+
     /// Whether a connection is up.
     pub fn is_connected(&self) -> bool {
         lock(&self.link).client.is_some()

@@ -473,3 +473,54 @@ async fn the_callers_capabilities_reach_the_upstream() {
     assert_eq!(greeting.content[0].as_text(), Some("hello, friend"));
     gateway.stop();
 }
+
+#[tokio::test]
+async fn list_hints_promise_no_more_than_the_strictest_upstream() {
+    let raw_list = |c: Client| async move {
+        c.request("tools/list", Map::new(), &CallOptions::default())
+            .await
+            .unwrap()
+    };
+    // One toolgate upstream that caches for 20 s: the gateway says 20 s.
+    let brief = toolgate_server::Server::builder("brief", "1")
+        .config(toolgate_server::ServerConfig {
+            list_ttl: Duration::from_secs(20),
+            ..Default::default()
+        })
+        .tool(ToolDef::new("now").description("Says now.").handler(
+            |_: toolgate_server::NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("now") },
+        ))
+        .build()
+        .unwrap();
+    let url = serve(brief).await;
+    let gateway = Gateway::start(
+        config(&format!("[servers.brief]\nurl = \"{url}\"\n")),
+        GatewayOptions::default(),
+    )
+    .await
+    .unwrap();
+    let page = raw_list(downstream(&gateway).await).await;
+    assert_eq!(page["ttlMs"], 20_000, "{page}");
+    assert_eq!(page["cacheScope"], "public");
+    gateway.stop();
+
+    // Add an upstream whose list is private for 5 s: both hints follow it.
+    let private = BROKEN.replace(
+        r#""ttlMs":0,"cacheScope":"public""#,
+        r#""ttlMs":5000,"cacheScope":"private""#,
+    );
+    assert_ne!(private, BROKEN);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let shop_url = serve(shop(calls, "Orders an item.")).await;
+    let toml = format!(
+        "[servers.shop]\nurl = \"{shop_url}\"\n[servers.mine]\ncommand = \"/bin/sh\"\nargs = [\"-c\", {}]\n",
+        toml_string(&private)
+    );
+    let gateway = Gateway::start(config(&toml), GatewayOptions::default())
+        .await
+        .unwrap();
+    let page = raw_list(downstream(&gateway).await).await;
+    assert_eq!(page["ttlMs"], 5_000, "{page}");
+    assert_eq!(page["cacheScope"], "private");
+    gateway.stop();
+}

@@ -457,3 +457,92 @@ async fn an_upstream_budget_is_shared_by_all_callers_and_spent_only_on_forwarded
     );
     gateway.stop();
 }
+
+/// One line-delimited JSON-RPC exchange with a server over an in-memory
+/// stdio pipe.
+struct Pipe {
+    to_server: tokio::io::DuplexStream,
+    from_server: tokio::io::Lines<tokio::io::BufReader<tokio::io::DuplexStream>>,
+}
+
+impl Pipe {
+    fn start(server: toolgate_server::Server) -> Pipe {
+        use tokio::io::AsyncBufReadExt as _;
+        let (client_in, server_out) = tokio::io::duplex(1 << 16);
+        let (server_in, client_out) = tokio::io::duplex(1 << 16);
+        tokio::spawn(toolgate_server::transport::stdio::serve_stream(
+            server, server_in, server_out,
+        ));
+        Pipe {
+            to_server: client_out,
+            from_server: tokio::io::BufReader::new(client_in).lines(),
+        }
+    }
+
+    async fn send(&mut self, message: Value) {
+        use tokio::io::AsyncWriteExt as _;
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        self.to_server.write_all(&line).await.unwrap();
+    }
+
+    async fn recv(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), self.from_server.next_line())
+            .await
+            .expect("an answer within 10 s")
+            .unwrap()
+            .expect("the stream goes on");
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_legacy_session_is_asked_the_same_question_as_an_elicitation_request() {
+    let (gateway, calls) = gateway("").await;
+    let mut p = Pipe::start(gateway.server());
+    p.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "legacy-host", "version": "1"}}}),
+    )
+    .await;
+    assert_eq!(p.recv().await["result"]["protocolVersion"], "2025-11-25");
+    p.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    for (id, answer, ran) in [
+        (
+            2,
+            json!({"action": "accept", "content": {"approve": true}}),
+            true,
+        ),
+        (3, json!({"action": "decline"}), false),
+    ] {
+        p.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "shop.order", "arguments": {"sku": "SKU-0009"}}}))
+            .await;
+        let ask = p.recv().await;
+        assert_eq!(ask["method"], "elicitation/create", "{ask}");
+        let message = ask["params"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("Approve this tool call?") && message.contains("SKU-0009"),
+            "{message}"
+        );
+        assert_eq!(
+            ask["params"]["requestedSchema"]["properties"]["approve"]["type"],
+            "boolean"
+        );
+        p.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": answer}))
+            .await;
+        let done = p.recv().await;
+        assert_eq!(done["id"], id);
+        let text = done["result"]["content"][0]["text"].as_str().unwrap();
+        if ran {
+            assert_eq!(text, "ordered SKU-0009");
+        } else {
+            assert_eq!(done["result"]["isError"], true);
+            assert!(text.contains("declined"), "{text}");
+        }
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    gateway.stop();
+}

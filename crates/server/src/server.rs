@@ -178,6 +178,11 @@ pub(crate) struct Inner {
     pub(crate) unlisted_answer: Option<UnlistedAnswer>,
     /// Where tool calls are recorded.
     pub(crate) call_log: Option<Arc<dyn crate::CallLog>>,
+    /// `ttlMs` of list results now, in milliseconds (from
+    /// `config.list_ttl`, or [`Server::set_list_hints`]).
+    pub(crate) list_ttl_ms: std::sync::atomic::AtomicU64,
+    /// Every list result says `cacheScope: "private"`.
+    pub(crate) lists_private: std::sync::atomic::AtomicBool,
 }
 
 fn stamp_tail(result_meta: &Meta) -> Vec<u8> {
@@ -255,6 +260,17 @@ impl Server {
             state_key: None,
             retired_state_keys: Vec::new(),
         }
+    }
+
+    /// Change the caching hints of every list result from now on: `ttlMs`
+    /// and, when `private`, `cacheScope: "private"` (else public unless a
+    /// list depends on the caller). A gateway passes on its upstreams'
+    /// strictest hints this way.
+    pub fn set_list_hints(&self, ttl: Duration, private: bool) {
+        use std::sync::atomic::Ordering;
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        self.inner.list_ttl_ms.store(ms, Ordering::Relaxed);
+        self.inner.lists_private.store(private, Ordering::Relaxed);
     }
 
     /// Register a tool on the running server; open `subscriptions/listen`
@@ -534,6 +550,7 @@ impl ServerBuilder {
         )
         .map_err(RegistrationError::Config)?;
         let bus = ChangeBus::default();
+        let list_ttl_ms = u64::try_from(self.config.list_ttl.as_millis()).unwrap_or(u64::MAX);
         let mut result_meta = Map::new();
         result_meta.insert(
             SERVER_INFO.into(),
@@ -565,6 +582,8 @@ impl ServerBuilder {
             result_meta,
             unlisted_answer: self.unlisted_answer,
             call_log: self.call_log,
+            list_ttl_ms: std::sync::atomic::AtomicU64::new(list_ttl_ms),
+            lists_private: std::sync::atomic::AtomicBool::new(false),
         };
         let server = Server {
             inner: Arc::new(inner),

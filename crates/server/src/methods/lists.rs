@@ -4,7 +4,6 @@ use serde::Deserialize;
 use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::types::CacheScope;
 
-use super::discover::millis;
 use super::{Failure, params};
 use crate::Server;
 use crate::dispatch::TransportContext;
@@ -116,8 +115,13 @@ fn render_page(
         let _ = serde_json::to_writer(&mut out, cursor);
     }
     out.extend_from_slice(b",\"ttlMs\":");
-    let _ = serde_json::to_writer(&mut out, &millis(inner.config.list_ttl));
+    let ttl = inner.list_ttl_ms.load(std::sync::atomic::Ordering::Relaxed);
+    let _ = serde_json::to_writer(&mut out, &ttl);
     out.extend_from_slice(b",\"cacheScope\":");
+    let private = private
+        || inner
+            .lists_private
+            .load(std::sync::atomic::Ordering::Relaxed);
     let scope = if private {
         CacheScope::Private
     } else {
