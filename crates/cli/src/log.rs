@@ -13,25 +13,36 @@ use crate::term::one_line;
 use crate::{errln, exit, outln};
 
 /// What `toolgate log` was asked.
+#[derive(clap::Args)]
 pub struct LogArgs {
-    /// The database; default: the one `toolgate.toml` names, else
-    /// `toolgate-audit.db`.
+    /// The audit database (default: `[audit] path` of the config file,
+    /// else toolgate-audit.db).
+    #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
-    /// The configuration whose `[audit] path` to read.
+    /// The gateway configuration whose audit store to read (default
+    /// toolgate.toml when it exists).
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Only rows this recent (`90s`, `15m`, `2h`, `7d`).
+    /// Only calls this recent: 90s, 15m, 2h, 7d.
+    #[arg(long, value_name = "DURATION")]
     pub since: Option<String>,
-    /// A glob on the tool name.
+    /// Only tools matching this glob (gateway names, e.g. 'basket.*').
+    #[arg(long, value_name = "GLOB")]
     pub tool: Option<String>,
-    /// The caller's subject.
+    /// Only this caller (its verified subject).
+    #[arg(long, value_name = "SUBJECT")]
     pub caller: Option<String>,
-    /// `allow`, `confirm` or `deny`.
+    /// Only this policy decision.
+    #[arg(long, value_parser = ["allow", "confirm", "deny"])]
     pub decision: Option<String>,
-    /// The newest N rows.
+    /// At most this many (the newest).
+    #[arg(long, default_value_t = 100)]
     pub limit: usize,
-    /// JSON lines.
+    /// One JSON object per line.
+    #[arg(long)]
     pub json: bool,
-    /// Keep printing new rows.
+    /// Keep printing new calls as they are recorded.
+    #[arg(long, short)]
     pub follow: bool,
 }
 

@@ -255,37 +255,7 @@ Examples:
   toolgate log --since 1h --decision confirm
   toolgate log --db /var/lib/toolgate/audit.db --tool 'basket.*' --json
   toolgate log --follow")]
-    Log {
-        /// The audit database (default: `[audit] path` of the config file,
-        /// else toolgate-audit.db).
-        #[arg(long, value_name = "FILE")]
-        db: Option<PathBuf>,
-        /// The gateway configuration whose audit store to read (default
-        /// toolgate.toml when it exists).
-        #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
-        /// Only calls this recent: 90s, 15m, 2h, 7d.
-        #[arg(long, value_name = "DURATION")]
-        since: Option<String>,
-        /// Only tools matching this glob (gateway names, e.g. 'basket.*').
-        #[arg(long, value_name = "GLOB")]
-        tool: Option<String>,
-        /// Only this caller (its verified subject).
-        #[arg(long, value_name = "SUBJECT")]
-        caller: Option<String>,
-        /// Only this policy decision.
-        #[arg(long, value_parser = ["allow", "confirm", "deny"])]
-        decision: Option<String>,
-        /// At most this many (the newest).
-        #[arg(long, default_value_t = 100)]
-        limit: usize,
-        /// One JSON object per line.
-        #[arg(long)]
-        json: bool,
-        /// Keep printing new calls as they are recorded.
-        #[arg(long, short)]
-        follow: bool,
-    },
+    Log(log::LogArgs),
     /// Encode or decode an Mcp-Name / Mcp-Param-* header value.
     #[command(after_help = "\
 Examples:
@@ -461,30 +431,7 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             })
             .await
         }
-        Command::Log {
-            db,
-            config,
-            since,
-            tool,
-            caller,
-            decision,
-            limit,
-            json,
-            follow,
-        } => {
-            log::log(log::LogArgs {
-                db,
-                config,
-                since,
-                tool,
-                caller,
-                decision,
-                limit,
-                json,
-                follow,
-            })
-            .await
-        }
+        Command::Log(args) => log::log(args).await,
         Command::Header {
             action: HeaderAction::Encode { value },
         } => {

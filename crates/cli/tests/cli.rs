@@ -550,6 +550,20 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
     assert_eq!(last["confirmation"], "approved");
     assert_eq!(last["status"], "tool_error");
     assert_eq!(rows[rows.len() - 2]["confirmation"], "asked");
+    // `log --follow` prints what is there, then each new row as it lands.
+    let mut follow = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["log", "--follow", "--json"])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut followed =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(follow.stdout.take().unwrap()));
+    for _ in 0..rows.len() {
+        followed.next_line().await.unwrap().unwrap();
+    }
     // Declining is the default for a script: the gateway forwards nothing
     // and says so (a tool error: exit 1).
     let r = toolgate_in(
@@ -572,6 +586,19 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
         "{}",
         r.stderr
     );
+    let next = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let line = followed.next_line().await.unwrap().unwrap();
+            let row: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if row["confirmation"] == "declined" {
+                return row;
+            }
+        }
+    })
+    .await
+    .expect("the followed log shows the declined call");
+    assert_eq!(next["tool"], "shop.fail");
+    follow.kill().await.unwrap();
     let r = toolgate_in(&dir, &["log", "--decision", "confirm", "--limit", "1"], &[]).await;
     assert!(r.stdout.contains("shop.fail"), "{}", r.stdout);
     assert!(r.stdout.contains("declined"), "{}", r.stdout);

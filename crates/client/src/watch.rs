@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
 use crate::Client;
@@ -65,6 +66,26 @@ impl Client {
                         }
                     }
                     Err(e) => tracing::debug!(error = %e, "could not open subscriptions/listen"),
+                }
+                if client.is_legacy().await.unwrap_or(false)
+                    && let Some(mut session) = client.transport().session_notifications()
+                {
+                    // A legacy server has no listen stream: it announces
+                    // changes on its session, unasked.
+                    client.forget_tools();
+                    on_change();
+                    loop {
+                        match session.recv().await {
+                            Ok(n) if n["method"] == "notifications/tools/list_changed" => {}
+                            Ok(_) => continue,
+                            // Missed some: one of them may have been a change.
+                            Err(RecvError::Lagged(_)) => {}
+                            Err(RecvError::Closed) => break,
+                        }
+                        tracing::debug!("tool list changed; cache invalidated");
+                        client.forget_tools();
+                        on_change();
+                    }
                 }
                 client.forget_tools();
                 on_change();

@@ -58,37 +58,6 @@ impl fmt::Display for Action {
     }
 }
 
-/// An effect class of the audit crate, as rules name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum EffectName {
-    /// Reads data.
-    Read,
-    /// Creates or changes data.
-    Write,
-    /// Removes data.
-    Delete,
-    /// Sends something to someone.
-    Send,
-    /// Spends money.
-    Spend,
-    /// Runs code or commands.
-    Execute,
-}
-
-impl EffectName {
-    fn effect(self) -> Effect {
-        match self {
-            EffectName::Read => Effect::Read,
-            EffectName::Write => Effect::Write,
-            EffectName::Delete => Effect::Delete,
-            EffectName::Send => Effect::Send,
-            EffectName::Spend => Effect::Spend,
-            EffectName::Execute => Effect::Execute,
-        }
-    }
-}
-
 /// `[policy]`.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -113,7 +82,7 @@ pub struct RuleConfig {
     /// Effect classes the audit crate finds in the tool's name and
     /// description; any of them.
     #[serde(default)]
-    pub effects: Vec<EffectName>,
+    pub effects: Vec<Effect>,
     /// Globs on the caller's verified subject; any of them. A caller
     /// without a subject matches none.
     #[serde(default)]
@@ -225,7 +194,7 @@ impl Policy {
         for (i, rule) in config.rules.iter().enumerate() {
             rules.push(Rule {
                 tools: compile(i, &rule.tools)?,
-                effects: rule.effects.iter().map(|e| e.effect()).collect(),
+                effects: rule.effects.clone(),
                 subjects: compile(i, &rule.subjects)?,
                 scopes: rule.scopes.clone(),
                 action: rule.action,

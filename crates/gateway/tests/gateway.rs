@@ -524,3 +524,45 @@ async fn list_hints_promise_no_more_than_the_strictest_upstream() {
     assert_eq!(page["cacheScope"], "private");
     gateway.stop();
 }
+
+/// A legacy (2025-11-25) stdio server in shell: `grow` adds the tool
+/// `sprout` and says so with an unsolicited
+/// `notifications/tools/list_changed`, as legacy servers do; `listens`
+/// says how often it was sent `subscriptions/listen` (which it lacks).
+const LEGACY: &str = r#"n=1; l=0; while read line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); case "$line" in *server/discover*) printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}\n' "$id";; *subscriptions/listen*) l=$((l+1)); printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}\n' "$id";; *'"initialize"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"old","version":"1"}}}\n' "$id";; *tools/list*) if [ $n = 1 ]; then t='{"name":"grow","inputSchema":{"type":"object"}},{"name":"listens","inputSchema":{"type":"object"}}'; else t='{"name":"grow","inputSchema":{"type":"object"}},{"name":"listens","inputSchema":{"type":"object"}},{"name":"sprout","inputSchema":{"type":"object"}}'; fi; printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[%s]}}\n' "$id" "$t";; *'"name":"listens"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}\n' "$id" "$l";; *tools/call*) n=2; printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"grown"}]}}\n' "$id"; printf '{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n';; *) [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}\n' "$id";; esac; done"#;
+
+#[tokio::test]
+async fn a_legacy_upstreams_list_change_reaches_downstream_listeners() {
+    let toml = format!(
+        "[servers.old]\ncommand = \"/bin/sh\"\nargs = [\"-c\", {}]\n",
+        toml_string(LEGACY)
+    );
+    let gateway = Gateway::start(config(&toml), GatewayOptions::default())
+        .await
+        .unwrap();
+    let c = downstream(&gateway).await;
+    let (tx, mut changed) = tokio::sync::mpsc::unbounded_channel();
+    let _watch = c.watch_tools_with(move || {
+        let _ = tx.send(());
+    });
+    let seen = listed_until(&c, &mut changed, |names| !names.is_empty()).await;
+    assert_eq!(seen, ["old.grow", "old.listens"]);
+    let grown = c
+        .call_tool("old.grow", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(grown.content[0].as_text(), Some("grown"));
+    let seen = listed_until(&c, &mut changed, |names| {
+        names.iter().any(|n| n == "old.sprout")
+    })
+    .await;
+    assert_eq!(seen, ["old.grow", "old.listens", "old.sprout"]);
+    // The change was heard, not found by polling: the gateway tried the
+    // listen stream once, then followed the session's notifications.
+    let listens = c
+        .call_tool("old.listens", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(listens.content[0].as_text(), Some("1"));
+    gateway.stop();
+}

@@ -117,6 +117,12 @@ pub trait Transport: Send + Sync + 'static {
     fn notify(&self, body: Vec<u8>, legacy: Option<String>) -> NotifyFuture<'_>;
     /// Where requests from a legacy server go.
     fn on_server_request(&self, _handler: ServerRequestHandler) {}
+    /// Notifications the server sent outside any request (a legacy
+    /// session's `notifications/tools/list_changed`): each to every
+    /// receiver. `None` when the transport carries none.
+    fn session_notifications(&self) -> Option<tokio::sync::broadcast::Receiver<serde_json::Value>> {
+        None
+    }
     /// The legacy handshake completed with `version` (HTTP opens the
     /// session's stream for server-initiated messages, and resolves once
     /// the server accepted or refused it).

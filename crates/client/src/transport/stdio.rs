@@ -125,6 +125,10 @@ impl StderrTail {
     }
 }
 
+/// Session notifications kept for a follower that fell behind (it then
+/// learns it missed some, and re-lists).
+const SESSION_NOTIFICATIONS: usize = 64;
+
 /// The stdio transport.
 pub struct StdioTransport {
     writer: mpsc::Sender<Vec<u8>>,
@@ -132,6 +136,7 @@ pub struct StdioTransport {
     exited: Arc<Mutex<Option<String>>>,
     requests: Arc<Mutex<Option<ServerRequestHandler>>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    session: tokio::sync::broadcast::Sender<Value>,
     _child: Arc<tokio::sync::Mutex<Child>>,
     _group: Group,
 }
@@ -228,6 +233,7 @@ impl StdioTransport {
         let exited = Arc::new(Mutex::new(None));
         let child = Arc::new(tokio::sync::Mutex::new(child));
         let requests: Arc<Mutex<Option<ServerRequestHandler>>> = Arc::default();
+        let (session, _) = tokio::sync::broadcast::channel(SESSION_NOTIFICATIONS);
         tokio::spawn(read_loop(
             Reader {
                 stdout,
@@ -237,6 +243,7 @@ impl StdioTransport {
                 requests: requests.clone(),
                 writer: writer.clone(),
                 program: command.program.clone(),
+                session: session.clone(),
             },
             limits,
         ));
@@ -246,6 +253,7 @@ impl StdioTransport {
             exited,
             requests,
             stderr_tail,
+            session,
             _child: child,
             _group: group,
         })
@@ -298,6 +306,7 @@ struct Reader {
     requests: Arc<Mutex<Option<ServerRequestHandler>>>,
     writer: mpsc::Sender<Vec<u8>>,
     program: String,
+    session: tokio::sync::broadcast::Sender<Value>,
 }
 
 async fn read_loop(reader: Reader, limits: Limits) {
@@ -309,6 +318,7 @@ async fn read_loop(reader: Reader, limits: Limits) {
         requests,
         writer,
         program,
+        session,
     } = reader;
     let mut lines = BoundedLines::new(stdout, limits.max_message_bytes);
     let answering = Arc::new(tokio::sync::Semaphore::new(
@@ -414,6 +424,11 @@ async fn read_loop(reader: Reader, limits: Limits) {
                     None => tracing::debug!(%id, "a message for a request no longer pending"),
                 }
             }
+            // A notification of the session (a legacy server's list
+            // changes): to whoever follows them; nobody may.
+            None if value.get("method").is_some() => {
+                let _ = session.send(value);
+            }
             None => tracing::debug!(message = %value, "an unrouted message from the server"),
         }
     }
@@ -434,6 +449,10 @@ async fn read_loop(reader: Reader, limits: Limits) {
 impl Transport for StdioTransport {
     fn kind(&self) -> TransportKind {
         TransportKind::Stdio
+    }
+
+    fn session_notifications(&self) -> Option<tokio::sync::broadcast::Receiver<Value>> {
+        Some(self.session.subscribe())
     }
 
     fn notify(&self, body: Vec<u8>, _legacy: Option<String>) -> NotifyFuture<'_> {

@@ -1,13 +1,16 @@
 //! Effects: what a tool looks like it does, compared with what it claims.
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::Subject;
 use crate::Finding;
 use crate::text::words;
 
 /// A kind of effect a tool can have.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Effect {
     /// Reads data.

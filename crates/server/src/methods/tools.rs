@@ -69,16 +69,8 @@ pub(super) fn call(
             return Err((req.id, error));
         }
         if let Some(text) = server.inner.unlisted_answer.as_ref().and_then(|f| f(&name)) {
-            let result = CallToolResult::error(text);
-            let frame = server.result_frame(&req.id, &result);
-            let audit = Audit::start(server, &name, &Value::Object(args), transport);
-            return Ok(recorded(
-                server,
-                &req.id,
-                frame,
-                audit,
-                CallOutcome::Withheld,
-            ));
+            let refused = Refused { name, args, text };
+            return Ok(refused.answer(server, &req.id, transport, CallOutcome::Withheld));
         }
         return Err((
             req.id,
@@ -88,16 +80,8 @@ pub(super) fn call(
     if let Some(limiter) = &tool.limiter {
         let caller = transport.auth.as_ref().and_then(|a| a.subject());
         if let Err(text) = limiter.check(&tool.tool.name, caller) {
-            let result = CallToolResult::error(text);
-            let frame = server.result_frame(&req.id, &result);
-            let audit = Audit::start(server, &name, &Value::Object(args), transport);
-            return Ok(recorded(
-                server,
-                &req.id,
-                frame,
-                audit,
-                CallOutcome::RateLimited,
-            ));
+            let refused = Refused { name, args, text };
+            return Ok(refused.answer(server, &req.id, transport, CallOutcome::RateLimited));
         }
     }
     if let Some(headers) = &transport.http_headers {
@@ -240,6 +224,28 @@ async fn run(
             error_frame(Some(id), RpcError::internal()),
             CallOutcome::Failed,
         ),
+    }
+}
+
+/// A call refused before its arguments were bound: its tool error.
+struct Refused {
+    name: String,
+    args: Map<String, Value>,
+    text: String,
+}
+
+impl Refused {
+    /// The tool error, sent once the call is recorded (with a call log).
+    fn answer(
+        self,
+        server: &Server,
+        id: &RequestId,
+        transport: &TransportContext,
+        outcome: CallOutcome,
+    ) -> Reply {
+        let frame = server.result_frame(id, &CallToolResult::error(self.text));
+        let audit = Audit::start(server, &self.name, &Value::Object(self.args), transport);
+        recorded(server, id, frame, audit, outcome)
     }
 }
 

@@ -78,6 +78,8 @@ struct Shared {
     /// Legacy requests still waiting on a stream, by id: a server may
     /// deliver their response on the session's standalone stream instead.
     waiting: Mutex<HashMap<String, mpsc::Sender<Result<Inbound, ClientError>>>>,
+    /// Notifications on the legacy session's standalone stream.
+    notes: tokio::sync::broadcast::Sender<Value>,
 }
 
 /// Forgets a waiting request when its reader ends.
@@ -118,6 +120,7 @@ impl HttpTransport {
                 session: Mutex::new(None),
                 requests: Mutex::new(None),
                 waiting: Mutex::new(HashMap::new()),
+                notes: tokio::sync::broadcast::channel(64).0,
             }),
             stop: CancellationToken::new(),
         })
@@ -131,6 +134,10 @@ impl Transport for HttpTransport {
 
     fn on_server_request(&self, handler: ServerRequestHandler) {
         *lock(&self.shared.requests) = Some(handler);
+    }
+
+    fn session_notifications(&self) -> Option<tokio::sync::broadcast::Receiver<Value>> {
+        Some(self.shared.notes.subscribe())
     }
 
     fn legacy_session_started(&self, version: &str) -> super::NotifyFuture<'_> {
@@ -560,7 +567,8 @@ async fn standalone(
                             shared.answer(request, Some(version.clone())).await
                         }
                         Ok(Message::Notification(n)) => {
-                            tracing::debug!(method = ?n.get("method"), "server notification")
+                            tracing::debug!(method = ?n.get("method"), "server notification");
+                            let _ = shared.notes.send(n);
                         }
                         Ok(Message::Response(response)) => shared.deliver_stray(response).await,
                         Err(_) => {}
