@@ -298,6 +298,88 @@ fn checks_legacy(node_bin: &Path, path: &str, failures: &mut Vec<String>) -> any
         "server-everything: verify matches the lock",
         code == 0 && out.contains("match the lock"),
     );
+    // Both behind the gateway: listed, called (allowed, and approved by
+    // --answer), refused when nobody approves, recorded.
+    let config = root_dir.join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.everything]\ncommand = {everything:?}\n[servers.files]\ncommand = {filesystem:?}\nargs = [{root:?}]\n[policy]\ndefault = \"confirm\"\n[[policy.rules]]\ntools = [\"everything.echo\", \"files.read_text_file\"]\naction = \"allow\"\n"
+        ),
+    )?;
+    let config = config.display().to_string();
+    let gateway_bin = crate::root()
+        .join("target/debug/toolgate")
+        .display()
+        .to_string();
+    let via = |args: &[&str]| -> anyhow::Result<(i32, String)> {
+        let mut argv: Vec<&str> = args.to_vec();
+        argv.extend([
+            "--",
+            gateway_bin.as_str(),
+            "serve",
+            "--stdio",
+            "--config",
+            config.as_str(),
+        ]);
+        toolgate(&argv, path)
+    };
+    let (code, out) = toolgate(&["serve", "--check", "--config", &config], path)?;
+    expect(
+        "gateway: serve --check starts and lists both",
+        code == 0 && out.contains("everything") && out.contains("files"),
+    );
+    let (code, out) = via(&[
+        "call",
+        "--yes",
+        "everything.echo",
+        "--args",
+        r#"{"message":"via gateway"}"#,
+    ])?;
+    expect(
+        "gateway: everything.echo (allowed)",
+        code == 0 && out.contains("via gateway"),
+    );
+    let (code, out) = via(&[
+        "call",
+        "--yes",
+        "--no-roots",
+        "files.read_text_file",
+        "--args",
+        &format!(r#"{{"path":"{root}/hello.txt"}}"#),
+    ])?;
+    expect(
+        "gateway: files.read_text_file (allowed)",
+        code == 0 && out.contains("hello from toolgate"),
+    );
+    let (code, out) = via(&[
+        "call",
+        "--yes",
+        "--answer",
+        "approve=true",
+        "everything.get-sum",
+        "--args",
+        r#"{"a":1,"b":2}"#,
+    ])?;
+    expect(
+        "gateway: everything.get-sum runs once approved",
+        code == 0 && out.contains('3'),
+    );
+    let (code, _) = via(&[
+        "call",
+        "--yes",
+        "everything.get-sum",
+        "--args",
+        r#"{"a":1,"b":2}"#,
+    ])?;
+    expect("gateway: nobody approves, nothing runs (exit 1)", code == 1);
+    let (code, out) = toolgate(&["log", "--config", &config, "--json"], path)?;
+    expect(
+        "gateway: toolgate log shows the approved and the declined call",
+        code == 0
+            && out.contains(r#""confirmation":"approved""#)
+            && out.contains(r#""confirmation":"declined""#),
+    );
     // The README's command, as written there (version pinned).
     let (code, out) = toolgate(&["tools", "--", "npx", "-y", EVERYTHING_NPX], path)?;
     expect(
