@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{args, config, downstream, serve, shop};
+use support::{args, config, downstream, refused, serve, shop};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -217,16 +217,7 @@ async fn a_changed_definition_is_withheld_until_it_is_locked_again() {
         ["shop.greet", "shop.pay"],
         "the changed tool is not listed"
     );
-    let raw = c
-        .request(
-            "tools/call",
-            args(json!({"name": "shop.order", "arguments": {"sku": "SKU-1001"}})),
-            &CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    let text = raw["content"][0]["text"].as_str().unwrap();
-    assert_eq!(raw["isError"], true);
+    let text = refused(&c, "shop.order", json!({"sku": "SKU-1001"})).await;
     assert!(
         text.contains("definition changed") && text.contains("toolgate lock --update"),
         "{text}"

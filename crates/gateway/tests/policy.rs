@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use support::{args, config, serve, shop};
+use support::{args, config, refused, serve, shop};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{
     BoxFuture, CallOptions, CallRound, Client, ClientError, InputHandler, RoundInput,
@@ -269,16 +269,7 @@ async fn denied_tools_are_not_listed_and_a_call_says_the_policy_denies_it() {
         .map(|t| t.name)
         .collect();
     assert_eq!(names, ["shop.greet", "shop.order"]);
-    let raw = c
-        .request(
-            "tools/call",
-            args(json!({"name": "shop.pay", "arguments": {}})),
-            &CallOptions::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(raw["isError"], true);
-    let said = raw["content"][0]["text"].as_str().unwrap();
+    let said = refused(&c, "shop.pay", json!({})).await;
     assert!(
         said.contains("shop.pay") && said.contains("policy denies it (rule 2)"),
         "{said}"
@@ -350,23 +341,8 @@ async fn every_decision_and_call_is_in_the_audit_store_and_limits_apply_per_call
             .await,
     );
     // Invalid arguments are refused before the policy is even asked.
-    let bad = yes
-        .request(
-            "tools/call",
-            args(json!({"name": "shop.order", "arguments": {"sku": "nope"}})),
-            &options,
-        )
-        .await
-        .unwrap();
-    assert_eq!(bad["isError"], true);
-    let _ = yes
-        .request(
-            "tools/call",
-            args(json!({"name": "shop.pay", "arguments": {}})),
-            &options,
-        )
-        .await
-        .unwrap();
+    refused(&yes, "shop.order", json!({"sku": "nope"})).await;
+    refused(&yes, "shop.pay", json!({})).await;
     // greet asks a question of its own when it can: one round for a
     // client that cannot be asked.
     let (plain, _) = client(&gateway, None).await;

@@ -157,3 +157,18 @@ pub async fn http(
         .unwrap_or(0);
     (status, response)
 }
+
+/// Call `tool` with `arguments` bypassing the client's own checks (the
+/// tool may be unlisted), expect a tool error, and return its text.
+pub async fn refused(c: &Client, tool: &str, arguments: Value) -> String {
+    let raw = c
+        .request(
+            "tools/call",
+            args(json!({"name": tool, "arguments": arguments})),
+            &toolgate_client::CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(raw["isError"], true, "{raw}");
+    raw["content"][0]["text"].as_str().unwrap().to_owned()
+}
