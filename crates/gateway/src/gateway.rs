@@ -543,7 +543,7 @@ impl Gateway {
             Some(Some(server)) => compare(server, tools),
             _ => Vec::new(),
         };
-        let mut wanted: BTreeMap<String, (Tool, Option<String>)> = BTreeMap::new();
+        let mut wanted: BTreeMap<String, (Tool, ToolFacts, Option<String>)> = BTreeMap::new();
         for tool in tools.iter().filter(|t| config.offers(&t.name)) {
             let name = qualify(&config.prefix(), &tool.name);
             let facts = ToolFacts::of(&name, tool, config.trusted);
@@ -573,7 +573,7 @@ impl Gateway {
                 }),
                 None => None,
             });
-            wanted.insert(name, (tool.clone(), refusal));
+            wanted.insert(name, (tool.clone(), facts, refusal));
         }
         let mut offer = write(&self.offer);
         // Remove what is gone or changed.
@@ -585,7 +585,7 @@ impl Gateway {
             .collect();
         for name in current {
             let keep = match (wanted.get(&name), offer.tools.get(&name)) {
-                (Some((tool, None)), Some(offered)) => offered.definition == *tool,
+                (Some((tool, _, None)), Some(offered)) => offered.definition == *tool,
                 _ => false,
             };
             if !keep {
@@ -594,7 +594,7 @@ impl Gateway {
             }
         }
         offer.withheld.retain(|_, (u, _)| *u != i);
-        for (name, (tool, refusal)) in wanted {
+        for (name, (tool, facts, refusal)) in wanted {
             if let Some(why) = refusal {
                 tracing::warn!(tool = %name, "withheld: {why}");
                 offer.withheld.insert(name, (i, why));
@@ -606,7 +606,7 @@ impl Gateway {
             let guard = Arc::new(Guard {
                 policy: self.policy.clone(),
                 nonces: self.nonces.clone(),
-                facts: ToolFacts::of(&name, &tool, config.trusted),
+                facts,
                 definition: tool.clone(),
                 server: config.name.clone(),
                 trusted: config.trusted,

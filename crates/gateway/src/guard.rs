@@ -47,6 +47,15 @@ pub enum Admission {
     Refuse(String),
 }
 
+impl Admission {
+    /// Forward, remembering for later rounds that a person approved.
+    fn approved() -> Self {
+        let mut carry = Map::new();
+        carry.insert("approved".into(), Value::Bool(true));
+        Admission::Forward { carry }
+    }
+}
+
 impl Guard {
     /// Decide this round of a call with `args`. `Err` ends the round: a
     /// question for the person (`input_required`), or `-32021` when the
@@ -62,11 +71,6 @@ impl Guard {
         ctx.note("decision", decision.action.to_string());
         ctx.note("rule", decision.reason.clone());
         let tool = quote(&self.facts.name);
-        let approved = || {
-            let mut carry = Map::new();
-            carry.insert("approved".into(), Value::Bool(true));
-            Admission::Forward { carry }
-        };
         let refuse = |status: &str, text: String| {
             ctx.note("status", status);
             Ok(Admission::Refuse(text))
@@ -84,7 +88,7 @@ impl Guard {
             // upstream asked something since): sealed in the state.
             Action::Confirm if kept.get("approved") == Some(&Value::Bool(true)) => {
                 ctx.note("confirmation", "approved");
-                Ok(approved())
+                Ok(Admission::approved())
             }
             Action::Confirm => {
                 let subject = Subject {
@@ -139,7 +143,7 @@ impl Guard {
                             );
                         };
                         match self.nonces.spend(nonce).await {
-                            Ok(true) => Ok(approved()),
+                            Ok(true) => Ok(Admission::approved()),
                             Ok(false) => {
                                 ctx.note("confirmation", "replayed");
                                 refuse(
@@ -183,9 +187,7 @@ impl Guard {
         let decided = |status: Status| {
             if status == Status::Approved {
                 ctx.note("confirmation", "approved");
-                let mut carry = Map::new();
-                carry.insert("approved".into(), Value::Bool(true));
-                Admission::Forward { carry }
+                Admission::approved()
             } else {
                 ctx.note("confirmation", "declined");
                 ctx.note("status", "declined");

@@ -14,7 +14,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use toolgate_server::{CallLog, CallRecord, Recorded};
 
-use crate::audit::{AuditStore, row_of};
+use crate::audit::{AuditRow, AuditStore, row_of};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
@@ -103,12 +103,16 @@ impl Default for Metrics {
 impl Metrics {
     /// Count one recorded call.
     pub fn observe(&self, record: &CallRecord) {
-        let row = row_of(record);
-        let upstream = row.upstream.unwrap_or_default();
+        self.count(&row_of(record), record.elapsed);
+    }
+
+    /// Count one call from its audit row.
+    fn count(&self, row: &AuditRow, elapsed: std::time::Duration) {
+        let upstream = row.upstream.clone().unwrap_or_default();
         self.calls
             .get_or_create(&CallLabels {
                 upstream: upstream.clone(),
-                tool: row.tool,
+                tool: row.tool.clone(),
                 status: row.status.clone(),
             })
             .inc();
@@ -116,17 +120,19 @@ impl Metrics {
             .get_or_create(&UpstreamLabels {
                 upstream: upstream.clone(),
             })
-            .observe(record.elapsed.as_secs_f64());
-        if let Some(outcome) = row.confirmation {
+            .observe(elapsed.as_secs_f64());
+        if let Some(outcome) = &row.confirmation {
             self.confirmations
-                .get_or_create(&OutcomeLabels { outcome })
+                .get_or_create(&OutcomeLabels {
+                    outcome: outcome.clone(),
+                })
                 .inc();
         }
         if matches!(row.status.as_str(), "invalid_arguments" | "output_invalid") {
             self.validation
                 .get_or_create(&ValidationLabels {
                     upstream,
-                    kind: row.status,
+                    kind: row.status.clone(),
                 })
                 .inc();
         }
@@ -177,11 +183,11 @@ impl CallLog for Recorder {
         {
             record.notes.insert("upstream".into(), upstream.into());
         }
-        self.metrics.observe(&record);
+        let row = row_of(&record);
+        self.metrics.count(&row, record.elapsed);
         match &self.store {
             Some(store) => {
                 let store = store.clone();
-                let row = row_of(&record);
                 Box::pin(async move { store.write(row).await })
             }
             None => Box::pin(async { Ok(()) }),

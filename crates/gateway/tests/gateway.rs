@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{args, config, downstream, refused, serve, shop};
+use support::{args, config, downstream, refused, serve, shop, tool_names};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,13 +35,7 @@ async fn arguments_are_checked_before_the_upstream_sees_them() {
     .await
     .unwrap();
     let c = downstream(&gateway).await;
-    let names: Vec<String> = c
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let names = tool_names(&c).await;
     assert_eq!(names, ["shop.greet", "shop.order", "shop.pay"]);
     match c
         .call_tool(
@@ -146,13 +140,7 @@ async fn listed_until(
     tokio::time::timeout(Duration::from_secs(20), async {
         loop {
             c.invalidate("tools/list");
-            let names: Vec<String> = c
-                .list_tools()
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|t| t.name)
-                .collect();
+            let names = tool_names(c).await;
             if done(&names) {
                 return names;
             }
@@ -205,13 +193,7 @@ async fn a_changed_definition_is_withheld_until_it_is_locked_again() {
     .await
     .unwrap();
     let c = downstream(&gateway).await;
-    let names: Vec<String> = c
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let names = tool_names(&c).await;
     assert_eq!(
         names,
         ["shop.greet", "shop.pay"],

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use support::{args, config, refused, serve, shop};
+use support::{args, config, refused, serve, shop, tool_names};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{
     BoxFuture, CallOptions, CallRound, Client, ClientError, InputHandler, RoundInput,
@@ -261,13 +261,7 @@ async fn an_approval_lets_one_call_through_for_those_arguments_only() {
 async fn denied_tools_are_not_listed_and_a_call_says_the_policy_denies_it() {
     let (gateway, calls) = gateway("").await;
     let (c, _) = client(&gateway, Some(approve())).await;
-    let names: Vec<String> = c
-        .list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let names = tool_names(&c).await;
     assert_eq!(names, ["shop.greet", "shop.order"]);
     let said = refused(&c, "shop.pay", json!({})).await;
     assert!(

@@ -172,3 +172,13 @@ pub async fn refused(c: &Client, tool: &str, arguments: Value) -> String {
     assert_eq!(raw["isError"], true, "{raw}");
     raw["content"][0]["text"].as_str().unwrap().to_owned()
 }
+
+/// The names `c` lists.
+pub async fn tool_names(c: &Client) -> Vec<String> {
+    c.list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect()
+}
