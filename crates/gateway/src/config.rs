@@ -494,6 +494,41 @@ mod tests {
     }
 
     #[test]
+    fn policy_limits_and_state_are_checked_when_loaded() {
+        for (text, says) in [
+            (
+                "[servers.a]\ncommand = \"x\"\nper_minute = 0\n",
+                "server \"a\": per_minute must be at least 1",
+            ),
+            (
+                "[[ratelimit.rules]]\ntools = [\"*\"]\nper_minute = 0\n",
+                "ratelimit rule 1: per_minute must be at least 1",
+            ),
+            (
+                "[[ratelimit.rules]]\ntools = [\"[\"]\nper_minute = 5\n",
+                "ratelimit rule 1: glob \"[\"",
+            ),
+            (
+                "[state]\nttl = 0\n",
+                "[state] ttl must be at least 1 second",
+            ),
+            (
+                "[[policy.rules]]\ntools = [\"[\"]\naction = \"deny\"\n",
+                "policy rule 1: glob \"[\"",
+            ),
+            ("[policy]\ndefault = \"maybe\"\n", "unknown variant `maybe`"),
+            (
+                "[[policy.rules]]\neffects = [\"teleport\"]\naction = \"deny\"\n",
+                "unknown variant `teleport`",
+            ),
+            ("[audit]\npth = \"x.db\"\n", "unknown field `pth`"),
+        ] {
+            let e = GatewayConfig::parse_toml(text, env).unwrap_err().0;
+            assert!(e.contains(says), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
     fn hosts_json_files_are_read_with_their_own_keys_ignored() {
         let c = GatewayConfig::parse_json(
             r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "x"], "type": "stdio", "disabled": false},
