@@ -37,6 +37,11 @@ struct Args {
     /// `client`, `memory`); results are then printed but not written.
     #[arg(long)]
     only: Option<String>,
+    /// With `--only`: run only the servers whose label contains this (e.g.
+    /// `gateway`); the direct toolgate server always runs too, as the
+    /// gateway rows' reference.
+    #[arg(long, requires = "only")]
+    server: Option<String>,
     /// Where to write the results.
     #[arg(long, default_value = "bench/results")]
     out: PathBuf,
@@ -191,6 +196,7 @@ fn request(method: &str, params: Value) -> (Bytes, Vec<(String, String)>) {
 /// The scenario that compares toolgate with and without validation.
 const VALIDATED: &str = "HTTP tools/call, validated tool, c=32";
 
+#[derive(Clone)]
 struct Scenario {
     label: String,
     method: &'static str,
@@ -701,7 +707,14 @@ async fn main() -> anyhow::Result<()> {
         } else {
             args.rounds
         };
-        rows.extend(http_scenario(&bins, s, rounds, secs).await?);
+        let mut s = s.clone();
+        if let Some(only) = &args.server {
+            s.servers.retain(|(kind, label, _)| {
+                matches!(kind, Kind::Toolgate) && label.is_none()
+                    || label.unwrap_or(kind.label()).contains(only.as_str())
+            });
+        }
+        rows.extend(http_scenario(&bins, &s, rounds, secs).await?);
     }
     if wanted("stdio") {
         eprintln!("== stdio");

@@ -20,6 +20,7 @@ use toolgate_schema::header_rules::{HeaderParam, header_params};
 
 use crate::ClientError;
 use crate::cache::{Lookup, PageCache};
+use crate::envelope::WithMeta;
 use crate::input::{Approval, ApprovalRequest, InputHandler, NoInput, classify};
 use crate::transport::{Inbound, Outgoing, Transport, TransportKind};
 
@@ -166,6 +167,7 @@ impl ClientBuilder {
                 era: tokio::sync::OnceCell::new(),
                 probe_timeout: Duration::from_secs(5),
                 capabilities: self.handler.capabilities(),
+                info_json: serde_json::to_value(&self.info).unwrap_or(Value::Null),
                 info: self.info,
                 timeout: self.timeout,
                 max_rounds: self.max_rounds,
@@ -206,6 +208,8 @@ struct Inner {
     era: tokio::sync::OnceCell<Era>,
     probe_timeout: Duration,
     info: Implementation,
+    /// `info` as every request's `_meta` carries it, serialized once.
+    info_json: Value,
     capabilities: ClientCapabilities,
     timeout: Duration,
     max_rounds: usize,
@@ -270,10 +274,7 @@ impl Client {
             meta::PROTOCOL_VERSION.into(),
             Value::from(self.protocol_version()),
         );
-        m.insert(
-            meta::CLIENT_INFO.into(),
-            serde_json::to_value(&self.inner.info).unwrap_or(Value::Null),
-        );
+        m.insert(meta::CLIENT_INFO.into(), self.inner.info_json.clone());
         m.insert(
             meta::CLIENT_CAPABILITIES.into(),
             serde_json::to_value(capabilities.unwrap_or(&self.inner.capabilities))
@@ -312,10 +313,7 @@ impl Client {
         headers: Vec<(String, String)>,
         options: &CallOptions,
     ) -> Result<Value, ClientError> {
-        match self
-            .send_once(method, params.clone(), headers.clone(), options)
-            .await
-        {
+        match self.send_once(method, &params, &headers, options).await {
             Err(ClientError::Protocol(e)) if e.code == codes::UNSUPPORTED_PROTOCOL_VERSION => {
                 let server: Vec<String> = e
                     .data
@@ -330,7 +328,7 @@ impl Client {
                 match common {
                     Some(v) => {
                         *lock(&self.inner.version) = v.clone();
-                        self.send_once(method, params, headers, options).await
+                        self.send_once(method, &params, &headers, options).await
                     }
                     None => Err(ClientError::NoCommonVersion {
                         server,
@@ -353,7 +351,7 @@ impl Client {
         self.outgoing_in(
             &Era::Modern,
             method,
-            params,
+            &params,
             headers,
             &CallOptions::default(),
         )
@@ -365,7 +363,7 @@ impl Client {
         &self,
         era: &Era,
         method: &str,
-        mut params: Map<String, Value>,
+        params: &Map<String, Value>,
         headers: Vec<(String, String)>,
         options: &CallOptions,
     ) -> Outgoing {
@@ -383,9 +381,7 @@ impl Client {
             capabilities,
             log_level,
         );
-        if meta.as_object().is_some_and(|m| !m.is_empty()) {
-            params.insert("_meta".into(), meta);
-        }
+        let meta = meta.as_object().filter(|m| !m.is_empty());
         let name = match method {
             "tools/call" | "prompts/get" => params
                 .get("name")
@@ -395,7 +391,7 @@ impl Client {
             _ => None,
         };
         Outgoing {
-            body: encode_request(&id, method, &params),
+            body: encode_request(&id, method, &WithMeta { params, meta }),
             id,
             method: method.to_owned(),
             name,
@@ -442,7 +438,7 @@ impl Client {
             .send_in(
                 &Era::Modern,
                 "server/discover",
-                Map::new(),
+                &Map::new(),
                 Vec::new(),
                 &probe,
             )
@@ -502,7 +498,7 @@ impl Client {
             .send_in(
                 &opening,
                 "initialize",
-                params,
+                &params,
                 Vec::new(),
                 &CallOptions::default(),
             )
@@ -536,19 +532,20 @@ impl Client {
     async fn send_once(
         &self,
         method: &str,
-        params: Map<String, Value>,
-        headers: Vec<(String, String)>,
+        params: &Map<String, Value>,
+        headers: &[(String, String)],
         options: &CallOptions,
     ) -> Result<Value, ClientError> {
         let era = self.era().await?;
-        self.send_in(&era, method, params, headers, options).await
+        self.send_in(&era, method, params, headers.to_vec(), options)
+            .await
     }
 
     async fn send_in(
         &self,
         era: &Era,
         method: &str,
-        params: Map<String, Value>,
+        params: &Map<String, Value>,
         headers: Vec<(String, String)>,
         options: &CallOptions,
     ) -> Result<Value, ClientError> {
@@ -1126,15 +1123,16 @@ fn output_violations(
     }
 }
 
-fn parse_response(response: Value) -> Result<Value, ClientError> {
+fn parse_response(mut response: Value) -> Result<Value, ClientError> {
     if let Some(error) = response.get("error") {
         let error: RpcError = serde_json::from_value(error.clone()).map_err(|_| {
             ClientError::InvalidResponse(format!("malformed error object: {error}"))
         })?;
         return Err(ClientError::Protocol(error));
     }
-    match response.get("result") {
-        Some(Value::Object(_)) => Ok(response.get("result").cloned().unwrap_or(Value::Null)),
+    match response.get_mut("result") {
+        // Taken, not cloned: a result may be large.
+        Some(result @ Value::Object(_)) => Ok(result.take()),
         _ => Err(ClientError::InvalidResponse(format!(
             "a response without a result object: {response}"
         ))),

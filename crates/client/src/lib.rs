@@ -27,6 +27,7 @@
 
 mod cache;
 mod client;
+mod envelope;
 mod error;
 mod input;
 mod multi;

@@ -51,14 +51,43 @@ pub enum Inbound {
 
 /// The answer to a request, still arriving.
 pub struct Pending {
-    pub(crate) rx: mpsc::Receiver<Result<Inbound, ClientError>>,
+    /// A message already here (a plain JSON answer needs no channel).
+    pub(crate) ready: Option<Result<Inbound, ClientError>>,
+    pub(crate) rx: Option<mpsc::Receiver<Result<Inbound, ClientError>>>,
     pub(crate) on_drop: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl Pending {
+    /// Messages arriving on `rx`; `on_drop` cancels the request.
+    pub(crate) fn stream(
+        rx: mpsc::Receiver<Result<Inbound, ClientError>>,
+        on_drop: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Self {
+        Self {
+            ready: None,
+            rx: Some(rx),
+            on_drop,
+        }
+    }
+
+    /// The whole answer, already here.
+    pub(crate) fn answered(message: Result<Inbound, ClientError>) -> Self {
+        Self {
+            ready: Some(message),
+            rx: None,
+            on_drop: None,
+        }
+    }
+
     /// The next message; `None` when the transport gave up without a response.
     pub async fn next(&mut self) -> Option<Result<Inbound, ClientError>> {
-        self.rx.recv().await
+        if let Some(message) = self.ready.take() {
+            return Some(message);
+        }
+        match &mut self.rx {
+            Some(rx) => rx.recv().await,
+            None => None,
+        }
     }
 
     /// Mark the request finished so dropping it does not cancel anything.

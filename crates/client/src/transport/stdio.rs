@@ -492,10 +492,7 @@ impl Transport for StdioTransport {
                     ));
                 }
             });
-            Ok(Pending {
-                rx,
-                on_drop: Some(on_drop),
-            })
+            Ok(Pending::stream(rx, Some(on_drop)))
         })
     }
 }

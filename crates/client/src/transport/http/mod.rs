@@ -64,7 +64,8 @@ impl Drop for HttpTransport {
 
 /// What the transport and its stream readers share.
 struct Shared {
-    url: String,
+    /// Parsed once: reqwest would parse a string on every request.
+    url: reqwest::Url,
     /// The URL as errors name the server.
     server: Arc<str>,
     /// Permits for answering the server's requests at once.
@@ -107,10 +108,13 @@ impl HttpTransport {
         let client = crate::tls::with_tls(builder)?
             .build()
             .map_err(|e| ClientError::Transport(e.to_string()))?;
-        let url = url.into();
+        let url: String = url.into();
+        let server: Arc<str> = url.as_str().into();
+        let url = reqwest::Url::parse(&url)
+            .map_err(|e| ClientError::Unreachable(format!("{url}: not a URL: {e}")))?;
         Ok(Self {
             shared: Arc::new(Shared {
-                server: url.as_str().into(),
+                server,
                 answering: Arc::new(tokio::sync::Semaphore::new(
                     options.limits.max_concurrent_server_requests,
                 )),
@@ -182,7 +186,7 @@ impl Transport for HttpTransport {
             let shared = &self.shared;
             let mut builder = shared
                 .client
-                .post(&shared.url)
+                .post(shared.url.clone())
                 .header("content-type", "application/json")
                 .header("accept", "application/json, text/event-stream")
                 .header("mcp-protocol-version", &version)
@@ -203,7 +207,7 @@ impl Transport for HttpTransport {
                 .body(request.body)
                 .send()
                 .await
-                .map_err(|e| unreachable_error("POST", &shared.url, &e))?;
+                .map_err(|e| unreachable_error("POST", &shared.server, &e))?;
             let status = response.status();
             if let Some(session) = response
                 .headers()
@@ -217,8 +221,8 @@ impl Transport for HttpTransport {
                 .get("content-type")
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|ct| ct.starts_with("text/event-stream"));
-            let (tx, rx) = mpsc::channel(64);
             if is_sse {
+                let (tx, rx) = mpsc::channel(64);
                 let waiting = request.legacy.as_ref().map(|_| {
                     let key = request.id.to_string();
                     lock(&shared.waiting).insert(key.clone(), tx.clone());
@@ -229,10 +233,7 @@ impl Transport for HttpTransport {
                 });
                 let task =
                     tokio::spawn(pump(shared.clone(), response, tx, request.legacy, waiting));
-                return Ok(Pending {
-                    rx,
-                    on_drop: Some(Box::new(move || task.abort())),
-                });
+                return Ok(Pending::stream(rx, Some(Box::new(move || task.abort()))));
             }
             let bytes = shared.body(response).await?;
             let value: Value = serde_json::from_slice(&bytes).map_err(|_| {
@@ -245,8 +246,7 @@ impl Transport for HttpTransport {
                     ClientError::Transport(format!("HTTP {status}: {shown:?}"))
                 }
             })?;
-            let _ = tx.send(Ok(Inbound::Response(value))).await;
-            Ok(Pending { rx, on_drop: None })
+            Ok(Pending::answered(Ok(Inbound::Response(value))))
         })
     }
 }
@@ -339,7 +339,7 @@ impl Shared {
     async fn post_message(&self, body: Vec<u8>, legacy: Option<&str>) -> Result<(), ClientError> {
         let builder = self
             .client
-            .post(&self.url)
+            .post(self.url.clone())
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream");
         let response = self
@@ -366,7 +366,7 @@ impl Shared {
     ) -> Result<reqwest::Response, ClientError> {
         let mut builder = self
             .client
-            .get(&self.url)
+            .get(self.url.clone())
             .header("accept", "text/event-stream");
         if let Some(last_id) = last_id {
             builder = builder.header("last-event-id", last_id);
@@ -375,7 +375,7 @@ impl Shared {
             .common(self.in_session(builder, legacy))
             .send()
             .await
-            .map_err(|e| unreachable_error("GET", &self.url, &e))?;
+            .map_err(|e| unreachable_error("GET", &self.server, &e))?;
         if !response.status().is_success() {
             return Err(ClientError::Transport(format!(
                 "resuming the event stream was refused with HTTP {}",
