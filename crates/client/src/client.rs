@@ -21,7 +21,7 @@ use toolgate_schema::header_rules::{HeaderParam, header_params};
 use crate::ClientError;
 use crate::cache::{Lookup, PageCache};
 use crate::envelope::WithMeta;
-use crate::input::{Approval, ApprovalRequest, InputHandler, NoInput, classify};
+use crate::input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, classify};
 use crate::transport::{Inbound, Outgoing, Transport, TransportKind};
 
 /// A progress callback.
@@ -44,6 +44,50 @@ pub struct CallOptions {
     pub log_level: Option<LoggingLevel>,
     /// Receives `notifications/message` for the call.
     pub log: Option<LogFn>,
+    /// Answers a legacy server's requests (`elicitation/create`,
+    /// `sampling/createMessage`, `roots/list`) sent while this call runs,
+    /// instead of the client's input handler: a gateway passes them on to
+    /// its own caller. Over HTTP a request belongs to the call whose
+    /// response stream carried it; over stdio, where nothing on the wire
+    /// says which call asks, it goes here only while this is the one call
+    /// in flight with such a handler (otherwise the input handler answers).
+    pub questions: Option<QuestionFn>,
+}
+
+/// Answers one request of a legacy server: `(method, params)`.
+pub type QuestionFn = Arc<
+    dyn Fn(String, Value) -> BoxFuture<'static, Result<Value, toolgate_protocol::RpcError>>
+        + Send
+        + Sync,
+>;
+
+/// The calls that answer their own server requests, by request id.
+#[derive(Default)]
+struct Routes(Mutex<HashMap<String, QuestionFn>>);
+
+impl Routes {
+    /// The call a request belongs to: the one named, or over a transport
+    /// that cannot tell, the only one there is.
+    fn pick(&self, related: Option<&str>) -> Option<QuestionFn> {
+        let routes = lock(&self.0);
+        match related {
+            Some(id) => routes.get(id).cloned(),
+            None if routes.len() == 1 => routes.values().next().cloned(),
+            None => None,
+        }
+    }
+}
+
+/// Removes a call's route when the call ends, however it ends.
+struct Routed<'a> {
+    routes: &'a Routes,
+    id: String,
+}
+
+impl Drop for Routed<'_> {
+    fn drop(&mut self) {
+        lock(&self.routes.0).remove(&self.id);
+    }
 }
 
 /// A log-message callback.
@@ -148,9 +192,17 @@ impl ClientBuilder {
     /// Connect over `transport` (no traffic until the first request).
     pub fn build(self, transport: impl Transport) -> Client {
         let handler = self.handler.clone();
-        transport.on_server_request(Arc::new(move |method, params| {
+        let routes = Arc::new(Routes::default());
+        let routed = routes.clone();
+        transport.on_server_request(Arc::new(move |method, params, related| {
             let handler = handler.clone();
+            let route = (method != "ping")
+                .then(|| routed.pick(related.as_deref()))
+                .flatten();
             Box::pin(async move {
+                if let Some(route) = route {
+                    return route(method, params).await;
+                }
                 let outcome = match method.as_str() {
                     "ping" => return Ok(Value::Object(Map::new())),
                     "roots/list" => handler.roots().await,
@@ -180,6 +232,7 @@ impl ClientBuilder {
                 next_id: AtomicI64::new(1),
                 cache: Mutex::new(PageCache::default()),
                 tools: Mutex::new(HashMap::new()),
+                routes,
             }),
         }
     }
@@ -222,6 +275,8 @@ struct Inner {
     next_id: AtomicI64,
     cache: Mutex<PageCache>,
     tools: Mutex<HashMap<String, Arc<KnownTool>>>,
+    /// Calls whose legacy server requests go to [`CallOptions::questions`].
+    routes: Arc<Routes>,
 }
 
 /// An MCP client for one server. Cheap to clone.
@@ -551,6 +606,17 @@ impl Client {
     ) -> Result<Value, ClientError> {
         let outgoing = self.outgoing_in(era, method, params, headers, options);
         let timeout = options.timeout.unwrap_or(self.inner.timeout);
+        let _routed = match (&options.questions, era) {
+            (Some(questions), Era::Legacy { .. }) => {
+                let id = outgoing.id.to_string();
+                lock(&self.inner.routes.0).insert(id.clone(), questions.clone());
+                Some(Routed {
+                    routes: &self.inner.routes,
+                    id,
+                })
+            }
+            _ => None,
+        };
         let work = async {
             let mut pending = self.transport.send(outgoing).await?;
             loop {

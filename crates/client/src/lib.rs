@@ -37,7 +37,7 @@ mod watch;
 
 pub use cache::ListHints;
 pub use client::{
-    CallOptions, CallRound, Client, ClientBuilder, LogFn, ProgressFn, Round, RoundInput,
+    CallOptions, CallRound, Client, ClientBuilder, LogFn, ProgressFn, QuestionFn, Round, RoundInput,
 };
 pub use error::ClientError;
 pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Risk, classify};

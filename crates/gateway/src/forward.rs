@@ -19,6 +19,7 @@ use toolgate_protocol::types::{CallToolResult, GetPromptResult, LoggingLevel, Re
 use toolgate_server::{Inputs, RequestContext, ToolError, ToolReply};
 
 use crate::guard::{Admission, Guard};
+use crate::parked;
 use crate::upstream::Upstream;
 
 /// The key a question of upstream round `round` has downstream: the
@@ -86,17 +87,35 @@ async fn relay<T, F, Fut>(
     call: F,
 ) -> Result<Result<T, ClientError>, ToolError>
 where
+    T: Send + 'static,
     F: FnOnce(Client, Option<RoundInput>, CallOptions) -> Fut,
-    Fut: Future<Output = Result<Outcome<T>, ClientError>>,
+    Fut: Future<Output = Result<Outcome<T>, ClientError>> + Send + 'static,
 {
     let remember = |input: &mut Inputs, relay: Value| {
         let mut kept = carry.clone();
         kept.insert("relay".into(), relay);
         input.remember(Value::Object(kept));
     };
+    let kept = input.remembered().and_then(|k| k.get("relay")).cloned();
+    if let Some(id) = kept.as_ref().and_then(|k| k.get("parked")?.as_str()) {
+        let Some(waiting) = upstream.parked.take(id) else {
+            return Err(ToolError::new(format!(
+                "The upstream server {}'s call that this answer belongs to is no longer waiting: it ended or timed out, or the answer reached another gateway process. Call again.",
+                upstream.config.name
+            )));
+        };
+        let outcome = match parked::answer(upstream, &mut input, waiting).await? {
+            parked::Step::Parked(id) => {
+                remember(&mut input, json!({ "parked": id }));
+                return Err(input.ask());
+            }
+            parked::Step::Done(outcome) => outcome,
+        };
+        return finish(upstream, input, 0, downcast(outcome), remember);
+    }
     let mut round = 0u64;
     let mut previous: Option<RoundInput> = None;
-    if let Some(kept) = input.remembered().and_then(|k| k.get("relay")).cloned() {
+    if let Some(kept) = kept {
         round = kept.get("round").and_then(Value::as_u64).unwrap_or(1);
         let requests = kept
             .get("requests")
@@ -131,14 +150,60 @@ where
         capabilities: Some(ctx.client_capabilities().clone()),
         log_level: ctx.meta().log_level,
         log,
+        questions: None,
     };
+    let drains: Vec<_> = [progress_done, log_done].into_iter().flatten().collect();
+    if client.is_legacy().await.unwrap_or(false) {
+        // A legacy upstream asks in the middle of its call: the call runs on
+        // in its own task, parked between the caller's rounds.
+        let flight = parked::Flight::start(options, |options| call(client, None, options));
+        return match parked::fly(upstream, &mut input, flight).await? {
+            parked::Step::Parked(id) => {
+                remember(&mut input, json!({ "parked": id }));
+                Err(input.ask())
+            }
+            parked::Step::Done(outcome) => {
+                drain(drains).await;
+                finish(upstream, input, round, downcast(outcome), remember)
+            }
+        };
+    }
     // The call owns the only senders: once it is done, the relays drain
     // what is left and end, and every notification reaches the caller
     // before the result does.
     let outcome = call(client, previous, options).await;
-    for relay in [progress_done, log_done].into_iter().flatten() {
+    drain(drains).await;
+    finish(upstream, input, round, outcome, remember)
+}
+
+/// Wait (bounded) for the progress and log relays to pass on what is left.
+async fn drain(relays: Vec<tokio::task::JoinHandle<()>>) {
+    for relay in relays {
         let _ = tokio::time::timeout(RELAY_DRAIN, relay).await;
     }
+}
+
+/// The outcome of a call that ran in its own task.
+fn downcast<T: 'static>(outcome: Box<dyn std::any::Any + Send>) -> Result<Outcome<T>, ClientError> {
+    outcome
+        .downcast::<Result<Outcome<T>, ClientError>>()
+        .map(|b| *b)
+        .unwrap_or_else(|_| {
+            Err(ClientError::Transport(
+                "the relayed call ended abnormally".into(),
+            ))
+        })
+}
+
+/// The end of an upstream round: its result, or its questions for the
+/// caller (a modern upstream's `input_required`).
+fn finish<T>(
+    upstream: &Upstream,
+    mut input: Inputs,
+    round: u64,
+    outcome: Result<Outcome<T>, ClientError>,
+    remember: impl Fn(&mut Inputs, Value),
+) -> Result<Result<T, ClientError>, ToolError> {
     upstream.outcome(&outcome);
     match outcome {
         Ok(Outcome::Complete(result)) => Ok(Ok(result)),

@@ -32,6 +32,7 @@ mod gateway;
 pub mod guard;
 pub mod metrics;
 pub mod names;
+mod parked;
 pub mod policy;
 pub mod state;
 pub mod upstream;

@@ -62,6 +62,8 @@ pub struct Upstream {
     on_start: Mutex<Option<OnStart>>,
     /// `per_minute`: the upstream's budget, all callers together.
     budget: Option<DefaultDirectRateLimiter>,
+    /// A legacy upstream's calls waiting for their callers' answers.
+    pub(crate) parked: Arc<crate::parked::Parked>,
 }
 
 #[derive(Default)]
@@ -103,10 +105,10 @@ impl InputHandler for Relay {
         }
     }
 
-    // A legacy upstream asks in the middle of its call; relaying that
-    // needs the call parked across downstream rounds (not done yet), so the
-    // default answers apply: the question is refused with an error, and the
-    // upstream decides what follows. Nobody's answer is made up.
+    // A legacy upstream's questions in the middle of a call are relayed to
+    // that call's caller (`CallOptions::questions`, see `parked`); one that
+    // belongs to no call gets the default answers: refused with an error,
+    // and the upstream decides what follows. Nobody's answer is made up.
 }
 
 impl Upstream {
@@ -122,6 +124,7 @@ impl Upstream {
                 .per_minute
                 .and_then(NonZeroU32::new)
                 .map(|n| RateLimiter::direct(Quota::per_minute(n))),
+            parked: Arc::default(),
             config,
         })
     }

@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{args, config, downstream, refused, serve, shop, tool_names};
+use support::{args, config, downstream, refused, serve, shop, toml_string, tool_names};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -149,11 +149,6 @@ async fn listed_until(
     })
     .await
     .expect("the list changed as expected")
-}
-
-fn toml_string(s: &str) -> String {
-    // A TOML literal string cannot hold a quote; a basic string escapes.
-    serde_json::to_string(s).unwrap()
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use support::{args, config, refused, serve, shop, tool_names};
+use support::{Pipe, args, config, refused, serve, shop, tool_names};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{
     BoxFuture, CallOptions, CallRound, Client, ClientError, InputHandler, RoundInput,
@@ -426,44 +426,6 @@ async fn an_upstream_budget_is_shared_by_all_callers_and_spent_only_on_forwarded
         "greet does not count itself"
     );
     gateway.stop();
-}
-
-/// One line-delimited JSON-RPC exchange with a server over an in-memory
-/// stdio pipe.
-struct Pipe {
-    to_server: tokio::io::DuplexStream,
-    from_server: tokio::io::Lines<tokio::io::BufReader<tokio::io::DuplexStream>>,
-}
-
-impl Pipe {
-    fn start(server: toolgate_server::Server) -> Pipe {
-        use tokio::io::AsyncBufReadExt as _;
-        let (client_in, server_out) = tokio::io::duplex(1 << 16);
-        let (server_in, client_out) = tokio::io::duplex(1 << 16);
-        tokio::spawn(toolgate_server::transport::stdio::serve_stream(
-            server, server_in, server_out,
-        ));
-        Pipe {
-            to_server: client_out,
-            from_server: tokio::io::BufReader::new(client_in).lines(),
-        }
-    }
-
-    async fn send(&mut self, message: Value) {
-        use tokio::io::AsyncWriteExt as _;
-        let mut line = serde_json::to_vec(&message).unwrap();
-        line.push(b'\n');
-        self.to_server.write_all(&line).await.unwrap();
-    }
-
-    async fn recv(&mut self) -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(10), self.from_server.next_line())
-            .await
-            .expect("an answer within 10 s")
-            .unwrap()
-            .expect("the stream goes on");
-        serde_json::from_str(&line).unwrap()
-    }
 }
 
 #[tokio::test]

@@ -121,11 +121,15 @@ pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<Pending, ClientErro
 pub type NotifyFuture<'a> = Pin<Box<dyn Future<Output = Result<(), ClientError>> + Send + 'a>>;
 
 /// Answers requests a legacy server sends to the client (ping, roots,
-/// sampling, elicitation): `(method, params) -> result or error`.
+/// sampling, elicitation): `(method, params, related) -> result or error`,
+/// where `related` is the id of the client's request whose response stream
+/// carried it (`None` when the transport cannot tell: stdio, or a legacy
+/// session's standalone stream).
 pub type ServerRequestHandler = std::sync::Arc<
     dyn Fn(
             String,
             Value,
+            Option<String>,
         )
             -> Pin<Box<dyn Future<Output = Result<Value, toolgate_protocol::RpcError>> + Send>>
         + Send

@@ -380,7 +380,7 @@ async fn read_loop(reader: Reader, limits: Limits) {
                 let _permit = permit;
                 let outcome = match (&handler, method.as_str()) {
                     (_, "ping") => Ok(json!({})),
-                    (Some(h), _) => h(method.clone(), params).await,
+                    (Some(h), _) => h(method.clone(), params, None).await,
                     (None, _) => Err(toolgate_protocol::RpcError::method_not_found(&method)),
                 };
                 let bytes = match outcome {

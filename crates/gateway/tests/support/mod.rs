@@ -182,3 +182,47 @@ pub async fn tool_names(c: &Client) -> Vec<String> {
         .map(|t| t.name)
         .collect()
 }
+
+/// `s` as a TOML string (a literal string cannot hold a quote; a basic
+/// string escapes).
+pub fn toml_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// One line-delimited JSON-RPC exchange with a server over an in-memory
+/// stdio pipe.
+pub struct Pipe {
+    to_server: tokio::io::DuplexStream,
+    from_server: tokio::io::Lines<tokio::io::BufReader<tokio::io::DuplexStream>>,
+}
+
+impl Pipe {
+    pub fn start(server: toolgate_server::Server) -> Pipe {
+        use tokio::io::AsyncBufReadExt as _;
+        let (client_in, server_out) = tokio::io::duplex(1 << 16);
+        let (server_in, client_out) = tokio::io::duplex(1 << 16);
+        tokio::spawn(toolgate_server::transport::stdio::serve_stream(
+            server, server_in, server_out,
+        ));
+        Pipe {
+            to_server: client_out,
+            from_server: tokio::io::BufReader::new(client_in).lines(),
+        }
+    }
+
+    pub async fn send(&mut self, message: Value) {
+        use tokio::io::AsyncWriteExt as _;
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        self.to_server.write_all(&line).await.unwrap();
+    }
+
+    pub async fn recv(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), self.from_server.next_line())
+            .await
+            .expect("an answer within 10 s")
+            .unwrap()
+            .expect("the stream goes on");
+        serde_json::from_str(&line).unwrap()
+    }
+}

@@ -231,8 +231,15 @@ impl Transport for HttpTransport {
                         key,
                     }
                 });
-                let task =
-                    tokio::spawn(pump(shared.clone(), response, tx, request.legacy, waiting));
+                let related = request.id.to_string();
+                let task = tokio::spawn(pump(
+                    shared.clone(),
+                    response,
+                    tx,
+                    request.legacy,
+                    waiting,
+                    related,
+                ));
                 return Ok(Pending::stream(rx, Some(Box::new(move || task.abort()))));
             }
             let bytes = shared.body(response).await?;
@@ -404,7 +411,12 @@ impl Shared {
     /// background; over [`Limits::max_concurrent_server_requests`] the
     /// request is refused at once, and the stream waits for that refusal to
     /// be delivered (so a flood slows the server, not this client).
-    async fn answer(self: &Arc<Self>, request: Value, legacy: Option<String>) {
+    async fn answer(
+        self: &Arc<Self>,
+        request: Value,
+        legacy: Option<String>,
+        related: Option<String>,
+    ) {
         let Ok(id) = serde_json::from_value::<RequestId>(request["id"].clone()) else {
             return;
         };
@@ -423,7 +435,7 @@ impl Shared {
             let params = request.get("params").cloned().unwrap_or(Value::Null);
             let handler = lock(&shared.requests).clone();
             let outcome = match handler {
-                Some(handler) => handler(method.clone(), params).await,
+                Some(handler) => handler(method.clone(), params, related).await,
                 None => Err(RpcError::method_not_found(&method)),
             };
             let body = match outcome {
@@ -464,6 +476,7 @@ async fn pump(
     tx: mpsc::Sender<Result<Inbound, ClientError>>,
     legacy: Option<String>,
     _waiting: Option<Waiting>,
+    related: String,
 ) {
     let mut cursor = Cursor::default();
     let mut response = response;
@@ -477,7 +490,11 @@ async fn pump(
         let broke = loop {
             match events.next(&mut cursor).await {
                 Ok(Some(event)) => match classify(&event.data) {
-                    Ok(Message::Request(request)) => shared.answer(request, legacy.clone()).await,
+                    Ok(Message::Request(request)) => {
+                        shared
+                            .answer(request, legacy.clone(), Some(related.clone()))
+                            .await
+                    }
                     Ok(Message::Notification(n)) => {
                         if tx.send(Ok(Inbound::Notification(n))).await.is_err() {
                             return;
@@ -564,7 +581,7 @@ async fn standalone(
                     failures = 0;
                     match classify(&event.data) {
                         Ok(Message::Request(request)) => {
-                            shared.answer(request, Some(version.clone())).await
+                            shared.answer(request, Some(version.clone()), None).await
                         }
                         Ok(Message::Notification(n)) => {
                             tracing::debug!(method = ?n.get("method"), "server notification");
