@@ -24,6 +24,9 @@ pub struct Target {
     pub headers: Vec<(String, String)>,
     /// Follow `nextCursor` until the list ends: one sample is a whole walk.
     pub walk: bool,
+    /// Give every request its own JSON-RPC id (the body's `"id":1` is
+    /// replaced): a proxy that keeps a session routes answers by id.
+    pub fresh_ids: bool,
 }
 
 /// What a run measured.
@@ -96,7 +99,65 @@ struct Worker {
     latency: Histogram<u64>,
 }
 
-async fn connection(target: Target, deadline: Instant) -> anyhow::Result<Worker> {
+/// The body of request `n` of connection `conn`: `body` with its `"id":1`
+/// replaced by an id no other request of the run has.
+fn with_id(body: &Bytes, conn: u64, n: u64) -> Bytes {
+    const ID: &[u8] = b"\"id\":1,";
+    let Some(at) = memchr::memmem::find(body, ID) else {
+        return body.clone();
+    };
+    let mut out = Vec::with_capacity(body.len() + 16);
+    out.extend_from_slice(&body[..at]);
+    out.extend_from_slice(format!("\"id\":{},", conn * 1_000_000_000 + n).as_bytes());
+    out.extend_from_slice(&body[at + ID.len()..]);
+    Bytes::from(out)
+}
+
+/// Open a legacy (2025-11-25) session at `addr`: `initialize`, then
+/// `notifications/initialized`; the session id, for `Mcp-Session-Id`.
+pub async fn open_session(addr: SocketAddr) -> anyhow::Result<String> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let post = |body: &'static str, session: Option<&str>| {
+        let mut request = Request::post("/mcp")
+            .header("host", addr.to_string())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(s) = session {
+            request = request
+                .header("mcp-session-id", s)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.body(Full::new(Bytes::from_static(body.as_bytes())))
+    };
+    let response = sender
+        .send_request(post(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"toolgate-bench","version":"1"}}}"#,
+            None,
+        )?)
+        .await?;
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("no Mcp-Session-Id from {addr}"))?;
+    response.into_body().collect().await?;
+    sender.ready().await?;
+    let response = sender
+        .send_request(post(
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            Some(&session),
+        )?)
+        .await?;
+    response.into_body().collect().await?;
+    Ok(session)
+}
+
+async fn connection(target: Target, deadline: Instant, index: u64) -> anyhow::Result<Worker> {
     let stream = tokio::net::TcpStream::connect(target.addr).await?;
     stream.set_nodelay(true)?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
@@ -110,9 +171,15 @@ async fn connection(target: Target, deadline: Instant) -> anyhow::Result<Worker>
         latency: histogram(),
     };
     let host = target.addr.to_string();
+    let mut sent = 0u64;
     while Instant::now() < deadline {
         let started = Instant::now();
-        let mut body = target.body.clone();
+        let mut body = if target.fresh_ids {
+            sent += 1;
+            with_id(&target.body, index, sent)
+        } else {
+            target.body.clone()
+        };
         let mut ok = true;
         loop {
             let mut request = Request::post("/mcp")
@@ -162,8 +229,12 @@ pub async fn run(
     let started = Instant::now();
     let deadline = started + duration;
     let mut tasks = Vec::with_capacity(concurrency);
-    for _ in 0..concurrency {
-        tasks.push(tokio::spawn(connection(target.clone(), deadline)));
+    for conn in 0..concurrency {
+        tasks.push(tokio::spawn(connection(
+            target.clone(),
+            deadline,
+            conn as u64,
+        )));
     }
     let mut outcome = Outcome {
         samples: 0,
@@ -198,6 +269,11 @@ mod tests {
         let page =
             br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[],"nextCursor":"dGcxOmE","ttlMs":1}}"#;
         assert_eq!(next_cursor(page), Some("dGcxOmE"));
+        let body = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"m"}"#);
+        assert_eq!(
+            with_id(&body, 2, 7).as_ref(),
+            br#"{"jsonrpc":"2.0","id":2000000007,"method":"m"}"#
+        );
         assert_eq!(next_cursor(br#"{"result":{"tools":[]}}"#), None);
     }
 }

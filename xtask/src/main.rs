@@ -15,7 +15,9 @@
 //!   60); `ci` runs each for a short time.
 //! - `cargo xtask bench [--quick] [--seconds S] [--rounds R]`: builds the
 //!   benchmark in release and runs it: toolgate against rmcp (defaults and
-//!   best settings) and a bare axum ceiling, on loopback. Writes
+//!   best settings) and a bare axum ceiling, on loopback; the gateway
+//!   against the npm `mcp-proxy` (installed here) in front of a stdio
+//!   server. Writes
 //!   `bench/results/latest.json` and `latest.md` and prints the table. CI
 //!   builds the benchmark (it is a workspace member) but does not run it.
 //!
@@ -121,10 +123,28 @@ fn bench(args: &[String]) -> anyhow::Result<()> {
         "--package",
         "toolgate",
     ])?;
+    // The peer row: the npm `mcp-proxy` in front of a stdio server.
+    let node_bin = conformance::install()?;
+    let proxy_dir = root().join(".tools/bench-mcp-proxy");
+    support::npm_install(
+        &proxy_dir,
+        "{\"private\": true}\n",
+        &[MCP_PROXY],
+        Some(&node_bin),
+    )?;
     run(Command::new(root().join("target/release/bench"))
         .args(args)
+        .env("TOOLGATE_BENCH_NODE", node_bin.join("node"))
+        .env(
+            "TOOLGATE_BENCH_MCP_PROXY",
+            proxy_dir.join("node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs"),
+        )
         .current_dir(root()))
 }
+
+/// The proxy the gateway's stdio row is compared with (the bench's label
+/// names this version).
+const MCP_PROXY: &str = "mcp-proxy@6.7.19";
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

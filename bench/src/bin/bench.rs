@@ -53,6 +53,9 @@ struct Bins {
     ceiling: PathBuf,
     /// The `toolgate` command, for `toolgate serve`.
     cli: PathBuf,
+    /// Node and the npm `mcp-proxy` script (`TOOLGATE_BENCH_NODE`,
+    /// `TOOLGATE_BENCH_MCP_PROXY`, set by `cargo xtask bench`).
+    mcp_proxy: Option<(PathBuf, PathBuf)>,
 }
 
 #[derive(Clone, Copy)]
@@ -70,10 +73,24 @@ enum Kind {
     Gateway,
     /// The same, writing every call to its audit store before answering.
     GatewayAudited,
+    /// `toolgate serve` in front of the toolgate server over stdio.
+    GatewayStdio,
+    /// The npm `mcp-proxy` in front of the toolgate server over stdio (a
+    /// legacy session: it speaks the initialize-handshake revisions).
+    McpProxy,
 }
 
 /// The label of the gateway row.
 const GATEWAY: &str = "toolgate gateway → toolgate";
+
+/// The label of the gateway row fronting a stdio server.
+const GATEWAY_STDIO: &str = "toolgate gateway → toolgate (stdio)";
+
+/// The label of the npm `mcp-proxy` row.
+const MCP_PROXY: &str = "mcp-proxy 6.7.19 (npm) → toolgate (stdio)";
+
+/// The scenario comparing proxies in front of a stdio server.
+const PROXIED: &str = "HTTP tools/call via a proxy to a stdio server, c=32";
 
 /// The label of the gateway row with the audit store on.
 const GATEWAY_AUDITED: &str = "toolgate gateway, audit store on";
@@ -92,6 +109,8 @@ impl Kind {
             Kind::ToolgateSecured => SECURED,
             Kind::Gateway => GATEWAY,
             Kind::GatewayAudited => GATEWAY_AUDITED,
+            Kind::GatewayStdio => GATEWAY_STDIO,
+            Kind::McpProxy => MCP_PROXY,
         }
     }
 }
@@ -103,10 +122,24 @@ async fn start_gateway(bins: &Bins, extra: usize, audited: bool) -> anyhow::Resu
     let upstream_addr = upstream
         .addr
         .ok_or_else(|| anyhow::anyhow!("no upstream address"))?;
+    let mut gateway = serve_gateway(
+        bins,
+        &format!("[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\n"),
+        audited,
+    )
+    .await?;
+    gateway.upstream = Some(Box::new(upstream));
+    Ok(gateway)
+}
+
+/// `toolgate serve --http` with the one upstream `server` (a TOML
+/// `[servers.up]` table), unprefixed and every call allowed.
+async fn serve_gateway(bins: &Bins, server: &str, audited: bool) -> anyhow::Result<Server> {
+    let addr = process::free_addr()?;
     let config = std::env::temp_dir().join(format!(
         "toolgate-bench-gateway-{}-{}.toml",
         std::process::id(),
-        upstream_addr.port()
+        addr.port()
     ));
     let audit = if audited {
         let db = config.with_extension("db");
@@ -120,11 +153,8 @@ async fn start_gateway(bins: &Bins, extra: usize, audited: bool) -> anyhow::Resu
     };
     std::fs::write(
         &config,
-        format!(
-            "[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n{audit}"
-        ),
+        format!("{server}prefix = \"\"\n[policy]\ndefault = \"allow\"\n{audit}"),
     )?;
-    let addr = process::free_addr()?;
     let args = [
         "serve".to_owned(),
         "--http".to_owned(),
@@ -132,14 +162,38 @@ async fn start_gateway(bins: &Bins, extra: usize, audited: bool) -> anyhow::Resu
         "--config".to_owned(),
         config.display().to_string(),
     ];
-    let mut gateway = Server::http(&bins.cli, &args, addr).await?;
-    gateway.upstream = Some(Box::new(upstream));
-    Ok(gateway)
+    Server::http(&bins.cli, &args, addr).await
 }
 
 async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> {
     if matches!(kind, Kind::Gateway | Kind::GatewayAudited) {
         return start_gateway(bins, extra, matches!(kind, Kind::GatewayAudited)).await;
+    }
+    if matches!(kind, Kind::GatewayStdio) {
+        let server = format!(
+            "[servers.up]\ncommand = {:?}\nargs = [\"--stdio\"]\n",
+            bins.toolgate.display().to_string()
+        );
+        return serve_gateway(bins, &server, false).await;
+    }
+    if matches!(kind, Kind::McpProxy) {
+        let Some((node, script)) = &bins.mcp_proxy else {
+            anyhow::bail!("no mcp-proxy: run `cargo xtask bench`, which installs it");
+        };
+        let addr = process::free_addr()?;
+        let args = [
+            script.display().to_string(),
+            "--port".to_owned(),
+            addr.port().to_string(),
+            "--host".to_owned(),
+            "127.0.0.1".to_owned(),
+            "--server".to_owned(),
+            "stream".to_owned(),
+            "--".to_owned(),
+            bins.toolgate.display().to_string(),
+            "--stdio".to_owned(),
+        ];
+        return Server::http(node, &args, addr).await;
     }
     let addr = process::free_addr()?;
     let mut args = vec!["--http".to_owned(), addr.to_string()];
@@ -168,7 +222,9 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
             &bins.rmcp
         }
         Kind::Ceiling => &bins.ceiling,
-        Kind::Gateway | Kind::GatewayAudited => unreachable!("started above"),
+        Kind::Gateway | Kind::GatewayAudited | Kind::GatewayStdio | Kind::McpProxy => {
+            unreachable!("started above")
+        }
     };
     Server::http(program, &args, addr).await
 }
@@ -186,6 +242,20 @@ fn request(method: &str, params: Value) -> (Bytes, Vec<(String, String)>) {
     if let Some(name) = params.get("name").and_then(Value::as_str) {
         headers.push(("mcp-name".to_owned(), name.to_owned()));
     }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    (
+        Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
+        headers,
+    )
+}
+
+/// A request in a legacy session: no per-request `_meta`, the session's
+/// headers instead.
+fn legacy_request(method: &str, params: Value, session: &str) -> (Bytes, Vec<(String, String)>) {
+    let headers = vec![
+        ("mcp-protocol-version".to_owned(), "2025-11-25".to_owned()),
+        ("mcp-session-id".to_owned(), session.to_owned()),
+    ];
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     (
         Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
@@ -237,8 +307,12 @@ async fn http_scenario(
             let (kind, label, params) = &s.servers[i];
             let server = start(bins, *kind, s.extra).await?;
             let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
-            let (body, mut headers) =
-                request(s.method, params.clone().unwrap_or_else(|| s.params.clone()));
+            let params = params.clone().unwrap_or_else(|| s.params.clone());
+            let (body, mut headers) = if matches!(kind, Kind::McpProxy) {
+                legacy_request(s.method, params, &load::open_session(addr).await?)
+            } else {
+                request(s.method, params)
+            };
             if matches!(kind, Kind::ToolgateSecured) {
                 let token = toolgate_bench::access_token(&format!("http://{addr}/mcp"))?;
                 headers.push(("authorization".to_owned(), format!("Bearer {token}")));
@@ -248,6 +322,8 @@ async fn http_scenario(
                 body,
                 headers,
                 walk: s.walk,
+                // Both proxies of the scenario get the same load.
+                fresh_ids: s.label == PROXIED,
             };
             // Warm up: connections, caches, allocator.
             load::run(&target, s.concurrency, Duration::from_millis(300)).await?;
@@ -364,6 +440,7 @@ async fn calls_then_rest(addr: std::net::SocketAddr, params: Value) -> anyhow::R
         body,
         headers,
         walk: false,
+        fresh_ids: false,
     };
     load::run(&target, 1, Duration::from_millis(100)).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -483,6 +560,10 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
             rate("HTTP tools/call, c=32", TOOLGATE),
             0.45,
         ),
+    );
+    check(
+        format!("{PROXIED}: {GATEWAY_STDIO} ≥ 2× {MCP_PROXY}"),
+        ratio(rate(PROXIED, GATEWAY_STDIO), rate(PROXIED, MCP_PROXY), 2.0),
     );
     for s in ["HTTP tools/call, c=1", "HTTP tools/call, c=32"] {
         check(
@@ -613,6 +694,9 @@ async fn main() -> anyhow::Result<()> {
         rmcp: dir.join("rmcp-bench-server"),
         ceiling: dir.join("ceiling-server"),
         cli: dir.join("toolgate"),
+        mcp_proxy: std::env::var_os("TOOLGATE_BENCH_NODE")
+            .zip(std::env::var_os("TOOLGATE_BENCH_MCP_PROXY"))
+            .map(|(node, script)| (PathBuf::from(node), PathBuf::from(script))),
     };
     let secs = Duration::from_secs_f64(args.seconds);
     let simple = json!({"name": "test_simple_text", "arguments": {}});
@@ -670,6 +754,23 @@ async fn main() -> anyhow::Result<()> {
             servers: {
                 let mut v = all(false);
                 v.insert(1, (Kind::ToolgatePaged, None, None));
+                v
+            },
+        },
+        Scenario {
+            label: PROXIED.into(),
+            method: "tools/call",
+            params: simple.clone(),
+            concurrency: 32,
+            walk: false,
+            extra: 0,
+            servers: {
+                let mut v = vec![(Kind::GatewayStdio, None, None)];
+                if bins.mcp_proxy.is_some() {
+                    v.push((Kind::McpProxy, None, None));
+                } else {
+                    eprintln!("no mcp-proxy row: `cargo xtask bench` installs it");
+                }
                 v
             },
         },

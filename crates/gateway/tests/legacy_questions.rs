@@ -18,6 +18,7 @@ use toolgate_client::{
 };
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_protocol::types::ClientCapabilities;
+use toolgate_server::{NoArgs, RequestContext, Server, ToolDef, ToolError};
 
 /// A legacy (2025-11-25) stdio server in shell: `greet` asks for a name
 /// with `elicitation/create` in the middle of the call and greets whoever
@@ -208,5 +209,117 @@ async fn a_legacy_host_is_sent_the_legacy_upstreams_question_as_a_request() {
     let done = p.recv().await;
     assert_eq!(done["id"], 2, "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "hello Grace");
+    gateway.stop();
+}
+
+/// A dual-era toolgate server whose `greet` asks for a name: to a legacy
+/// session (as the front below makes it) that is an `elicitation/create`
+/// on the call's response stream.
+fn asking_server() -> Server {
+    Server::builder("asking", "1")
+        .tool(
+            ToolDef::new("greet")
+                .description("Greets whoever answers")
+                .handler(|_: NoArgs, ctx: RequestContext| async move {
+                    let mut input = ctx.inputs();
+                    let form = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+                    let Some(answer) = input.elicit("name", "Your name?", form)? else {
+                        return Err(input.ask());
+                    };
+                    let name = answer
+                        .content
+                        .as_ref()
+                        .and_then(|c| c.get("name"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("nobody")
+                        .to_owned();
+                    Ok::<_, ToolError>(format!("hello {name}"))
+                }),
+        )
+        .build()
+        .unwrap()
+}
+
+/// An HTTP front that makes `upstream` look like a legacy server: it
+/// refuses `server/discover` as a legacy endpoint refuses a request without
+/// a session (so the client falls back to `initialize`), and passes
+/// everything else through, streams included.
+async fn legacy_front(upstream: String) -> String {
+    use axum::body::{Body, Bytes};
+    use axum::http::{HeaderMap, Method, StatusCode, header};
+    use axum::response::{IntoResponse, Response};
+    toolgate_client::install_default_tls_provider();
+    let client = reqwest::Client::new();
+    let forward = move |method: Method, headers: HeaderMap, body: Bytes| {
+        let (client, upstream) = (client.clone(), upstream.clone());
+        async move {
+            if String::from_utf8_lossy(&body).contains("\"server/discover\"") {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: No valid session ID provided",
+                )
+                    .into_response();
+            }
+            let mut request = client.request(method, &upstream).body(body);
+            for (k, v) in &headers {
+                if k != header::HOST && k != header::CONTENT_LENGTH {
+                    request = request.header(k, v);
+                }
+            }
+            let answer = request.send().await.unwrap();
+            let mut response = Response::builder().status(answer.status());
+            for (k, v) in answer.headers() {
+                if k != header::CONTENT_LENGTH && k != header::TRANSFER_ENCODING {
+                    response = response.header(k, v);
+                }
+            }
+            response
+                .body(Body::from_stream(answer.bytes_stream()))
+                .unwrap()
+        }
+    };
+    let app = axum::Router::new().route("/mcp", axum::routing::any(forward));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+/// Answers every form with `{"name": NAME}`.
+struct Named(&'static str);
+
+impl InputHandler for Named {
+    fn capabilities(&self) -> ClientCapabilities {
+        serde_json::from_value(json!({"elicitation": {}})).unwrap()
+    }
+    fn elicit(&self, _params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
+        let name = self.0;
+        Box::pin(async move { Ok(json!({"action": "accept", "content": {"name": name}})) })
+    }
+}
+
+#[tokio::test]
+async fn over_http_each_question_reaches_the_caller_of_the_call_that_asked() {
+    let front = legacy_front(serve(asking_server()).await).await;
+    let toml = format!("[servers.old]\nurl = {}\n", toml_string(&front));
+    let gateway = Gateway::start(config(&toml), GatewayOptions::default())
+        .await
+        .unwrap();
+    let url = serve(gateway.server()).await;
+    let caller = |name: &'static str| {
+        Client::builder(name, "1")
+            .timeout(Duration::from_secs(10))
+            .input_handler(Named(name))
+            .build(HttpTransport::new(url.clone(), HttpOptions::default()).unwrap())
+    };
+    let (ada, grace) = (caller("Ada"), caller("Grace"));
+    // Two calls in flight at once on one legacy session: each question is
+    // routed by the response stream that carried it.
+    let (a, g) = tokio::join!(greet(&ada), greet(&grace));
+    assert_eq!((a.as_str(), g.as_str()), ("hello Ada", "hello Grace"));
+    for _ in 0..3 {
+        let (a, g) = tokio::join!(greet(&grace), greet(&ada));
+        assert_eq!((a.as_str(), g.as_str()), ("hello Grace", "hello Ada"));
+    }
     gateway.stop();
 }
