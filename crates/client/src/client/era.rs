@@ -1,0 +1,124 @@
+//! Which revision a server speaks: a `server/discover` probe, and the
+//! `initialize` handshake when the server is of an older revision.
+
+use super::*;
+
+impl Client {
+    /// The server's era, detected on first use and then kept: a
+    /// `server/discover` probe; a result or a recognized modern error means
+    /// modern, anything else (another error, or no answer within the probe
+    /// timeout) means legacy, and the initialize handshake follows.
+    pub(super) async fn era(&self) -> Result<Era, ClientError> {
+        self.inner
+            .era
+            .get_or_try_init(|| self.detect_era())
+            .await
+            .cloned()
+    }
+
+    /// Whether the server speaks a legacy (initialize-handshake) revision.
+    pub async fn is_legacy(&self) -> Result<bool, ClientError> {
+        Ok(matches!(self.era().await?, Era::Legacy { .. }))
+    }
+
+    async fn detect_era(&self) -> Result<Era, ClientError> {
+        let probe = CallOptions {
+            timeout: Some(self.inner.probe_timeout.min(self.inner.timeout)),
+            progress: None,
+            ..Default::default()
+        };
+        match self
+            .send_in(
+                &Era::Modern,
+                "server/discover",
+                &Map::new(),
+                Vec::new(),
+                &probe,
+            )
+            .await
+        {
+            Ok(result) if result.get("supportedVersions").is_some_and(Value::is_array) => {
+                return Ok(Era::Modern);
+            }
+            // A reply that is no DiscoverResult (some legacy servers answer
+            // any request with an empty result) is not evidence of a modern
+            // server.
+            Ok(_) => {
+                tracing::info!(server = %self.inner.name, "server/discover answered without a DiscoverResult; trying the initialize handshake")
+            }
+            // On HTTP a JSON-RPC "method not found" body comes from a modern
+            // endpoint (a legacy one refuses session-less requests first); on
+            // stdio it is what legacy servers commonly answer, so it is not
+            // evidence there.
+            Err(ClientError::Protocol(e))
+                if e.is_modern_protocol_error()
+                    || (e.code == codes::METHOD_NOT_FOUND
+                        && self.transport.kind() == TransportKind::Http) =>
+            {
+                return Ok(Era::Modern);
+            }
+            Err(e @ ClientError::ServerExited(_)) => return Err(e),
+            // Over HTTP a timeout, a refused connection or an oversized reply
+            // says nothing about the era (the spec's HTTP fallback is keyed
+            // to a 400 body); trying `initialize` would only hide the failure.
+            // Over stdio the spec counts silence as a legacy server, so a
+            // timeout falls back there, and a second silence is reported as
+            // the timeout it is.
+            Err(
+                e @ (ClientError::Timeout(_)
+                | ClientError::Unreachable(_)
+                | ClientError::LimitExceeded { .. }),
+            ) if self.transport.kind() == TransportKind::Http => return Err(e),
+            Err(e) => {
+                tracing::info!(server = %self.inner.name, probe = %e, "not a modern server; trying the initialize handshake")
+            }
+        }
+        let mut params = Map::new();
+        params.insert("protocolVersion".into(), Value::from(LEGACY_SPOKEN[0]));
+        params.insert(
+            "capabilities".into(),
+            serde_json::to_value(&self.inner.capabilities).unwrap_or_else(|_| json!({})),
+        );
+        params.insert(
+            "clientInfo".into(),
+            serde_json::to_value(&self.inner.info).unwrap_or(Value::Null),
+        );
+        let opening = Era::Legacy {
+            version: LEGACY_SPOKEN[0].to_owned(),
+            init: Value::Null,
+        };
+        let init = self
+            .send_in(
+                &opening,
+                "initialize",
+                &params,
+                Vec::new(),
+                &CallOptions::default(),
+            )
+            .await?;
+        let version = init
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if !LEGACY_SPOKEN.contains(&version.as_str()) {
+            return Err(ClientError::NoCommonVersion {
+                server: vec![version],
+                client: MODERN_VERSIONS
+                    .iter()
+                    .chain(LEGACY_SPOKEN)
+                    .map(|v| (*v).to_owned())
+                    .collect(),
+            });
+        }
+        let initialized = toolgate_protocol::jsonrpc::encode_notification::<Value>(
+            "notifications/initialized",
+            None,
+        );
+        self.transport
+            .notify(initialized, Some(version.clone()))
+            .await?;
+        self.transport.legacy_session_started(&version).await?;
+        Ok(Era::Legacy { version, init })
+    }
+}

@@ -1,0 +1,198 @@
+//! Requests that may answer `input_required`: followed through the input
+//! handler ([`Client::call_tool`]), or one round at a time for a program
+//! that relays them ([`Client::call_tool_round`]).
+
+use super::*;
+
+/// The answers to the previous round of a relayed call
+/// ([`Client::call_tool_round`]).
+#[derive(Clone, Debug, Default)]
+pub struct RoundInput {
+    /// `inputResponses`, by the keys the server used.
+    pub input_responses: Map<String, Value>,
+    /// The server's `requestState`, echoed exactly.
+    pub request_state: Option<String>,
+}
+
+/// How one round of a relayed call ended.
+#[derive(Clone, Debug)]
+pub enum CallRound {
+    /// The result, as the server sent it.
+    Complete(CallToolResult),
+    /// The server needs input first.
+    InputRequired {
+        /// `inputRequests`, by key.
+        input_requests: Map<String, Value>,
+        /// The state to echo on the next round.
+        request_state: Option<String>,
+    },
+}
+
+/// How one round of a relayed request ended ([`Client::request_round`]).
+#[derive(Clone, Debug)]
+pub enum Round {
+    /// The result object, as the server sent it.
+    Complete(Value),
+    /// The server needs input first.
+    InputRequired {
+        /// `inputRequests`, by key.
+        input_requests: Map<String, Value>,
+        /// The state to echo on the next round.
+        request_state: Option<String>,
+    },
+}
+
+impl Client {
+    /// Run a request that may answer `input_required`, answering its input
+    /// requests through the input handler and retrying (new id, same
+    /// params, `inputResponses`, the untouched `requestState`).
+    pub(super) async fn with_rounds(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        headers: Vec<(String, String)>,
+        options: &CallOptions,
+    ) -> Result<Value, ClientError> {
+        let mut attempt = params.clone();
+        for _ in 0..=self.inner.max_rounds {
+            let result = self
+                .request_with_headers(method, attempt.clone(), headers.clone(), options)
+                .await?;
+            match result.get("resultType").and_then(Value::as_str) {
+                None | Some("complete") => return Ok(result),
+                Some("input_required") => {}
+                Some(other) => {
+                    return Err(ClientError::InvalidResponse(format!(
+                        "unknown resultType {other:?}"
+                    )));
+                }
+            }
+            let mut responses = Map::new();
+            if let Some(requests) = result.get("inputRequests").and_then(Value::as_object) {
+                for (key, request) in requests {
+                    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+                    let answer = match request.get("method").and_then(Value::as_str) {
+                        Some("elicitation/create") => self.inner.handler.elicit(params).await?,
+                        Some("sampling/createMessage") => self.inner.handler.sample(params).await?,
+                        Some("roots/list") => self.inner.handler.roots().await?,
+                        other => {
+                            return Err(ClientError::InvalidResponse(format!(
+                                "unknown input request {other:?}"
+                            )));
+                        }
+                    };
+                    responses.insert(key.clone(), answer);
+                }
+            }
+            attempt = params.clone();
+            if !responses.is_empty() {
+                attempt.insert("inputResponses".into(), Value::Object(responses));
+            }
+            if let Some(state) = result.get("requestState") {
+                attempt.insert("requestState".into(), state.clone());
+            }
+        }
+        Err(ClientError::TooManyRounds(self.inner.max_rounds))
+    }
+
+    /// One round of a tool call, for a program that relays the call
+    /// rather than answers the server's questions itself (a gateway):
+    /// `round` carries the answers and `requestState` of the previous
+    /// round. The result comes back as the server sent it: an `isError`
+    /// result is not turned into [`ClientError::Tool`], and structured
+    /// content is not checked against the `outputSchema` (see
+    /// [`Client::check_output`]). Header mirroring applies as in
+    /// [`Client::call_tool`].
+    pub async fn call_tool_round(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        round: Option<RoundInput>,
+        options: &CallOptions,
+    ) -> Result<CallRound, ClientError> {
+        let known = self.known_tool(name).await?;
+        let headers = self.mirrored_headers(&known, &arguments);
+        let mut params = Map::new();
+        params.insert("name".into(), Value::from(name));
+        params.insert("arguments".into(), Value::Object(arguments));
+        match self
+            .round_with_headers("tools/call", params, round, headers, options)
+            .await?
+        {
+            Round::Complete(result) => serde_json::from_value(result)
+                .map(CallRound::Complete)
+                .map_err(|e| ClientError::InvalidResponse(format!("tools/call result: {e}"))),
+            Round::InputRequired {
+                input_requests,
+                request_state,
+            } => Ok(CallRound::InputRequired {
+                input_requests,
+                request_state,
+            }),
+        }
+    }
+
+    /// One round of any request that may answer `input_required`
+    /// (`prompts/get`, `resources/read`, …), for a program that relays it:
+    /// the result object as the server sent it, or its questions.
+    pub async fn request_round(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        round: Option<RoundInput>,
+        options: &CallOptions,
+    ) -> Result<Round, ClientError> {
+        self.round_with_headers(method, params, round, Vec::new(), options)
+            .await
+    }
+
+    async fn round_with_headers(
+        &self,
+        method: &str,
+        mut params: Map<String, Value>,
+        round: Option<RoundInput>,
+        headers: Vec<(String, String)>,
+        options: &CallOptions,
+    ) -> Result<Round, ClientError> {
+        if let Some(round) = round {
+            if !round.input_responses.is_empty() {
+                params.insert(
+                    "inputResponses".into(),
+                    Value::Object(round.input_responses),
+                );
+            }
+            if let Some(state) = round.request_state {
+                params.insert("requestState".into(), Value::String(state));
+            }
+        }
+        let result = self
+            .request_with_headers(method, params, headers, options)
+            .await?;
+        match result.get("resultType").and_then(Value::as_str) {
+            None | Some("complete") => Ok(Round::Complete(result)),
+            Some("input_required") => {
+                let input_requests = result
+                    .get("inputRequests")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                let request_state = match result.get("requestState") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(_) => {
+                        return Err(ClientError::InvalidResponse(
+                            "requestState is not a string".into(),
+                        ));
+                    }
+                };
+                Ok(Round::InputRequired {
+                    input_requests,
+                    request_state,
+                })
+            }
+            Some(other) => Err(ClientError::InvalidResponse(format!(
+                "unknown resultType {other:?}"
+            ))),
+        }
+    }
+}
