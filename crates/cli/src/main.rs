@@ -202,13 +202,19 @@ Examples:
     #[command(after_help = "\
 Examples:
   toolgate verify --all --config mcp.json      # in CI: exit 1 when a definition changed
-  toolgate verify basket --lock toolgate.lock")]
+  toolgate verify basket --lock toolgate.lock
+  toolgate verify --all --json                 # each change as a JSON Patch")]
     Verify {
         #[command(flatten)]
         servers: ServerArgs,
         /// The lock file.
         #[arg(long, default_value = "toolgate.lock")]
         lock: PathBuf,
+        /// Print the result as JSON: per server, the tools added and
+        /// removed, and for each changed tool an RFC 6902 JSON Patch from the
+        /// locked definition to the live one.
+        #[arg(long)]
+        json: bool,
     },
     /// Serve the configured servers behind one endpoint (a gateway).
     #[command(after_help = "\
@@ -402,7 +408,11 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             lock,
             update,
         } => review::lock_command(servers.targets(), &lock, update).await,
-        Command::Verify { servers, lock } => review::verify_command(servers.targets(), &lock).await,
+        Command::Verify {
+            servers,
+            lock,
+            json,
+        } => review::verify_command(servers.targets(), &lock, json).await,
         Command::Serve {
             config,
             http,

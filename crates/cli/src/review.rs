@@ -181,17 +181,48 @@ fn read_lock(path: &Path) -> anyhow::Result<Option<LockFile>> {
     }
 }
 
+/// The changes of one server, in three sections: tools nobody reviewed,
+/// tools gone, and tools changed (field by field, old above new).
 fn print_changes(server: &str, changes: &[Change]) {
     let server = one_line(server);
-    for change in changes {
-        match change {
-            Change::Added(tool) => outln!("+ {server}/{}: added", one_line(tool)),
-            Change::Removed(tool) => outln!("- {server}/{}: removed", one_line(tool)),
-            Change::Changed(tool, what) => {
+    let added: Vec<&String> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Added(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    let removed: Vec<&String> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Removed(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    let changed: Vec<&Change> = changes
+        .iter()
+        .filter(|c| matches!(c, Change::Changed(..)))
+        .collect();
+    if !added.is_empty() {
+        outln!("{server}: {} new tool(s), not reviewed:", added.len());
+        for tool in added {
+            outln!("+ {server}/{}: added", one_line(tool));
+        }
+    }
+    if !removed.is_empty() {
+        outln!("{server}: {} tool(s) removed:", removed.len());
+        for tool in removed {
+            outln!("- {server}/{}: removed", one_line(tool));
+        }
+    }
+    if !changed.is_empty() {
+        outln!("{server}: {} tool(s) changed:", changed.len());
+        for change in changed {
+            if let Change::Changed(tool, _) = change {
                 outln!("~ {server}/{}: changed", one_line(tool));
-                for line in what.iter().flat_map(|w| w.lines()) {
-                    outln!("    {}", one_line(line));
-                }
+            }
+            for line in change.lines().iter().flat_map(|w| w.lines()) {
+                outln!("    {}", one_line(line));
             }
         }
     }
@@ -200,10 +231,9 @@ fn print_changes(server: &str, changes: &[Change]) {
 /// `toolgate lock`.
 pub async fn lock_command(t: Targets<'_>, path: &Path, update: bool) -> anyhow::Result<u8> {
     let fetched = fetch(&t).await?;
-    let mut lock = read_lock(path)?.unwrap_or(LockFile {
-        version: 1,
-        ..Default::default()
-    });
+    let mut lock = read_lock(path)?.unwrap_or_default();
+    // Entries written now are version 2; version-1 entries still compare.
+    lock.version = toolgate_review::lock::VERSION;
     let mut refused = false;
     for server in &fetched.servers {
         if let Some(existing) = lock.servers.get(&server.server) {
@@ -234,8 +264,32 @@ pub async fn lock_command(t: Targets<'_>, path: &Path, update: bool) -> anyhow::
     ))
 }
 
+/// One server's changes as JSON: added and removed tools, and each changed
+/// tool as a JSON Patch from the locked definition to the live one.
+fn changes_json(changes: &[Change]) -> serde_json::Value {
+    let mut added = Vec::new();
+    let mut removed = Vec::new();
+    let mut changed = serde_json::Map::new();
+    for change in changes {
+        match change {
+            Change::Added(t) => added.push(t.clone()),
+            Change::Removed(t) => removed.push(t.clone()),
+            Change::Changed(t, fields) => {
+                let patch: Vec<serde_json::Value> = fields.iter().map(|f| f.patch()).collect();
+                changed.insert(t.clone(), serde_json::Value::Array(patch));
+            }
+        }
+    }
+    serde_json::json!({
+        "status": if changes.is_empty() { "matches" } else { "changed" },
+        "added": added,
+        "removed": removed,
+        "changed": changed,
+    })
+}
+
 /// `toolgate verify`.
-pub async fn verify_command(t: Targets<'_>, path: &Path) -> anyhow::Result<u8> {
+pub async fn verify_command(t: Targets<'_>, path: &Path, json: bool) -> anyhow::Result<u8> {
     let Some(lock) = read_lock(path)? else {
         return Err(exit::fail(
             exit::USAGE,
@@ -247,27 +301,41 @@ pub async fn verify_command(t: Targets<'_>, path: &Path) -> anyhow::Result<u8> {
     };
     let fetched = fetch(&t).await?;
     let mut changed = false;
+    let mut report = serde_json::Map::new();
     for server in &fetched.servers {
         let Some(locked) = lock.servers.get(&server.server) else {
-            outln!(
-                "! {}: not in {}; lock it with `toolgate lock`",
-                one_line(&server.server),
-                path.display()
-            );
+            if json {
+                report.insert(
+                    server.server.clone(),
+                    serde_json::json!({"status": "not locked"}),
+                );
+            } else {
+                outln!(
+                    "! {}: not in {}; lock it with `toolgate lock`",
+                    one_line(&server.server),
+                    path.display()
+                );
+            }
             changed = true;
             continue;
         };
         let changes = compare(locked, &server.tools);
-        if changes.is_empty() {
+        changed |= !changes.is_empty();
+        if json {
+            report.insert(server.server.clone(), changes_json(&changes));
+        } else if changes.is_empty() {
             outln!(
                 "{}: {} tool(s) match the lock",
                 one_line(&server.server),
                 server.tools.len()
             );
         } else {
-            changed = true;
             print_changes(&server.server, &changes);
         }
+    }
+    if json {
+        let out = serde_json::json!({"lock": path.display().to_string(), "servers": report});
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     }
     if changed {
         errln!(

@@ -44,13 +44,34 @@ fn lock_then_verify_notices_a_changed_description() {
     let (code, out) = toolgate(&["verify"], poisoned, &dir);
     assert_eq!(code, 1);
     assert!(
-        out.contains("~ ") && out.contains("lookup_order: changed"),
+        out.contains("1 tool(s) changed:\n~ ") && out.contains("lookup_order: changed"),
         "{out}"
+    );
+    assert!(
+        out.contains("    /description:"),
+        "named by its pointer: {out}"
     );
     assert!(
         out.contains(GOOD) && out.contains("id_rsa"),
         "the diff shows old and new text: {out}"
     );
+
+    // The same as JSON: a JSON Patch from the locked definition.
+    let (code, out) = toolgate(&["verify", "--json"], poisoned, &dir);
+    assert_eq!(code, 1);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let server = report["servers"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap();
+    assert_eq!(server["status"], "changed");
+    assert_eq!(
+        server["changed"]["lookup_order"],
+        serde_json::json!([{"op": "replace", "path": "/description", "value": poisoned}])
+    );
+    assert_eq!(server["added"], serde_json::json!([]));
 
     // Locking again refuses to accept the change silently.
     assert_eq!(toolgate(&["lock"], poisoned, &dir).0, 1);

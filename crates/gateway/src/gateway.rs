@@ -565,9 +565,9 @@ impl Gateway {
                         "The tool {name} is withheld: it was added to {} after the lock file was written. Review it, then approve it with `toolgate lock --update --config FILE --all`.",
                         config.name
                     )),
-                    Change::Changed(t, what) if *t == tool.name => Some(format!(
+                    c @ Change::Changed(t, _) if *t == tool.name => Some(format!(
                         "The tool {name} is withheld: its definition changed since it was locked ({}). Review the change, then approve it with `toolgate lock --update --config FILE --all`.",
-                        what.join("; ")
+                        c.lines().join("; ")
                     )),
                     _ => None,
                 }),

@@ -48,6 +48,9 @@ pub struct Icon {
     /// `light` or `dark`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub theme: Option<IconTheme>,
+    /// Fields this revision does not define, kept as the server sent them.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The background an icon is designed for.

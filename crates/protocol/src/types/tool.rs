@@ -29,6 +29,10 @@ pub struct Tool {
     /// Metadata.
     #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<Meta>,
+    /// Fields this revision does not define, kept as the server sent them
+    /// (so a lock file pins them too, and a gateway passes them on).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// Hints describing a tool's behaviour. Defaults (when absent): not
@@ -51,4 +55,7 @@ pub struct ToolAnnotations {
     /// The tool interacts with an open world of external entities.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_world_hint: Option<bool>,
+    /// Hints this revision does not define, kept as the server sent them.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }

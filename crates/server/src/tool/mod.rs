@@ -163,6 +163,7 @@ impl ToolDef {
                 output_schema: None,
                 annotations: None,
                 meta: None,
+                extra: Map::new(),
             },
             visibility: None,
             raw_output: false,
