@@ -47,7 +47,9 @@ async fn fetch(t: &Targets<'_>) -> anyhow::Result<Fetched> {
         servers: Vec::new(),
         failure: exit::OK,
     };
+    let progress = Progress::new(targets.len());
     for target in targets {
+        progress.start(&target.name);
         let listed = match target.connect(&t.reach, Answers::none()) {
             Ok(conn) => conn
                 .client
@@ -64,11 +66,11 @@ async fn fetch(t: &Targets<'_>) -> anyhow::Result<Fetched> {
             // One server is the whole command: its failure is the answer.
             Err(e) if !t.all => return Err(e),
             Err(e) => {
-                errln!(
+                progress.say(&format!(
                     "toolgate: skipping {}: {}",
                     one_line(&target.name),
                     one_line(&format!("{e:#}"))
-                );
+                ));
                 // Timeouts only when every failure was one.
                 let code = exit::for_error(&e);
                 fetched.failure = match fetched.failure {
@@ -78,12 +80,62 @@ async fn fetch(t: &Targets<'_>) -> anyhow::Result<Fetched> {
                 };
             }
         }
+        progress.advance();
     }
+    progress.finish();
     if fetched.failure != exit::OK {
         let failed = "some servers could not be listed (see above); the rest were";
         errln!("toolgate: {failed}");
     }
     Ok(fetched)
+}
+
+/// A progress bar over the servers being listed, drawn on stderr when it
+/// is a terminal and there is more than one server; nothing otherwise.
+struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    fn new(servers: usize) -> Self {
+        use std::io::IsTerminal as _;
+        if servers < 2 || !std::io::stderr().is_terminal() {
+            return Progress(None);
+        }
+        let bar = indicatif::ProgressBar::new(servers as u64);
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} servers  {wide_msg}")
+        {
+            bar.set_style(style);
+        }
+        Progress(Some(bar))
+    }
+
+    /// Listing `server` now.
+    fn start(&self, server: &str) {
+        if let Some(bar) = &self.0 {
+            bar.set_message(format!("listing {}", one_line(server)));
+        }
+    }
+
+    /// One more server listed (or skipped).
+    fn advance(&self) {
+        if let Some(bar) = &self.0 {
+            bar.inc(1);
+        }
+    }
+
+    /// A line on stderr, above the bar.
+    fn say(&self, line: &str) {
+        match &self.0 {
+            Some(bar) => bar.suspend(|| errln!("{line}")),
+            None => errln!("{line}"),
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 /// The worse of a command's own status and the listing failures.

@@ -424,6 +424,12 @@ async fn all_reports_each_broken_server_and_carries_on() {
     let r = toolgate_in(&dir, &["audit", "--all"], &[]).await;
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("skipping broken"), "{}", r.stderr);
+    // Piped: no progress bar, nothing but the messages.
+    assert!(
+        !r.stderr.contains("listing") && !r.stderr.contains('\r'),
+        "{:?}",
+        r.stderr
+    );
     assert!(r.stdout.contains("on 1 server(s)"), "{}", r.stdout);
     assert!(r.stdout.contains("shop/order"), "{}", r.stdout);
     std::fs::remove_dir_all(&dir).ok();
