@@ -237,24 +237,14 @@ fn read_lock(path: &Path) -> anyhow::Result<Option<LockFile>> {
 /// tools gone, and tools changed (field by field, old above new).
 fn print_changes(server: &str, changes: &[Change]) {
     let server = one_line(server);
-    let added: Vec<&String> = changes
-        .iter()
-        .filter_map(|c| match c {
-            Change::Added(t) => Some(t),
-            _ => None,
-        })
-        .collect();
-    let removed: Vec<&String> = changes
-        .iter()
-        .filter_map(|c| match c {
-            Change::Removed(t) => Some(t),
-            _ => None,
-        })
-        .collect();
-    let changed: Vec<&Change> = changes
-        .iter()
-        .filter(|c| matches!(c, Change::Changed(..)))
-        .collect();
+    let (mut added, mut removed, mut changed) = (Vec::new(), Vec::new(), Vec::new());
+    for change in changes {
+        match change {
+            Change::Added(t) => added.push(t),
+            Change::Removed(t) => removed.push(t),
+            Change::Changed(..) => changed.push(change),
+        }
+    }
     if !added.is_empty() {
         outln!("{server}: {} new tool(s), not reviewed:", added.len());
         for tool in added {

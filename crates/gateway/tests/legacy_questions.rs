@@ -187,16 +187,7 @@ async fn an_answer_that_reaches_another_gateway_process_is_told_to_call_again() 
 #[tokio::test]
 async fn a_legacy_host_is_sent_the_legacy_upstreams_question_as_a_request() {
     let gateway = gateway().await;
-    let mut p = Pipe::start(gateway.server());
-    p.send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
-        "clientInfo": {"name": "legacy-host", "version": "1"}}}),
-    )
-    .await;
-    assert_eq!(p.recv().await["result"]["protocolVersion"], "2025-11-25");
-    p.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .await;
+    let mut p = Pipe::legacy_session(gateway.server()).await;
     p.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "old.greet", "arguments": {}}}))
         .await;

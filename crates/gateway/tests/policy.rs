@@ -431,16 +431,7 @@ async fn an_upstream_budget_is_shared_by_all_callers_and_spent_only_on_forwarded
 #[tokio::test]
 async fn a_legacy_session_is_asked_the_same_question_as_an_elicitation_request() {
     let (gateway, calls) = gateway("").await;
-    let mut p = Pipe::start(gateway.server());
-    p.send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
-        "clientInfo": {"name": "legacy-host", "version": "1"}}}),
-    )
-    .await;
-    assert_eq!(p.recv().await["result"]["protocolVersion"], "2025-11-25");
-    p.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .await;
+    let mut p = Pipe::legacy_session(gateway.server()).await;
     for (id, answer, ran) in [
         (
             2,

@@ -210,6 +210,22 @@ impl Pipe {
         }
     }
 
+    /// A pipe with a legacy (2025-11-25) session opened by a host that
+    /// can answer elicitation.
+    pub async fn legacy_session(server: toolgate_server::Server) -> Pipe {
+        let mut p = Pipe::start(server);
+        p.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "legacy-host", "version": "1"}}}),
+        )
+        .await;
+        assert_eq!(p.recv().await["result"]["protocolVersion"], "2025-11-25");
+        p.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        p
+    }
+
     pub async fn send(&mut self, message: Value) {
         use tokio::io::AsyncWriteExt as _;
         let mut line = serde_json::to_vec(&message).unwrap();
