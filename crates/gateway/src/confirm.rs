@@ -210,10 +210,10 @@ fn risk(subject: &Subject<'_>) -> String {
         .collect();
     let mut parts = Vec::new();
     if effects.is_empty() {
-        parts.push("no risky action found in its name or description".to_owned());
+        parts.push("no risky action found in its name, description or parameters".to_owned());
     } else {
         parts.push(format!(
-            "{} (from its name and description)",
+            "{} (from its name, description and parameters)",
             effects.join(", ")
         ));
     }
@@ -268,19 +268,16 @@ pub type SharedNonces = Arc<dyn Nonces>;
 mod tests {
     use super::*;
 
-    fn facts(name: &str) -> ToolFacts {
-        ToolFacts::new(
-            name,
-            name.rsplit('.').next().unwrap_or(name),
-            None,
-            None,
-            false,
-        )
-    }
-
     #[test]
     fn the_question_shows_server_tool_risk_and_exact_arguments() {
-        let f = facts("shop.checkout");
+        // A checkout spends money when its description says so.
+        let f = ToolFacts::new(
+            "shop.checkout",
+            "checkout",
+            Some("Pays for the cart"),
+            None,
+            false,
+        );
         let subject = Subject {
             server: "shop",
             tool: "shop.checkout",

@@ -127,7 +127,7 @@ impl Rule {
 pub struct ToolFacts {
     /// The gateway name.
     pub name: String,
-    /// Effect classes found in its upstream name and description.
+    /// Effect classes found in its upstream name, description and parameters.
     pub effects: Vec<Effect>,
     /// Its upstream is trusted and it says `readOnlyHint: true`.
     pub trusted_read_only: bool,
@@ -135,7 +135,8 @@ pub struct ToolFacts {
 
 impl ToolFacts {
     /// Facts of a tool named `name` at the gateway and `upstream_name` at
-    /// its server.
+    /// its server, known only by its name, description and read-only hint
+    /// (a tool without parameters; see [`ToolFacts::of`] for a whole one).
     pub fn new(
         name: &str,
         upstream_name: &str,
@@ -143,23 +144,32 @@ impl ToolFacts {
         read_only_hint: Option<bool>,
         trusted: bool,
     ) -> Self {
-        Self {
-            name: name.to_owned(),
-            effects: classify_effects(upstream_name, description),
-            trusted_read_only: trusted && read_only_hint == Some(true),
-        }
+        let tool = Tool {
+            name: upstream_name.to_owned(),
+            title: None,
+            description: description.map(str::to_owned),
+            icons: None,
+            input_schema: serde_json::Map::new(),
+            output_schema: None,
+            annotations: read_only_hint.map(|hint| toolgate_protocol::types::ToolAnnotations {
+                read_only_hint: Some(hint),
+                ..Default::default()
+            }),
+            meta: None,
+            extra: serde_json::Map::new(),
+        };
+        Self::of(name, &tool, trusted)
     }
 
-    /// Facts of an upstream tool offered as `name`.
+    /// Facts of an upstream tool offered as `name`: its effects read from
+    /// its name, description and parameters together.
     pub fn of(name: &str, tool: &Tool, trusted: bool) -> Self {
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint);
-        Self::new(
-            name,
-            &tool.name,
-            tool.description.as_deref(),
-            read_only,
-            trusted,
-        )
+        Self {
+            name: name.to_owned(),
+            effects: classify_effects(tool),
+            trusted_read_only: trusted && read_only == Some(true),
+        }
     }
 }
 

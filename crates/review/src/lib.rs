@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use toolgate_protocol::types::Tool;
 
 pub use finding::{Finding, Severity};
-pub use rules::effects::{Effect, classify as classify_effects};
+pub use rules::effects::{Effect, Effects, Evidence, Source, classify as classify_effects};
 pub use rules::{RULES, Rule};
 
 use rules::Subject;
@@ -60,9 +60,11 @@ pub fn audit(servers: &[ServerTools]) -> Vec<Finding> {
             };
             rules::names::check(&subject, &mut findings);
             rules::descriptions::check(&subject, &mut findings);
-            rules::effects::check(&subject, &mut findings);
+            let effects = Effects::of(tool);
+            rules::effects::check(&subject, &effects, &mut findings);
+            rules::effects::free_text::check(&subject, &effects, &mut findings);
             rules::schema::check(&subject, &mut findings);
-            rules::output::check(&subject, &mut findings);
+            rules::output::check(&subject, &effects, &mut findings);
             *seen.entry(&tool.name).or_default() += 1;
             let list = owners.entry(&tool.name).or_default();
             if !list.contains(&server.server.as_str()) {
@@ -122,10 +124,7 @@ pub fn capabilities(servers: &[ServerTools]) -> Vec<(String, String, Vec<Effect>
     let mut out = Vec::new();
     for server in servers {
         for tool in &server.tools {
-            let effects: Vec<Effect> = classify_effects(&tool.name, tool.description.as_deref())
-                .into_iter()
-                .filter(|e| *e != Effect::Read)
-                .collect();
+            let effects = Effects::of(tool).risky();
             if !effects.is_empty() {
                 out.push((server.server.clone(), tool.name.clone(), effects));
             }

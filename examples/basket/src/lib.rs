@@ -333,7 +333,9 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 .title("Check out")
                 .description("Pays for a basket. Asks the user to confirm the amount first (the client must support elicitation); nothing is charged without that confirmation.")
                 .destructive(true)
-                .open_world(false)
+                // Paying reaches a payment provider, an open world, even
+                // though this example only records the order.
+                .open_world(true)
                 .handler(move |args: BasketRef, ctx: RequestContext| {
                     let store = s6.clone();
                     async move {

@@ -89,29 +89,26 @@ pub(crate) fn check(s: &Subject<'_>, out: &mut Vec<Finding>) {
             format!("keep it under {LONG} characters; move detail to documentation"),
         ));
     }
-    let lower = description.to_lowercase();
-    for (phrase, attempt) in STEERING {
-        if let Some(at) = lower.find(phrase) {
-            out.push(s.finding(
-                "TG-D003",
-                format!("the description appears to {attempt} ({phrase:?})"),
-                excerpt(description, at, phrase.len()),
-                "describe only what the tool does; remove instructions to the model",
-            ));
+    prose(s, description, "the description", "", out);
+    // The model reads parameter descriptions too ("full-schema poisoning").
+    let properties = s
+        .tool
+        .input_schema
+        .get("properties")
+        .and_then(serde_json::Value::as_object);
+    for (name, prop) in properties.into_iter().flatten() {
+        if let Some(text) = prop.get("description").and_then(serde_json::Value::as_str) {
+            let location = format!("inputSchema/properties/{name}/description: ");
+            prose(
+                s,
+                text,
+                &format!("the description of /{name}"),
+                &location,
+                out,
+            );
         }
     }
-    if let Some((at, c)) = description
-        .char_indices()
-        .find(|(_, c)| hidden_char(*c).is_some())
-    {
-        let kind = hidden_char(c).unwrap_or("hidden character");
-        out.push(s.finding(
-            "TG-D004",
-            format!("the description contains a {kind} (U+{:04X})", c as u32),
-            excerpt(description, at, 1),
-            "remove invisible and control characters; what the reviewer sees must be what the model reads",
-        ));
-    }
+    let lower = description.to_lowercase();
     for scheme in ["http://", "https://", "data:", "file://", "ftp://"] {
         if let Some(at) = lower.find(scheme) {
             out.push(s.finding(
@@ -152,4 +149,30 @@ fn encoded_run(text: &str) -> Option<usize> {
         }
     }
     None
+}
+
+/// Steering phrases (TG-D003) and hidden characters (TG-D004) in one text
+/// the model reads; `what` names it in the message, `location` prefixes
+/// the evidence.
+fn prose(s: &Subject<'_>, text: &str, what: &str, location: &str, out: &mut Vec<Finding>) {
+    let lower = text.to_lowercase();
+    for (phrase, attempt) in STEERING {
+        if let Some(at) = lower.find(phrase) {
+            out.push(s.finding(
+                "TG-D003",
+                format!("{what} appears to {attempt} ({phrase:?})"),
+                format!("{location}{}", excerpt(text, at, phrase.len())),
+                "describe only what the tool does; remove instructions to the model",
+            ));
+        }
+    }
+    if let Some((at, c)) = text.char_indices().find(|(_, c)| hidden_char(*c).is_some()) {
+        let kind = hidden_char(c).unwrap_or("hidden character");
+        out.push(s.finding(
+            "TG-D004",
+            format!("{what} contains a {kind} (U+{:04X})", c as u32),
+            format!("{location}{}", excerpt(text, at, 1)),
+            "remove invisible and control characters; what the reviewer sees must be what the model reads",
+        ));
+    }
 }

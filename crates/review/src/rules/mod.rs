@@ -89,8 +89,8 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "TG-E001",
         severity: Severity::High,
-        summary: "Annotations contradict what the tool looks like it does",
-        rationale: "A tool that looks destructive but claims readOnlyHint or destructiveHint: false may be spoofing its annotations.",
+        summary: "Annotations contradict the evidence, and nothing explains why",
+        rationale: "A tool whose name, description or parameters say it writes, deletes, sends, spends or executes, but which claims readOnlyHint: true, destructiveHint: false or openWorldHint: false, may be spoofing its annotations.",
     },
     Rule {
         id: "TG-E002",
@@ -102,7 +102,13 @@ pub const RULES: &[Rule] = &[
         id: "TG-E003",
         severity: Severity::Info,
         summary: "The tool can write, delete, send, spend or execute",
-        rationale: "These tools need a person to approve each call.",
+        rationale: "These tools need a person to approve each call; the finding names the evidence for each effect.",
+    },
+    Rule {
+        id: "TG-E004",
+        severity: Severity::Medium,
+        summary: "Annotations contradict the evidence, and the description explains why",
+        rationale: "A query tool that says it runs in a read-only transaction may be honest; the claim is the server's to prove, so verify it before relying on it.",
     },
     Rule {
         id: "TG-S001",
@@ -151,6 +157,12 @@ pub const RULES: &[Rule] = &[
         severity: Severity::High,
         summary: "x-mcp-header on a parameter that looks sensitive",
         rationale: "Header values are visible to every network intermediary.",
+    },
+    Rule {
+        id: "TG-S009",
+        severity: Severity::Medium,
+        summary: "Free text for what a tool runs or where it sends",
+        rationale: "A tool that executes or sends and takes any string for the command or the destination runs anything and reaches anyone; an enum or a pattern narrows it.",
     },
     Rule {
         id: "TG-O001",

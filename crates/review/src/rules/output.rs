@@ -1,6 +1,7 @@
 //! Output: structured results and stateful handles.
 
 use super::Subject;
+use super::effects::{Effect, Effects, Source};
 use crate::Finding;
 use crate::text::words;
 
@@ -46,10 +47,22 @@ const LIFETIME_WORDS: &[&str] = &[
     "lives",
 ];
 
-pub(crate) fn check(s: &Subject<'_>, out: &mut Vec<Finding>) {
+pub(crate) fn check(s: &Subject<'_>, effects: &Effects, out: &mut Vec<Finding>) {
     let name_words = words(&s.tool.name);
     let first = name_words.first().map(String::as_str).unwrap_or("");
-    if s.tool.output_schema.is_none() && DATA_VERBS.contains(&first) {
+    // The name's verb, wherever it stands (`slack_get_users`, `github.list_issues`).
+    let verb = effects
+        .evidence
+        .iter()
+        .find(|e| e.source == Source::Name)
+        .map_or("", |e| e.text.as_str());
+    // Or, for a name without a verb (`maps_geocode`, `git_log`), a
+    // description that says it returns something and nothing riskier.
+    let described = effects.risky().is_empty()
+        && effects
+            .evidence_for(Effect::Read)
+            .any(|e| e.source == Source::Description);
+    if s.tool.output_schema.is_none() && (DATA_VERBS.contains(&verb) || described) {
         out.push(s.finding(
             "TG-O001",
             "the tool returns data but declares no outputSchema",
