@@ -8,38 +8,11 @@
 
 use serde_json::Value;
 
+use super::lexicon::DESTINATION_PARAMS;
 use super::{Effect, Effects};
 use crate::Finding;
 use crate::rules::Subject;
 use crate::text::words;
-
-/// Parameters that are where a sending tool sends to.
-const DESTINATION_PARAMS: &[&str] = &[
-    "to",
-    "recipient",
-    "recipients",
-    "cc",
-    "bcc",
-    "email",
-    "email_address",
-    "to_address",
-    "to_email",
-    "phone",
-    "phone_number",
-    "channel",
-    "channel_id",
-    "chat_id",
-    "room",
-    "room_id",
-    "url",
-    "uri",
-    "endpoint",
-    "webhook",
-    "webhook_url",
-    "host",
-    "hostname",
-    "destination",
-];
 
 pub(crate) fn check(s: &Subject<'_>, effects: &Effects, out: &mut Vec<Finding>) {
     let runs = effects.has(Effect::Execute);

@@ -397,6 +397,34 @@ pub(super) const NETWORK_PARAMS: &[&str] = &[
     "server_url",
 ];
 
+/// Parameters that are where a sending tool sends to.
+pub(super) const DESTINATION_PARAMS: &[&str] = &[
+    "to",
+    "recipient",
+    "recipients",
+    "cc",
+    "bcc",
+    "email",
+    "email_address",
+    "to_address",
+    "to_email",
+    "phone",
+    "phone_number",
+    "channel",
+    "channel_id",
+    "chat_id",
+    "room",
+    "room_id",
+    "url",
+    "uri",
+    "endpoint",
+    "webhook",
+    "webhook_url",
+    "host",
+    "hostname",
+    "destination",
+];
+
 /// True when `word` is `base` or a present-tense or -ing form of it. Past
 /// forms are left out on purpose: "with duplicates removed" describes a
 /// result, not an action.
