@@ -4,6 +4,8 @@
 
 #[path = "../input_tools.rs"]
 mod input_tools;
+#[path = "../task_tools.rs"]
+mod task_tools;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -511,6 +513,7 @@ fn build() -> anyhow::Result<Server> {
         .chain(schema_tools())
         .chain(mrtr_tools())
         .chain(input_tools::tools())
+        .chain(task_tools::tools())
     {
         builder = builder.tool(t);
     }

@@ -23,6 +23,7 @@ use crate::AuthContext;
 use crate::exchange::Frame;
 use crate::frame_queue::FrameSender;
 use crate::mrtr::Inputs;
+use crate::tasks::Slot;
 use crate::tool::ToolError;
 
 /// The request-scoped view a handler gets.
@@ -43,6 +44,9 @@ pub(crate) struct Inner {
     last_progress: AtomicU64,
     /// Facts the handler noted for the call log.
     pub(crate) notes: Arc<std::sync::Mutex<serde_json::Map<String, serde_json::Value>>>,
+    /// The task this call may become (tools that support tasks, called by
+    /// a client that declared the extension).
+    pub(crate) task: Option<Arc<Slot>>,
 }
 
 /// A client capability a handler may need.
@@ -77,7 +81,38 @@ impl RequestContext {
                 round,
                 last_progress: AtomicU64::new(f64::NEG_INFINITY.to_bits()),
                 notes: Arc::default(),
+                task: None,
             }),
+        }
+    }
+
+    /// The same context for a call that may become a task.
+    pub(crate) fn in_task(self, slot: Arc<Slot>) -> Self {
+        self.rebuilt(|inner| inner.task = Some(slot))
+    }
+
+    /// The context for the next run of a task's handler, with the answers
+    /// gathered so far.
+    pub(crate) fn next_round(self, round: Round) -> Self {
+        self.rebuilt(|inner| inner.round = round)
+    }
+
+    fn rebuilt(self, change: impl FnOnce(&mut Inner)) -> Self {
+        let inner = &self.inner;
+        let mut fresh = Inner {
+            id: inner.id.clone(),
+            meta: inner.meta.clone(),
+            auth: inner.auth.clone(),
+            sink: inner.sink.clone(),
+            cancel: inner.cancel.clone(),
+            round: inner.round.clone(),
+            last_progress: AtomicU64::new(inner.last_progress.load(Ordering::Relaxed)),
+            notes: inner.notes.clone(),
+            task: inner.task.clone(),
+        };
+        change(&mut fresh);
+        Self {
+            inner: Arc::new(fresh),
         }
     }
 
@@ -106,19 +141,29 @@ impl RequestContext {
 
     /// The same context acting for `auth` (see [`RequestContext::detached`]).
     pub fn with_auth(self, auth: AuthContext) -> Self {
-        let inner = &self.inner;
-        Self {
-            inner: Arc::new(Inner {
-                id: inner.id.clone(),
-                meta: inner.meta.clone(),
-                auth: Some(auth),
-                sink: inner.sink.clone(),
-                cancel: inner.cancel.clone(),
-                round: inner.round.clone(),
-                last_progress: AtomicU64::new(inner.last_progress.load(Ordering::Relaxed)),
-                notes: inner.notes.clone(),
-            }),
+        self.rebuilt(|inner| inner.auth = Some(auth))
+    }
+
+    /// Continue this call as a task, if it can be one: the tool supports
+    /// tasks ([`ToolDef::task_support`](crate::ToolDef::task_support)) and
+    /// the client declared the extension. The client is answered at once
+    /// with the task, and this handler keeps running; what it returns
+    /// becomes the task's result. `true` when the call is (now) a task;
+    /// `false` when it stays in the request (the handler just goes on).
+    ///
+    /// Tools start their task before the handler runs, unless marked
+    /// [`ToolDef::task_started_by_handler`](crate::ToolDef::task_started_by_handler):
+    /// those gather their input first, synchronously, then call this.
+    pub async fn run_as_task(&self) -> bool {
+        match &self.inner.task {
+            Some(slot) => slot.start().await.unwrap_or(false),
+            None => false,
         }
+    }
+
+    /// The id of the task this call runs as, if it is one.
+    pub fn task_id(&self) -> Option<&str> {
+        self.inner.task.as_ref().and_then(|slot| slot.task_id())
     }
 
     /// The JSON-RPC id of the request.
@@ -226,7 +271,20 @@ impl RequestContext {
     /// Report progress. Does nothing when the client sent no
     /// `progressToken`; a value that does not increase is dropped, because
     /// the protocol requires progress to increase with each notification.
+    ///
+    /// In a task, progress becomes the task's `statusMessage` instead (the
+    /// extension carries no progress notifications): `message`, or
+    /// "`progress` of `total`".
     pub async fn progress(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        if let Some(slot) = self.inner.task.as_ref().filter(|s| s.task_id().is_some()) {
+            let text = match (message, total) {
+                (Some(m), _) => m.to_owned(),
+                (None, Some(total)) => format!("{progress} of {total}"),
+                (None, None) => format!("{progress}"),
+            };
+            slot.status_message(text).await;
+            return;
+        }
         let Some(token) = self.inner.meta.progress_token.clone() else {
             return;
         };

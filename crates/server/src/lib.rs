@@ -71,6 +71,7 @@ mod resource;
 mod sanitizing;
 mod server;
 mod state;
+pub mod tasks;
 mod tls;
 pub mod tool;
 pub mod transport;

@@ -74,6 +74,19 @@ pub struct ServerConfig {
     /// at its next `.await`). Default 5 min; per tool:
     /// [`ToolDef::timeout`](crate::ToolDef::timeout).
     pub call_timeout: Duration,
+    /// How long a task is kept after it is created (its `ttlMs`); its work
+    /// is stopped when this ends. `None`: kept until the server stops.
+    /// Default 1 h.
+    pub task_ttl: Option<Duration>,
+    /// The polling interval tasks suggest (`pollIntervalMs`). Default 500 ms.
+    pub task_poll_interval: Duration,
+    /// At most this many tasks are kept at once, running or finished; a
+    /// call to a task tool beyond it is refused with an `isError` saying
+    /// so. Default 10 000.
+    pub max_tasks: usize,
+    /// At most this many of them belong to one caller (unauthenticated
+    /// callers count as one). Default 1000.
+    pub max_tasks_per_caller: usize,
 }
 
 impl Default for ServerConfig {
@@ -94,6 +107,10 @@ impl Default for ServerConfig {
             max_legacy_sessions: 1024,
             max_legacy_sessions_per_principal: 64,
             call_timeout: Duration::from_secs(300),
+            task_ttl: Some(Duration::from_secs(3600)),
+            task_poll_interval: Duration::from_millis(500),
+            max_tasks: 10_000,
+            max_tasks_per_caller: 1000,
         }
     }
 }
@@ -127,6 +144,15 @@ impl ServerConfig {
         }
         if self.call_timeout.is_zero() {
             return zero("call_timeout", "every tool call would time out at once");
+        }
+        if self.task_ttl.is_some_and(|t| t.is_zero()) {
+            return zero("task_ttl", "every task would expire before its first poll");
+        }
+        if self.max_tasks == 0 || self.max_tasks_per_caller == 0 {
+            return zero(
+                "max_tasks or max_tasks_per_caller",
+                "no task could ever be created",
+            );
         }
         if self.legacy && self.legacy_idle.is_zero() {
             return zero("legacy_idle", "every legacy session would end at once");
@@ -178,6 +204,8 @@ pub(crate) struct Inner {
     pub(crate) unlisted_answer: Option<UnlistedAnswer>,
     /// Where tool calls are recorded.
     pub(crate) call_log: Option<Arc<dyn crate::CallLog>>,
+    /// Tool calls running as tasks.
+    pub(crate) tasks: crate::tasks::Tasks,
     /// `ttlMs` of list results now, in milliseconds (from
     /// `config.list_ttl`, or [`Server::set_list_hints`]).
     pub(crate) list_ttl_ms: std::sync::atomic::AtomicU64,
@@ -234,6 +262,7 @@ pub struct ServerBuilder {
     tools_in_name_order: bool,
     enable_completions: bool,
     call_log: Option<Arc<dyn crate::CallLog>>,
+    task_store: Option<Arc<dyn crate::tasks::TaskStore>>,
 }
 
 /// What a call to a tool the server does not offer is answered with,
@@ -254,6 +283,7 @@ impl Server {
             enable_prompts: false,
             unlisted_answer: None,
             call_log: None,
+            task_store: None,
             tools_in_name_order: false,
             enable_completions: false,
             enable_resources: false,
@@ -278,6 +308,9 @@ impl Server {
     pub fn add_tool(&self, entry: ToolEntry) -> Result<(), RegistrationError> {
         let config = &self.inner.config;
         let tool = entry.compile(config)?;
+        if tool.tasks != crate::tasks::TaskSupport::Never {
+            self.inner.tasks.enable();
+        }
         self.inner
             .tools
             .insert(tool)
@@ -539,6 +572,13 @@ impl ServerBuilder {
         self
     }
 
+    /// Keep task state in `store` rather than in this process's memory
+    /// (see [`TaskStore`](crate::tasks::TaskStore)).
+    pub fn task_store(mut self, store: Arc<dyn crate::tasks::TaskStore>) -> Self {
+        self.task_store = Some(store);
+        self
+    }
+
     /// Check every registration and build the server. The first invalid
     /// registration is returned as the error.
     pub fn build(self) -> Result<Server, RegistrationError> {
@@ -555,6 +595,11 @@ impl ServerBuilder {
         result_meta.insert(
             SERVER_INFO.into(),
             serde_json::to_value(&self.info).unwrap_or(Value::Null),
+        );
+        let tasks = crate::tasks::Tasks::new(
+            self.task_store
+                .unwrap_or_else(|| Arc::new(crate::tasks::MemoryTaskStore::new())),
+            &self.config,
         );
         let inner = Inner {
             prompts_enabled: self.enable_prompts || !self.prompts.is_empty(),
@@ -582,6 +627,7 @@ impl ServerBuilder {
             result_meta,
             unlisted_answer: self.unlisted_answer,
             call_log: self.call_log,
+            tasks,
             list_ttl_ms: std::sync::atomic::AtomicU64::new(list_ttl_ms),
             lists_private: std::sync::atomic::AtomicBool::new(false),
         };

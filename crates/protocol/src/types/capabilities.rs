@@ -33,6 +33,12 @@ impl ClientCapabilities {
             .is_some_and(|e| e.is_empty() || e.contains_key("form"))
     }
 
+    /// Whether the client declared the extension `id` (for example
+    /// [`TASKS_EXTENSION`](super::TASKS_EXTENSION)).
+    pub fn has_extension(&self, id: &str) -> bool {
+        self.extensions.as_ref().is_some_and(|e| e.contains_key(id))
+    }
+
     /// Whether URL-mode elicitation is supported.
     pub fn supports_elicitation_url(&self) -> bool {
         self.elicitation

@@ -11,6 +11,7 @@ mod notifications;
 mod prompt;
 mod resource;
 mod results;
+mod tasks;
 mod tool;
 
 pub use capabilities::*;
@@ -21,6 +22,7 @@ pub use notifications::*;
 pub use prompt::*;
 pub use resource::*;
 pub use results::*;
+pub use tasks::*;
 pub use tool::*;
 
 /// A `_meta` object.

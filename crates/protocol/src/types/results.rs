@@ -15,6 +15,8 @@ pub enum ResultType {
     Complete,
     /// More input is needed (multi round-trip requests).
     InputRequired,
+    /// The work continues as a task (the tasks extension).
+    Task,
     /// A value defined by an extension.
     Other(String),
 }
@@ -24,6 +26,7 @@ impl From<String> for ResultType {
         match s.as_str() {
             "complete" => ResultType::Complete,
             "input_required" => ResultType::InputRequired,
+            "task" => ResultType::Task,
             _ => ResultType::Other(s),
         }
     }
@@ -34,6 +37,7 @@ impl From<ResultType> for String {
         match r {
             ResultType::Complete => "complete".into(),
             ResultType::InputRequired => "input_required".into(),
+            ResultType::Task => "task".into(),
             ResultType::Other(s) => s,
         }
     }

@@ -42,6 +42,14 @@ pub(crate) fn capabilities(server: &Server) -> ServerCapabilities {
         }),
         logging: Some(Default::default()),
         completions: inner.completions_enabled.then(Default::default),
+        extensions: inner.tasks.enabled().then(|| {
+            let mut extensions = serde_json::Map::new();
+            extensions.insert(
+                toolgate_protocol::types::TASKS_EXTENSION.into(),
+                serde_json::Value::Object(serde_json::Map::new()),
+            );
+            extensions
+        }),
         ..Default::default()
     }
 }

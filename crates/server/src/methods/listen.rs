@@ -3,14 +3,16 @@
 //! client goes away or the server shuts down.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use futures::stream;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::{self, error::RecvError};
 use toolgate_protocol::jsonrpc::{Request, encode_notification};
+use toolgate_protocol::meta::RequestMeta;
 use toolgate_protocol::meta::SUBSCRIPTION_ID;
-use toolgate_protocol::types::{SubscriptionFilter, methods};
+use toolgate_protocol::types::{SubscriptionFilter, TASKS_EXTENSION, methods};
 use toolgate_protocol::{RequestId, RpcError};
 
 use super::{Failure, params};
@@ -18,6 +20,7 @@ use crate::Server;
 use crate::dispatch::TransportContext;
 use crate::exchange::{Exchange, Frame, Reply};
 use crate::registry::Change;
+use crate::tasks::TaskEvent;
 
 #[derive(Deserialize)]
 struct ListenParams {
@@ -27,6 +30,7 @@ struct ListenParams {
 pub(super) fn listen(
     server: &Server,
     req: Request,
+    meta: RequestMeta,
     transport: &TransportContext,
 ) -> Result<Reply, Failure> {
     let p: ListenParams = params(&req)?;
@@ -38,17 +42,33 @@ pub(super) fn listen(
             ),
         ));
     };
+    let tasks = &server.inner.tasks;
+    let task_ids = requested
+        .task_ids
+        .clone()
+        .filter(|ids| tasks.enabled() && !ids.is_empty());
+    if task_ids.is_some() && !meta.client_capabilities.has_extension(TASKS_EXTENSION) {
+        return Err((
+            req.id,
+            crate::tasks::extension_required("subscribing to task notifications"),
+        ));
+    }
     let honoured = honoured(server, &requested);
     let tag = tag(&req.id);
-    let ack = json!({ "notifications": honoured, "_meta": tag });
     let mut pending = VecDeque::with_capacity(1);
-    pending.push_back(Frame::Notification(encode_notification(
-        methods::SUBSCRIPTIONS_ACKNOWLEDGED,
-        Some(&ack),
-    )));
+    if task_ids.is_none() {
+        pending.push_back(ack(&honoured, &tag));
+    }
     // Subscribe before acknowledging, so no change between the two is lost.
     let state = Listening {
         changes: server.inner.bus.subscribe(),
+        task_changes: task_ids.as_ref().map(|_| tasks.events.subscribe()),
+        unresolved_tasks: task_ids,
+        owner: transport
+            .auth
+            .as_ref()
+            .and_then(|a| a.subject())
+            .map(str::to_owned),
         server: server.clone(),
         id: req.id,
         honoured,
@@ -68,6 +88,13 @@ pub(super) fn listen(
 struct Listening {
     server: Server,
     changes: broadcast::Receiver<Change>,
+    /// Task changes, when the stream asked for tasks.
+    task_changes: Option<broadcast::Receiver<Arc<TaskEvent>>>,
+    /// Task ids asked for and not yet looked up; the acknowledgement
+    /// waits for them.
+    unresolved_tasks: Option<Vec<String>>,
+    /// The caller's subject: only its own tasks are reported.
+    owner: Option<String>,
     id: RequestId,
     honoured: SubscriptionFilter,
     tag: Map<String, Value>,
@@ -80,6 +107,9 @@ struct Listening {
 
 impl Listening {
     async fn next(mut self) -> Option<(Frame, Self)> {
+        if let Some(ids) = self.unresolved_tasks.take() {
+            self.resolve_tasks(ids).await;
+        }
         loop {
             if let Some(frame) = self.pending.pop_front() {
                 return Some((frame, self));
@@ -90,6 +120,12 @@ impl Listening {
             let change = tokio::select! {
                 _ = self.server.inner.shutdown.cancelled() => None,
                 change = self.changes.recv() => Some(change),
+                event = next_task_event(&mut self.task_changes) => {
+                    if let Some(event) = event {
+                        self.task_event(&event);
+                    }
+                    continue;
+                }
             };
             let frames = match change {
                 Some(Ok(change)) => notifications_for(&self.honoured, &change, &self.tag),
@@ -103,6 +139,42 @@ impl Listening {
             };
             self.pending
                 .extend(frames.into_iter().map(Frame::Notification));
+        }
+    }
+
+    /// Acknowledge with the task ids this caller may follow, then send each
+    /// one's current state (it may have changed before the stream opened).
+    async fn resolve_tasks(&mut self, ids: Vec<String>) {
+        let tasks = &self.server.inner.tasks;
+        let mut honoured_ids = Vec::new();
+        let mut states = Vec::new();
+        // A bounded list: each id costs a store read.
+        for id in ids.into_iter().take(MAX_TASK_IDS) {
+            if honoured_ids.contains(&id) {
+                continue;
+            }
+            if let Ok(record) = tasks.find(&id, self.owner.as_deref()).await {
+                honoured_ids.push(id);
+                states.push(record.task);
+            }
+        }
+        self.honoured.task_ids = Some(honoured_ids);
+        self.pending.push_back(ack(&self.honoured, &self.tag));
+        for task in &states {
+            self.pending
+                .extend(crate::tasks::notification(task, &self.tag));
+        }
+    }
+
+    fn task_event(&mut self, event: &TaskEvent) {
+        let followed = self
+            .honoured
+            .task_ids
+            .as_ref()
+            .is_some_and(|ids| ids.contains(&event.task.task.task_id));
+        if followed && event.owner == self.owner {
+            self.pending
+                .extend(crate::tasks::notification(&event.task, &self.tag));
         }
     }
 
@@ -125,6 +197,32 @@ impl Listening {
     }
 }
 
+/// At most this many task ids are followed per stream.
+const MAX_TASK_IDS: usize = 256;
+
+/// The next task change; never resolves when the stream follows no task.
+/// A lagging receiver skips what it missed (the client can poll).
+async fn next_task_event(
+    rx: &mut Option<broadcast::Receiver<Arc<TaskEvent>>>,
+) -> Option<Arc<TaskEvent>> {
+    let Some(rx) = rx.as_mut() else {
+        return std::future::pending().await;
+    };
+    match rx.recv().await {
+        Ok(event) => Some(event),
+        Err(RecvError::Lagged(_)) => None,
+        Err(RecvError::Closed) => std::future::pending().await,
+    }
+}
+
+fn ack(honoured: &SubscriptionFilter, tag: &Map<String, Value>) -> Frame {
+    let ack = json!({ "notifications": honoured, "_meta": tag });
+    Frame::Notification(encode_notification(
+        methods::SUBSCRIPTIONS_ACKNOWLEDGED,
+        Some(&ack),
+    ))
+}
+
 fn tag(id: &RequestId) -> Map<String, Value> {
     let mut meta = Map::new();
     meta.insert(SUBSCRIPTION_ID.into(), id.to_value());
@@ -143,6 +241,7 @@ fn honoured(server: &Server, requested: &SubscriptionFilter) -> SubscriptionFilt
             .resource_subscriptions
             .clone()
             .filter(|uris| inner.resources_enabled && !uris.is_empty()),
+        task_ids: None,
     }
 }
 

@@ -7,7 +7,7 @@ mod listen;
 mod lists;
 mod prompts;
 mod resources;
-mod tools;
+pub(crate) mod tools;
 
 use std::future::Future;
 
@@ -27,7 +27,7 @@ use crate::mrtr::{self, Binding, Pending};
 
 pub(crate) use discover::capabilities;
 
-type Failure = (RequestId, RpcError);
+pub(crate) type Failure = (RequestId, RpcError);
 
 pub(crate) fn dispatch(
     server: &Server,
@@ -52,7 +52,10 @@ pub(crate) fn dispatch(
         "completion/complete" if inner.completions_enabled => {
             complete::complete(server, req, meta, transport)
         }
-        "subscriptions/listen" => listen::listen(server, req, transport),
+        "subscriptions/listen" => listen::listen(server, req, meta, transport),
+        "tasks/get" => crate::tasks::get(server, req, meta, transport),
+        "tasks/update" => crate::tasks::update(server, req, meta, transport),
+        "tasks/cancel" => crate::tasks::cancel(server, req, meta, transport),
         _ => Err((req.id, RpcError::method_not_found(&req.method))),
     }
 }

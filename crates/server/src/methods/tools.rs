@@ -18,7 +18,9 @@ use crate::call_log::{CallLog, CallOutcome, CallRecord, unrecorded};
 use crate::dispatch::{TransportContext, error_frame};
 use crate::exchange::{Exchange, Frame, Reply};
 use crate::mrtr::{Binding, Retry, take_retry_fields};
+use crate::tasks::TaskSupport;
 use crate::tool::{RegisteredTool, ToolReply};
+use toolgate_protocol::types::TASKS_EXTENSION;
 
 pub(super) fn call(
     server: &Server,
@@ -76,6 +78,16 @@ pub(super) fn call(
             req.id,
             RpcError::invalid_params(format!("Unknown tool: {}", quote(&name))),
         ));
+    };
+    let as_task = match tool.tasks {
+        TaskSupport::Never => false,
+        support => {
+            let declared = meta.client_capabilities.has_extension(TASKS_EXTENSION);
+            if !declared && support == TaskSupport::Required {
+                return Err((req.id, task_required(&name)));
+            }
+            declared
+        }
     };
     if let Some(limiter) = &tool.limiter {
         let caller = transport.auth.as_ref().and_then(|a| a.subject());
@@ -139,6 +151,18 @@ pub(super) fn call(
     let Value::Object(args) = args_value else {
         unreachable!("built from a map just above")
     };
+    if as_task {
+        let call = crate::tasks::Call {
+            tool,
+            id: req.id,
+            meta,
+            binding,
+            round,
+            args,
+            audit,
+        };
+        return Ok(crate::tasks::call(server, call, transport));
+    }
     let server = server.clone();
     let id = req.id;
     Ok(exchange(
@@ -171,15 +195,41 @@ async fn run(
     ctx: crate::RequestContext,
 ) -> (Frame, CallOutcome) {
     let run = guarded(&tool.tool.name, tool.handler.call(args, ctx));
-    let Ok(ended) = tokio::time::timeout(tool.timeout, run).await else {
-        tracing::warn!(tool = %tool.tool.name, timeout = ?tool.timeout, "tool call timed out; its handler was dropped");
-        let text = format!(
-            "The tool {} did not finish within {} s and was stopped. Try again with a smaller request, or later.",
-            quote(&tool.tool.name),
-            tool.timeout.as_secs_f64()
-        );
-        let frame = server.result_frame(id, &CallToolResult::error(text));
-        return (frame, CallOutcome::Timeout);
+    let executed = match tokio::time::timeout(tool.timeout, run).await {
+        Ok(ended) => Executed::Ended(ended),
+        Err(_) => Executed::TimedOut(tool.timeout),
+    };
+    encode(server, tool, id, binding, executed)
+}
+
+/// How a handler run ended, time limit included.
+pub(crate) enum Executed {
+    /// It ended by itself.
+    Ended(Ended<ToolReply>),
+    /// It was stopped after running this long.
+    TimedOut(std::time::Duration),
+}
+
+/// The answer to a call whose handler ended so.
+pub(crate) fn encode(
+    server: &Server,
+    tool: &RegisteredTool,
+    id: &RequestId,
+    binding: &Binding,
+    executed: Executed,
+) -> (Frame, CallOutcome) {
+    let ended = match executed {
+        Executed::Ended(ended) => ended,
+        Executed::TimedOut(limit) => {
+            tracing::warn!(tool = %tool.tool.name, timeout = ?limit, "tool call timed out; its handler was dropped");
+            let text = format!(
+                "The tool {} did not finish within {} s and was stopped. Try again with a smaller request, or later.",
+                quote(&tool.tool.name),
+                limit.as_secs_f64()
+            );
+            let frame = server.result_frame(id, &CallToolResult::error(text));
+            return (frame, CallOutcome::Timeout);
+        }
     };
     match ended {
         Ended::Value(ToolReply::Complete(result)) => {
@@ -227,6 +277,19 @@ async fn run(
     }
 }
 
+/// `-32021` for a call to a task-only tool from a client that did not
+/// declare the tasks extension.
+fn task_required(name: &str) -> RpcError {
+    let mut error = RpcError::missing_client_capability(
+        serde_json::json!({ "extensions": { TASKS_EXTENSION: {} } }),
+    );
+    error.message = format!(
+        "Missing required client capability: the tool {} runs only as a task; declare the extension {TASKS_EXTENSION} in io.modelcontextprotocol/clientCapabilities",
+        quote(name)
+    );
+    error
+}
+
 /// A call refused before its arguments were bound: its tool error.
 struct Refused {
     name: String,
@@ -250,7 +313,7 @@ impl Refused {
 }
 
 /// A call being recorded in the server's [`CallLog`](crate::CallLog).
-struct Audit {
+pub(crate) struct Audit {
     log: Arc<dyn CallLog>,
     started: SystemTime,
     clock: Instant,
@@ -285,7 +348,7 @@ impl Audit {
 
     /// Record the call, then hand back `frame` — or, if the record could
     /// not be written, an `isError` in its place.
-    async fn finish(
+    pub(crate) async fn finish(
         self,
         frame: Frame,
         outcome: CallOutcome,

@@ -31,6 +31,7 @@
 mod output;
 mod schema_gen;
 
+use crate::tasks::TaskSupport;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -148,6 +149,8 @@ pub struct ToolDef {
     rate_limit: Option<RateLimit>,
     scopes: Vec<String>,
     timeout: Option<std::time::Duration>,
+    tasks: TaskSupport,
+    task_from_handler: bool,
 }
 
 impl ToolDef {
@@ -170,7 +173,41 @@ impl ToolDef {
             rate_limit: None,
             scopes: Vec::new(),
             timeout: None,
+            tasks: TaskSupport::Never,
+            task_from_handler: false,
         }
+    }
+
+    /// Whether calls run as tasks (the tasks extension; see
+    /// [`crate::tasks`]). With [`TaskSupport::Optional`] or
+    /// [`TaskSupport::Required`], a call from a client that declared the
+    /// extension is answered at once with a task, and the handler keeps
+    /// running; the client polls `tasks/get` for its result.
+    ///
+    /// ```
+    /// use toolgate_server::tasks::TaskSupport;
+    /// use toolgate_server::{NoArgs, RequestContext, ToolDef, ToolError};
+    /// let export = ToolDef::new("export_report")
+    ///     .description("Builds the monthly report; takes a few minutes.")
+    ///     .task_support(TaskSupport::Optional)
+    ///     .handler(|_: NoArgs, _ctx: RequestContext| async {
+    ///         Ok::<_, ToolError>("report.pdf is ready")
+    ///     });
+    /// # let _ = export;
+    /// ```
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.tasks = support;
+        self
+    }
+
+    /// Start the task only when the handler calls
+    /// [`RequestContext::run_as_task`](crate::RequestContext::run_as_task),
+    /// rather than before it runs: input the handler asks for earlier is
+    /// gathered synchronously, by multi round-trip, as the extension
+    /// recommends. A handler that never calls it answers in the request.
+    pub fn task_started_by_handler(mut self) -> Self {
+        self.task_from_handler = true;
+        self
     }
 
     /// A definition taken whole from a wire [`Tool`]: every field kept,
@@ -483,6 +520,8 @@ impl ToolEntry {
             visibility: with_scopes(def.visibility, def.scopes.clone()),
             required_scopes: def.scopes,
             timeout: def.timeout.unwrap_or(config.call_timeout),
+            tasks: def.tasks,
+            task_from_handler: def.task_from_handler,
         })
     }
 }
@@ -502,8 +541,12 @@ pub(crate) struct RegisteredTool {
     pub(crate) limiter: Option<Limiter>,
     /// Scopes a caller must hold ([`ToolDef::scopes`]).
     pub(crate) required_scopes: Vec<String>,
-    /// How long one call may run.
+    /// How long one call may run (a task: its lifetime instead).
     pub(crate) timeout: std::time::Duration,
+    /// Whether calls run as tasks.
+    pub(crate) tasks: TaskSupport,
+    /// The handler starts the task itself.
+    pub(crate) task_from_handler: bool,
 }
 
 /// `rule` narrowed to callers holding every one of `scopes`.

@@ -197,6 +197,8 @@ pub(crate) fn check_mirrored_headers(
     let name_field = match req.method.as_str() {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        // The tasks extension routes by task: `Mcp-Name` carries the task id.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     };
     // Without a string name in the body the request is malformed; the
