@@ -82,7 +82,10 @@ pub(super) fn call(
     let as_task = match tool.tasks {
         TaskSupport::Never => false,
         support => {
-            let declared = meta.client_capabilities.has_extension(TASKS_EXTENSION);
+            // The extension is not defined for legacy revisions: a legacy
+            // session's capabilities never enable it.
+            let declared = toolgate_protocol::version::is_modern(&meta.protocol_version)
+                && meta.client_capabilities.has_extension(TASKS_EXTENSION);
             if !declared && support == TaskSupport::Required {
                 return Err((req.id, task_required(&name)));
             }
