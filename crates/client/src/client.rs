@@ -26,8 +26,10 @@ use crate::transport::{Inbound, Outgoing, Transport, TransportKind};
 
 mod era;
 mod rounds;
+mod tasks;
 
 pub use rounds::{CallRound, Round, RoundInput};
+pub use tasks::{CallStart, TaskFn};
 
 /// A progress callback.
 pub type ProgressFn = Arc<dyn Fn(&ProgressNotificationParams) + Send + Sync>;
@@ -57,6 +59,9 @@ pub struct CallOptions {
     /// says which call asks, it goes here only while this is the one call
     /// in flight with such a handler (otherwise the input handler answers).
     pub questions: Option<QuestionFn>,
+    /// Receives each state of the task a call runs as (the tasks
+    /// extension; see [`ClientBuilder::tasks`]): status and status message.
+    pub on_task: Option<TaskFn>,
 }
 
 /// Answers one request of a legacy server: `(method, params)`.
@@ -108,9 +113,20 @@ pub struct ClientBuilder {
     trusted: bool,
     name: String,
     max_pages: usize,
+    tasks: bool,
 }
 
 impl ClientBuilder {
+    /// Declare the tasks extension (`io.modelcontextprotocol/tasks`): a
+    /// server may then run a tool call as a task, which
+    /// [`Client::call_tool`] polls to its result (answering the task's
+    /// input requests through the input handler) and cancels if the
+    /// caller gives up. Off by default.
+    pub fn tasks(mut self) -> Self {
+        self.tasks = true;
+        self
+    }
+
     /// How many pages one listing follows before giving up with
     /// [`ClientError::LimitExceeded`] (default 1,000: a million tools at
     /// the usual page sizes; at least 1).
@@ -185,7 +201,17 @@ impl ClientBuilder {
             inner: Arc::new(Inner {
                 era: tokio::sync::OnceCell::new(),
                 probe_timeout: Duration::from_secs(5),
-                capabilities: self.handler.capabilities(),
+                capabilities: {
+                    let mut capabilities = self.handler.capabilities();
+                    if self.tasks {
+                        capabilities.extensions.get_or_insert_with(Map::new).insert(
+                            toolgate_protocol::types::TASKS_EXTENSION.into(),
+                            Value::Object(Map::new()),
+                        );
+                    }
+                    capabilities
+                },
+                tasks: self.tasks,
                 info_json: serde_json::to_value(&self.info).unwrap_or(Value::Null),
                 info: self.info,
                 timeout: self.timeout,
@@ -231,6 +257,8 @@ struct Inner {
     /// `info` as every request's `_meta` carries it, serialized once.
     info_json: Value,
     capabilities: ClientCapabilities,
+    /// Whether the tasks extension is declared.
+    tasks: bool,
     timeout: Duration,
     max_rounds: usize,
     handler: Arc<dyn InputHandler>,
@@ -269,6 +297,7 @@ impl Client {
             trusted: false,
             name: "server".into(),
             max_pages: 1_000,
+            tasks: false,
         }
     }
 
@@ -410,6 +439,11 @@ impl Client {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             "resources/read" => params.get("uri").and_then(Value::as_str).map(str::to_owned),
+            // The tasks extension routes by task.
+            "tasks/get" | "tasks/update" | "tasks/cancel" => params
+                .get("taskId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
             _ => None,
         };
         Outgoing {

@@ -72,6 +72,16 @@ pub enum ClientError {
     /// The server kept asking for input past the round limit.
     #[error("the server asked for input more than {0} times")]
     TooManyRounds(usize),
+    /// The task the call ran as ended without a result (`cancelled`).
+    #[error("task {task_id} was {status}{}", if .message.is_empty() { String::new() } else { format!(": {}", .message) })]
+    TaskEnded {
+        /// The task.
+        task_id: String,
+        /// How it ended.
+        status: String,
+        /// The server's status message, if any.
+        message: String,
+    },
     /// The server asked for input the application cannot give.
     #[error("the server asked for {0}, which this client does not provide")]
     InputUnavailable(String),

@@ -6,6 +6,8 @@
 //!   and leaves out tools whose annotation breaks the rules.
 //! - Times out (60 s by default) and cancels on the server.
 //! - Drives multi round-trip requests through an [`InputHandler`].
+//! - With [`ClientBuilder::tasks`], follows calls the server runs as tasks
+//!   (the tasks extension) to their results.
 //! - Asks an [`Approval`] hook before each call, with a risk class that
 //!   ignores annotations unless the server is trusted, and logs each call for
 //!   audit (`toolgate_client::audit`).
@@ -37,7 +39,8 @@ mod watch;
 
 pub use cache::ListHints;
 pub use client::{
-    CallOptions, CallRound, Client, ClientBuilder, LogFn, ProgressFn, QuestionFn, Round, RoundInput,
+    CallOptions, CallRound, CallStart, Client, ClientBuilder, LogFn, ProgressFn, QuestionFn, Round,
+    RoundInput, TaskFn,
 };
 pub use error::ClientError;
 pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Risk, classify};

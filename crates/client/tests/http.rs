@@ -659,3 +659,66 @@ async fn a_refused_connection_is_unreachable_and_names_the_cause() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn hostile_task_servers_get_clear_errors() {
+    let task = |id: &str, status: &str| {
+        json!({"resultType": "complete", "taskId": id, "status": status, "createdAt": "2026-12-01T00:00:00Z",
+               "lastUpdatedAt": "2026-12-01T00:00:00Z", "ttlMs": 60000, "pollIntervalMs": 1})
+    };
+    let (url, m) = mock(move |r| match r["method"].as_str().unwrap() {
+        "tools/list" => result(
+            r,
+            json!({"resultType": "complete", "ttlMs": 60000, "cacheScope": "public", "tools": [
+                {"name": "empty", "inputSchema": {"type": "object"}},
+                {"name": "garbled", "inputSchema": {"type": "object"}}
+            ]}),
+        ),
+        "tools/call" => {
+            let id = r["params"]["name"].as_str().unwrap();
+            let mut created = task(id, "working");
+            created["resultType"] = json!("task");
+            result(r, created)
+        }
+        "tasks/get" => match r["params"]["taskId"].as_str().unwrap() {
+            // Completed, but with nothing to show for it.
+            "empty" => result(r, task("empty", "completed")),
+            _ => result(r, task("garbled", "exploded")),
+        },
+        _ => (
+            404,
+            json!({"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32601, "message": "nope"}})
+                .to_string(),
+        ),
+    })
+    .await;
+    // A task for a client that never declared the extension is invalid.
+    let undeclared = client(&url);
+    match undeclared
+        .call_tool("empty", Map::new(), &CallOptions::default())
+        .await
+    {
+        Err(ClientError::InvalidResponse(why)) => assert!(why.contains("\"task\""), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    let c = Client::builder("test", "1")
+        .timeout(Duration::from_secs(5))
+        .tasks()
+        .build(HttpTransport::new(&url, HttpOptions::default()).unwrap());
+    match c
+        .call_tool("empty", Map::new(), &CallOptions::default())
+        .await
+    {
+        Err(ClientError::InvalidResponse(why)) => assert!(why.contains("no result"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    match c
+        .call_tool("garbled", Map::new(), &CallOptions::default())
+        .await
+    {
+        Err(ClientError::InvalidResponse(why)) => assert!(why.contains("tasks/get"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // The client polled the task rather than giving up at once.
+    assert!(m.hits.lock().unwrap().iter().any(|h| h == "tasks/get"));
+}

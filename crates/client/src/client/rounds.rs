@@ -46,7 +46,26 @@ impl Client {
     /// Run a request that may answer `input_required`, answering its input
     /// requests through the input handler and retrying (new id, same
     /// params, `inputResponses`, the untouched `requestState`).
+    ///
+    /// A `tools/call` the server answers with a task (when the client
+    /// declared the extension, [`ClientBuilder::tasks`]) is followed to
+    /// its end.
     pub(super) async fn with_rounds(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        headers: Vec<(String, String)>,
+        options: &CallOptions,
+    ) -> Result<Value, ClientError> {
+        let result = self
+            .rounds_until_result(method, params, headers, options)
+            .await?;
+        self.follow_task(result, options).await
+    }
+
+    /// [`Client::with_rounds`] up to the first result that is not
+    /// `input_required`: a task is returned, not followed.
+    pub(super) async fn rounds_until_result(
         &self,
         method: &str,
         params: Map<String, Value>,
@@ -60,28 +79,21 @@ impl Client {
                 .await?;
             match result.get("resultType").and_then(Value::as_str) {
                 None | Some("complete") => return Ok(result),
+                // Only a tools/call may become a task, and only for a
+                // client that declared the extension; anything else is an
+                // invalid answer.
+                Some("task") if method == "tools/call" && self.inner.tasks => return Ok(result),
                 Some("input_required") => {}
                 Some(other) => {
                     return Err(ClientError::InvalidResponse(format!(
-                        "unknown resultType {other:?}"
+                        "unexpected resultType {other:?} for {method}"
                     )));
                 }
             }
             let mut responses = Map::new();
             if let Some(requests) = result.get("inputRequests").and_then(Value::as_object) {
                 for (key, request) in requests {
-                    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-                    let answer = match request.get("method").and_then(Value::as_str) {
-                        Some("elicitation/create") => self.inner.handler.elicit(params).await?,
-                        Some("sampling/createMessage") => self.inner.handler.sample(params).await?,
-                        Some("roots/list") => self.inner.handler.roots().await?,
-                        other => {
-                            return Err(ClientError::InvalidResponse(format!(
-                                "unknown input request {other:?}"
-                            )));
-                        }
-                    };
-                    responses.insert(key.clone(), answer);
+                    responses.insert(key.clone(), self.answer_input(request).await?);
                 }
             }
             attempt = params.clone();

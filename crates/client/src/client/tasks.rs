@@ -1,0 +1,272 @@
+//! The tasks extension on the client side: a `tools/call` the server
+//! answered with a task is polled to its result, its input requests
+//! answered through the input handler ([`ClientBuilder::tasks`]).
+//! [`Client::start_tool_call`], [`Client::get_task`],
+//! [`Client::update_task`], [`Client::cancel_task`] and
+//! [`Client::wait_task`] expose the lifecycle to programs that want it:
+//! to show a task's id, resume after a restart, or cancel.
+
+use std::collections::HashSet;
+
+use toolgate_protocol::types::{DetailedTask, Task, TaskStatus};
+
+use super::*;
+
+/// Called with each task state a waiting call observes.
+pub type TaskFn = Arc<dyn Fn(&DetailedTask) + Send + Sync>;
+
+/// How a call to a tool began ([`Client::start_tool_call`]).
+#[derive(Clone, Debug)]
+pub enum CallStart {
+    /// The server answered in the request.
+    Complete(Value),
+    /// The server runs the call as this task.
+    Task(Task),
+}
+
+/// Polling never goes faster than this, whatever the server suggests.
+const MIN_POLL: Duration = Duration::from_millis(50);
+/// Nor slower: a finished task is noticed within this.
+const MAX_POLL: Duration = Duration::from_secs(30);
+/// Polling used when the server suggests nothing.
+const DEFAULT_POLL: Duration = Duration::from_secs(1);
+/// Failed polls in a row (a dropped connection, a restarting server)
+/// before the wait gives up.
+const MAX_POLL_FAILURES: u32 = 8;
+
+impl Client {
+    /// Call a tool and return its result, or the task the server runs it
+    /// as, without waiting for the task. Input rounds before the task
+    /// starts are answered through the input handler.
+    pub async fn start_tool_call(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        options: &CallOptions,
+    ) -> Result<CallStart, ClientError> {
+        let known = self.known_tool(name).await?;
+        let headers = self.mirrored_headers(&known, &arguments);
+        let mut params = Map::new();
+        params.insert("name".into(), Value::from(name));
+        params.insert("arguments".into(), Value::Object(arguments));
+        let result = self
+            .rounds_until_result("tools/call", params, headers, options)
+            .await?;
+        match task_of(&result)? {
+            Some(task) => Ok(CallStart::Task(task)),
+            None => Ok(CallStart::Complete(result)),
+        }
+    }
+
+    /// `tasks/get`: the task as it stands.
+    pub async fn get_task(&self, task_id: &str) -> Result<DetailedTask, ClientError> {
+        let result = self
+            .request("tasks/get", task_params(task_id), &CallOptions::default())
+            .await?;
+        serde_json::from_value(result)
+            .map_err(|e| ClientError::InvalidResponse(format!("tasks/get result: {e}")))
+    }
+
+    /// `tasks/update`: answers to a task's input requests, by key.
+    pub async fn update_task(
+        &self,
+        task_id: &str,
+        input_responses: Map<String, Value>,
+    ) -> Result<(), ClientError> {
+        let mut params = task_params(task_id);
+        params.insert("inputResponses".into(), Value::Object(input_responses));
+        self.request("tasks/update", params, &CallOptions::default())
+            .await
+            .map(drop)
+    }
+
+    /// `tasks/cancel`: ask the server to stop a task. The server only
+    /// acknowledges; the task may still finish otherwise.
+    pub async fn cancel_task(&self, task_id: &str) -> Result<(), ClientError> {
+        self.request(
+            "tasks/cancel",
+            task_params(task_id),
+            &CallOptions::default(),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Wait for a task to end, answering its input requests through the
+    /// input handler: its result once `completed`, the JSON-RPC error once
+    /// `failed` ([`ClientError::Protocol`]), [`ClientError::TaskEnded`]
+    /// once `cancelled` or gone. Polls at the interval the server suggests
+    /// (between 50 ms and 30 s), survives a few failed polls in a row (a
+    /// dropped connection), and calls `options.on_task` with each state.
+    pub async fn wait_task(
+        &self,
+        task_id: &str,
+        options: &CallOptions,
+    ) -> Result<Value, ClientError> {
+        let mut answered: HashSet<String> = HashSet::new();
+        let mut failures = 0;
+        let mut interval = DEFAULT_POLL;
+        let mut last_seen: Option<(TaskStatus, Option<String>)> = None;
+        let began = Instant::now();
+        loop {
+            let task = match self.get_task(task_id).await {
+                Ok(task) => {
+                    failures = 0;
+                    task
+                }
+                Err(
+                    e @ (ClientError::Transport(_)
+                    | ClientError::Unreachable(_)
+                    | ClientError::Timeout(_)),
+                ) if failures + 1 < MAX_POLL_FAILURES => {
+                    failures += 1;
+                    tracing::warn!(task = task_id, error = %e, "task poll failed; retrying");
+                    tokio::time::sleep(interval.saturating_mul(failures)).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(ms) = task.task.poll_interval_ms {
+                interval = Duration::from_millis(ms).clamp(MIN_POLL, MAX_POLL);
+            }
+            // The TTL is a backstop: a task still not finished well after
+            // it (counted from when this wait began, so never early) is
+            // given up.
+            let expired = task.task.ttl_ms.is_some_and(|ttl| {
+                began.elapsed() > Duration::from_millis(ttl).saturating_add(MAX_POLL)
+            });
+            if expired && !task.task.status.is_terminal() {
+                return Err(ClientError::TaskEnded {
+                    task_id: task_id.to_owned(),
+                    status: "expired".into(),
+                    message: "the task outlived its ttlMs without finishing".into(),
+                });
+            }
+            let seen = (task.task.status, task.task.status_message.clone());
+            if last_seen.as_ref() != Some(&seen) {
+                if let Some(callback) = &options.on_task {
+                    callback(&task);
+                }
+                last_seen = Some(seen);
+            }
+            match task.task.status {
+                TaskStatus::Completed => {
+                    return task.result.map(Value::Object).ok_or_else(|| {
+                        ClientError::InvalidResponse("a completed task carries no result".into())
+                    });
+                }
+                TaskStatus::Failed => {
+                    let error = task
+                        .error
+                        .and_then(|e| serde_json::from_value::<RpcError>(Value::Object(e)).ok())
+                        .unwrap_or_else(|| {
+                            RpcError::new(codes::INTERNAL_ERROR, "the task failed without an error")
+                        });
+                    return Err(ClientError::Protocol(error));
+                }
+                TaskStatus::Cancelled => {
+                    return Err(ClientError::TaskEnded {
+                        task_id: task_id.to_owned(),
+                        status: "cancelled".into(),
+                        message: task.task.status_message.unwrap_or_default(),
+                    });
+                }
+                TaskStatus::InputRequired => {
+                    let requests = task.input_requests.unwrap_or_default();
+                    let mut responses = Map::new();
+                    // A key is answered once, however often it is listed.
+                    for (key, request) in requests {
+                        if answered.contains(&key) {
+                            continue;
+                        }
+                        responses.insert(key.clone(), self.answer_input(&request).await?);
+                        answered.insert(key);
+                    }
+                    if !responses.is_empty() {
+                        self.update_task(task_id, responses).await?;
+                        continue;
+                    }
+                }
+                TaskStatus::Working => {}
+            }
+            tokio::time::sleep(interval).await;
+        }
+    }
+
+    /// Answer one input request through the input handler.
+    pub(super) async fn answer_input(&self, request: &Value) -> Result<Value, ClientError> {
+        let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+        match request.get("method").and_then(Value::as_str) {
+            Some("elicitation/create") => self.inner.handler.elicit(params).await,
+            Some("sampling/createMessage") => self.inner.handler.sample(params).await,
+            Some("roots/list") => self.inner.handler.roots().await,
+            other => Err(ClientError::InvalidResponse(format!(
+                "unknown input request {other:?}"
+            ))),
+        }
+    }
+
+    /// Follow a `tools/call` result that is a task to its end; any other
+    /// result is returned as it is. A caller that gives up (drops the
+    /// future) has the task cancelled on the server.
+    pub(super) async fn follow_task(
+        &self,
+        result: Value,
+        options: &CallOptions,
+    ) -> Result<Value, ClientError> {
+        let Some(task) = task_of(&result)? else {
+            return Ok(result);
+        };
+        let guard = CancelOnDrop {
+            client: self.clone(),
+            task_id: Some(task.task_id.clone()),
+        };
+        let outcome = self.wait_task(&task.task_id, options).await;
+        guard.disarm();
+        outcome
+    }
+}
+
+/// Cancels a task whose waiter went away before it ended.
+struct CancelOnDrop {
+    client: Client,
+    task_id: Option<String>,
+}
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.task_id = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(task_id) = self.task_id.take() else {
+            return;
+        };
+        let client = self.client.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = client.cancel_task(&task_id).await {
+                    tracing::debug!(task = %task_id, error = %e, "abandoned task not cancelled");
+                }
+            });
+        }
+    }
+}
+
+fn task_params(task_id: &str) -> Map<String, Value> {
+    let mut params = Map::new();
+    params.insert("taskId".into(), Value::from(task_id));
+    params
+}
+
+/// The task a result announces (`resultType: "task"`), if any.
+fn task_of(result: &Value) -> Result<Option<Task>, ClientError> {
+    if result.get("resultType").and_then(Value::as_str) != Some("task") {
+        return Ok(None);
+    }
+    serde_json::from_value(result.clone())
+        .map(Some)
+        .map_err(|e| ClientError::InvalidResponse(format!("CreateTaskResult: {e}")))
+}
