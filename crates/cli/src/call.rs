@@ -104,11 +104,14 @@ pub async fn call(
             return Err(exit::fail(exit::DECLINED, "not sent"));
         }
     }
-    match conn
-        .client
-        .call_tool(tool, arguments, &CallOptions::default())
-        .await
-    {
+    let (on_task, task_seen) = crate::task::watcher(&conn.name);
+    let options = CallOptions {
+        on_task: reach.tasks.then_some(on_task),
+        ..CallOptions::default()
+    };
+    let outcome = conn.client.call_tool(tool, arguments, &options).await;
+    let task_id = task_seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    match outcome {
         Ok(result) => {
             print_result(&result, o.json, o.output.as_deref())?;
             Ok(exit::OK)
@@ -120,8 +123,44 @@ pub async fn call(
             errln!("tool error: {}", clean(&text));
             Ok(exit::FAILED)
         }
+        // A task interrupted by a lost connection runs on: say how to
+        // pick it up.
+        Err(
+            e @ (ClientError::Transport(_) | ClientError::Unreachable(_) | ClientError::Timeout(_)),
+        ) if task_id.is_some() => {
+            let id = task_id.unwrap_or_default();
+            Err(conn
+                .fail(e, &format!("calling {}", one_line(tool)))
+                .context(format!(
+                    "the task may still be running on the server; `{}` waits for it again",
+                    crate::task::resume_hint(&conn.name, &id)
+                )))
+        }
+        Err(ClientError::Protocol(e)) if !reach.tasks && needs_tasks(&e) => {
+            let hint = format!(
+                "{} runs only as a task: call it again with --task",
+                one_line(tool)
+            );
+            Err(conn
+                .fail(
+                    ClientError::Protocol(e),
+                    &format!("calling {}", one_line(tool)),
+                )
+                .context(hint))
+        }
         Err(e) => Err(conn.fail(e, &format!("calling {}", one_line(tool)))),
     }
+}
+
+/// Whether `error` says the call needs the tasks extension.
+fn needs_tasks(error: &toolgate_protocol::RpcError) -> bool {
+    error.code == toolgate_protocol::codes::MISSING_REQUIRED_CLIENT_CAPABILITY
+        && error
+            .data
+            .as_ref()
+            .and_then(|d| d.pointer("/requiredCapabilities/extensions"))
+            .and_then(Value::as_object)
+            .is_some_and(|e| e.contains_key(toolgate_protocol::types::TASKS_EXTENSION))
 }
 
 fn size(bytes: usize) -> String {

@@ -6,7 +6,8 @@ use toolgate_client::ClientError;
 
 /// Success.
 pub const OK: u8 = 0;
-/// The tool reported an error (`call`); findings at `--fail-on` (`audit`);
+/// The tool reported an error, or its task ended without a result (`call`,
+/// `task`); findings at `--fail-on` (`audit`);
 /// definitions differ from the lock (`lock`, `verify`).
 pub const FAILED: u8 = 1;
 /// Bad command line or local input: arguments, config file, lock file.
@@ -27,8 +28,9 @@ pub const DECLINED: u8 = 6;
 pub const HELP: &str = "\
 Exit status:
   0  success
-  1  the tool reported an error (call); findings at --fail-on (audit);
-     definitions differ from the lock (lock, verify)
+  1  the tool reported an error, or its task was cancelled (call, task);
+     findings at --fail-on (audit); definitions differ from the lock
+     (lock, verify)
   2  bad arguments, config file or lock file
   3  transport or protocol failure: server unreachable, failed to start or
      exited, invalid answer, request refused, unknown tool
@@ -58,7 +60,7 @@ pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {
 /// The status for a client failure.
 pub fn for_client(error: &ClientError) -> u8 {
     match error {
-        ClientError::Tool { .. } => FAILED,
+        ClientError::Tool { .. } | ClientError::TaskEnded { .. } => FAILED,
         ClientError::Timeout(_) => TIMEOUT,
         ClientError::OutputSchema { .. } => OUTPUT_SCHEMA,
         ClientError::Denied(_) => DECLINED,

@@ -23,6 +23,7 @@ mod log;
 mod review;
 mod serve;
 mod target;
+mod task;
 mod term;
 mod tools;
 
@@ -88,6 +89,7 @@ impl ReachArgs {
             inherit_env: self.inherit_env,
             trust: self.trust,
             timeout: Duration::from_secs(self.timeout.max(1)),
+            tasks: false,
         }
     }
 }
@@ -157,6 +159,44 @@ answered with --answer / --decline.")]
         /// Write binary content (images, audio, blobs) to FILE (then FILE.2, …).
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Let the server run the call as a task (the tasks extension): its
+        /// status is shown while it runs, and `toolgate task` picks it up
+        /// again if this command is interrupted.
+        #[arg(long)]
+        task: bool,
+        #[command(flatten)]
+        reach: ReachArgs,
+        /// The server as a command over stdio.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+    /// Wait for a task a call started (or cancel it), and print its result.
+    #[command(after_help = "\
+Examples:
+  toolgate task localhost:8080 task-3q2V9Xb…            # wait, then print the result
+  toolgate task https://mcp.example.com/mcp task-3q2V… --cancel
+
+The task id is what `toolgate call --task` printed. Tasks live on the server:
+a server started with `-- COMMAND` ends with this command, and its tasks with it.")]
+    Task {
+        /// `[TARGET] TASK_ID`.
+        #[arg(num_args = 1..=2, required = true, value_name = "TARGET/TASK_ID")]
+        names: Vec<String>,
+        /// Ask the server to cancel the task instead of waiting for it.
+        #[arg(long)]
+        cancel: bool,
+        /// Print the whole result as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Write binary content (images, audio, blobs) to FILE (then FILE.2, …).
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Answer a field of any form the task asks for (JSON, or text).
+        #[arg(long, value_name = "FIELD=JSON", value_parser = input::parse_answer)]
+        answer: Vec<(String, serde_json::Value)>,
+        /// Decline every question the task asks.
+        #[arg(long, conflicts_with = "answer")]
+        decline: bool,
         #[command(flatten)]
         reach: ReachArgs,
         /// The server as a command over stdio.
@@ -358,6 +398,7 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             no_roots,
             json,
             output,
+            task,
             reach,
             command,
         } => {
@@ -386,7 +427,35 @@ async fn run(command: Command) -> anyhow::Result<u8> {
                 decline,
                 roots,
             };
-            call::call(target.as_deref(), &tool, &command, &reach.reach(), options).await
+            let mut reach = reach.reach();
+            reach.tasks = task;
+            call::call(target.as_deref(), &tool, &command, &reach, options).await
+        }
+        Command::Task {
+            names,
+            cancel,
+            json,
+            output,
+            answer,
+            decline,
+            reach,
+            command,
+        } => {
+            let (target, task_id) = match names.as_slice() {
+                [id] => (None, id.clone()),
+                [target, id, ..] => (Some(target.clone()), id.clone()),
+                [] => return Err(exit::fail(exit::USAGE, "name the task")),
+            };
+            let mut reach = reach.reach();
+            reach.tasks = true;
+            let options = task::TaskArgs {
+                cancel,
+                json,
+                output,
+                answers: answer.into_iter().collect::<BTreeMap<_, _>>(),
+                decline,
+            };
+            task::task(target.as_deref(), &task_id, &command, &reach, options).await
         }
         Command::Audit {
             servers,

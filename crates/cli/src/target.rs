@@ -65,6 +65,8 @@ pub struct Reach {
     pub trust: bool,
     /// How long to wait for any answer.
     pub timeout: Duration,
+    /// Declare the tasks extension, so the server may run calls as tasks.
+    pub tasks: bool,
 }
 
 /// Where to find a server, and what it is called.
@@ -389,6 +391,11 @@ impl Target {
             .name(self.name.clone())
             .trusted(trusted)
             .input_handler(input);
+        let builder = if reach.tasks {
+            builder.tasks()
+        } else {
+            builder
+        };
         let (client, stderr) = self.build(builder, reach)?;
         Ok(Connection {
             client,

@@ -690,3 +690,95 @@ async fn serve_ends_its_upstreams_on_sigterm() {
     .expect("the upstream's own child ended with the gateway");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A server whose tools run only as tasks: `export` asks first, `hang`
+/// runs until cancelled.
+async fn serve_tasks() -> String {
+    use toolgate_server::tasks::TaskSupport;
+    let server = Server::builder("cli-tasks", "1")
+        .tool(
+            ToolDef::new("export")
+                .description("Exports the report after a confirmation.")
+                .read_only()
+                .task_support(TaskSupport::Required)
+                .handler(|_: NoArgs, ctx: RequestContext| async move {
+                    let mut input = ctx.inputs();
+                    let form = json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]});
+                    let Some(answer) = input.elicit("confirm", "Export now?", form)? else {
+                        return Err(input.ask());
+                    };
+                    ctx.progress(1.0, Some(1.0), Some("writing report.pdf")).await;
+                    Ok::<_, ToolError>(format!("exported ({:?})", answer.action))
+                }),
+        )
+        .tool(
+            ToolDef::new("hang")
+                .description("Runs until cancelled.")
+                .read_only()
+                .task_support(TaskSupport::Required)
+                .handler(|_: NoArgs, _ctx: RequestContext| async move {
+                    std::future::pending::<()>().await;
+                    Ok::<_, ToolError>("never")
+                }),
+        )
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(serve_listener(server, HttpConfig::default(), listener));
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn task_calls_show_their_states_and_can_be_picked_up_or_cancelled() {
+    let addr = serve_tasks().await;
+    // Without --task the server refuses, and the message says what to do.
+    let r = toolgate(&["call", &addr, "export", "--yes", "--answer", "confirm=true"]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("call it again with --task"),
+        "{}",
+        r.stderr
+    );
+    let r = toolgate(&[
+        "call",
+        &addr,
+        "export",
+        "--yes",
+        "--task",
+        "--answer",
+        "confirm=true",
+    ])
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "exported (Accept)");
+    assert!(r.stderr.contains("task:      task-"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("status:    input_required"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("status:    completed"), "{}", r.stderr);
+    // A task started elsewhere: cancelled from the command line, then
+    // waited for.
+    let url = format!("http://{addr}/mcp");
+    let client = toolgate_client::Client::builder("test", "1").tasks().build(
+        toolgate_client::transport::http::HttpTransport::new(&url, Default::default()).unwrap(),
+    );
+    let toolgate_client::CallStart::Task(task) = client
+        .start_tool_call("hang", Default::default(), &Default::default())
+        .await
+        .unwrap()
+    else {
+        panic!("a task");
+    };
+    let r = toolgate(&["task", &addr, &task.task_id, "--cancel"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("cancel requested"), "{}", r.stderr);
+    let r = toolgate(&["task", &addr, &task.task_id]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("was cancelled"), "{}", r.stderr);
+    let r = toolgate(&["task", &addr, "task-unknown"]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("Task not found"), "{}", r.stderr);
+}

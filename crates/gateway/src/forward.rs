@@ -15,7 +15,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use toolgate_client::{CallOptions, CallRound, Client, ClientError, Round, RoundInput};
 use toolgate_protocol::quote::quote;
-use toolgate_protocol::types::{CallToolResult, GetPromptResult, LoggingLevel, ResourceContents};
+use toolgate_protocol::types::{
+    CallToolResult, ClientCapabilities, GetPromptResult, LoggingLevel, ResourceContents,
+};
 use toolgate_server::{Inputs, RequestContext, ToolError, ToolReply};
 
 use crate::guard::{Admission, Guard};
@@ -147,10 +149,11 @@ where
         timeout: Some(upstream.config.call_timeout()),
         progress,
         // The upstream asks only for what the caller can answer.
-        capabilities: Some(ctx.client_capabilities().clone()),
+        capabilities: Some(upstream_capabilities(ctx)),
         log_level: ctx.meta().log_level,
         log,
         questions: None,
+        on_task: None,
     };
     let drains: Vec<_> = [progress_done, log_done].into_iter().flatten().collect();
     if client.is_legacy().await.unwrap_or(false) {
@@ -509,4 +512,15 @@ fn progress_relay(ctx: &RequestContext) -> Relay<toolgate_client::ProgressFn> {
         let _ = tx.try_send((p.progress, p.total, p.message.clone()));
     });
     (Some(callback), Some(task))
+}
+
+/// The caller's capabilities as declared to the upstream: the tasks
+/// extension is the gateway's to negotiate, not the caller's (a task the
+/// gateway runs is its own; the upstream call inside it is followed here).
+fn upstream_capabilities(ctx: &RequestContext) -> ClientCapabilities {
+    let mut capabilities = ctx.client_capabilities().clone();
+    if let Some(extensions) = capabilities.extensions.as_mut() {
+        extensions.remove(toolgate_protocol::types::TASKS_EXTENSION);
+    }
+    capabilities
 }

@@ -362,10 +362,13 @@ impl Driver {
             return;
         }
         task.task.status = status;
-        if message.is_some() || status == TaskStatus::Cancelled {
-            task.task.status_message =
-                message.or_else(|| Some("Cancelled at the client's request.".to_owned()));
-        }
+        // A progress message no longer describes a task that ended.
+        task.task.status_message = match status {
+            TaskStatus::Cancelled => {
+                message.or_else(|| Some("Cancelled at the client's request.".to_owned()))
+            }
+            _ => message,
+        };
         task.input_requests = None;
         task.result = result;
         self.server.inner.tasks.save(live, task).await;
