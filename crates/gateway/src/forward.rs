@@ -16,13 +16,14 @@ use serde_json::{Map, Value, json};
 use toolgate_client::{CallOptions, CallRound, Client, ClientError, Round, RoundInput};
 use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::{
-    CallToolResult, ClientCapabilities, GetPromptResult, LoggingLevel, ResourceContents,
+    CallToolResult, ClientCapabilities, GetPromptResult, LoggingLevel, ResourceContents, Task,
 };
 use toolgate_server::{Inputs, RequestContext, ToolError, ToolReply};
 
 use crate::guard::{Admission, Guard};
 use crate::parked;
 use crate::upstream::Upstream;
+use crate::upstream_task;
 
 /// The key a question of upstream round `round` has downstream: the
 /// upstream's own key in the first round (so one round is transparent),
@@ -45,10 +46,18 @@ enum Outcome<T> {
     },
 }
 
-impl From<CallRound> for Outcome<CallToolResult> {
+/// How a relayed tool call came back: a result, or a task the upstream
+/// runs it as.
+enum UpCall {
+    Result(CallToolResult),
+    Task(Task),
+}
+
+impl From<CallRound> for Outcome<UpCall> {
     fn from(r: CallRound) -> Self {
         match r {
-            CallRound::Complete(result) => Outcome::Complete(result),
+            CallRound::Complete(result) => Outcome::Complete(UpCall::Result(result)),
+            CallRound::Task(task) => Outcome::Complete(UpCall::Task(task)),
             CallRound::InputRequired {
                 input_requests,
                 request_state,
@@ -86,6 +95,7 @@ async fn relay<T, F, Fut>(
     ctx: &RequestContext,
     mut input: Inputs,
     carry: Map<String, Value>,
+    tool_call: bool,
     call: F,
 ) -> Result<Result<T, ClientError>, ToolError>
 where
@@ -149,7 +159,7 @@ where
         timeout: Some(upstream.config.call_timeout()),
         progress,
         // The upstream asks only for what the caller can answer.
-        capabilities: Some(upstream_capabilities(ctx)),
+        capabilities: Some(upstream_capabilities(ctx, tool_call)),
         log_level: ctx.meta().log_level,
         log,
         questions: None,
@@ -271,6 +281,35 @@ pub async fn forward(
         ctx.note("status", "rate_limited");
         return Ok(error(text));
     }
+    let remember_task = {
+        let carry = carry.clone();
+        move |input: &mut Inputs, task: Value| {
+            let mut kept = carry.clone();
+            kept.insert("task".into(), task);
+            input.remember(Value::Object(kept));
+        }
+    };
+    // A later run of a call whose upstream task the gateway follows.
+    if let Some((task_id, asked)) = input.remembered().and_then(upstream_task::remembered) {
+        let client = match upstream.client() {
+            Ok(client) => client,
+            Err(down) => {
+                let e = ClientError::Unreachable(down.reason);
+                return answer(&upstream, &tool, &ctx, None, Ok(Err(e))).await;
+            }
+        };
+        let outcome = upstream_task::follow(
+            &server,
+            client.clone(),
+            &ctx,
+            input,
+            task_id,
+            asked,
+            remember_task,
+        )
+        .await?;
+        return answer(&upstream, &tool, &ctx, Some(client), Ok(outcome)).await;
+    }
     let name = tool.clone();
     let mut checker: Option<Client> = None;
     let outcome = relay(
@@ -278,6 +317,7 @@ pub async fn forward(
         &ctx,
         input,
         carry,
+        true,
         |client, previous, options| {
             checker = Some(client.clone());
             async move {
@@ -289,13 +329,45 @@ pub async fn forward(
         },
     )
     .await?;
+    let outcome = match (outcome, &checker) {
+        (Ok(UpCall::Task(task)), Some(client)) => {
+            ctx.note("upstream_task", task.task_id.as_str());
+            upstream_task::follow(
+                &server,
+                client.clone(),
+                &ctx,
+                ctx.inputs(),
+                task.task_id,
+                Map::new(),
+                remember_task,
+            )
+            .await?
+        }
+        (Ok(UpCall::Task(_)), None) => Err(ClientError::InvalidResponse(
+            "a task came back from a call that was never sent".into(),
+        )),
+        (Ok(UpCall::Result(result)), _) => Ok(result),
+        (Err(e), _) => Err(e),
+    };
+    answer(&upstream, &tool, &ctx, checker, Ok(outcome)).await
+}
+
+/// The caller's answer for a relayed call's outcome: the result once it
+/// passes the tool's `outputSchema`, the upstream's protocol error, or an
+/// `isError` naming the upstream's fault.
+async fn answer(
+    upstream: &Upstream,
+    tool: &str,
+    ctx: &RequestContext,
+    checker: Option<Client>,
+    outcome: Result<Result<CallToolResult, ClientError>, ToolError>,
+) -> Result<ToolReply, ToolError> {
+    let server = upstream.config.name.clone();
+    let outcome = outcome?;
     match outcome {
         Ok(result) => {
             let violations = match &checker {
-                Some(client) => client
-                    .check_output(&tool, &result)
-                    .await
-                    .unwrap_or_default(),
+                Some(client) => client.check_output(tool, &result).await.unwrap_or_default(),
                 None => Vec::new(),
             };
             if violations.is_empty() {
@@ -306,7 +378,7 @@ pub async fn forward(
             tracing::warn!(%server, %tool, violations = %list.join("; "), "upstream result breaks its outputSchema; withheld");
             Ok(error(format!(
                 "The upstream server {server} returned a result for {} that breaks the tool's outputSchema ({}), so it was withheld. This is a fault in the upstream server, not in the arguments.",
-                quote(&tool),
+                quote(tool),
                 list.join("; ")
             )))
         }
@@ -328,7 +400,7 @@ pub async fn forward(
                 "upstream_error"
             };
             ctx.note("status", status);
-            Ok(error(failure(&server, &quote(&tool), &e)))
+            Ok(error(failure(&server, &quote(tool), &e)))
         }
     }
 }
@@ -349,6 +421,7 @@ async fn relay_request<T: serde::de::DeserializeOwned>(
         ctx,
         ctx.inputs(),
         Map::new(),
+        false,
         |client, previous, options| async move {
             client
                 .request_round(method, params, previous, &options)
@@ -514,12 +587,15 @@ fn progress_relay(ctx: &RequestContext) -> Relay<toolgate_client::ProgressFn> {
     (Some(callback), Some(task))
 }
 
-/// The caller's capabilities as declared to the upstream: the tasks
-/// extension is the gateway's to negotiate, not the caller's (a task the
-/// gateway runs is its own; the upstream call inside it is followed here).
-fn upstream_capabilities(ctx: &RequestContext) -> ClientCapabilities {
+/// The caller's capabilities as declared to the upstream. The tasks
+/// extension goes on only for a modern caller's `tools/call` that can
+/// become a gateway task: the gateway then follows the upstream's task
+/// while its caller follows the gateway's (see [`upstream_task`]).
+fn upstream_capabilities(ctx: &RequestContext, tool_call: bool) -> ClientCapabilities {
     let mut capabilities = ctx.client_capabilities().clone();
-    if let Some(extensions) = capabilities.extensions.as_mut() {
+    let passes_tasks =
+        tool_call && toolgate_protocol::version::is_modern(&ctx.meta().protocol_version);
+    if let (false, Some(extensions)) = (passes_tasks, capabilities.extensions.as_mut()) {
         extensions.remove(toolgate_protocol::types::TASKS_EXTENSION);
     }
     capabilities

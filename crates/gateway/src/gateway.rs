@@ -8,6 +8,7 @@ use std::time::Duration;
 use toolgate_client::ToolWatch;
 use toolgate_protocol::types::{Prompt, Resource, ResourceTemplate, Tool};
 use toolgate_review::lock::{Change, LockFile, compare};
+use toolgate_server::tasks::TaskSupport;
 use toolgate_server::{
     PromptEntry, RateLimit, ResourceEntry, Server, ServerConfig, TemplateEntry, ToolDef,
 };
@@ -614,9 +615,13 @@ impl Gateway {
             });
             let upstream = upstream.clone();
             let upstream_name = tool.name.clone();
+            // A call becomes a gateway task only when its upstream made it
+            // one, after any approval and upstream rounds in the request.
             let mut entry = ToolDef::from_tool(tool.clone())
                 .rename(name.clone())
-                .timeout(config.call_timeout() + Duration::from_secs(1));
+                .timeout(config.call_timeout() + Duration::from_secs(1))
+                .task_support(TaskSupport::Optional)
+                .task_started_by_handler();
             if let Some(n) = self.ratelimit.per_minute(&name) {
                 entry = entry.rate_limit(RateLimit::per_minute(n));
             }

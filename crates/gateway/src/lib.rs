@@ -12,7 +12,8 @@
 //!   forwarded; results are sanitized and checked against its
 //!   `outputSchema`; a lock file withholds tools whose definition changed;
 //!   the upstream's questions reach the downstream client and its answers
-//!   go back.
+//!   go back. A call an upstream runs as a task (the tasks extension)
+//!   becomes a gateway task its caller polls.
 //!
 //! - [`policy`], [`guard`], [`confirm`]: rules decide which calls are
 //!   allowed, denied, or put to a person first, through the protocol's own
@@ -36,5 +37,6 @@ mod parked;
 pub mod policy;
 pub mod state;
 pub mod upstream;
+mod upstream_task;
 
 pub use gateway::{Gateway, GatewayError, GatewayOptions, UpstreamStatus};

@@ -198,7 +198,10 @@ impl Upstream {
             .name(c.name.clone())
             .trusted(c.trusted)
             .timeout(c.call_timeout())
-            .input_handler(Relay);
+            .input_handler(Relay)
+            // Accept tasks; a call declares the extension only when its
+            // caller did (see `forward`).
+            .tasks();
         if let Some(url) = &c.url {
             let options = HttpOptions {
                 headers: c

@@ -133,7 +133,7 @@ async fn an_answer_that_reaches_another_gateway_process_is_told_to_call_again() 
             input_requests,
             request_state,
         } => (input_requests, request_state),
-        CallRound::Complete(r) => panic!("not asked: {r:?}"),
+        other => panic!("not asked: {other:?}"),
     };
     let (key, question) = requests.iter().next().unwrap();
     assert_eq!(question["method"], "elicitation/create");
@@ -176,7 +176,7 @@ async fn an_answer_that_reaches_another_gateway_process_is_told_to_call_again() 
         .unwrap()
     {
         CallRound::Complete(r) => assert_eq!(r.content[0].as_text(), Some("hello Ada")),
-        CallRound::InputRequired { .. } => panic!("asked again"),
+        other => panic!("asked again: {other:?}"),
     }
     // Both keep serving.
     assert_eq!(greet(&b).await, "hello Ada");

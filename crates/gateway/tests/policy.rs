@@ -192,7 +192,7 @@ async fn first_round(c: &Client, sku: &str) -> (Map<String, Value>, String) {
             input_requests,
             request_state,
         } => (input_requests, request_state.unwrap()),
-        CallRound::Complete(r) => panic!("not asked: {}", text(&r)),
+        other => panic!("not asked: {other:?}"),
     }
 }
 
@@ -235,7 +235,7 @@ async fn an_approval_lets_one_call_through_for_those_arguments_only() {
     // The approved call runs once...
     match round("SKU-0007", Some(state.clone())).await.unwrap() {
         CallRound::Complete(r) => assert!(text(&r).contains("ordered SKU-0007")),
-        CallRound::InputRequired { .. } => panic!("asked again"),
+        other => panic!("asked again: {other:?}"),
     }
     // ...and a replay of the same approval is refused.
     match round("SKU-0007", Some(state)).await.unwrap() {
@@ -243,7 +243,7 @@ async fn an_approval_lets_one_call_through_for_those_arguments_only() {
             assert_eq!(r.is_error, Some(true));
             assert!(text(&r).contains("already used"), "{}", text(&r));
         }
-        CallRound::InputRequired { .. } => panic!("asked again"),
+        other => panic!("asked again: {other:?}"),
     }
     // An approval nobody asked for (no state) counts for nothing.
     match round("SKU-0007", None).await.unwrap() {
@@ -251,7 +251,7 @@ async fn an_approval_lets_one_call_through_for_those_arguments_only() {
             assert_eq!(r.is_error, Some(true));
             assert!(text(&r).contains("answers no question"), "{}", text(&r));
         }
-        CallRound::InputRequired { .. } => panic!("asked again"),
+        other => panic!("asked again: {other:?}"),
     }
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     gateway.stop();

@@ -2,6 +2,7 @@
 //! handler ([`Client::call_tool`]), or one round at a time for a program
 //! that relays them ([`Client::call_tool_round`]).
 
+use super::tasks;
 use super::*;
 
 /// The answers to the previous round of a relayed call
@@ -19,6 +20,10 @@ pub struct RoundInput {
 pub enum CallRound {
     /// The result, as the server sent it.
     Complete(CallToolResult),
+    /// The server runs the call as this task (only when the call declared
+    /// the tasks extension, and the client accepts tasks:
+    /// [`ClientBuilder::tasks`]).
+    Task(toolgate_protocol::types::Task),
     /// The server needs input first.
     InputRequired {
         /// `inputRequests`, by key.
@@ -131,9 +136,12 @@ impl Client {
             .round_with_headers("tools/call", params, round, headers, options)
             .await?
         {
-            Round::Complete(result) => serde_json::from_value(result)
-                .map(CallRound::Complete)
-                .map_err(|e| ClientError::InvalidResponse(format!("tools/call result: {e}"))),
+            Round::Complete(result) => match tasks::task_of(&result)? {
+                Some(task) => Ok(CallRound::Task(task)),
+                None => serde_json::from_value(result)
+                    .map(CallRound::Complete)
+                    .map_err(|e| ClientError::InvalidResponse(format!("tools/call result: {e}"))),
+            },
             Round::InputRequired {
                 input_requests,
                 request_state,
@@ -182,6 +190,10 @@ impl Client {
             .await?;
         match result.get("resultType").and_then(Value::as_str) {
             None | Some("complete") => Ok(Round::Complete(result)),
+            // Passed up as it is; `call_tool_round` makes it a task.
+            Some("task") if method == "tools/call" && self.inner.tasks => {
+                Ok(Round::Complete(result))
+            }
             Some("input_required") => {
                 let input_requests = result
                     .get("inputRequests")

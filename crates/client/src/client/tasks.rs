@@ -262,7 +262,7 @@ fn task_params(task_id: &str) -> Map<String, Value> {
 }
 
 /// The task a result announces (`resultType: "task"`), if any.
-fn task_of(result: &Value) -> Result<Option<Task>, ClientError> {
+pub(super) fn task_of(result: &Value) -> Result<Option<Task>, ClientError> {
     if result.get("resultType").and_then(Value::as_str) != Some("task") {
         return Ok(None);
     }

@@ -1,0 +1,181 @@
+//! Task passthrough: when an upstream runs a relayed `tools/call` as a task
+//! (the caller declared the tasks extension, so the gateway did too), the
+//! gateway's own call becomes a task for its caller, and the upstream's task
+//! is followed from it.
+//!
+//! The upstream's questions become the gateway task's questions (keys
+//! `task/<upstream key>`, unique for the task's life as the upstream's
+//! are). Once the caller answered them all, the gateway's handler runs
+//! again, finds the upstream task in its remembered state, passes the
+//! answers on with `tasks/update` and goes on following. Cancelling the
+//! gateway's task (or the gateway giving up on it) cancels the upstream's.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use toolgate_client::{Client, ClientError};
+use toolgate_protocol::RpcError;
+use toolgate_protocol::types::{CallToolResult, DetailedTask, TaskStatus};
+use toolgate_server::{Inputs, RequestContext, ToolError};
+
+/// Polls never come faster than this, whatever the upstream suggests.
+const MIN_POLL: Duration = Duration::from_millis(50);
+/// Nor slower.
+const MAX_POLL: Duration = Duration::from_secs(10);
+
+/// What the gateway remembers of an upstream task between runs of its
+/// handler: the task and the questions it passed on.
+pub(crate) fn remembered(kept: &Value) -> Option<(String, Map<String, Value>)> {
+    let task = kept.get("task")?;
+    let id = task.get("id")?.as_str()?.to_owned();
+    let requests = task
+        .get("requests")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    Some((id, requests))
+}
+
+/// The gateway's key for an upstream task's question.
+fn key(upstream_key: &str) -> String {
+    format!("task/{upstream_key}")
+}
+
+/// Cancels the upstream task if the gateway's handler is dropped (its own
+/// task cancelled or expired) while following it.
+struct CancelUpstream {
+    client: Client,
+    task_id: Option<String>,
+}
+
+impl CancelUpstream {
+    fn disarm(mut self) {
+        self.task_id = None;
+    }
+}
+
+impl Drop for CancelUpstream {
+    fn drop(&mut self) {
+        let (Some(task_id), Ok(runtime)) =
+            (self.task_id.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let client = self.client.clone();
+        runtime.spawn(async move {
+            if let Err(e) = client.cancel_task(&task_id).await {
+                tracing::debug!(task = %task_id, error = %e, "upstream task not cancelled");
+            }
+        });
+    }
+}
+
+/// Follow upstream task `task_id` to its end from the gateway's handler.
+/// `asked` are the questions passed on in the previous run (their answers
+/// are in `input`); `remember` keeps the follow state for the next run.
+/// `Err` ends this run asking the caller (the gateway task parks).
+pub(crate) async fn follow(
+    server: &str,
+    client: Client,
+    ctx: &RequestContext,
+    mut input: Inputs,
+    task_id: String,
+    asked: Map<String, Value>,
+    remember: impl Fn(&mut Inputs, Value),
+) -> Result<Result<CallToolResult, ClientError>, ToolError> {
+    // The caller waits on the gateway's task, not on this request.
+    ctx.run_as_task().await;
+    let guard = CancelUpstream {
+        client: client.clone(),
+        task_id: Some(task_id.clone()),
+    };
+    let mut answers = Map::new();
+    for (k, request) in &asked {
+        if let Some(answer) = input.relay(&key(k), request.clone())? {
+            answers.insert(k.clone(), answer);
+        }
+    }
+    if !input.complete() {
+        guard.disarm();
+        remember(&mut input, json!({"id": task_id, "requests": asked}));
+        return Err(input.ask());
+    }
+    if !answers.is_empty() {
+        if let Err(e) = client.update_task(&task_id, answers).await {
+            return Ok(Err(e));
+        }
+    }
+    let mut last_message: Option<String> = None;
+    loop {
+        let task = match client.get_task(&task_id).await {
+            Ok(task) => task,
+            Err(e) => {
+                guard.disarm();
+                return Ok(Err(e));
+            }
+        };
+        if task.task.status_message != last_message {
+            if let Some(message) = &task.task.status_message {
+                ctx.progress(0.0, None, Some(message)).await;
+            }
+            last_message.clone_from(&task.task.status_message);
+        }
+        let wait = task
+            .task
+            .poll_interval_ms
+            .map_or(Duration::from_secs(1), Duration::from_millis)
+            .clamp(MIN_POLL, MAX_POLL);
+        match task.task.status {
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled => {
+                guard.disarm();
+                return Ok(ended(server, &task_id, task));
+            }
+            TaskStatus::InputRequired => {
+                let requests = task.input_requests.unwrap_or_default();
+                let fresh: Map<String, Value> = requests
+                    .into_iter()
+                    .filter(|(k, _)| !asked.contains_key(k))
+                    .collect();
+                if !fresh.is_empty() {
+                    for (k, request) in &fresh {
+                        input.relay(&key(k), request.clone())?;
+                    }
+                    guard.disarm();
+                    remember(&mut input, json!({"id": task_id, "requests": fresh}));
+                    return Err(input.ask());
+                }
+                // Only questions already answered: the upstream has yet to
+                // take the answers in.
+            }
+            TaskStatus::Working => {}
+        }
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// The outcome of an upstream task that ended.
+fn ended(server: &str, task_id: &str, task: DetailedTask) -> Result<CallToolResult, ClientError> {
+    match task.task.status {
+        TaskStatus::Completed => {
+            let result = task.result.ok_or_else(|| {
+                ClientError::InvalidResponse(format!("task {task_id} completed without a result"))
+            })?;
+            serde_json::from_value(Value::Object(result))
+                .map_err(|e| ClientError::InvalidResponse(format!("task {task_id} result: {e}")))
+        }
+        TaskStatus::Failed => {
+            let error = task
+                .error
+                .and_then(|e| serde_json::from_value::<RpcError>(Value::Object(e)).ok())
+                .unwrap_or_else(RpcError::internal);
+            Err(ClientError::Protocol(error))
+        }
+        _ => Ok(CallToolResult::error(format!(
+            "The upstream server {server} cancelled its task for this call{}.",
+            task.task
+                .status_message
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        ))),
+    }
+}
