@@ -61,12 +61,18 @@ fn run(cmd: &mut Command) -> anyhow::Result<()> {
 static ONE_SHOT: AtomicBool = AtomicBool::new(false);
 
 fn cargo(args: &[&str]) -> anyhow::Result<()> {
+    cargo_with(args, &[])
+}
+
+/// [`cargo`] with extra environment variables.
+fn cargo_with(args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(args).current_dir(root());
     if ONE_SHOT.load(Ordering::Relaxed) {
         cmd.env("CARGO_INCREMENTAL", "0");
     }
+    cmd.envs(envs.iter().copied());
     run(&mut cmd)
 }
 
@@ -83,6 +89,12 @@ fn ci() -> anyhow::Result<()> {
         "warnings",
     ])?;
     cargo(&["test", "--workspace", "--all-features"])?;
+    // The crate docs are the guided tour: a broken link fails like a
+    // broken test (their examples ran as doctests above).
+    cargo_with(
+        &["doc", "--workspace", "--no-deps", "--all-features"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
     // Hostile schemas and instances, timed in release against the 50 ms budget.
     cargo(&[
         "run",

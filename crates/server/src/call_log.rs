@@ -88,7 +88,8 @@ pub struct CallRecord {
 /// The future [`CallLog::record`] returns.
 pub type Recorded = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
 
-/// Where call records go. See the [module docs](self).
+/// Where call records go: one [`CallRecord`] per `tools/call` that reached
+/// a tool, kept before its answer is sent.
 pub trait CallLog: Send + Sync + 'static {
     /// Whether records carry the arguments (default: only their digest).
     fn wants_arguments(&self) -> bool {

@@ -45,6 +45,10 @@
 //! [`RequestContext::log`] send notifications the client asked for;
 //! [`RequestContext::cancelled`] resolves when the client gives up.
 //!
+//! **Run long calls as tasks.** [`ToolDef::task_support`] lets a client
+//! that declared the tasks extension get a task at once and poll it; see
+//! [`tasks`].
+//!
 //! **Serve it.** [`transport::stdio::serve_stdio`] or
 //! [`transport::http::serve_http`]; or call [`Server::handle_message`] from
 //! a transport of your own. The server keeps no per-client state.

@@ -21,7 +21,7 @@ pub const NAME_HEADER: &str = "mcp-name";
 pub enum OriginPolicy {
     /// Only `http(s)://localhost`, `127.0.0.1` and `[::1]`, any port (the default).
     Localhost,
-    /// Exactly these origins (scheme://host[:port]), plus requests without `Origin`.
+    /// Exactly these origins (`scheme://host[:port]`), plus requests without `Origin`.
     List(Vec<String>),
     /// Any origin. Only for servers protected otherwise (authentication).
     Any,
