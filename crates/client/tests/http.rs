@@ -722,3 +722,32 @@ async fn hostile_task_servers_get_clear_errors() {
     // The client polled the task rather than giving up at once.
     assert!(m.hits.lock().unwrap().iter().any(|h| h == "tasks/get"));
 }
+
+#[tokio::test]
+async fn a_task_is_followed_across_failed_polls() {
+    let polls = Arc::new(AtomicUsize::new(0));
+    let seen = polls.clone();
+    let (url, _) = mock(move |r| match r["method"].as_str().unwrap() {
+        "tools/list" => result(r, json!({"resultType": "complete", "ttlMs": 60000, "cacheScope": "public", "tools": [
+            {"name": "slow", "inputSchema": {"type": "object"}}
+        ]})),
+        "tools/call" => result(r, json!({"resultType": "task", "taskId": "t1", "status": "working",
+            "createdAt": "2026-12-01T00:00:00Z", "lastUpdatedAt": "2026-12-01T00:00:00Z", "ttlMs": 60000, "pollIntervalMs": 1})),
+        // The first polls meet a proxy whose upstream is restarting.
+        "tasks/get" if seen.fetch_add(1, Ordering::SeqCst) < 3 => (503, "<html>restarting</html>".into()),
+        "tasks/get" => result(r, json!({"resultType": "complete", "taskId": "t1", "status": "completed",
+            "createdAt": "2026-12-01T00:00:00Z", "lastUpdatedAt": "2026-12-01T00:00:01Z", "ttlMs": 60000,
+            "result": {"content": [{"type": "text", "text": "done"}]}})),
+        _ => (404, json!({"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32601, "message": "nope"}}).to_string()),
+    })
+    .await;
+    let c = Client::builder("test", "1")
+        .tasks()
+        .build(HttpTransport::new(&url, HttpOptions::default()).unwrap());
+    let r = c
+        .call_tool("slow", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.content[0].as_text(), Some("done"));
+    assert_eq!(polls.load(Ordering::SeqCst), 4);
+}

@@ -103,9 +103,19 @@ impl Client {
         task_id: &str,
         options: &CallOptions,
     ) -> Result<Value, ClientError> {
+        self.poll_task(task_id, DEFAULT_POLL, options).await
+    }
+
+    /// [`Client::wait_task`], polling at `interval` until the server
+    /// suggests one.
+    async fn poll_task(
+        &self,
+        task_id: &str,
+        mut interval: Duration,
+        options: &CallOptions,
+    ) -> Result<Value, ClientError> {
         let mut answered: HashSet<String> = HashSet::new();
         let mut failures = 0;
-        let mut interval = DEFAULT_POLL;
         let mut last_seen: Option<(TaskStatus, Option<String>)> = None;
         let began = Instant::now();
         loop {
@@ -121,7 +131,7 @@ impl Client {
                 ) if failures + 1 < MAX_POLL_FAILURES => {
                     failures += 1;
                     tracing::warn!(task = task_id, error = %e, "task poll failed; retrying");
-                    tokio::time::sleep(interval.saturating_mul(failures)).await;
+                    tokio::time::sleep(interval.saturating_mul(failures).min(MAX_POLL)).await;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -221,7 +231,14 @@ impl Client {
             client: self.clone(),
             task_id: Some(task.task_id.clone()),
         };
-        let outcome = self.wait_task(&task.task_id, options).await;
+        // The task was just created: the first poll waits the interval the
+        // server suggested, like every later one.
+        let interval = task
+            .poll_interval_ms
+            .map_or(DEFAULT_POLL, Duration::from_millis)
+            .clamp(MIN_POLL, MAX_POLL);
+        tokio::time::sleep(interval).await;
+        let outcome = self.poll_task(&task.task_id, interval, options).await;
         guard.disarm();
         outcome
     }
