@@ -234,3 +234,39 @@ async fn giving_up_on_a_call_cancels_its_task() {
     f.stop_seen.notified().await;
     assert_eq!(f.stopped.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn a_task_can_be_followed_by_notification() {
+    let f = fixture().await;
+    let c = client(&f.url, true);
+    let CallStart::Task(task) = c
+        .start_tool_call("build", Map::new(), &CallOptions::default())
+        .await
+        .unwrap()
+    else {
+        panic!("a task");
+    };
+    let mut updates = c
+        .listen_task(&task.task_id)
+        .await
+        .unwrap()
+        .expect("followed");
+    let first = updates.next().await.unwrap().unwrap();
+    assert_eq!(first.task.task_id, task.task_id);
+    f.release.notify_one();
+    loop {
+        let state = updates.next().await.unwrap().unwrap();
+        if state.task.status == TaskStatus::Completed {
+            assert_eq!(state.result.unwrap()["content"][0]["text"], "built");
+            break;
+        }
+    }
+    // A task the server does not know is not followed.
+    assert!(c.listen_task("task-unknown").await.unwrap().is_none());
+    // Without the extension declared, the server refuses.
+    let plain = client(&f.url, false);
+    match plain.listen_task(&task.task_id).await {
+        Err(ClientError::Protocol(e)) => assert_eq!(e.code, -32021),
+        other => panic!("{:?}", other.map(|u| u.is_some())),
+    }
+}

@@ -2,9 +2,10 @@
 //! answered with a task is polled to its result, its input requests
 //! answered through the input handler ([`ClientBuilder::tasks`]).
 //! [`Client::start_tool_call`], [`Client::get_task`],
-//! [`Client::update_task`], [`Client::cancel_task`] and
-//! [`Client::wait_task`] expose the lifecycle to programs that want it:
-//! to show a task's id, resume after a restart, or cancel.
+//! [`Client::update_task`], [`Client::cancel_task`], [`Client::wait_task`]
+//! and [`Client::listen_task`] expose the lifecycle to programs that want
+//! it: to show a task's id, resume after a restart, follow it by
+//! notification, or cancel.
 
 use std::collections::HashSet;
 
@@ -241,6 +242,78 @@ impl Client {
         let outcome = self.poll_task(&task.task_id, interval, options).await;
         guard.disarm();
         outcome
+    }
+}
+
+/// A task's states as the server pushes them (`notifications/tasks` on a
+/// `subscriptions/listen` stream): [`Client::listen_task`]. Dropping it
+/// closes the stream.
+pub struct TaskUpdates {
+    pending: crate::transport::Pending,
+}
+
+impl TaskUpdates {
+    /// The next state the server sent; `None` once the stream ended (the
+    /// server closed it, or the connection dropped: poll then).
+    pub async fn next(&mut self) -> Option<Result<DetailedTask, ClientError>> {
+        loop {
+            match self.pending.next().await? {
+                Err(e) => return Some(Err(e)),
+                Ok(Inbound::Response(_)) => return None,
+                Ok(Inbound::Notification(n)) => {
+                    if n.get("method").and_then(Value::as_str) != Some("notifications/tasks") {
+                        continue;
+                    }
+                    let params = n.get("params").cloned().unwrap_or(Value::Null);
+                    return Some(serde_json::from_value(params).map_err(|e| {
+                        ClientError::InvalidResponse(format!("notifications/tasks: {e}"))
+                    }));
+                }
+            }
+        }
+    }
+}
+
+impl Client {
+    /// Follow a task by notification rather than by polling: opens a
+    /// `subscriptions/listen` stream for it and returns once the server
+    /// acknowledged it. `Ok(None)` when the server does not agree to follow
+    /// the task (it sends no task notifications, or does not know the
+    /// task); polling ([`Client::wait_task`]) is the way then.
+    pub async fn listen_task(&self, task_id: &str) -> Result<Option<TaskUpdates>, ClientError> {
+        let mut params = Map::new();
+        params.insert("notifications".into(), json!({ "taskIds": [task_id] }));
+        let outgoing = self.outgoing("subscriptions/listen", params, Vec::new());
+        let mut pending = self.transport.send(outgoing).await?;
+        let acknowledged = tokio::time::timeout(self.inner.timeout, async {
+            loop {
+                match pending.next().await {
+                    None => return Ok(None),
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(Inbound::Response(response))) => {
+                        // An error (such as -32021) or an immediate end.
+                        return parse_response(response).map(|_| None);
+                    }
+                    Some(Ok(Inbound::Notification(n))) => {
+                        if n.get("method").and_then(Value::as_str)
+                            == Some("notifications/subscriptions/acknowledged")
+                        {
+                            let followed = n
+                                .pointer("/params/notifications/taskIds")
+                                .and_then(Value::as_array)
+                                .is_some_and(|ids| ids.iter().any(|id| id == task_id));
+                            return Ok(Some(followed));
+                        }
+                    }
+                }
+            }
+        })
+        .await
+        .map_err(|_| ClientError::Timeout(self.inner.timeout))??;
+        Ok(match acknowledged {
+            Some(true) => Some(TaskUpdates { pending }),
+            _ => None,
+        })
     }
 }
 
