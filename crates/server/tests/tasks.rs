@@ -553,3 +553,49 @@ async fn a_caller_over_its_task_share_is_told_to_wait() {
     .await;
     assert_eq!(other["result"]["resultType"], "task");
 }
+
+#[tokio::test]
+async fn an_expired_task_is_gone_and_its_work_stopped() {
+    let config = ServerConfig {
+        task_ttl: Some(std::time::Duration::from_millis(1)),
+        ..ServerConfig::default()
+    };
+    let f = fixture(config);
+    let r = send(
+        &f.server,
+        "tools/call",
+        json!({"name": "forever", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(r["result"]["ttlMs"], 1);
+    let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+    // Poll until the lifetime has passed (a millisecond of wall clock).
+    let gone = loop {
+        let r = send(&f.server, "tasks/get", json!({"taskId": id})).await;
+        if r.get("error").is_some() {
+            break r;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    let message = gone["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("expired") || message.contains("not found"),
+        "{message}"
+    );
+    for _ in 0..100_000 {
+        if f.stopped.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(f.stopped.load(Ordering::SeqCst), 1, "the work stopped");
+    // The server serves on, and the expired task no longer counts.
+    let ok = send(
+        &f.server,
+        "tools/call",
+        json!({"name": "plain", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(ok["result"]["content"][0]["text"], "plain");
+}
