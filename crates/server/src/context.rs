@@ -24,6 +24,7 @@ use crate::exchange::Frame;
 use crate::frame_queue::FrameSender;
 use crate::mrtr::Inputs;
 use crate::tasks::Slot;
+use crate::tool::StateMap;
 use crate::tool::ToolError;
 
 /// The request-scoped view a handler gets.
@@ -47,6 +48,8 @@ pub(crate) struct Inner {
     /// The task this call may become (tools that support tasks, called by
     /// a client that declared the extension).
     pub(crate) task: Option<Arc<Slot>>,
+    /// The server's shared state (none for a detached context).
+    pub(crate) states: Option<Arc<StateMap>>,
 }
 
 /// A client capability a handler may need.
@@ -82,8 +85,27 @@ impl RequestContext {
                 last_progress: AtomicU64::new(f64::NEG_INFINITY.to_bits()),
                 notes: Arc::default(),
                 task: None,
+                states: None,
             }),
         }
+    }
+
+    /// The same context with the server's shared state.
+    pub(crate) fn with_states(mut self, states: Arc<StateMap>) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            // Fresh from `new`: no second allocation.
+            Some(inner) => inner.states = Some(states),
+            None => return self.rebuilt(|inner| inner.states = Some(states)),
+        }
+        self
+    }
+
+    /// Shared state of type `S`, registered with
+    /// [`ServerBuilder::state`](crate::ServerBuilder::state) (a clone);
+    /// `None` if the server has none of that type. Handlers usually take
+    /// [`State<S>`](crate::State) instead.
+    pub fn state<S: Clone + Send + Sync + 'static>(&self) -> Option<S> {
+        self.inner.states.as_ref()?.get::<S>()
     }
 
     /// The same context for a call that may become a task.
@@ -109,6 +131,7 @@ impl RequestContext {
             last_progress: AtomicU64::new(inner.last_progress.load(Ordering::Relaxed)),
             notes: inner.notes.clone(),
             task: inner.task.clone(),
+            states: inner.states.clone(),
         };
         change(&mut fresh);
         Self {

@@ -100,8 +100,8 @@ pub use state::StateKey;
 #[doc(hidden)]
 pub use state::fuzz_open as fuzz_open_state;
 pub use tool::{
-    DynToolHandler, IntoToolReply, NoArgs, RegistrationError, Structured, ToolDef, ToolEntry,
-    ToolError, ToolReply,
+    Args, DynToolHandler, FromCall, IntoToolReply, IntoToolResult, NoArgs, RegistrationError,
+    State, Structured, ToolDef, ToolEntry, ToolError, ToolHandler, ToolReply,
 };
 
 /// Re-exported protocol types.

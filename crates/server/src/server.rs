@@ -206,6 +206,8 @@ pub(crate) struct Inner {
     pub(crate) call_log: Option<Arc<dyn crate::CallLog>>,
     /// Tool calls running as tasks.
     pub(crate) tasks: crate::tasks::Tasks,
+    /// Shared state handed to handlers ([`ServerBuilder::state`]).
+    pub(crate) states: Arc<crate::tool::StateMap>,
     /// `ttlMs` of list results now, in milliseconds (from
     /// `config.list_ttl`, or [`Server::set_list_hints`]).
     pub(crate) list_ttl_ms: std::sync::atomic::AtomicU64,
@@ -263,6 +265,7 @@ pub struct ServerBuilder {
     enable_completions: bool,
     call_log: Option<Arc<dyn crate::CallLog>>,
     task_store: Option<Arc<dyn crate::tasks::TaskStore>>,
+    states: crate::tool::StateMap,
 }
 
 /// What a call to a tool the server does not offer is answered with,
@@ -284,6 +287,7 @@ impl Server {
             unlisted_answer: None,
             call_log: None,
             task_store: None,
+            states: crate::tool::StateMap::default(),
             tools_in_name_order: false,
             enable_completions: false,
             enable_resources: false,
@@ -307,7 +311,7 @@ impl Server {
     /// streams that asked for `toolsListChanged` are told.
     pub fn add_tool(&self, entry: ToolEntry) -> Result<(), RegistrationError> {
         let config = &self.inner.config;
-        let tool = entry.compile(config)?;
+        let tool = entry.compile(config, &self.inner.states)?;
         if tool.tasks != crate::tasks::TaskSupport::Never {
             self.inner.tasks.enable();
         }
@@ -572,6 +576,33 @@ impl ServerBuilder {
         self
     }
 
+    /// Share `state` with every handler that takes a [`State<S>`](crate::State)
+    /// of its type (or calls [`RequestContext::state`](crate::RequestContext::state)).
+    /// Each handler gets a clone, so wrap anything large or mutable in an
+    /// `Arc`. One value per type; a second replaces the first.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use toolgate_server::{Server, State, ToolDef};
+    ///
+    /// let hits = Arc::new(AtomicU64::new(0));
+    /// let server = Server::builder("counter", "1")
+    ///     .state(hits)
+    ///     .tool(ToolDef::new("hit").description("Counts calls.").handler(
+    ///         |State(hits): State<Arc<AtomicU64>>| async move {
+    ///             format!("call {}", hits.fetch_add(1, Ordering::Relaxed) + 1)
+    ///         },
+    ///     ))
+    ///     .build()
+    ///     .unwrap();
+    /// # let _ = server;
+    /// ```
+    pub fn state<S: Clone + Send + Sync + 'static>(mut self, state: S) -> Self {
+        self.states.insert(state);
+        self
+    }
+
     /// Keep task state in `store` rather than in this process's memory
     /// (see [`TaskStore`](crate::tasks::TaskStore)).
     pub fn task_store(mut self, store: Arc<dyn crate::tasks::TaskStore>) -> Self {
@@ -628,6 +659,7 @@ impl ServerBuilder {
             unlisted_answer: self.unlisted_answer,
             call_log: self.call_log,
             tasks,
+            states: Arc::new(self.states),
             list_ttl_ms: std::sync::atomic::AtomicU64::new(list_ttl_ms),
             lists_private: std::sync::atomic::AtomicBool::new(false),
         };

@@ -100,6 +100,7 @@ pub(super) fn complete(
             let id = req.id;
             let (name, value) = (p.argument.name, p.argument.value);
             Ok(exchange(
+                server.inner.states.clone(),
                 id.clone(),
                 meta,
                 transport,

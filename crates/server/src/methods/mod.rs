@@ -87,6 +87,7 @@ pub(crate) fn params<T: DeserializeOwned>(req: &Request) -> Result<T, Failure> {
 /// work receives a [`RequestContext`] whose notifications flow into the
 /// exchange, and returns the final frame.
 pub(crate) fn exchange<F, Fut>(
+    states: std::sync::Arc<crate::tool::StateMap>,
     id: RequestId,
     meta: RequestMeta,
     transport: &TransportContext,
@@ -99,7 +100,8 @@ where
 {
     let (tx, notes) = frame_queue::queue();
     let cancel = request_token();
-    let ctx = RequestContext::new(id, meta, transport.auth.clone(), tx, cancel.clone(), round);
+    let ctx = RequestContext::new(id, meta, transport.auth.clone(), tx, cancel.clone(), round)
+        .with_states(states);
     Reply::Streaming(Exchange::new(notes, Box::pin(work(ctx)), cancel))
 }
 

@@ -49,6 +49,7 @@ pub(super) fn get(
     let server = server.clone();
     let id = req.id;
     Ok(exchange(
+        server.inner.states.clone(),
         id.clone(),
         meta,
         transport,

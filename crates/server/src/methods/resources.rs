@@ -52,6 +52,7 @@ pub(super) fn read(
     let server = server.clone();
     let id = req.id;
     Ok(exchange(
+        server.inner.states.clone(),
         id.clone(),
         meta,
         transport,

@@ -169,6 +169,7 @@ pub(super) fn call(
     let server = server.clone();
     let id = req.id;
     Ok(exchange(
+        server.inner.states.clone(),
         id.clone(),
         meta,
         transport,

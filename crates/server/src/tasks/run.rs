@@ -134,6 +134,7 @@ pub(crate) fn call(server: &Server, call: Call, transport: &TransportContext) ->
         work_cancel.clone(),
         call.round.clone(),
     )
+    .with_states(server.inner.states.clone())
     .in_task(slot.clone());
     let driver = Driver {
         server: server.clone(),

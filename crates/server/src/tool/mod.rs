@@ -28,6 +28,8 @@
 //! # let _ = tool;
 //! ```
 
+mod extract;
+mod handler;
 mod output;
 mod schema_gen;
 
@@ -38,13 +40,17 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use toolgate_protocol::names::validate_tool_name;
 use toolgate_protocol::types::{Icon, Tool, ToolAnnotations};
 use toolgate_schema::LazySchema;
 use toolgate_schema::header_rules::{HeaderParam, header_params};
 
+pub(crate) use extract::StateMap;
+pub use extract::{Args, CallParts, FromCall, Needs, State};
+#[doc(hidden)]
+pub use extract::{ViaArgs, ViaContext};
+pub use handler::{IntoToolResult, ToolHandler};
 pub(crate) use output::ErrorKind;
 pub use output::{IntoToolReply, Structured, ToolError, ToolReply};
 pub(crate) use schema_gen::schema_for;
@@ -108,7 +114,7 @@ pub enum RegistrationError {
     Duplicate(String),
     /// The input schema's root is not `type: "object"`.
     #[error(
-        "tool {name:?}: inputSchema must be a JSON Schema object with \"type\": \"object\" at its root"
+        "tool {name:?}: inputSchema must be a JSON Schema object with \"type\": \"object\" at its root (a typed handler's arguments must be a struct deriving Deserialize and JsonSchema; a tool without arguments takes no arguments parameter)"
     )]
     InputNotObject {
         /// The tool.
@@ -151,6 +157,10 @@ pub struct ToolDef {
     timeout: Option<std::time::Duration>,
     tasks: TaskSupport,
     task_from_handler: bool,
+    /// State types the handler's parameters ask for.
+    needs_state: Vec<(std::any::TypeId, &'static str)>,
+    /// What is wrong with the handler's parameters, reported at registration.
+    problem: Option<String>,
 }
 
 impl ToolDef {
@@ -175,6 +185,8 @@ impl ToolDef {
             timeout: None,
             tasks: TaskSupport::Never,
             task_from_handler: false,
+            needs_state: Vec::new(),
+            problem: None,
         }
     }
 
@@ -373,21 +385,29 @@ impl ToolDef {
         self.scopes([scope.into()])
     }
 
-    /// Attach a typed handler: `A` gives the `inputSchema`, `R` the `outputSchema`.
-    pub fn handler<A, R, F, Fut>(mut self, handler: F) -> ToolEntry
-    where
-        A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: IntoToolReply,
-        F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
-    {
-        self.tool.input_schema = schema_for::<A>();
-        self.tool.output_schema = R::output_schema();
+    /// Attach a handler: a function or closure taking, in any order, the
+    /// arguments (a `T: Deserialize + JsonSchema`, which gives the
+    /// `inputSchema`; none for a tool without arguments), [`State<S>`],
+    /// the [`RequestContext`], the caller's [`AuthContext`]; and returning
+    /// text, [`Structured<T>`] (which gives the `outputSchema`), content,
+    /// or a `Result<_, ToolError>` of one. See [`FromCall`] and
+    /// [`IntoToolResult`].
+    pub fn handler<M: 'static, H: ToolHandler<M>>(mut self, handler: H) -> ToolEntry {
+        let needs = H::needs();
+        if needs.iter().filter(|n| n.arguments).count() > 1 {
+            self.problem = Some(format!(
+                "tool {:?}: its handler takes the arguments twice; take one parameter for the arguments (a struct deriving Deserialize and JsonSchema) and wrap other values in State<S>",
+                self.tool.name
+            ));
+        }
+        self.needs_state = needs.iter().filter_map(|n| n.state).collect();
+        self.tool.input_schema = H::input_schema().unwrap_or_else(schema_for::<NoArgs>);
+        self.tool.output_schema = H::output_schema();
         ToolEntry {
             def: self,
-            handler: Arc::new(Typed {
+            handler: Arc::new(handler::Handled {
                 handler,
-                _marker: PhantomData::<fn(A) -> R>,
+                marker: PhantomData::<fn() -> M>,
             }),
         }
     }
@@ -404,42 +424,6 @@ impl ToolDef {
         ToolEntry {
             def: self,
             handler: Arc::new(handler),
-        }
-    }
-}
-
-struct Typed<F, M> {
-    handler: F,
-    _marker: PhantomData<M>,
-}
-
-impl<A, R, F, Fut> DynToolHandler for Typed<F, fn(A) -> R>
-where
-    A: DeserializeOwned + Send + 'static,
-    R: IntoToolReply,
-    F: Fn(A, RequestContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
-{
-    fn call(&self, args: Map<String, Value>, ctx: RequestContext) -> HandlerFuture {
-        let parsed: Result<A, _> = serde_path_to_error::deserialize(Value::Object(args));
-        match parsed {
-            Ok(args) => {
-                let fut = (self.handler)(args, ctx);
-                Box::pin(async move { fut.await?.into_reply() })
-            }
-            Err(e) => {
-                let path = e.path().to_string();
-                let message = format!(
-                    "Invalid arguments at {}: {}. Correct the arguments to match the tool's inputSchema and call it again.",
-                    if path == "." {
-                        "(root)".to_owned()
-                    } else {
-                        path
-                    },
-                    e.inner()
-                );
-                Box::pin(async move { Err(ToolError::new(message)) })
-            }
         }
     }
 }
@@ -462,10 +446,20 @@ impl ToolEntry {
     pub(crate) fn compile(
         self,
         config: &crate::ServerConfig,
+        states: &StateMap,
     ) -> Result<RegisteredTool, RegistrationError> {
         let (limits, eager) = (&config.schema_limits, config.eager_schemas);
         let default_rate = config.rate_limit;
         let ToolEntry { def, handler } = self;
+        if let Some(problem) = def.problem {
+            return Err(RegistrationError::Invalid(problem));
+        }
+        if let Some((_, missing)) = def.needs_state.iter().find(|(id, _)| !states.contains(*id)) {
+            return Err(RegistrationError::Invalid(format!(
+                "tool {:?}: its handler takes State<{missing}>, but the server has no such state; register it with ServerBuilder::state before build()",
+                def.tool.name
+            )));
+        }
         let mut tool = def.tool;
         crate::sanitizing::tool_definition(&mut tool);
         let limiter = def
