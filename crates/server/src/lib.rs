@@ -10,7 +10,7 @@
 //! ```
 //! use schemars::JsonSchema;
 //! use serde::{Deserialize, Serialize};
-//! use toolgate_server::{RequestContext, Server, Structured, ToolDef, ToolError};
+//! use toolgate_server::{Server, Structured, ToolDef, ToolError};
 //!
 //! #[derive(Deserialize, JsonSchema)]
 //! #[serde(deny_unknown_fields)]
@@ -21,7 +21,7 @@
 //!
 //! let server = Server::builder("calc", "1.0.0")
 //!     .tool(ToolDef::new("add").description("Adds two integers.").read_only().handler(
-//!         |args: Add, _ctx: RequestContext| async move {
+//!         |args: Add| async move {
 //!             let sum = args.a.checked_add(args.b).ok_or_else(|| ToolError::new("the sum overflows a 64-bit integer"))?;
 //!             Ok(Structured(Sum { sum }))
 //!         },

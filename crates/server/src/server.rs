@@ -226,7 +226,7 @@ fn stamp_tail(result_meta: &Meta) -> Vec<u8> {
 /// An MCP server. Cheap to clone; clones share registrations.
 ///
 /// ```
-/// use toolgate_server::{NoArgs, RequestContext, Server, ToolDef, ToolError};
+/// use toolgate_server::{Server, ToolDef};
 ///
 /// let server = Server::builder("demo", "1.0.0")
 ///     .instructions("Use get_current_time for the time.")
@@ -234,8 +234,8 @@ fn stamp_tail(result_meta: &Meta) -> Vec<u8> {
 ///         ToolDef::new("get_current_time")
 ///             .description("Returns the server's current time (UTC, RFC 3339).")
 ///             .read_only()
-///             .handler(|_: NoArgs, _ctx: RequestContext| async {
-///                 Ok::<_, ToolError>("2026-07-28T00:00:00Z")
+///             .handler(|| async {
+///                 "2026-07-28T00:00:00Z"
 ///             }),
 ///     )
 ///     .build()

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use toolgate_server::{Handles, NoArgs, RequestContext, Server, Structured, ToolDef, ToolError};
+use toolgate_server::{Handles, RequestContext, Server, State, Structured, ToolDef, ToolError};
 
 /// Baskets untouched this long are forgotten.
 pub const BASKET_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -229,17 +229,10 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
     if let Some(calls) = options.rate_limit_per_minute {
         builder = builder.rate_limit(toolgate_server::RateLimit::per_minute(calls));
     }
-    let store = Arc::new(store());
-    let (s1, s2, s3, s4, s5, s6) = (
-        store.clone(),
-        store.clone(),
-        store.clone(),
-        store.clone(),
-        store.clone(),
-        store,
-    );
     let skus: Vec<&str> = CATALOG.iter().map(|(s, _, _)| *s).collect();
     builder
+        // Every handler that takes `State<Arc<Store>>` gets this store.
+        .state(Arc::new(store()))
         .instructions("Create a basket with create_basket, then pass its basket_id to add_item, get_basket and delete_basket.")
         .tool(
             scoped(ToolDef::new("get_current_time"), "basket:read")
@@ -247,7 +240,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 .description("Returns the server's current time in UTC (RFC 3339). Use it when the user asks for the time or date.")
                 .read_only()
                 .open_world(false)
-                .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>(rfc3339(SystemTime::now())) }),
+                .handler(|| async { rfc3339(SystemTime::now()) }),
         )
         .tool(
             scoped(ToolDef::new("create_basket"), "basket:write")
@@ -255,12 +248,9 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 .description("Creates an empty shopping basket and returns its basket_id. The basket belongs to the caller who created it and expires after 24 hours of inactivity; after that, create a new one.")
                 .destructive(false)
                 .open_world(false)
-                .handler(move |_: NoArgs, ctx: RequestContext| {
-                    let store = s1.clone();
-                    async move {
-                        let id = store.insert(&ctx, Basket { items: Vec::new() })?;
-                        Ok::<_, ToolError>(Structured(NewBasket { basket_id: id, expires_after_hours: BASKET_TTL.as_secs() / 3600 }))
-                    }
+                .handler(|State(store): State<Arc<Store>>, ctx: RequestContext| async move {
+                    let id = store.insert(&ctx, Basket { items: Vec::new() })?;
+                    Ok(Structured(NewBasket { basket_id: id, expires_after_hours: BASKET_TTL.as_secs() / 3600 }))
                 }),
         )
         .tool(
@@ -272,26 +262,23 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 ))
                 .destructive(false)
                 .open_world(false)
-                .handler(move |args: AddItem, ctx: RequestContext| {
-                    let store = s2.clone();
-                    async move {
-                        if !CATALOG.iter().any(|(s, _, _)| *s == args.sku) {
-                            let known: Vec<&str> = CATALOG.iter().map(|(s, _, _)| *s).collect();
-                            return Err(ToolError::new(format!(
-                                "Unknown SKU {:?}: there is no such product. Use one of {}.",
-                                args.sku,
-                                known.join(", ")
-                            )));
-                        }
-                        let basket = store.with(&ctx, &args.basket_id, |b| {
-                            match b.items.iter_mut().find(|(s, _)| *s == args.sku) {
-                                Some((_, q)) => *q = q.saturating_add(args.quantity),
-                                None => b.items.push((args.sku.clone(), args.quantity)),
-                            }
-                            view(&args.basket_id, b)
-                        })?;
-                        Ok(Structured(basket))
+                .handler(|State(store): State<Arc<Store>>, args: AddItem, ctx: RequestContext| async move {
+                    if !CATALOG.iter().any(|(s, _, _)| *s == args.sku) {
+                        let known: Vec<&str> = CATALOG.iter().map(|(s, _, _)| *s).collect();
+                        return Err(ToolError::new(format!(
+                            "Unknown SKU {:?}: there is no such product. Use one of {}.",
+                            args.sku,
+                            known.join(", ")
+                        )));
                     }
+                    let basket = store.with(&ctx, &args.basket_id, |b| {
+                        match b.items.iter_mut().find(|(s, _)| *s == args.sku) {
+                            Some((_, q)) => *q = q.saturating_add(args.quantity),
+                            None => b.items.push((args.sku.clone(), args.quantity)),
+                        }
+                        view(&args.basket_id, b)
+                    })?;
+                    Ok(Structured(basket))
                 }),
         )
         .tool(
@@ -300,9 +287,8 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 .description("Returns the contents and total of a basket.")
                 .read_only()
                 .open_world(false)
-                .handler(move |args: BasketRef, ctx: RequestContext| {
-                    let store = s3.clone();
-                    async move { Ok(Structured(store.with(&ctx, &args.basket_id, |b| view(&args.basket_id, b))?)) }
+                .handler(|State(store): State<Arc<Store>>, args: BasketRef, ctx: RequestContext| async move {
+                    Ok(Structured(store.with(&ctx, &args.basket_id, |b| view(&args.basket_id, b))?))
                 }),
         )
         .tool(
@@ -311,21 +297,18 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 .description("Quotes shipping for a basket to a region (eu, us or apac) and returns the total.")
                 .read_only()
                 .open_world(false)
-                .handler(move |args: QuoteShipping, ctx: RequestContext| {
-                    let store = s5.clone();
-                    async move {
-                        let view = store.with(&ctx, &args.basket_id, |b| view(&args.basket_id, b))?;
-                        let shipping_cents = match args.region {
-                            Region::Eu => 490,
-                            Region::Us => 790,
-                            Region::Apac => 1290,
-                        };
-                        Ok(Structured(Quote {
-                            basket_id: view.basket_id,
-                            shipping_cents,
-                            total_cents: view.total_cents + shipping_cents,
-                        }))
-                    }
+                .handler(|State(store): State<Arc<Store>>, args: QuoteShipping, ctx: RequestContext| async move {
+                    let view = store.with(&ctx, &args.basket_id, |b| view(&args.basket_id, b))?;
+                    let shipping_cents = match args.region {
+                        Region::Eu => 490,
+                        Region::Us => 790,
+                        Region::Apac => 1290,
+                    };
+                    Ok(Structured(Quote {
+                        basket_id: view.basket_id,
+                        shipping_cents,
+                        total_cents: view.total_cents + shipping_cents,
+                    }))
                 }),
         )
         .tool(
@@ -336,8 +319,7 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 // Paying reaches a payment provider, an open world, even
                 // though this example only records the order.
                 .open_world(true)
-                .handler(move |args: BasketRef, ctx: RequestContext| {
-                    let store = s6.clone();
+                .handler(|State(store): State<Arc<Store>>, args: BasketRef, ctx: RequestContext| {
                     async move {
                         let view = store.with(&ctx, &args.basket_id, |b| view(&args.basket_id, b))?;
                         if view.items.is_empty() {
@@ -382,12 +364,9 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 .destructive(true)
                 .idempotent(true)
                 .open_world(false)
-                .handler(move |args: BasketRef, ctx: RequestContext| {
-                    let store = s4.clone();
-                    async move {
-                        store.remove(&ctx, &args.basket_id)?;
-                        Ok::<_, ToolError>(format!("Deleted basket {}", args.basket_id))
-                    }
+                .handler(|State(store): State<Arc<Store>>, args: BasketRef, ctx: RequestContext| async move {
+                    store.remove(&ctx, &args.basket_id)?;
+                    Ok(format!("Deleted basket {}", args.basket_id))
                 }),
         )
         .build()

@@ -10,7 +10,7 @@
 //! ```
 //! use schemars::JsonSchema;
 //! use serde::Deserialize;
-//! use toolgate_server::{RequestContext, ToolDef, ToolError};
+//! use toolgate_server::ToolDef;
 //!
 //! #[derive(Deserialize, JsonSchema)]
 //! #[serde(deny_unknown_fields)]
@@ -22,8 +22,8 @@
 //! let tool = ToolDef::new("greet")
 //!     .description("Greets someone by name.")
 //!     .read_only()
-//!     .handler(|args: Greet, _ctx: RequestContext| async move {
-//!         Ok::<_, ToolError>(format!("Hello, {}!", args.name))
+//!     .handler(|args: Greet| async move {
+//!         format!("Hello, {}!", args.name)
 //!     });
 //! # let _ = tool;
 //! ```
@@ -198,13 +198,11 @@ impl ToolDef {
     ///
     /// ```
     /// use toolgate_server::tasks::TaskSupport;
-    /// use toolgate_server::{NoArgs, RequestContext, ToolDef, ToolError};
+    /// use toolgate_server::ToolDef;
     /// let export = ToolDef::new("export_report")
     ///     .description("Builds the monthly report; takes a few minutes.")
     ///     .task_support(TaskSupport::Optional)
-    ///     .handler(|_: NoArgs, _ctx: RequestContext| async {
-    ///         Ok::<_, ToolError>("report.pdf is ready")
-    ///     });
+    ///     .handler(|| async { "report.pdf is ready" });
     /// # let _ = export;
     /// ```
     pub fn task_support(mut self, support: TaskSupport) -> Self {
@@ -250,10 +248,10 @@ impl ToolDef {
     /// default ([`ServerBuilder::rate_limit`](crate::ServerBuilder::rate_limit)).
     ///
     /// ```
-    /// use toolgate_server::{NoArgs, RateLimit, RequestContext, ToolDef, ToolError};
+    /// use toolgate_server::{RateLimit, ToolDef};
     /// let tool = ToolDef::new("send_email")
     ///     .rate_limit(RateLimit::per_minute(5))
-    ///     .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("sent") });
+    ///     .handler(|| async { "sent" });
     /// # let _ = tool;
     /// ```
     pub fn rate_limit(mut self, limit: RateLimit) -> Self {
@@ -357,10 +355,10 @@ impl ToolDef {
     /// can ask for them. Access is checked on every call.
     ///
     /// ```
-    /// use toolgate_server::{NoArgs, RequestContext, ToolDef, ToolError};
+    /// use toolgate_server::ToolDef;
     /// let tool = ToolDef::new("delete_basket")
     ///     .scopes(["basket:write"])
-    ///     .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("deleted") });
+    ///     .handler(|| async { "deleted" });
     /// # let _ = tool;
     /// ```
     pub fn scopes<I, S>(mut self, scopes: I) -> Self
