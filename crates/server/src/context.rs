@@ -50,6 +50,9 @@ pub(crate) struct Inner {
     pub(crate) task: Option<Arc<Slot>>,
     /// The server's shared state (none for a detached context).
     pub(crate) states: Option<Arc<StateMap>>,
+    /// The questions typed elicitation asked in this run, and the answers
+    /// it used ([`RequestContext::elicit`]).
+    pub(crate) inputs: std::sync::Mutex<Option<Inputs>>,
 }
 
 /// A client capability a handler may need.
@@ -86,6 +89,7 @@ impl RequestContext {
                 notes: Arc::default(),
                 task: None,
                 states: None,
+                inputs: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -132,6 +136,7 @@ impl RequestContext {
             notes: inner.notes.clone(),
             task: inner.task.clone(),
             states: inner.states.clone(),
+            inputs: std::sync::Mutex::new(None),
         };
         change(&mut fresh);
         Self {

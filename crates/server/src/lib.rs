@@ -41,6 +41,9 @@
 //! requests and panics are JSON-RPC errors, and a panic never leaks its
 //! message.
 //!
+//! **Ask the user.** [`RequestContext::elicit`] turns a struct into a
+//! form and hands back the user's answer as that struct.
+//!
 //! **Talk back while working.** [`RequestContext::progress`] and
 //! [`RequestContext::log`] send notifications the client asked for;
 //! [`RequestContext::cancelled`] resolves when the client gives up.
@@ -62,6 +65,7 @@ mod auth;
 mod call_log;
 mod context;
 mod dispatch;
+mod elicit;
 mod exchange;
 mod frame_queue;
 mod handles;
@@ -88,6 +92,7 @@ pub use auth::{
 pub use call_log::{CallLog, CallOutcome, CallRecord, Recorded};
 pub use context::{ClientCapability, RequestContext};
 pub use dispatch::{HeaderCheck, NotificationAction, TransportContext, http_status_for};
+pub use elicit::Elicitation;
 pub use exchange::{Exchange, Frame, Reply};
 pub use handles::Handles;
 pub use mrtr::{ElicitAction, Elicited, Inputs, arguments_digest};
@@ -104,5 +109,8 @@ pub use tool::{
     State, Structured, ToolDef, ToolEntry, ToolError, ToolHandler, ToolReply,
 };
 
+/// The `schemars` the server derives schemas with, so a server never ends
+/// up with two versions of it.
+pub use schemars;
 /// Re-exported protocol types.
 pub use toolgate_protocol as protocol;

@@ -226,3 +226,106 @@ fn registration_names_the_fix() {
         other => panic!("{:?}", other.err()),
     }
 }
+
+#[derive(Deserialize, JsonSchema)]
+struct Confirm {
+    /// Pay now?
+    confirm: bool,
+    /// A note for the order.
+    note: Option<String>,
+}
+
+#[allow(dead_code)]
+#[derive(Deserialize, JsonSchema)]
+struct Nested {
+    inner: Echo,
+}
+
+fn asking() -> Server {
+    use toolgate_server::Elicitation;
+    Server::builder("asking", "1")
+        .tool(ToolDef::new("pay").description("Asks first").handler(
+            |ctx: RequestContext| async move {
+                Ok(match ctx.elicit::<Confirm>("Pay 25.00?")? {
+                    Elicitation::Accepted(Confirm {
+                        confirm: true,
+                        note,
+                    }) => {
+                        format!("paid ({})", note.unwrap_or_default())
+                    }
+                    Elicitation::Accepted(_) => "not confirmed".to_owned(),
+                    Elicitation::Declined => "declined".to_owned(),
+                    Elicitation::Cancelled => "cancelled".to_owned(),
+                })
+            },
+        ))
+        .tool(
+            ToolDef::new("broken")
+                .description("A form that cannot be")
+                .handler(|ctx: RequestContext| async move {
+                    ctx.elicit::<Nested>("Where?")?;
+                    Ok("never")
+                }),
+        )
+        .build()
+        .unwrap()
+}
+
+async fn ask(server: &Server, name: &str, retry: Value) -> Value {
+    let mut params = json!({"name": name, "arguments": {},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+    if let (Value::Object(p), Value::Object(r)) = (&mut params, retry) {
+        p.extend(r);
+    }
+    let message = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+    common::answer(server, &message, &TransportContext::default()).await
+}
+
+#[tokio::test]
+async fn typed_elicitation_asks_a_form_and_reads_the_answer() {
+    let s = asking();
+    let first = ask(&s, "pay", json!({})).await;
+    assert_eq!(first["result"]["resultType"], "input_required");
+    let requests = first["result"]["inputRequests"].as_object().unwrap();
+    let (key, request) = requests.iter().next().unwrap();
+    let form = &request["params"]["requestedSchema"];
+    assert_eq!(form["properties"]["confirm"]["type"], "boolean");
+    assert_eq!(form["properties"]["confirm"]["description"], "Pay now?");
+    assert_eq!(form["properties"]["note"]["type"], "string");
+    assert_eq!(form["required"], json!(["confirm"]));
+    let state = first["result"]["requestState"].clone();
+    let answer = |response: Value| json!({"inputResponses": {key.clone(): response}, "requestState": state.clone()});
+    let paid = ask(
+        &s,
+        "pay",
+        answer(json!({"action": "accept", "content": {"confirm": true, "note": "gift"}})),
+    )
+    .await;
+    assert_eq!(text(&paid["result"]), "paid (gift)");
+    let declined = ask(&s, "pay", answer(json!({"action": "decline"}))).await;
+    assert_eq!(text(&declined["result"]), "declined");
+    // An answer that breaks the form is refused, naming the question.
+    let wrong = ask(
+        &s,
+        "pay",
+        answer(json!({"action": "accept", "content": {"confirm": "yes"}})),
+    )
+    .await;
+    assert_eq!(wrong["error"]["code"], -32602, "{wrong}");
+    assert!(
+        wrong["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(key.as_str()),
+        "{wrong}"
+    );
+    // A type that cannot be a form is the server's fault, and says nothing more.
+    let broken = ask(&s, "broken", json!({})).await;
+    assert_eq!(broken["error"]["code"], -32603, "{broken}");
+    // Still serving.
+    assert_eq!(
+        ask(&s, "pay", json!({})).await["result"]["resultType"],
+        "input_required"
+    );
+}
