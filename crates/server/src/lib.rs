@@ -112,5 +112,10 @@ pub use tool::{
 /// The `schemars` the server derives schemas with, so a server never ends
 /// up with two versions of it.
 pub use schemars;
+/// `#[toolgate_server::tools]` on an `impl` block makes its `#[tool]`
+/// methods tools (feature `macros`, on by default); see [`toolgate_macros`].
+#[cfg(feature = "macros")]
+pub use toolgate_macros::{tool, tools};
+
 /// Re-exported protocol types.
 pub use toolgate_protocol as protocol;

@@ -457,6 +457,13 @@ impl ServerBuilder {
         self
     }
 
+    /// Add several tools (for example those `#[toolgate_server::tools]`
+    /// generates: `.tools(Arc::new(shop).tools())`).
+    pub fn tools(mut self, entries: impl IntoIterator<Item = ToolEntry>) -> Self {
+        self.tools.extend(entries);
+        self
+    }
+
     /// Add a prompt.
     pub fn prompt(mut self, entry: PromptEntry) -> Self {
         self.prompts.push(entry);

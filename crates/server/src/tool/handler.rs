@@ -29,6 +29,10 @@ use crate::context::RequestContext;
 /// What a handler may return: any [`IntoToolReply`] value (text,
 /// [`Structured`](super::Structured), content, a whole result), or a
 /// `Result<_, ToolError>` of one (`?` converts any `std::error::Error`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not something a tool can return",
+    note = "return text (String, &'static str), Structured<T>, content (ContentBlock, Vec<ContentBlock>), a CallToolResult, or a Result<_, ToolError> of one"
+)]
 pub trait IntoToolResult: Send + 'static {
     /// The reply, or the error to report.
     fn into_tool_result(self) -> Result<ToolReply, ToolError>;
@@ -65,6 +69,12 @@ impl<R: IntoToolReply> IntoToolResult for Result<R, ToolError> {
 /// A tool handler: implemented for every `Fn(P1, …, Pn) -> impl Future`
 /// (n ≤ 6) whose parameters are [`FromCall`] and whose output is
 /// [`IntoToolResult`]. `M` only tells the implementations apart.
+#[diagnostic::on_unimplemented(
+    message = "this function cannot be a tool handler",
+    label = "not a tool handler",
+    note = "each parameter must be the arguments (a type deriving Deserialize and JsonSchema, or Args<T>), State<S>, RequestContext, AuthContext or Option<AuthContext>, at most six",
+    note = "it must be async (or return a future) and give text, Structured<T>, content, or a Result<_, ToolError> of one"
+)]
 pub trait ToolHandler<M>: Send + Sync + 'static {
     /// What each parameter needs, in order.
     fn needs() -> Vec<Needs>;
