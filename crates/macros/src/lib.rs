@@ -40,7 +40,9 @@
 //! ```
 //!
 //! `#[tool(...)]` arguments: `name = "…"`, `title = "…"`, `read_only`,
-//! `destructive = bool`, `idempotent = bool`, `open_world = bool`.
+//! `destructive = bool`, `idempotent = bool`, `open_world = bool`,
+//! `tasks = "optional" | "required"`, `task_started_by_handler` (see
+//! `toolgate_server::tasks`).
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as Tokens};
@@ -92,9 +94,11 @@ struct Options {
     destructive: Option<LitBool>,
     idempotent: Option<LitBool>,
     open_world: Option<LitBool>,
+    tasks: Option<LitStr>,
+    task_started_by_handler: bool,
 }
 
-const KNOWN: &str = "name = \"…\", title = \"…\", read_only, destructive = bool, idempotent = bool, open_world = bool";
+const KNOWN: &str = "name = \"…\", title = \"…\", read_only, destructive = bool, idempotent = bool, open_world = bool, tasks = \"optional\" | \"required\", task_started_by_handler";
 
 fn options(attr: &Attribute) -> syn::Result<Options> {
     let mut o = Options::default();
@@ -110,6 +114,17 @@ fn options(attr: &Attribute) -> syn::Result<Options> {
             .unwrap_or_default();
         match (key.as_str(), &item) {
             ("read_only", Meta::Path(_)) => o.read_only = true,
+            ("task_started_by_handler", Meta::Path(_)) => o.task_started_by_handler = true,
+            ("tasks", Meta::NameValue(nv)) => {
+                let support = string(&nv.value)?;
+                if !matches!(support.value().as_str(), "optional" | "required") {
+                    return Err(syn::Error::new(
+                        support.span(),
+                        "tasks is \"optional\" or \"required\"",
+                    ));
+                }
+                o.tasks = Some(support);
+            }
             ("name", Meta::NameValue(nv)) => o.name = Some(string(&nv.value)?),
             ("title", Meta::NameValue(nv)) => o.title = Some(string(&nv.value)?),
             ("destructive", Meta::NameValue(nv)) => o.destructive = Some(boolean(&nv.value)?),
@@ -255,6 +270,17 @@ fn entry(method: &ImplItemFn, attr: &Attribute) -> syn::Result<Tokens> {
     }
     if let Some(b) = o.open_world {
         def.extend(quote! { .open_world(#b) });
+    }
+    if let Some(support) = o.tasks {
+        let variant = if support.value() == "required" {
+            quote! { Required }
+        } else {
+            quote! { Optional }
+        };
+        def.extend(quote! { .task_support(::toolgate_server::tasks::TaskSupport::#variant) });
+    }
+    if o.task_started_by_handler {
+        def.extend(quote! { .task_started_by_handler() });
     }
     Ok(quote! {
         {

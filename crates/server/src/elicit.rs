@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use toolgate_protocol::RpcError;
 
 use crate::context::RequestContext;
-use crate::mrtr::ElicitAction;
+use crate::mrtr::{ElicitAction, Inputs};
 use crate::tool::{ToolError, schema_for};
 
 /// What the user did with a typed form ([`RequestContext::elicit`]).
@@ -176,19 +176,49 @@ impl RequestContext {
         let key = question_key(message, &schema);
         let mut shared = self.inner.inputs.lock().unwrap_or_else(|e| e.into_inner());
         let inputs = shared.get_or_insert_with(|| self.inputs());
-        let Some(answer) = inputs.elicit(&key, message, Value::Object(schema))? else {
-            return Err(match shared.take() {
+        match inputs.ask_form(&key, message, schema)? {
+            Some(answer) => Ok(answer),
+            None => Err(match shared.take() {
                 Some(inputs) => inputs.ask(),
                 None => ToolError::protocol(RpcError::internal()),
-            });
+            }),
+        }
+    }
+}
+
+impl Inputs {
+    /// Ask for a form built from `T`, under `key` (see
+    /// [`RequestContext::elicit`]): `Ok(None)` while unanswered, so that a
+    /// handler can ask several questions at once and then call
+    /// [`Inputs::ask`].
+    pub fn elicit_form<T: DeserializeOwned + JsonSchema>(
+        &mut self,
+        key: &str,
+        message: &str,
+    ) -> Result<Option<Elicitation<T>>, ToolError> {
+        let schema = form_schema::<T>().map_err(|why| {
+            tracing::error!(form = std::any::type_name::<T>(), %why, "a form type cannot be elicited");
+            ToolError::protocol(RpcError::internal())
+        })?;
+        self.ask_form(key, message, schema)
+    }
+
+    fn ask_form<T: DeserializeOwned>(
+        &mut self,
+        key: &str,
+        message: &str,
+        schema: Map<String, Value>,
+    ) -> Result<Option<Elicitation<T>>, ToolError> {
+        let Some(answer) = self.elicit(key, message, Value::Object(schema))? else {
+            return Ok(None);
         };
         match answer.action {
-            ElicitAction::Decline => Ok(Elicitation::Declined),
-            ElicitAction::Cancel => Ok(Elicitation::Cancelled),
+            ElicitAction::Decline => Ok(Some(Elicitation::Declined)),
+            ElicitAction::Cancel => Ok(Some(Elicitation::Cancelled)),
             ElicitAction::Accept => {
                 let content = Value::Object(answer.content.unwrap_or_default());
                 serde_path_to_error::deserialize(content)
-                    .map(Elicitation::Accepted)
+                    .map(|v| Some(Elicitation::Accepted(v)))
                     .map_err(|e| {
                         ToolError::protocol(RpcError::invalid_params(format!(
                             "inputResponses.{key}: the answer does not fit the form at {}: {}",
