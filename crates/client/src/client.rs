@@ -29,7 +29,7 @@ mod rounds;
 mod tasks;
 
 pub use rounds::{CallRound, Round, RoundInput};
-pub use tasks::{CallStart, TaskFn, TaskUpdates};
+pub use tasks::{CallStart, TaskFn, TaskGuard, TaskUpdates};
 
 /// A progress callback.
 pub type ProgressFn = Arc<dyn Fn(&ProgressNotificationParams) + Send + Sync>;

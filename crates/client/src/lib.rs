@@ -40,7 +40,7 @@ mod watch;
 pub use cache::ListHints;
 pub use client::{
     CallOptions, CallRound, CallStart, Client, ClientBuilder, LogFn, ProgressFn, QuestionFn, Round,
-    RoundInput, TaskFn, TaskUpdates,
+    RoundInput, TaskFn, TaskGuard, TaskUpdates,
 };
 pub use error::ClientError;
 pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Risk, classify};

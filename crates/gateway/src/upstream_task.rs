@@ -41,35 +41,6 @@ fn key(upstream_key: &str) -> String {
     format!("task/{upstream_key}")
 }
 
-/// Cancels the upstream task if the gateway's handler is dropped (its own
-/// task cancelled or expired) while following it.
-struct CancelUpstream {
-    client: Client,
-    task_id: Option<String>,
-}
-
-impl CancelUpstream {
-    fn disarm(mut self) {
-        self.task_id = None;
-    }
-}
-
-impl Drop for CancelUpstream {
-    fn drop(&mut self) {
-        let (Some(task_id), Ok(runtime)) =
-            (self.task_id.take(), tokio::runtime::Handle::try_current())
-        else {
-            return;
-        };
-        let client = self.client.clone();
-        runtime.spawn(async move {
-            if let Err(e) = client.cancel_task(&task_id).await {
-                tracing::debug!(task = %task_id, error = %e, "upstream task not cancelled");
-            }
-        });
-    }
-}
-
 /// Follow upstream task `task_id` to its end from the gateway's handler.
 /// `asked` are the questions passed on in the previous run (their answers
 /// are in `input`); `remember` keeps the follow state for the next run.
@@ -85,10 +56,9 @@ pub(crate) async fn follow(
 ) -> Result<Result<CallToolResult, ClientError>, ToolError> {
     // The caller waits on the gateway's task, not on this request.
     ctx.run_as_task().await;
-    let guard = CancelUpstream {
-        client: client.clone(),
-        task_id: Some(task_id.clone()),
-    };
+    // Dropped with the handler (the gateway task cancelled or expired):
+    // the upstream's task is cancelled too.
+    let guard = client.cancel_on_drop(&task_id);
     let mut answers = Map::new();
     for (k, request) in &asked {
         if let Some(answer) = input.relay(&key(k), request.clone())? {

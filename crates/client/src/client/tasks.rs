@@ -228,10 +228,7 @@ impl Client {
         let Some(task) = task_of(&result)? else {
             return Ok(result);
         };
-        let guard = CancelOnDrop {
-            client: self.clone(),
-            task_id: Some(task.task_id.clone()),
-        };
+        let guard = self.cancel_on_drop(&task.task_id);
         // The task was just created: the first poll waits the interval the
         // server suggested, like every later one.
         let interval = task
@@ -317,30 +314,45 @@ impl Client {
     }
 }
 
-/// Cancels a task whose waiter went away before it ended.
-struct CancelOnDrop {
+/// Cancels a task on the server when dropped, unless disarmed: held while
+/// following a task, so that giving up on it (dropping the future) stops
+/// the work too ([`Client::cancel_on_drop`]).
+pub struct TaskGuard {
     client: Client,
     task_id: Option<String>,
 }
 
-impl CancelOnDrop {
-    fn disarm(mut self) {
+impl TaskGuard {
+    /// The task ended or is left to run on: do not cancel it.
+    pub fn disarm(mut self) {
         self.task_id = None;
     }
 }
 
-impl Drop for CancelOnDrop {
+impl Drop for TaskGuard {
     fn drop(&mut self) {
         let Some(task_id) = self.task_id.take() else {
             return;
         };
         let client = self.client.clone();
+        // Without a runtime (the program is ending) nothing can be sent.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 if let Err(e) = client.cancel_task(&task_id).await {
                     tracing::debug!(task = %task_id, error = %e, "abandoned task not cancelled");
                 }
             });
+        }
+    }
+}
+
+impl Client {
+    /// A guard that sends `tasks/cancel` for `task_id` when dropped, unless
+    /// [`TaskGuard::disarm`]ed first.
+    pub fn cancel_on_drop(&self, task_id: &str) -> TaskGuard {
+        TaskGuard {
+            client: self.clone(),
+            task_id: Some(task_id.to_owned()),
         }
     }
 }

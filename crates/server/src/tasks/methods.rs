@@ -8,10 +8,10 @@
 use std::future::Future;
 
 use serde_json::{Map, Value, json};
+use toolgate_protocol::RpcError;
 use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::meta::RequestMeta;
 use toolgate_protocol::types::{TASKS_EXTENSION, TaskIdParams, TaskStatus, UpdateTaskParams};
-use toolgate_protocol::{RequestId, RpcError};
 
 use crate::Server;
 use crate::dispatch::{TransportContext, error_frame};
@@ -39,29 +39,37 @@ fn admit(server: &Server, req: &Request, meta: &RequestMeta) -> Result<(), Failu
     Ok(())
 }
 
-fn owner(transport: &TransportContext) -> Option<String> {
-    transport
+/// Serve a tasks method: admit the request, read its params `P`, and
+/// answer once `work(server, params, owner)` has read or written the store.
+fn serve<P, W, Fut>(
+    server: &Server,
+    req: Request,
+    meta: &RequestMeta,
+    transport: &TransportContext,
+    work: W,
+) -> Result<Reply, Failure>
+where
+    P: serde::de::DeserializeOwned,
+    W: FnOnce(Server, P, Option<String>) -> Fut,
+    Fut: Future<Output = Result<Map<String, Value>, RpcError>> + Send + 'static,
+{
+    admit(server, &req, meta)?;
+    let p: P = params(&req)?;
+    let owner = transport
         .auth
         .as_ref()
         .and_then(|a| a.subject())
-        .map(str::to_owned)
-}
-
-/// Answer later, once `work` has read or written the store.
-fn later(
-    server: &Server,
-    id: RequestId,
-    work: impl Future<Output = Result<Map<String, Value>, RpcError>> + Send + 'static,
-) -> Reply {
-    let server = server.clone();
+        .map(str::to_owned);
+    let (id, answering) = (req.id, server.clone());
+    let work = work(server.clone(), p, owner);
     let answer = async move {
         match work.await {
-            Ok(result) => server.result_frame(&id, &result),
+            Ok(result) => answering.result_frame(&id, &result),
             Err(error) => error_frame(Some(&id), error),
         }
     };
-    Reply::Streaming(Exchange::from_stream(Box::pin(futures::stream::once(
-        answer,
+    Ok(Reply::Streaming(Exchange::from_stream(Box::pin(
+        futures::stream::once(answer),
     ))))
 }
 
@@ -72,16 +80,19 @@ pub(crate) fn get(
     meta: RequestMeta,
     transport: &TransportContext,
 ) -> Result<Reply, Failure> {
-    admit(server, &req, &meta)?;
-    let p: TaskIdParams = params(&req)?;
-    let (owner, srv) = (owner(transport), server.clone());
-    Ok(later(server, req.id, async move {
-        let record = srv.inner.tasks.find(&p.task_id, owner.as_deref()).await?;
-        match serde_json::to_value(&record.task) {
-            Ok(Value::Object(map)) => Ok(map),
-            _ => Err(RpcError::internal()),
-        }
-    }))
+    serve(
+        server,
+        req,
+        &meta,
+        transport,
+        |srv, p: TaskIdParams, owner| async move {
+            let record = srv.inner.tasks.find(&p.task_id, owner.as_deref()).await?;
+            match serde_json::to_value(&record.task) {
+                Ok(Value::Object(map)) => Ok(map),
+                _ => Err(RpcError::internal()),
+            }
+        },
+    )
 }
 
 /// `tasks/update`: answers to the task's outstanding input requests.
@@ -93,56 +104,59 @@ pub(crate) fn update(
     meta: RequestMeta,
     transport: &TransportContext,
 ) -> Result<Reply, Failure> {
-    admit(server, &req, &meta)?;
-    let p: UpdateTaskParams = params(&req)?;
-    let (owner, srv) = (owner(transport), server.clone());
-    Ok(later(server, req.id, async move {
-        let tasks = &srv.inner.tasks;
-        let record = tasks.find(&p.task_id, owner.as_deref()).await?;
-        let Some(live) = tasks.live(&p.task_id, owner.as_deref()) else {
-            // Known to the store but not run here: finished, or run by
-            // another process (route updates by the Mcp-Name header).
-            if record.task.task.status.is_terminal() {
+    serve(
+        server,
+        req,
+        &meta,
+        transport,
+        |srv, p: UpdateTaskParams, owner| async move {
+            let tasks = &srv.inner.tasks;
+            let record = tasks.find(&p.task_id, owner.as_deref()).await?;
+            let Some(live) = tasks.live(&p.task_id, owner.as_deref()) else {
+                // Known to the store but not run here: finished, or run by
+                // another process (route updates by the Mcp-Name header).
+                if record.task.task.status.is_terminal() {
+                    return Ok(Map::new());
+                }
+                return Err(RpcError::invalid_params(format!(
+                    "Task {} is not running on this server instance; send tasks/update with the Mcp-Name header set to the task id so it reaches the instance running it",
+                    toolgate_protocol::quote::quote(&p.task_id)
+                )));
+            };
+            let _guard = live.write.lock().await;
+            // Read again under the lock: the work may have moved on.
+            let mut task = tasks.find(&p.task_id, owner.as_deref()).await?.task;
+            if task.task.status != TaskStatus::InputRequired {
                 return Ok(Map::new());
             }
-            return Err(RpcError::invalid_params(format!(
-                "Task {} is not running on this server instance; send tasks/update with the Mcp-Name header set to the task id so it reaches the instance running it",
-                toolgate_protocol::quote::quote(&p.task_id)
-            )));
-        };
-        let _guard = live.write.lock().await;
-        // Read again under the lock: the work may have moved on.
-        let mut task = tasks.find(&p.task_id, owner.as_deref()).await?.task;
-        if task.task.status != TaskStatus::InputRequired {
-            return Ok(Map::new());
-        }
-        let Some(outstanding) = task.input_requests.as_mut() else {
-            return Ok(Map::new());
-        };
-        let mut accepted = Map::new();
-        for (key, answer) in p.input_responses {
-            if outstanding.remove(&key).is_some() {
-                accepted.insert(key, answer);
+            let Some(outstanding) = task.input_requests.as_mut() else {
+                return Ok(Map::new());
+            };
+            let mut accepted = Map::new();
+            for (key, answer) in p.input_responses {
+                if outstanding.remove(&key).is_some() {
+                    accepted.insert(key, answer);
+                }
             }
-        }
-        if accepted.is_empty() {
-            return Ok(Map::new());
-        }
-        if outstanding.is_empty() {
-            task.input_requests = None;
-            task.task.status = TaskStatus::Working;
-            task.task.status_message = Some("Answers received; working.".to_owned());
-        }
-        if !tasks.save(&live, task).await {
-            return Err(RpcError::internal());
-        }
-        live.inbox
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(accepted);
-        live.wake.notify_one();
-        Ok(Map::new())
-    }))
+            if accepted.is_empty() {
+                return Ok(Map::new());
+            }
+            if outstanding.is_empty() {
+                task.input_requests = None;
+                task.task.status = TaskStatus::Working;
+                task.task.status_message = Some("Answers received; working.".to_owned());
+            }
+            if !tasks.save(&live, task).await {
+                return Err(RpcError::internal());
+            }
+            live.inbox
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(accepted);
+            live.wake.notify_one();
+            Ok(Map::new())
+        },
+    )
 }
 
 /// `tasks/cancel`: ask for the work to stop. Acknowledged for any task the
@@ -153,17 +167,20 @@ pub(crate) fn cancel(
     meta: RequestMeta,
     transport: &TransportContext,
 ) -> Result<Reply, Failure> {
-    admit(server, &req, &meta)?;
-    let p: TaskIdParams = params(&req)?;
-    let (owner, srv) = (owner(transport), server.clone());
-    Ok(later(server, req.id, async move {
-        let tasks = &srv.inner.tasks;
-        tasks.find(&p.task_id, owner.as_deref()).await?;
-        if let Some(live) = tasks.live(&p.task_id, owner.as_deref()) {
-            live.cancel.cancel();
-        }
-        Ok(Map::new())
-    }))
+    serve(
+        server,
+        req,
+        &meta,
+        transport,
+        |srv, p: TaskIdParams, owner| async move {
+            let tasks = &srv.inner.tasks;
+            tasks.find(&p.task_id, owner.as_deref()).await?;
+            if let Some(live) = tasks.live(&p.task_id, owner.as_deref()) {
+                live.cancel.cancel();
+            }
+            Ok(Map::new())
+        },
+    )
 }
 
 /// The `notifications/tasks` frame for `task`, tagged for a subscription.

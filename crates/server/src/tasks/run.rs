@@ -96,19 +96,38 @@ impl Slot {
 
     /// Set the task's `statusMessage` (progress reported by the handler).
     pub(crate) async fn status_message(&self, message: String) {
-        let Some(live) = self.live() else { return };
+        self.modify(|task| task.task.status_message = Some(message))
+            .await;
+    }
+
+    /// Change the task, unless it ended: read it, apply `change`, save it
+    /// and tell listeners, under the task's write lock. `false` when the
+    /// task has not started, ended, is gone, or could not be saved.
+    async fn modify(&self, change: impl FnOnce(&mut DetailedTask)) -> bool {
+        let (Some(live), Some(id)) = (self.live(), self.task_id()) else {
+            return false;
+        };
         let tasks = &self.server.inner.tasks;
         let _guard = live.write.lock().await;
-        let Some(id) = self.task_id() else { return };
         let Ok(mut record) = tasks.find(id, self.owner.as_deref()).await else {
-            return;
+            return false;
         };
         if record.task.task.status.is_terminal() {
-            return;
+            return false;
         }
-        record.task.task.status_message = Some(message);
-        tasks.save(live, record.task).await;
+        change(&mut record.task);
+        tasks.save(live, record.task).await
     }
+}
+
+/// How a task ended.
+enum End {
+    /// With the call's result (a tool error included).
+    Completed(Map<String, Value>, Option<String>),
+    /// With a JSON-RPC error.
+    Failed(Map<String, Value>, Option<String>),
+    /// Cancelled (or expired).
+    Cancelled,
 }
 
 /// Answer a call that may become a task. The handler runs on a task of its
@@ -204,7 +223,7 @@ impl Driver {
                 stop = self.stopped() => {
                     self.work_cancel.cancel();
                     if let Stop::TaskCancelled = stop {
-                        self.settle(TaskStatus::Cancelled, None, None).await;
+                        self.settle(End::Cancelled).await;
                     }
                     return;
                 }
@@ -236,7 +255,7 @@ impl Driver {
                 answers = self.answers(&keys) => answers,
                 _ = self.stopped() => {
                     self.work_cancel.cancel();
-                    self.settle(TaskStatus::Cancelled, None, None).await;
+                    self.settle(End::Cancelled).await;
                     return;
                 }
             };
@@ -308,15 +327,14 @@ impl Driver {
                     .and_then(Value::as_bool)
                     .filter(|e| *e)
                     .map(|_| "The tool reported an error; see the result.".to_owned());
-                self.settle(TaskStatus::Completed, Some(result.clone()), message)
-                    .await;
+                self.settle(End::Completed(result.clone(), message)).await;
             }
             (_, Some(Value::Object(error))) => {
                 let message = error
                     .get("message")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                self.settle_failed(error.clone(), message).await;
+                self.settle(End::Failed(error.clone(), message)).await;
             }
             _ => {
                 // A dynamic handler built its own input_required result: that
@@ -326,86 +344,51 @@ impl Driver {
                     .ok()
                     .and_then(|v| v.as_object().cloned())
                     .unwrap_or_default();
-                self.settle_failed(error, None).await;
+                self.settle(End::Failed(error, None)).await;
             }
         }
     }
 
-    async fn settle_failed(&self, error: Map<String, Value>, message: Option<String>) {
-        let Some(live) = self.slot.live() else { return };
-        let _guard = live.write.lock().await;
-        let Some(mut task) = self.current().await else {
-            return;
-        };
-        if task.task.status.is_terminal() {
-            return;
-        }
-        task.task.status = TaskStatus::Failed;
-        task.task.status_message = message;
-        task.input_requests = None;
-        task.error = Some(error);
-        self.server.inner.tasks.save(live, task).await;
-    }
-
-    /// Move the task to a terminal `status` (never out of one).
-    async fn settle(
-        &self,
-        status: TaskStatus,
-        result: Option<Map<String, Value>>,
-        message: Option<String>,
-    ) {
-        let Some(live) = self.slot.live() else { return };
-        let _guard = live.write.lock().await;
-        let Some(mut task) = self.current().await else {
-            return;
-        };
-        if task.task.status.is_terminal() {
-            return;
-        }
-        task.task.status = status;
-        // A progress message no longer describes a task that ended.
-        task.task.status_message = match status {
-            TaskStatus::Cancelled => {
-                message.or_else(|| Some("Cancelled at the client's request.".to_owned()))
-            }
-            _ => message,
-        };
-        task.input_requests = None;
-        task.result = result;
-        self.server.inner.tasks.save(live, task).await;
-    }
-
-    async fn current(&self) -> Option<DetailedTask> {
-        let id = self.slot.task_id()?;
-        let tasks = &self.server.inner.tasks;
-        tasks
-            .find(id, self.slot.owner.as_deref())
-            .await
-            .ok()
-            .map(|r| r.task)
+    /// Move the task to its end (never out of one).
+    async fn settle(&self, end: End) {
+        self.slot
+            .modify(|task| {
+                task.input_requests = None;
+                // A progress message no longer describes a task that ended.
+                task.task.status_message = match end {
+                    End::Completed(result, message) => {
+                        task.task.status = TaskStatus::Completed;
+                        task.result = Some(result);
+                        message
+                    }
+                    End::Failed(error, message) => {
+                        task.task.status = TaskStatus::Failed;
+                        task.error = Some(error);
+                        message
+                    }
+                    End::Cancelled => {
+                        task.task.status = TaskStatus::Cancelled;
+                        Some("Cancelled at the client's request.".to_owned())
+                    }
+                };
+            })
+            .await;
     }
 
     /// Park the task as `input_required` with these questions. `false`: it
     /// is gone.
     async fn park(&self, requests: Map<String, Value>) -> bool {
-        let Some(live) = self.slot.live() else {
-            return false;
-        };
-        let _guard = live.write.lock().await;
-        let Some(mut task) = self.current().await else {
-            return false;
-        };
-        if task.task.status.is_terminal() {
-            return false;
-        }
-        task.task.status = TaskStatus::InputRequired;
-        task.task.status_message = Some(format!(
-            "Waiting for {} answer{} (inputRequests; send them with tasks/update).",
-            requests.len(),
-            if requests.len() == 1 { "" } else { "s" }
-        ));
-        task.input_requests = Some(requests);
-        self.server.inner.tasks.save(live, task).await
+        self.slot
+            .modify(|task| {
+                task.task.status = TaskStatus::InputRequired;
+                task.task.status_message = Some(format!(
+                    "Waiting for {} answer{} (inputRequests; send them with tasks/update).",
+                    requests.len(),
+                    if requests.len() == 1 { "" } else { "s" }
+                ));
+                task.input_requests = Some(requests);
+            })
+            .await
     }
 
     /// Wait until `tasks/update` has answered every key, and take the answers.
