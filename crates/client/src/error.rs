@@ -8,6 +8,7 @@ use toolgate_schema::Violation;
 
 /// A client failure.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The server answered with a JSON-RPC error.
     #[error("the server refused the request: {0}")]

@@ -18,6 +18,7 @@ pub type TaskFn = Arc<dyn Fn(&DetailedTask) + Send + Sync>;
 
 /// How a call to a tool began ([`Client::start_tool_call`]).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum CallStart {
     /// The server answered in the request.
     Complete(Value),

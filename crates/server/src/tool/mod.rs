@@ -100,6 +100,7 @@ impl JsonSchema for NoArgs {
 
 /// Why a tool could not be registered.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RegistrationError {
     /// The name breaks the tool-name rules.
     #[error("tool name {name:?} is invalid: {reason}")]
