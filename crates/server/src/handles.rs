@@ -45,7 +45,7 @@ struct Entry<T> {
 /// assert!(id.starts_with("bsk_"));
 /// baskets.with(&ctx, &id, |b| b.items.push("cup".into())).unwrap();
 /// let err = baskets.with(&ctx, "bsk_nope", |b| b.items.len()).unwrap_err();
-/// assert!(err.to_string().contains("create a new one with create_basket"));
+/// assert!(err.message().contains("create a new one with create_basket"));
 /// ```
 pub struct Handles<T> {
     entries: Mutex<HashMap<String, Entry<T>>>,
@@ -226,11 +226,13 @@ mod tests {
         let theirs = store
             .with(&as_caller("mallory"), &id, |v| *v)
             .unwrap_err()
-            .to_string();
+            .message()
+            .to_owned();
         let unknown = store
             .with(&as_caller("mallory"), "bsk_x", |v| *v)
             .unwrap_err()
-            .to_string();
+            .message()
+            .to_owned();
         assert_eq!(theirs.replace(&id, "ID"), unknown.replace("bsk_x", "ID"));
         assert!(
             theirs.contains("create a new one with create_basket"),
@@ -249,7 +251,7 @@ mod tests {
         let ctx = as_caller("a");
         store.insert(&ctx, 1).unwrap();
         store.insert(&ctx, 2).unwrap();
-        let err = store.insert(&ctx, 3).unwrap_err().to_string();
+        let err = store.insert(&ctx, 3).unwrap_err().message().to_owned();
         assert!(err.contains("at most 2"), "{err}");
         let expiring = Handles::<u8>::new("h").capacity(1).ttl(Duration::ZERO);
         expiring.insert(&ctx, 1).unwrap();

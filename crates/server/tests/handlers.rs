@@ -329,3 +329,43 @@ async fn typed_elicitation_asks_a_form_and_reads_the_answer() {
         "input_required"
     );
 }
+
+#[derive(Deserialize, JsonSchema)]
+struct Which {
+    /// anyhow, boxed, io or text.
+    kind: String,
+}
+
+fn failing(kind: &str) -> Result<String, toolgate_server::ToolError> {
+    match kind {
+        "anyhow" => Err(anyhow::anyhow!("the report service said no"))?,
+        "boxed" => {
+            let e: Box<dyn std::error::Error + Send + Sync> = "a boxed failure".into();
+            Err(e)?
+        }
+        "io" => Err(std::io::Error::other("disk full"))?,
+        _ => Err(format!("unknown kind {kind:?}; use anyhow, boxed or io"))?,
+    }
+}
+
+#[tokio::test]
+async fn question_mark_takes_any_displayable_error() {
+    let s = Server::builder("errors", "1")
+        .tool(
+            ToolDef::new("fail")
+                .description("Fails as asked")
+                .handler(|args: Which| async move { failing(&args.kind) }),
+        )
+        .build()
+        .unwrap();
+    for (kind, says) in [
+        ("anyhow", "the report service said no"),
+        ("boxed", "a boxed failure"),
+        ("io", "disk full"),
+        ("text", "unknown kind \"text\"; use anyhow, boxed or io"),
+    ] {
+        let r = call(&s, "fail", json!({"kind": kind}), None).await;
+        assert_eq!(r["isError"], true, "{r}");
+        assert_eq!(text(&r), says);
+    }
+}

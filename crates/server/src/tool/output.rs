@@ -22,9 +22,10 @@ pub enum ToolReply {
 /// A failed tool call.
 ///
 /// Most failures are *tool execution errors*: the model sees the message in
-/// an `isError: true` result and can correct itself. Any error type converts
-/// with `?`, using its `Display` text, so write messages that say what went
-/// wrong and how to fix it. A few failures are protocol errors (a missing
+/// an `isError: true` result and can correct itself. Anything displayable
+/// converts with `?` — a `std::io::Error`, an `anyhow::Error`, a
+/// `Box<dyn Error>`, a `String` — using its `Display` text, so write
+/// messages that say what went wrong and how to fix it. A few failures are protocol errors (a missing
 /// client capability); those become JSON-RPC errors.
 ///
 /// ```
@@ -79,13 +80,11 @@ impl fmt::Debug for ToolError {
     }
 }
 
-impl fmt::Display for ToolError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message())
-    }
-}
-
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+// No `Display` for `ToolError` itself (read it with `message()`): that is
+// what lets the conversion below take *every* displayable error —
+// `std::io::Error`, `anyhow::Error`, `Box<dyn Error>`, a `String` — without
+// overlapping the reflexive `From<ToolError>`.
+impl<E: fmt::Display> From<E> for ToolError {
     fn from(error: E) -> Self {
         ToolError::new(error.to_string())
     }
