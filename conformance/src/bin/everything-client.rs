@@ -7,7 +7,10 @@ use anyhow::Context as _;
 use serde_json::{Map, Value, json};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{BoxFuture, CallOptions, Client, ClientError, InputHandler};
-use toolgate_server::protocol::types::ClientCapabilities;
+use toolgate_server::protocol::types::{
+    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ListRootsResult, Role, Root,
+};
 
 /// Answers every input request the way a cooperative user would.
 struct Cooperative;
@@ -40,32 +43,51 @@ impl InputHandler for Cooperative {
             .unwrap_or_default()
     }
 
-    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
+    fn elicit(
+        &self,
+        request: ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<ElicitResult, ClientError>> {
         Box::pin(async move {
             let mut content = Map::new();
-            if let Some(props) = params
-                .pointer("/requestedSchema/properties")
+            if let Some(props) = request
+                .requested_schema
+                .as_ref()
+                .and_then(|s| s.get("properties"))
                 .and_then(Value::as_object)
             {
                 for (name, schema) in props {
                     content.insert(name.clone(), sample_value(schema));
                 }
             }
-            Ok(json!({"action": "accept", "content": content}))
+            Ok(ElicitResult::accept(content))
         })
     }
 
-    fn sample(&self, _params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
+    fn sample(
+        &self,
+        _request: CreateMessageRequestParams,
+    ) -> BoxFuture<'_, Result<CreateMessageResult, ClientError>> {
         Box::pin(async {
-            Ok(
-                json!({"role": "assistant", "content": {"type": "text", "text": "Hello from the conformance client"}, "model": "test-model", "stopReason": "endTurn"}),
-            )
+            Ok(CreateMessageResult {
+                role: Role::Assistant,
+                content: json!({"type": "text", "text": "Hello from the conformance client"}),
+                model: "test-model".into(),
+                stop_reason: Some("endTurn".into()),
+                extra: Map::new(),
+            })
         })
     }
 
-    fn roots(&self) -> BoxFuture<'_, Result<Value, ClientError>> {
+    fn roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ClientError>> {
         Box::pin(async {
-            Ok(json!({"roots": [{"uri": "file:///tmp/conformance", "name": "conformance"}]}))
+            Ok(ListRootsResult {
+                roots: vec![Root {
+                    uri: "file:///tmp/conformance".into(),
+                    name: Some("conformance".into()),
+                    extra: Map::new(),
+                }],
+                extra: Map::new(),
+            })
         })
     }
 }

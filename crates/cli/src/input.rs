@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate_client::{BoxFuture, ClientError, InputHandler};
-use toolgate_protocol::types::ClientCapabilities;
+use toolgate_protocol::types::{
+    ClientCapabilities, ElicitMode, ElicitRequestParams, ElicitResult, ListRootsResult, Root,
+};
 
 use crate::errln;
 use crate::term::{self, ask, clean, one_line};
@@ -102,32 +104,34 @@ impl InputHandler for Answers {
         }
     }
 
-    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
+    fn elicit(
+        &self,
+        request: ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<ElicitResult, ClientError>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let message = params.get("message").and_then(Value::as_str).unwrap_or("");
-            errln!("\n{} asks: {}", inner.server, clean(message));
-            if inner.decline {
-                return Ok(declined("declined (--decline)"));
-            }
-            let mode = params.get("mode").and_then(Value::as_str).unwrap_or("form");
-            match mode {
-                "url" => Ok(url_mode(inner, &params).await),
-                "form" => Ok(form_mode(inner, &params).await),
-                other => Ok(declined(&format!(
-                    "declined: unknown elicitation mode {:?}",
-                    one_line(other)
-                ))),
-            }
+            errln!("\n{} asks: {}", inner.server, clean(&request.message));
+            // The prompts below read the request as the JSON it came as.
+            let params = serde_json::to_value(&request).unwrap_or_default();
+            let answer = if inner.decline {
+                declined("declined (--decline)")
+            } else {
+                match request.mode {
+                    ElicitMode::Url => url_mode(inner, &params).await,
+                    ElicitMode::Form => form_mode(inner, &params).await,
+                }
+            };
+            serde_json::from_value(answer)
+                .map_err(|e| ClientError::InvalidResponse(format!("elicitation answer: {e}")))
         })
     }
 
-    fn roots(&self) -> BoxFuture<'_, Result<Value, ClientError>> {
+    fn roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ClientError>> {
         Box::pin(async {
             let Some(dirs) = &self.inner.roots else {
                 return Err(ClientError::InputUnavailable("roots".into()));
             };
-            let roots: Vec<Value> = dirs
+            let roots = dirs
                 .iter()
                 .map(|dir| {
                     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
@@ -135,10 +139,17 @@ impl InputHandler for Answers {
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_else(|| "/".into());
-                    json!({"uri": file_uri(&dir), "name": name})
+                    Root {
+                        uri: file_uri(&dir),
+                        name: Some(name),
+                        extra: Map::new(),
+                    }
                 })
                 .collect();
-            Ok(json!({ "roots": roots }))
+            Ok(ListRootsResult {
+                roots,
+                extra: Map::new(),
+            })
         })
     }
 }

@@ -186,14 +186,14 @@ impl ClientBuilder {
                 if let Some(route) = route {
                     return route(method, params).await;
                 }
-                let outcome = match method.as_str() {
+                match method.as_str() {
                     "ping" => return Ok(Value::Object(Map::new())),
-                    "roots/list" => handler.roots().await,
-                    "sampling/createMessage" => handler.sample(params).await,
-                    "elicitation/create" => handler.elicit(params).await,
+                    "roots/list" | "sampling/createMessage" | "elicitation/create" => {}
                     _ => return Err(RpcError::method_not_found(&method)),
-                };
-                outcome.map_err(|e| RpcError::new(codes::INVALID_REQUEST, e.to_string()))
+                }
+                crate::input::answer(handler.as_ref(), &method, params)
+                    .await
+                    .map_err(|e| RpcError::new(codes::INVALID_REQUEST, e.to_string()))
             })
         }));
         Client {

@@ -5,19 +5,44 @@ use std::future::Future;
 use std::pin::Pin;
 
 use serde_json::Value;
-use toolgate_protocol::types::{ClientCapabilities, Tool};
+use toolgate_protocol::types::{
+    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ListRootsResult, Tool,
+};
 
 use crate::ClientError;
 
 /// A boxed future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Answers the server's input requests (multi round-trip requests).
+/// Answers the server's input requests: in multi round-trip requests, in
+/// tasks, and a legacy server's requests.
 ///
-/// Each method receives the request's `params` and returns the matching
-/// result (`ElicitResult`, `CreateMessageResult`, `ListRootsResult`). The
-/// defaults refuse, so declare in [`InputHandler::capabilities`] only what
-/// you implement.
+/// Each method receives the typed request and returns the typed answer.
+/// The defaults refuse, so declare in [`InputHandler::capabilities`] only
+/// what you implement.
+///
+/// ```
+/// use toolgate_client::{BoxFuture, ClientError, InputHandler};
+/// use toolgate_protocol::types::{ClientCapabilities, ElicitRequestParams, ElicitResult};
+///
+/// /// Says yes to every form.
+/// struct Yes;
+///
+/// impl InputHandler for Yes {
+///     fn capabilities(&self) -> ClientCapabilities {
+///         ClientCapabilities { elicitation: Some(Default::default()), ..Default::default() }
+///     }
+///     fn elicit(&self, request: ElicitRequestParams) -> BoxFuture<'_, Result<ElicitResult, ClientError>> {
+///         Box::pin(async move {
+///             println!("the server asks: {}", request.message);
+///             let mut content = serde_json::Map::new();
+///             content.insert("confirm".into(), true.into());
+///             Ok(ElicitResult::accept(content))
+///         })
+///     }
+/// }
+/// ```
 pub trait InputHandler: Send + Sync + 'static {
     /// The capabilities this handler provides (sent on every request).
     fn capabilities(&self) -> ClientCapabilities {
@@ -25,18 +50,53 @@ pub trait InputHandler: Send + Sync + 'static {
     }
 
     /// Answer an `elicitation/create`.
-    fn elicit(&self, _params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
+    fn elicit(
+        &self,
+        _request: ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<ElicitResult, ClientError>> {
         Box::pin(async { Err(ClientError::InputUnavailable("elicitation".into())) })
     }
 
     /// Answer a `sampling/createMessage`.
-    fn sample(&self, _params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
+    fn sample(
+        &self,
+        _request: CreateMessageRequestParams,
+    ) -> BoxFuture<'_, Result<CreateMessageResult, ClientError>> {
         Box::pin(async { Err(ClientError::InputUnavailable("sampling".into())) })
     }
 
     /// Answer a `roots/list`.
-    fn roots(&self) -> BoxFuture<'_, Result<Value, ClientError>> {
+    fn roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ClientError>> {
         Box::pin(async { Err(ClientError::InputUnavailable("roots".into())) })
+    }
+}
+
+/// Answer the input request `method(params)` through `handler`: the
+/// params read into the typed request (a malformed one is refused), the
+/// typed answer written back as JSON.
+pub(crate) async fn answer(
+    handler: &dyn InputHandler,
+    method: &str,
+    params: Value,
+) -> Result<Value, ClientError> {
+    fn parse<T: serde::de::DeserializeOwned>(
+        method: &str,
+        params: Value,
+    ) -> Result<T, ClientError> {
+        serde_json::from_value(params)
+            .map_err(|e| ClientError::InvalidResponse(format!("malformed {method} request: {e}")))
+    }
+    fn json<T: serde::Serialize>(answer: T) -> Result<Value, ClientError> {
+        serde_json::to_value(answer)
+            .map_err(|e| ClientError::InvalidResponse(format!("answer not serializable: {e}")))
+    }
+    match method {
+        "elicitation/create" => json(handler.elicit(parse(method, params)?).await?),
+        "sampling/createMessage" => json(handler.sample(parse(method, params)?).await?),
+        "roots/list" => json(handler.roots().await?),
+        other => Err(ClientError::InvalidResponse(format!(
+            "unknown input request {other:?}"
+        ))),
     }
 }
 

@@ -167,9 +167,17 @@ impl InputHandler for Answers {
     fn capabilities(&self) -> ClientCapabilities {
         serde_json::from_value(json!({"elicitation": {}})).unwrap()
     }
-    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
-        assert_eq!(params["message"], "Name?");
-        Box::pin(async { Ok(json!({"action": "accept", "content": {"name": "Ada"}})) })
+    fn elicit(
+        &self,
+        request: toolgate_protocol::types::ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>> {
+        assert_eq!(request.message, "Name?");
+        Box::pin(async {
+            Ok(
+                serde_json::from_value(json!({"action": "accept", "content": {"name": "Ada"}}))
+                    .unwrap(),
+            )
+        })
     }
 }
 

@@ -119,8 +119,9 @@ impl toolgate_client::InputHandler for NeverAnswers {
     }
     fn elicit(
         &self,
-        _params: serde_json::Value,
-    ) -> toolgate_client::BoxFuture<'_, Result<serde_json::Value, ClientError>> {
+        _request: toolgate_protocol::types::ElicitRequestParams,
+    ) -> toolgate_client::BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>>
+    {
         Box::pin(std::future::pending())
     }
 }

@@ -115,9 +115,17 @@ impl InputHandler for Yes {
     fn capabilities(&self) -> ClientCapabilities {
         serde_json::from_value(json!({"elicitation": {}})).unwrap()
     }
-    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
-        assert_eq!(params["message"], "Proceed?");
-        Box::pin(async { Ok(json!({"action": "accept", "content": {"ok": true}})) })
+    fn elicit(
+        &self,
+        request: toolgate_server::protocol::types::ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<toolgate_server::protocol::types::ElicitResult, ClientError>> {
+        assert_eq!(request.message, "Proceed?");
+        Box::pin(async {
+            Ok(
+                serde_json::from_value(json!({"action": "accept", "content": {"ok": true}}))
+                    .unwrap(),
+            )
+        })
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::{args, config, http, serve, shop};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{BoxFuture, CallOptions, Client, ClientError, InputHandler};
@@ -179,11 +179,14 @@ impl InputHandler for UrlPerson {
     fn capabilities(&self) -> ClientCapabilities {
         serde_json::from_value(json!({"elicitation": {"url": {}}})).unwrap()
     }
-    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
+    fn elicit(
+        &self,
+        request: toolgate_protocol::types::ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>> {
         Box::pin(async move {
-            let url = params["url"].as_str().unwrap().to_owned();
+            let url = request.url.clone().unwrap();
             assert_eq!(decide(&url, "approve").await, 303);
-            Ok(json!({"action": "accept"}))
+            Ok(serde_json::from_value(json!({"action": "accept"})).unwrap())
         })
     }
 }

@@ -33,10 +33,17 @@ impl InputHandler for Ada {
     fn capabilities(&self) -> ClientCapabilities {
         serde_json::from_value(json!({"elicitation": {}})).unwrap()
     }
-    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
-        let message = params["message"].as_str().unwrap_or_default().to_owned();
-        self.0.lock().unwrap().push(message);
-        Box::pin(async { Ok(json!({"action": "accept", "content": {"name": "Ada"}})) })
+    fn elicit(
+        &self,
+        request: toolgate_protocol::types::ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>> {
+        self.0.lock().unwrap().push(request.message);
+        Box::pin(async {
+            Ok(
+                serde_json::from_value(json!({"action": "accept", "content": {"name": "Ada"}}))
+                    .unwrap(),
+            )
+        })
     }
 }
 
@@ -283,9 +290,17 @@ impl InputHandler for Named {
     fn capabilities(&self) -> ClientCapabilities {
         serde_json::from_value(json!({"elicitation": {}})).unwrap()
     }
-    fn elicit(&self, _params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
+    fn elicit(
+        &self,
+        _request: toolgate_protocol::types::ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>> {
         let name = self.0;
-        Box::pin(async move { Ok(json!({"action": "accept", "content": {"name": name}})) })
+        Box::pin(async move {
+            Ok(
+                serde_json::from_value(json!({"action": "accept", "content": {"name": name}}))
+                    .unwrap(),
+            )
+        })
     }
 }
 

@@ -30,9 +30,15 @@ impl InputHandler for Person {
     fn capabilities(&self) -> ClientCapabilities {
         serde_json::from_value(json!({"elicitation": {}})).unwrap()
     }
-    fn elicit(&self, params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
-        self.asked.lock().unwrap().push(params);
-        let answer = self.answer.clone();
+    fn elicit(
+        &self,
+        request: toolgate_protocol::types::ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&request).unwrap());
+        let answer = serde_json::from_value(self.answer.clone()).unwrap();
         Box::pin(async move { Ok(answer) })
     }
 }

@@ -178,10 +178,17 @@ impl toolgate_client::InputHandler for ApproveAll {
     fn capabilities(&self) -> toolgate_protocol::types::ClientCapabilities {
         serde_json::from_value(json!({"elicitation": {}})).unwrap()
     }
-    fn elicit(&self, _params: Value) -> toolgate_client::BoxFuture<'_, Result<Value, ClientError>> {
+    fn elicit(
+        &self,
+        _request: toolgate_protocol::types::ElicitRequestParams,
+    ) -> toolgate_client::BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>>
+    {
         self.0.fetch_add(1, Ordering::SeqCst);
         Box::pin(async {
-            Ok(json!({"action": "accept", "content": {"approve": true, "ok": true}}))
+            Ok(serde_json::from_value(
+                json!({"action": "accept", "content": {"approve": true, "ok": true}}),
+            )
+            .unwrap())
         })
     }
 }

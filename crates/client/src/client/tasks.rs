@@ -208,14 +208,8 @@ impl Client {
     /// Answer one input request through the input handler.
     pub(super) async fn answer_input(&self, request: &Value) -> Result<Value, ClientError> {
         let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-        match request.get("method").and_then(Value::as_str) {
-            Some("elicitation/create") => self.inner.handler.elicit(params).await,
-            Some("sampling/createMessage") => self.inner.handler.sample(params).await,
-            Some("roots/list") => self.inner.handler.roots().await,
-            other => Err(ClientError::InvalidResponse(format!(
-                "unknown input request {other:?}"
-            ))),
-        }
+        let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+        crate::input::answer(self.inner.handler.as_ref(), method, params).await
     }
 
     /// Follow a `tools/call` result that is a task to its end; any other

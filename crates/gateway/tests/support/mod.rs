@@ -90,8 +90,16 @@ impl InputHandler for Yes {
     fn capabilities(&self) -> ClientCapabilities {
         serde_json::from_value(json!({"elicitation": {}})).unwrap()
     }
-    fn elicit(&self, _params: Value) -> BoxFuture<'_, Result<Value, ClientError>> {
-        Box::pin(async { Ok(json!({"action": "accept", "content": {"ok": true}})) })
+    fn elicit(
+        &self,
+        _request: toolgate_protocol::types::ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>> {
+        Box::pin(async {
+            Ok(
+                serde_json::from_value(json!({"action": "accept", "content": {"ok": true}}))
+                    .unwrap(),
+            )
+        })
     }
 }
 

@@ -6,6 +6,7 @@
 mod capabilities;
 mod common;
 mod content;
+mod input;
 mod mrtr;
 mod notifications;
 mod prompt;
@@ -17,6 +18,7 @@ mod tool;
 pub use capabilities::*;
 pub use common::*;
 pub use content::*;
+pub use input::*;
 pub use mrtr::*;
 pub use notifications::*;
 pub use prompt::*;
