@@ -7,7 +7,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use toolgate_server::{Elicited, NoArgs, RequestContext, ToolDef, ToolEntry, ToolError};
+use toolgate_server::{Elicited, RequestContext, ToolDef, ToolEntry};
 
 #[derive(Deserialize, JsonSchema)]
 struct SamplingArgs {
@@ -88,7 +88,7 @@ pub fn tools() -> Vec<ToolEntry> {
                     .pointer("/content/text")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                Ok::<_, ToolError>(format!("LLM response: {text}"))
+                Ok(format!("LLM response: {text}"))
             }),
         ToolDef::new("test_elicitation")
             .description("Asks the user for a username and an email (elicitation)")
@@ -106,29 +106,29 @@ pub fn tools() -> Vec<ToolEntry> {
                 let Some(answer) = input.elicit("user_info", &args.message, form)? else {
                     return Err(input.ask());
                 };
-                Ok::<_, ToolError>(format!("User response: {}", describe(&answer)))
+                Ok(format!("User response: {}", describe(&answer)))
             }),
         ToolDef::new("test_elicitation_sep1034_defaults")
             .description("Asks for a form whose every field has a default (SEP-1034)")
             .read_only()
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 let mut input = ctx.inputs();
                 let Some(answer) =
                     input.elicit("defaults", "Please review these details", defaults_form())?
                 else {
                     return Err(input.ask());
                 };
-                Ok::<_, ToolError>(format!("Elicitation completed: {}", describe(&answer)))
+                Ok(format!("Elicitation completed: {}", describe(&answer)))
             }),
         ToolDef::new("test_elicitation_sep1330_enums")
             .description("Asks for a form with every enum shape (SEP-1330)")
             .read_only()
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 let mut input = ctx.inputs();
                 let Some(answer) = input.elicit("enums", "Please choose", enums_form())? else {
                     return Err(input.ask());
                 };
-                Ok::<_, ToolError>(format!("Elicitation completed: {}", describe(&answer)))
+                Ok(format!("Elicitation completed: {}", describe(&answer)))
             }),
     ]
 }

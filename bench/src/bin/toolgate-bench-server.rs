@@ -7,7 +7,7 @@ use toolgate_bench::tools::{self, ORDER_TOOL, ORDER_TOOL_UNCHECKED, Order};
 use toolgate_server::protocol::types::CallToolResult;
 use toolgate_server::transport::http::{HttpConfig, serve_http};
 use toolgate_server::transport::stdio::serve_stdio;
-use toolgate_server::{NoArgs, RequestContext, Server, ToolDef, ToolError, ToolReply};
+use toolgate_server::{Server, ToolDef, ToolError, ToolReply};
 
 #[derive(Parser)]
 struct Args {
@@ -47,12 +47,7 @@ fn server(
     for spec in tools::tool_set(extra) {
         let def = ToolDef::new(spec.name.clone()).description(spec.description.clone());
         let entry = match spec.name.as_str() {
-            "test_simple_text" => {
-                def.read_only()
-                    .handler(|_: NoArgs, _ctx: RequestContext| async {
-                        Ok::<_, ToolError>(tools::SIMPLE_TEXT)
-                    })
-            }
+            "test_simple_text" => def.read_only().handler(|| async { Ok(tools::SIMPLE_TEXT) }),
             ORDER_TOOL | ORDER_TOOL_UNCHECKED => {
                 def.dynamic(spec.schema, None, |args, _ctx| async move {
                     let order: Order = serde_json::from_value(Value::Object(args))

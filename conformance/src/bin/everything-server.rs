@@ -21,8 +21,8 @@ use toolgate_server::protocol::types::{
 use toolgate_server::transport::http::{HttpConfig, serve_http};
 use toolgate_server::transport::stdio::serve_stdio;
 use toolgate_server::{
-    ClientCapability, NoArgs, PromptEntry, RequestContext, ResourceEntry, Server, TemplateEntry,
-    ToolDef, ToolEntry, ToolError, ToolReply,
+    ClientCapability, PromptEntry, RequestContext, ResourceEntry, Server, TemplateEntry, ToolDef,
+    ToolEntry, ToolError, ToolReply,
 };
 
 /// A 1x1 red PNG.
@@ -51,9 +51,9 @@ fn simple(
         .description(description)
         .read_only()
         .open_world(false)
-        .handler(move |_: NoArgs, _ctx: RequestContext| {
+        .handler(move || {
             let reply = reply.clone();
-            async move { Ok::<_, ToolError>(reply()) }
+            async move { Ok(reply()) }
         })
 }
 
@@ -103,7 +103,7 @@ fn tools() -> Vec<ToolEntry> {
         ToolDef::new("test_error_handling")
             .description("Tests error response handling: always fails with a tool execution error")
             .read_only()
-            .handler(|_: NoArgs, _ctx: RequestContext| async {
+            .handler(|| async {
                 Err::<String, _>(ToolError::new(
                     "This tool intentionally returns an error for testing",
                 ))
@@ -111,7 +111,7 @@ fn tools() -> Vec<ToolEntry> {
         ToolDef::new("test_tool_with_progress")
             .description("Tests tool that reports progress notifications (0, 50, 100 of 100)")
             .read_only()
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 for (i, step) in [0.0, 50.0, 100.0].into_iter().enumerate() {
                     if i > 0 {
                         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -119,7 +119,7 @@ fn tools() -> Vec<ToolEntry> {
                     ctx.progress(step, Some(100.0), Some(&format!("step {}", i + 1)))
                         .await;
                 }
-                Ok::<_, ToolError>(format!(
+                Ok(format!(
                     "Progress test completed{}",
                     if ctx.wants_progress() {
                         ""
@@ -131,7 +131,7 @@ fn tools() -> Vec<ToolEntry> {
         ToolDef::new("test_tool_with_logging")
             .description("Tests tool that emits log messages during execution")
             .read_only()
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 for message in [
                     "Tool execution started",
                     "Tool processing data",
@@ -145,35 +145,35 @@ fn tools() -> Vec<ToolEntry> {
                     .await;
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                Ok::<_, ToolError>("Tool with logging executed successfully")
+                Ok("Tool with logging executed successfully")
             }),
         ToolDef::new("test_logging_tool")
             .description(
                 "Logs at info level; sends messages only when the request sets a log level",
             )
             .read_only()
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 ctx.log(
                     LoggingLevel::Info,
                     Some("conformance-test-server"),
                     json!("logging tool ran"),
                 )
                 .await;
-                Ok::<_, ToolError>("Logged")
+                Ok("Logged")
             }),
         ToolDef::new("test_missing_capability")
             .description("Requires the client's sampling capability; fails with -32021 without it")
             .read_only()
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 ctx.require(ClientCapability::Sampling)?;
-                Ok::<_, ToolError>("The client declared sampling")
+                Ok("The client declared sampling")
             }),
         ToolDef::new("test_streaming_elicitation")
             .description("Asks the user for a username through an elicitation input request")
             .read_only()
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 ctx.require(ClientCapability::Elicitation)?;
-                Ok::<_, ToolError>(ToolReply::InputRequired(
+                Ok(ToolReply::InputRequired(
                     InputRequiredResult::new().with_request(
                         "username",
                         "elicitation/create",
@@ -281,7 +281,7 @@ fn mrtr_tools() -> Vec<ToolEntry> {
         |name: &str, description: &str| ToolDef::new(name).description(description).read_only();
     vec![
         tool("test_input_required_result_elicitation", "Asks the user's name through an elicitation, then greets them")
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 let mut input = ctx.inputs();
                 let Some(answer) = input.elicit("user_name", "What is your name?", name_form())? else {
                     return Err(input.ask());
@@ -289,7 +289,7 @@ fn mrtr_tools() -> Vec<ToolEntry> {
                 Ok(format!("Hello, {}!", field(&answer, "name")))
             }),
         tool("test_input_required_result_sampling", "Asks the client's model a question through sampling")
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 let mut input = ctx.inputs();
                 let params = json!({
                     "messages": [{"role": "user", "content": {"type": "text", "text": "What is the capital of France?"}}],
@@ -299,22 +299,22 @@ fn mrtr_tools() -> Vec<ToolEntry> {
                 Ok(format!("The model said: {}", sampled_text(&answer)))
             }),
         tool("test_input_required_result_list_roots", "Asks the client for its roots")
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 let mut input = ctx.inputs();
                 let Some(roots) = input.roots("client_roots")? else { return Err(input.ask()) };
                 let uris: Vec<&str> = roots.iter().filter_map(|r| r.get("uri").and_then(|u| u.as_str())).collect();
                 Ok(format!("Roots: {}", uris.join(", ")))
             }),
         tool("test_input_required_result_request_state", "Asks for confirmation, carrying sealed requestState")
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 let mut input = ctx.inputs();
                 let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
                 let Some(_answer) = input.elicit("confirm", "Please confirm", form)? else { return Err(input.ask()) };
                 // Reaching here on a retry means the state verified.
-                Ok::<_, ToolError>("state-ok: confirmation received".to_owned())
+                Ok("state-ok: confirmation received".to_owned())
             }),
         tool("test_input_required_result_multiple_inputs", "Asks for an elicitation, a sampling and the roots at once")
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 let mut input = ctx.inputs();
                 let name = input.elicit("user_name", "What is your name?", name_form())?;
                 let greeting = input.sample(
@@ -326,7 +326,7 @@ fn mrtr_tools() -> Vec<ToolEntry> {
                 Ok(format!("{} {} ({} roots)", sampled_text(&greeting), field(&name, "name"), roots.len()))
             }),
         tool("test_input_required_result_multi_round", "Asks two questions in two rounds")
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 let mut input = ctx.inputs();
                 let Some(step1) = input.elicit("step1", "Step 1: What is your name?", name_form())? else {
                     return Err(input.ask());
@@ -338,15 +338,15 @@ fn mrtr_tools() -> Vec<ToolEntry> {
                 Ok(format!("{} likes {}", field(&step1, "name"), field(&step2, "color")))
             }),
         tool("test_input_required_result_tampered_state", "Issues integrity-protected requestState")
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 let mut input = ctx.inputs();
                 let Some(_ok) = input.elicit("confirm", "Please confirm", json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}))? else {
                     return Err(input.ask());
                 };
-                Ok::<_, ToolError>("state verified".to_owned())
+                Ok("state verified".to_owned())
             }),
         tool("test_input_required_result_capabilities", "Asks only for input the client declared it can give")
-            .handler(|_: NoArgs, ctx: RequestContext| async move {
+            .handler(|ctx: RequestContext| async move {
                 let caps = ctx.client_capabilities().clone();
                 let mut input = ctx.inputs();
                 let mut asked = Vec::new();
@@ -363,7 +363,7 @@ fn mrtr_tools() -> Vec<ToolEntry> {
                 if !input.complete() {
                     return Err(input.ask());
                 }
-                Ok::<_, ToolError>(format!("received {} inputs", asked.len()))
+                Ok(format!("received {} inputs", asked.len()))
             }),
     ]
 }
@@ -536,12 +536,12 @@ fn build() -> anyhow::Result<Server> {
     server.add_tool(
         ToolDef::new("test_trigger_tool_change")
             .description("Adds or removes test_dynamic_tool, changing the tool list")
-            .handler(move |_: NoArgs, _ctx: RequestContext| {
+            .handler(move || {
                 let (server, toggled) = (handle.clone(), toggled.clone());
                 async move {
                     if toggled.fetch_xor(true, Ordering::SeqCst) {
                         server.remove_tool("test_dynamic_tool");
-                        Ok::<_, ToolError>("removed test_dynamic_tool")
+                        Ok("removed test_dynamic_tool")
                     } else {
                         server
                             .add_tool(dynamic_tool())
@@ -556,7 +556,7 @@ fn build() -> anyhow::Result<Server> {
     server.add_tool(
         ToolDef::new("test_trigger_prompt_change")
             .description("Adds or removes test_dynamic_prompt, changing the prompt list")
-            .handler(move |_: NoArgs, _ctx: RequestContext| {
+            .handler(move || {
                 let (server, toggled) = (handle.clone(), prompt_toggled.clone());
                 async move {
                     if toggled.fetch_xor(true, Ordering::SeqCst) {
@@ -575,7 +575,7 @@ fn build() -> anyhow::Result<Server> {
                             .add_prompt(prompt)
                             .map_err(|e| ToolError::new(e.to_string()))?;
                     }
-                    Ok::<_, ToolError>("prompt list changed")
+                    Ok("prompt list changed")
                 }
             }),
     )?;
