@@ -1,30 +1,73 @@
 //! An MCP (revision 2026-07-28) client for tools.
 //!
-//! - Discovers a server, lists its tools following every cursor and
-//!   honouring caching hints, and calls them.
-//! - Mirrors `x-mcp-header` parameters into `Mcp-Param-*` headers (HTTP),
-//!   and leaves out tools whose annotation breaks the rules.
-//! - Times out (60 s by default) and cancels on the server.
-//! - Drives multi round-trip requests through an [`InputHandler`].
-//! - With [`ClientBuilder::tasks`], follows calls the server runs as tasks
-//!   (the tasks extension) to their results.
-//! - Asks an [`Approval`] hook before each call, with a risk class that
-//!   ignores annotations unless the server is trusted, and logs each call for
-//!   audit (`toolgate_client::audit`).
-//! - Checks results against the tool's `outputSchema` with the bounded
-//!   validator; a tool's own error is [`ClientError::Tool`], apart from
-//!   protocol errors.
+//! # A guided tour
+//!
+//! **Reach a server.** Over Streamable HTTP, or a program started over
+//! stdio (with a minimal environment, not yours). Either era: a server
+//! that only speaks the 2025 handshake is detected and served too.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), toolgate_client::ClientError> {
-//! use toolgate_client::{CallOptions, Client, transport::http::{HttpOptions, HttpTransport}};
-//! let client = Client::builder("my-app", "1.0").build(HttpTransport::new("http://127.0.0.1:8080/mcp", HttpOptions::default())?);
+//! use toolgate_client::transport::http::{HttpOptions, HttpTransport};
+//! use toolgate_client::{CallOptions, Client};
+//!
+//! let client = Client::builder("my-app", "1.0")
+//!     .build(HttpTransport::new("http://127.0.0.1:8080/mcp", HttpOptions::default())?);
 //! for tool in client.list_tools().await? {
-//!     println!("{}", tool.name);
+//!     println!("{}: {}", tool.name, tool.description.unwrap_or_default());
 //! }
 //! let result = client.call_tool("get_current_time", Default::default(), &CallOptions::default()).await?;
-//! # let _ = result; Ok(()) }
+//! println!("{:?}", result.content);
+//! # Ok(()) }
 //! ```
+//!
+//! **Lists are cached as the server says.** `ttlMs` and `cacheScope` are
+//! honoured, every cursor followed (up to [`ClientBuilder::max_pages`]),
+//! and [`Client::watch_tools`] invalidates the cache when the server
+//! announces a change.
+//!
+//! **Calls are checked.** Arguments mirrored into `Mcp-Param-*` headers
+//! where the tool asks for it; a timeout (60 s by default) that cancels on
+//! the server; the result checked against the tool's `outputSchema`. A
+//! tool's own failure is [`ClientError::Tool`], apart from protocol errors.
+//!
+//! **Answer the server's questions.** An [`InputHandler`] answers
+//! elicitations, sampling and roots, typed; the client retries the
+//! multi-round request with the answers.
+//!
+//! **Ask before sending.** An [`Approval`] hook sees every call with a
+//! [`Risk`] class that ignores annotations unless the server is trusted
+//! ([`ClientBuilder::trusted`]); each call is logged for audit
+//! (`toolgate_client::audit`).
+//!
+//! **Follow long calls.** [`ClientBuilder::tasks`] declares the tasks
+//! extension: [`Client::call_tool`] then polls a task to its result, and
+//! [`Client::start_tool_call`], [`Client::wait_task`],
+//! [`Client::listen_task`] and [`Client::cancel_task`] expose the
+//! lifecycle.
+//!
+//! ```no_run
+//! # async fn run(client: toolgate_client::Client) -> Result<(), toolgate_client::ClientError> {
+//! use toolgate_client::{CallOptions, CallStart};
+//!
+//! match client.start_tool_call("export_report", Default::default(), &CallOptions::default()).await? {
+//!     CallStart::Task(task) => {
+//!         println!("running as {}", task.task_id); // keep it: wait_task resumes by id
+//!         let result = client.wait_task(&task.task_id, &CallOptions::default()).await?;
+//!         println!("{result}");
+//!     }
+//!     CallStart::Complete(result) => println!("{result}"),
+//!     _ => {}
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! **Several servers.** [`MultiClient`] lists and calls the tools of many
+//! servers under `prefix.tool` names.
+//!
+//! **Nothing a server sends exhausts the client.** Bodies, SSE events,
+//! stdio lines, stderr, concurrent server requests and pages are bounded
+//! ([`transport::Limits`]).
 #![forbid(unsafe_code)]
 
 mod cache;

@@ -31,18 +31,49 @@
 //! # let _ = server;
 //! ```
 //!
+//! **Take only what the handler needs.** A handler's parameters, in any
+//! order: the arguments (a bare `T` or [`Args<T>`]), shared [`State<S>`]
+//! registered once with [`ServerBuilder::state`], the [`RequestContext`],
+//! the caller's [`AuthContext`]. A tool without arguments takes none (see
+//! [`FromCall`]):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicU64, Ordering};
+//! use toolgate_server::{Server, State, ToolDef};
+//!
+//! let server = Server::builder("counter", "1")
+//!     .state(Arc::new(AtomicU64::new(0)))
+//!     .tool(ToolDef::new("hit").description("Counts calls.").handler(
+//!         |State(hits): State<Arc<AtomicU64>>| async move { (hits.fetch_add(1, Ordering::Relaxed) + 1).to_string() },
+//!     ))
+//!     .build()
+//!     .unwrap();
+//! # let _ = server;
+//! ```
+//!
+//! **Or write methods.** `#[toolgate_server::tools]` on an `impl` block
+//! makes its `#[tool]` methods tools, with the doc comment as description
+//! (see [`toolgate_macros`]).
+//!
 //! **Return structured results.** [`Structured<T>`] puts `T` in
 //! `structuredContent`, mirrors it as JSON text for older clients, and
 //! advertises `T`'s schema as the `outputSchema`. Output that breaks the
 //! declared schema never reaches the wire.
 //!
-//! **Report errors in the right layer.** A [`ToolError`] (any error via `?`)
-//! is a tool execution error the model can read; unknown tools, malformed
-//! requests and panics are JSON-RPC errors, and a panic never leaks its
-//! message.
+//! **Report errors in the right layer.** A [`ToolError`] (any displayable
+//! error via `?`) is a tool execution error the model can read; unknown
+//! tools, malformed requests and panics are JSON-RPC errors, and a panic
+//! never leaks its message.
 //!
 //! **Ask the user.** [`RequestContext::elicit`] turns a struct into a
-//! form and hands back the user's answer as that struct.
+//! form and hands back the user's answer as that struct; [`Inputs`] asks
+//! several questions at once, or for sampling and roots.
+//!
+//! **Keep state behind handles.** The protocol has no sessions: a tool that
+//! creates something returns an id, and [`Handles`] keeps the value behind
+//! an unguessable id bound to its creator, with a lifetime and a bound on
+//! how many exist.
 //!
 //! **Talk back while working.** [`RequestContext::progress`] and
 //! [`RequestContext::log`] send notifications the client asked for;
@@ -52,9 +83,52 @@
 //! that declared the tasks extension get a task at once and poll it; see
 //! [`tasks`].
 //!
+//! **Offer resources and prompts.** [`ResourceEntry`], [`TemplateEntry`]
+//! and [`PromptEntry`], with completions ([`Completer`]).
+//!
+//! **Decide who may call what.** Over HTTP, a [`ResourceServer`] with a
+//! [`JwtVerifier`] (or any [`TokenVerifier`]) verifies bearer tokens;
+//! [`ToolDef::scopes`] hides a tool from callers without the scopes and
+//! refuses their calls with `403 insufficient_scope`; handlers read the
+//! caller from [`AuthContext`]. [`RateLimit`] bounds calls per caller
+//! ([`ToolDef::rate_limit`], [`ServerBuilder::rate_limit`]).
+//!
 //! **Serve it.** [`transport::stdio::serve_stdio`] or
-//! [`transport::http::serve_http`]; or call [`Server::handle_message`] from
-//! a transport of your own. The server keeps no per-client state.
+//! [`transport::http::serve_http`]; inside an axum application,
+//! [`transport::http::router`] is a `Router` to nest; over a transport of
+//! your own, [`Server::handle_message`] and the types in [`transport`]. The
+//! server keeps no per-client state.
+//!
+//! **Test it in-process.** [`Server::handle_message`] takes the bytes of a
+//! request and answers them, no transport involved:
+//!
+//! ```
+//! # tokio_test_block(async {
+//! use serde_json::{Value, json};
+//! use toolgate_server::transport::Reply;
+//! use toolgate_server::{Server, ToolDef, TransportContext};
+//!
+//! let server = Server::builder("t", "1")
+//!     .tool(ToolDef::new("ping").description("Answers pong.").handler(|| async { "pong" }))
+//!     .build()
+//!     .unwrap();
+//! let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+//!     "name": "ping", "arguments": {},
+//!     "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+//!               "io.modelcontextprotocol/clientCapabilities": {}}}});
+//! let bytes = serde_json::to_vec(&request).unwrap();
+//! let frame = match server.handle_message(&bytes, &TransportContext::default()) {
+//!     Reply::Done(frame) => frame,
+//!     Reply::Streaming(mut exchange) => exchange.next().await.unwrap(),
+//!     Reply::Nothing => unreachable!(),
+//! };
+//! let answer: Value = serde_json::from_slice(frame.bytes()).unwrap();
+//! assert_eq!(answer["result"]["content"][0]["text"], "pong");
+//! # });
+//! # fn tokio_test_block<F: std::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+//! # }
+//! ```
 //!
 //! **Change it at run time.** [`Server::add_tool`] and
 //! [`Server::remove_tool`] notify every `subscriptions/listen` stream that
@@ -91,8 +165,13 @@ pub use auth::{
 };
 pub use call_log::{CallLog, CallOutcome, CallRecord, Recorded};
 pub use context::{ClientCapability, RequestContext};
-pub use dispatch::{HeaderCheck, NotificationAction, TransportContext, http_status_for};
+pub use dispatch::TransportContext;
+// What a transport of one's own needs lives in `transport`; these stay
+// reachable from the root for code written before the move.
+#[doc(hidden)]
+pub use dispatch::{HeaderCheck, NotificationAction, http_status_for};
 pub use elicit::Elicitation;
+#[doc(hidden)]
 pub use exchange::{Exchange, Frame, Reply};
 pub use handles::Handles;
 pub use mrtr::{ElicitAction, Elicited, Inputs, arguments_digest};
