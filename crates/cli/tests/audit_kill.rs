@@ -18,7 +18,7 @@ use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{CallOptions, Client};
 use toolgate_gateway::audit::{Filter, query};
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
-use toolgate_server::{RequestContext, Server, ToolDef, ToolError};
+use toolgate_server::{Server, ToolDef};
 
 #[derive(Deserialize, JsonSchema)]
 struct Numbered {
@@ -32,9 +32,7 @@ async fn upstream() -> String {
             ToolDef::new("echo")
                 .description("Returns its number.")
                 .read_only()
-                .handler(|args: Numbered, _ctx: RequestContext| async move {
-                    Ok::<_, ToolError>(args.n.to_string())
-                }),
+                .handler(|args: Numbered| async move { Ok(args.n.to_string()) }),
         )
         .build()
         .unwrap();

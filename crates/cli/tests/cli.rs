@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use toolgate_server::protocol::types::ContentBlock;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
-use toolgate_server::{ElicitAction, NoArgs, RequestContext, Server, ToolDef, ToolError};
+use toolgate_server::{ElicitAction, RequestContext, Server, ToolDef, ToolError};
 
 struct Run {
     code: i32,
@@ -88,12 +88,12 @@ fn server() -> Server {
             ToolDef::new("where_am_i")
                 .description("Says which directory the client gives as its root.")
                 .read_only()
-                .handler(|_: NoArgs, ctx: RequestContext| async move {
+                .handler(|ctx: RequestContext| async move {
                     let mut input = ctx.inputs();
                     let Some(roots) = input.roots("roots")? else {
                         return Err(input.ask());
                     };
-                    Ok::<_, ToolError>(roots[0]["uri"].as_str().unwrap_or("").to_owned())
+                    Ok(roots[0]["uri"].as_str().unwrap_or("").to_owned())
                 }),
         )
         .tool(
@@ -101,19 +101,19 @@ fn server() -> Server {
                 .description("Returns a tiny image.")
                 .read_only()
                 .raw_output()
-                .handler(|_: NoArgs, _ctx: RequestContext| async move {
+                .handler(|| async move {
                     // "GIF89a" in base64.
-                    Ok::<_, ToolError>(vec![
+                    Ok(vec![
                         ContentBlock::text("here it is"),
                         ContentBlock::image("R0lGODlh", "image/gif"),
                     ])
                 }),
         )
-        .tool(ToolDef::new("fail").description("Always fails.").handler(
-            |_: NoArgs, _ctx: RequestContext| async move {
-                Err::<String, _>(ToolError::new("it broke"))
-            },
-        ))
+        .tool(
+            ToolDef::new("fail")
+                .description("Always fails.")
+                .handler(|| async move { Err::<String, _>(ToolError::new("it broke")) }),
+        )
         .build()
         .unwrap()
 }
@@ -701,14 +701,14 @@ async fn serve_tasks() -> String {
                 .description("Exports the report after a confirmation.")
                 .read_only()
                 .task_support(TaskSupport::Required)
-                .handler(|_: NoArgs, ctx: RequestContext| async move {
+                .handler(|ctx: RequestContext| async move {
                     let mut input = ctx.inputs();
                     let form = json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]});
                     let Some(answer) = input.elicit("confirm", "Export now?", form)? else {
                         return Err(input.ask());
                     };
                     ctx.progress(1.0, Some(1.0), Some("writing report.pdf")).await;
-                    Ok::<_, ToolError>(format!("exported ({:?})", answer.action))
+                    Ok(format!("exported ({:?})", answer.action))
                 }),
         )
         .tool(
@@ -716,9 +716,9 @@ async fn serve_tasks() -> String {
                 .description("Runs until cancelled.")
                 .read_only()
                 .task_support(TaskSupport::Required)
-                .handler(|_: NoArgs, _ctx: RequestContext| async move {
+                .handler(|| async move {
                     std::future::pending::<()>().await;
-                    Ok::<_, ToolError>("never")
+                    Ok("never")
                 }),
         )
         .build()

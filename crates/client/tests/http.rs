@@ -18,7 +18,7 @@ use toolgate_client::{
 };
 use toolgate_server::protocol::types::ClientCapabilities;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
-use toolgate_server::{NoArgs, RequestContext, Server, Structured, ToolDef, ToolError};
+use toolgate_server::{RequestContext, Server, Structured, ToolDef, ToolError};
 
 #[derive(Deserialize, JsonSchema)]
 struct Route {
@@ -41,25 +41,25 @@ async fn serve(server: Server) -> String {
 fn toolgate_server(calls: Arc<AtomicUsize>) -> Server {
     let slow_calls = calls.clone();
     Server::builder("s", "1")
-        .tool(ToolDef::new("route").description("Mirrored region").read_only().handler(|a: Route, _ctx: RequestContext| async move {
-            Ok::<_, ToolError>(format!("routed to {}", a.region))
+        .tool(ToolDef::new("route").description("Mirrored region").read_only().handler(|a: Route| async move {
+            Ok(format!("routed to {}", a.region))
         }))
-        .tool(ToolDef::new("count").description("Structured").handler(|_: NoArgs, _ctx: RequestContext| async {
-            Ok::<_, ToolError>(Structured(Count { count: 3 }))
+        .tool(ToolDef::new("count").description("Structured").handler(|| async {
+            Ok(Structured(Count { count: 3 }))
         }))
-        .tool(ToolDef::new("fail").description("Fails").handler(|_: NoArgs, _ctx: RequestContext| async {
+        .tool(ToolDef::new("fail").description("Fails").handler(|| async {
             Err::<String, _>(ToolError::new("upstream said no"))
         }))
-        .tool(ToolDef::new("slow").description("Slow").handler(move |_: NoArgs, ctx: RequestContext| {
+        .tool(ToolDef::new("slow").description("Slow").handler(move |ctx: RequestContext| {
             let calls = slow_calls.clone();
             async move {
                 calls.fetch_add(1, Ordering::SeqCst);
                 ctx.progress(1.0, None, Some("working")).await;
                 tokio::time::sleep(Duration::from_secs(30)).await;
-                Ok::<_, ToolError>("late")
+                Ok("late")
             }
         }))
-        .tool(ToolDef::new("ask").description("Asks the user").handler(|_: NoArgs, ctx: RequestContext| async move {
+        .tool(ToolDef::new("ask").description("Asks the user").handler(|ctx: RequestContext| async move {
             let mut input = ctx.inputs();
             let form = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
             let Some(answer) = input.elicit("name", "Name?", form)? else { return Err(input.ask()) };
@@ -368,7 +368,7 @@ async fn a_list_changed_notification_invalidates_the_cache_at_once() {
         .add_tool(
             ToolDef::new("late")
                 .description("Added at run time")
-                .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("here") }),
+                .handler(|| async { Ok("here") }),
         )
         .unwrap();
     let mut seen = false;

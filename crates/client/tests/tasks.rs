@@ -15,7 +15,7 @@ use toolgate_server::protocol::RpcError;
 use toolgate_server::protocol::types::{ClientCapabilities, DetailedTask, TaskStatus};
 use toolgate_server::tasks::TaskSupport;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
-use toolgate_server::{NoArgs, RequestContext, Server, ServerConfig, ToolDef, ToolError};
+use toolgate_server::{RequestContext, Server, ServerConfig, ToolDef, ToolError};
 
 /// Counts handlers stopped before they finished, and says when one was.
 struct Stopped(Arc<AtomicUsize>, Arc<Notify>);
@@ -49,12 +49,12 @@ async fn fixture() -> Fixture {
             ToolDef::new("build")
                 .description("Builds when released")
                 .task_support(TaskSupport::Optional)
-                .handler(move |_: NoArgs, ctx: RequestContext| {
+                .handler(move |ctx: RequestContext| {
                     let r = r.clone();
                     async move {
                         ctx.progress(1.0, Some(2.0), Some("halfway")).await;
                         r.notified().await;
-                        Ok::<_, ToolError>("built")
+                        Ok("built")
                     }
                 }),
         )
@@ -62,14 +62,14 @@ async fn fixture() -> Fixture {
             ToolDef::new("confirm")
                 .description("Asks first")
                 .task_support(TaskSupport::Optional)
-                .handler(|_: NoArgs, ctx: RequestContext| async move {
+                .handler(|ctx: RequestContext| async move {
                     let mut inputs = ctx.inputs();
                     let schema =
                         json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
                     let Some(answer) = inputs.elicit("ok", "Proceed?", schema)? else {
                         return Err(inputs.ask());
                     };
-                    Ok::<_, ToolError>(format!(
+                    Ok(format!(
                         "answer: {}",
                         Value::Object(answer.content.unwrap_or_default())
                     ))
@@ -79,20 +79,18 @@ async fn fixture() -> Fixture {
             ToolDef::new("boom")
                 .description("Protocol error")
                 .task_support(TaskSupport::Optional)
-                .handler(|_: NoArgs, _ctx: RequestContext| async {
-                    Err::<String, _>(ToolError::protocol(RpcError::internal()))
-                }),
+                .handler(|| async { Err::<String, _>(ToolError::protocol(RpcError::internal())) }),
         )
         .tool(
             ToolDef::new("forever")
                 .description("Runs until stopped")
                 .task_support(TaskSupport::Optional)
-                .handler(move |_: NoArgs, _ctx: RequestContext| {
+                .handler(move || {
                     let guard = Stopped(s.clone(), seen.clone());
                     async move {
                         let _guard = guard;
                         std::future::pending::<()>().await;
-                        Ok::<_, ToolError>("never")
+                        Ok("never")
                     }
                 }),
         )

@@ -17,8 +17,8 @@ use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{CallOptions, Client, ClientError};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_review::lock::{LockFile, lock_server};
+use toolgate_server::ToolDef;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
-use toolgate_server::{RequestContext, ToolDef, ToolError};
 
 /// A stdio upstream in shell: `lie` returns structured content that breaks
 /// its outputSchema and text with escape sequences; `hang` never answers.
@@ -253,9 +253,7 @@ async fn a_tool_added_upstream_reaches_downstream_listeners() {
         .add_tool(
             ToolDef::new("refund")
                 .description("Refunds an order.")
-                .handler(|_: toolgate_server::NoArgs, _ctx: RequestContext| async {
-                    Ok::<_, ToolError>("refunded")
-                }),
+                .handler(|_: toolgate_server::NoArgs| async { Ok("refunded") }),
         )
         .unwrap();
     // Each notification (or the stream's first acknowledgement) is a
@@ -455,9 +453,11 @@ async fn list_hints_promise_no_more_than_the_strictest_upstream() {
             list_ttl: Duration::from_secs(20),
             ..Default::default()
         })
-        .tool(ToolDef::new("now").description("Says now.").handler(
-            |_: toolgate_server::NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("now") },
-        ))
+        .tool(
+            ToolDef::new("now")
+                .description("Says now.")
+                .handler(|_: toolgate_server::NoArgs| async { Ok("now") }),
+        )
         .build()
         .unwrap();
     let url = serve(brief).await;

@@ -18,7 +18,7 @@ use toolgate_client::{
 };
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_protocol::types::ClientCapabilities;
-use toolgate_server::{NoArgs, RequestContext, Server, ToolDef, ToolError};
+use toolgate_server::{RequestContext, Server, ToolDef};
 
 /// A legacy (2025-11-25) stdio server in shell: `greet` asks for a name
 /// with `elicitation/create` in the middle of the call and greets whoever
@@ -218,7 +218,7 @@ fn asking_server() -> Server {
         .tool(
             ToolDef::new("greet")
                 .description("Greets whoever answers")
-                .handler(|_: NoArgs, ctx: RequestContext| async move {
+                .handler(|ctx: RequestContext| async move {
                     let mut input = ctx.inputs();
                     let form = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
                     let Some(answer) = input.elicit("name", "Your name?", form)? else {
@@ -231,7 +231,7 @@ fn asking_server() -> Server {
                         .and_then(Value::as_str)
                         .unwrap_or("nobody")
                         .to_owned();
-                    Ok::<_, ToolError>(format!("hello {name}"))
+                    Ok(format!("hello {name}"))
                 }),
         )
         .build()

@@ -18,7 +18,7 @@ use toolgate_client::{CallOptions, CallStart, Client, ClientError};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_protocol::types::TaskStatus;
 use toolgate_server::tasks::TaskSupport;
-use toolgate_server::{NoArgs, RequestContext, Server, ToolDef, ToolError};
+use toolgate_server::{RequestContext, Server, ToolDef};
 
 /// Counts upstream handlers stopped before they finished.
 struct Stopped(Arc<AtomicUsize>, Arc<Notify>);
@@ -46,7 +46,7 @@ async fn upstream() -> Upstream {
                 .description("Exports after a confirmation; only as a task.")
                 .read_only()
                 .task_support(TaskSupport::Required)
-                .handler(|_: NoArgs, ctx: RequestContext| async move {
+                .handler(|ctx: RequestContext| async move {
                     let mut inputs = ctx.inputs();
                     let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
                     let Some(answer) = inputs.elicit("ok", "Export?", form)? else {
@@ -54,7 +54,7 @@ async fn upstream() -> Upstream {
                     };
                     ctx.progress(1.0, None, Some("exporting")).await;
                     let ok = answer.content.unwrap_or_default()["ok"].clone();
-                    Ok::<_, ToolError>(format!("exported, ok={ok}"))
+                    Ok(format!("exported, ok={ok}"))
                 }),
         )
         .tool(
@@ -62,12 +62,12 @@ async fn upstream() -> Upstream {
                 .description("Runs until cancelled.")
                 .read_only()
                 .task_support(TaskSupport::Optional)
-                .handler(move |_: NoArgs, _ctx: RequestContext| {
+                .handler(move || {
                     let guard = Stopped(s.clone(), seen.clone());
                     async move {
                         let _guard = guard;
                         std::future::pending::<()>().await;
-                        Ok::<_, ToolError>("never")
+                        Ok("never")
                     }
                 }),
         )

@@ -15,9 +15,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
-use toolgate_server::{
-    JwtVerifier, NoArgs, RequestContext, ResourceServer, ScopeHierarchy, Server, ToolDef, ToolError,
-};
+use toolgate_server::{JwtVerifier, ResourceServer, ScopeHierarchy, Server, ToolDef};
 
 const ISSUER: &str = "https://auth.test";
 const PRIVATE_KEY: &[u8] = include_bytes!("../../../testdata/auth/rsa-private.pem");
@@ -44,7 +42,7 @@ async fn start() -> Harness {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", listener.local_addr().unwrap());
     let url = format!("{origin}/mcp");
-    let ok = |_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("ok") };
+    let ok = || async { Ok("ok") };
     let server = Server::builder("s", "1")
         .tool(ToolDef::new("open").handler(ok))
         .tool(

@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use toolgate_server::{
-    AuthContext, CallLog, CallOutcome, CallRecord, NoArgs, RateLimit, Recorded, RequestContext,
-    Server, ToolDef, ToolError, TransportContext,
+    AuthContext, CallLog, CallOutcome, CallRecord, RateLimit, Recorded, RequestContext, Server,
+    ToolDef, ToolError, TransportContext,
 };
 
 /// Keeps records; refuses to write while `broken`.
@@ -57,14 +57,16 @@ fn server(log: Arc<Kept>) -> Server {
                 .rate_limit(RateLimit::per_minute(3))
                 .handler(|args: Count, ctx: RequestContext| async move {
                     ctx.note("seen", args.n);
-                    Ok::<_, ToolError>(args.n.to_string())
+                    Ok(args.n.to_string())
                 }),
         )
-        .tool(ToolDef::new("fail").description("Fails.").handler(
-            |_: NoArgs, _ctx: RequestContext| async move { Err::<String, _>(ToolError::new("no")) },
-        ))
+        .tool(
+            ToolDef::new("fail")
+                .description("Fails.")
+                .handler(|| async move { Err::<String, _>(ToolError::new("no")) }),
+        )
         .tool(ToolDef::new("ask").description("Asks a question.").handler(
-            |_: NoArgs, ctx: RequestContext| async move {
+            |ctx: RequestContext| async move {
                 let mut input = ctx.inputs();
                 let form = json!({"type": "object", "properties": {}});
                 let Some(_) = input.elicit("q", "Sure?", form)? else {

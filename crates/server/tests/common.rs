@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolgate_protocol::wire_check::WireChecker;
 use toolgate_server::protocol::types::CallToolResult;
-use toolgate_server::{NoArgs, RequestContext, Server, Structured, ToolDef, ToolError, ToolReply};
+use toolgate_server::{RequestContext, Server, Structured, ToolDef, ToolError, ToolReply};
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -55,24 +55,24 @@ pub fn test_server(page_size: usize) -> (Server, Probe) {
     let (p1, p2) = (probe.clone(), probe.clone());
     let server = Server::builder("test-server", "9.9.9")
         .page_size(page_size)
-        .tool(ToolDef::new("echo").description("Echoes text").read_only().handler(move |a: Echo, _ctx: RequestContext| {
+        .tool(ToolDef::new("echo").description("Echoes text").read_only().handler(move |a: Echo| {
             let p = p1.clone();
             async move {
                 p.entered.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ToolError>(a.text.repeat(usize::from(a.times.unwrap_or(1))))
+                Ok(a.text.repeat(usize::from(a.times.unwrap_or(1))))
             }
         }))
-        .tool(ToolDef::new("fail").description("Always fails").handler(|_: NoArgs, _ctx: RequestContext| async {
+        .tool(ToolDef::new("fail").description("Always fails").handler(|| async {
             Err::<String, _>(ToolError::new("the upstream API answered 503; try again in a minute"))
         }))
-        .tool(ToolDef::new("panic").description("Panics").handler(|_: NoArgs, _ctx: RequestContext| async {
+        .tool(ToolDef::new("panic").description("Panics").handler(|| async {
             if true {
                 panic!("secret internal detail /etc/passwd");
             }
-            Ok::<_, ToolError>("unreachable")
+            Ok("unreachable")
         }))
-        .tool(ToolDef::new("count").description("Structured").handler(|_: NoArgs, _ctx: RequestContext| async {
-            Ok::<_, ToolError>(Structured(Count { count: 3 }))
+        .tool(ToolDef::new("count").description("Structured").handler(|| async {
+            Ok(Structured(Count { count: 3 }))
         }))
         .tool(
             ToolDef::new("liar")
@@ -88,7 +88,7 @@ pub fn test_server(page_size: usize) -> (Server, Probe) {
                 ),
         )
         .tool(ToolDef::new("slow").description("Reports progress, then waits to be cancelled").handler(
-            move |_: NoArgs, ctx: RequestContext| {
+            move |ctx: RequestContext| {
                 let p = p2.clone();
                 async move {
                     p.entered.fetch_add(1, Ordering::SeqCst);
@@ -102,7 +102,7 @@ pub fn test_server(page_size: usize) -> (Server, Probe) {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                     guard.1 = true;
-                    Ok::<_, ToolError>("done")
+                    Ok("done")
                 }
             },
         ))
@@ -116,7 +116,7 @@ pub fn test_server(page_size: usize) -> (Server, Probe) {
             |args, _ctx| async move { Ok(ToolReply::Complete(CallToolResult::text(serde_json::Value::Object(args).to_string()))) },
         ))
         .tool(ToolDef::new("admin_reset").description("Admins only").requires_scope("admin").handler(
-            |_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("reset") },
+            || async { Ok("reset") },
         ))
         .build()
         .expect("valid registrations");

@@ -17,7 +17,7 @@ use toolgate_protocol::types::LoggingLevel;
 use toolgate_protocol::wire_check::WireChecker;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
 use toolgate_server::transport::stdio::serve_stream;
-use toolgate_server::{ElicitAction, NoArgs, RequestContext, Server, ToolDef, ToolError};
+use toolgate_server::{ElicitAction, RequestContext, Server, ToolDef};
 
 #[derive(Deserialize, JsonSchema)]
 struct Echo {
@@ -33,12 +33,12 @@ fn server(
             ToolDef::new("echo")
                 .description("Echoes text")
                 .read_only()
-                .handler(|a: Echo, _ctx: RequestContext| async move { Ok::<_, ToolError>(a.text) }),
+                .handler(|a: Echo| async move { Ok(a.text) }),
         )
         .tool(
             ToolDef::new("confirm")
                 .description("Asks the user to confirm")
-                .handler(|_: NoArgs, ctx: RequestContext| async move {
+                .handler(|ctx: RequestContext| async move {
                     let mut input = ctx.inputs();
                     let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
                     let Some(answer) = input.elicit("sure", "Are you sure?", form)? else {
@@ -46,18 +46,18 @@ fn server(
                     };
                     let ok = answer.action == ElicitAction::Accept
                         && answer.content.as_ref().and_then(|c| c.get("ok")) == Some(&json!(true));
-                    Ok::<_, ToolError>(if ok { "confirmed" } else { "not confirmed" })
+                    Ok(if ok { "confirmed" } else { "not confirmed" })
                 }),
         )
         .tool(
             ToolDef::new("chatty")
                 .description("Logs at info and debug")
                 .read_only()
-                .handler(|_: NoArgs, ctx: RequestContext| async move {
+                .handler(|ctx: RequestContext| async move {
                     ctx.log(LoggingLevel::Debug, None, json!("debug line")).await;
                     ctx.log(LoggingLevel::Info, None, json!("info line")).await;
                     ctx.progress(1.0, Some(1.0), None).await;
-                    Ok::<_, ToolError>("chatted")
+                    Ok("chatted")
                 }),
         );
     builder(b).build().unwrap()
@@ -277,7 +277,7 @@ async fn stdio_list_changes_reach_the_session_and_versions_are_negotiated() {
     s.add_tool(
         ToolDef::new("late")
             .description("Added later")
-            .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("late") }),
+            .handler(|| async { Ok("late") }),
     )
     .unwrap();
     let v = p.recv().await;

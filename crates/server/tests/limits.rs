@@ -17,9 +17,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
-use toolgate_server::{
-    NoArgs, Reply, RequestContext, Server, ToolDef, ToolError, TransportContext,
-};
+use toolgate_server::{Reply, Server, ToolDef, TransportContext};
 
 /// Sets its flag when dropped: proof that a handler was cancelled.
 struct Dropped(Arc<AtomicBool>);
@@ -38,19 +36,16 @@ async fn a_call_over_its_timeout_ends_with_an_error_and_its_handler_is_dropped()
         .tool(
             ToolDef::new("hangs")
                 .timeout(Duration::from_secs(2))
-                .handler(move |_: NoArgs, _ctx: RequestContext| {
+                .handler(move || {
                     let guard = Dropped(flag.clone());
                     async move {
                         let _guard = guard;
                         std::future::pending::<()>().await;
-                        Ok::<_, ToolError>("never")
+                        Ok("never")
                     }
                 }),
         )
-        .tool(
-            ToolDef::new("ok")
-                .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("ok") }),
-        )
+        .tool(ToolDef::new("ok").handler(|| async { Ok("ok") }))
         .build()
         .unwrap();
     let call = |name: &str| {
@@ -98,20 +93,15 @@ async fn post(client: &reqwest::Client, url: &str, name: &str) -> reqwest::Respo
 /// `wait` tells `started` it runs, then waits for `gate`.
 fn gated_server(gate: Arc<Notify>, started: Arc<Notify>) -> Server {
     Server::builder("s", "1")
-        .tool(
-            ToolDef::new("wait").handler(move |_: NoArgs, _ctx: RequestContext| {
-                let (gate, started) = (gate.clone(), started.clone());
-                async move {
-                    started.notify_one();
-                    gate.notified().await;
-                    Ok::<_, ToolError>("released")
-                }
-            }),
-        )
-        .tool(
-            ToolDef::new("ok")
-                .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("ok") }),
-        )
+        .tool(ToolDef::new("wait").handler(move || {
+            let (gate, started) = (gate.clone(), started.clone());
+            async move {
+                started.notify_one();
+                gate.notified().await;
+                Ok("released")
+            }
+        }))
+        .tool(ToolDef::new("ok").handler(|| async { Ok("ok") }))
         .build()
         .unwrap()
 }

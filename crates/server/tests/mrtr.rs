@@ -7,7 +7,7 @@ mod common;
 
 use serde_json::{Value, json};
 use toolgate_server::{
-    NoArgs, RequestContext, Server, StateKey, ToolDef, ToolError, TransportContext, http_status_for,
+    RequestContext, Server, StateKey, ToolDef, TransportContext, http_status_for,
 };
 
 fn server(key: StateKey) -> Server {
@@ -21,7 +21,7 @@ fn server_with(
     let (f1, f2) = (form("name"), form("color"));
     configure(Server::builder("mrtr", "1"))
         .tool(ToolDef::new("greet").description("Two rounds").handler(
-            move |_: NoArgs, ctx: RequestContext| {
+            move |ctx: RequestContext| {
                 let (f1, f2) = (f1.clone(), f2.clone());
                 async move {
                     let mut input = ctx.inputs();
@@ -34,7 +34,7 @@ fn server_with(
                     let get = |e: &toolgate_server::Elicited, k: &str| {
                         e.content.as_ref().unwrap()[k].as_str().unwrap().to_owned()
                     };
-                    Ok::<_, ToolError>(format!(
+                    Ok(format!(
                         "{} likes {}",
                         get(&name, "name"),
                         get(&color, "color")
@@ -43,12 +43,12 @@ fn server_with(
             },
         ))
         .tool(ToolDef::new("model").description("Sampling").handler(
-            |_: NoArgs, ctx: RequestContext| async move {
+            |ctx: RequestContext| async move {
                 let mut input = ctx.inputs();
                 let Some(_) = input.sample("q", json!({"messages": [], "maxTokens": 5}))? else {
                     return Err(input.ask());
                 };
-                Ok::<_, ToolError>("sampled")
+                Ok("sampled")
             },
         ))
         .build()

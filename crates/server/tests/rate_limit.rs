@@ -7,8 +7,7 @@ mod common;
 
 use serde_json::{Value, json};
 use toolgate_server::{
-    AuthContext, NoArgs, RateLimit, RegistrationError, RequestContext, Server, ToolDef, ToolError,
-    TransportContext,
+    AuthContext, RateLimit, RegistrationError, Server, ToolDef, TransportContext,
 };
 
 fn tool(name: &str) -> ToolDef {
@@ -16,7 +15,7 @@ fn tool(name: &str) -> ToolDef {
 }
 
 fn server() -> Server {
-    let ok = |_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("ok") };
+    let ok = || async { Ok("ok") };
     Server::builder("s", "1")
         .rate_limit(RateLimit::per_minute(2))
         .tool(tool("a").handler(ok))
@@ -85,7 +84,7 @@ async fn each_caller_and_tool_has_its_own_budget() {
 
 #[test]
 fn a_zero_limit_is_refused_at_build() {
-    let ok = |_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("ok") };
+    let ok = || async { Ok("ok") };
     let err = Server::builder("s", "1")
         .rate_limit(RateLimit::per_minute(0))
         .build()

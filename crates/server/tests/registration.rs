@@ -3,10 +3,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::json;
-use toolgate_server::{NoArgs, RegistrationError, RequestContext, Server, ToolDef, ToolError};
+use toolgate_server::{RegistrationError, Server, ToolDef};
 
 fn noop(name: &str) -> toolgate_server::ToolEntry {
-    ToolDef::new(name).handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("ok") })
+    ToolDef::new(name).handler(|| async { Ok("ok") })
 }
 
 #[test]

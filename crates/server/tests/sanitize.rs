@@ -11,9 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 use toolgate_server::protocol::types::CallToolResult;
-use toolgate_server::{
-    NoArgs, RequestContext, Server, ToolDef, ToolError, ToolReply, TransportContext,
-};
+use toolgate_server::{Server, ToolDef, ToolError, ToolReply, TransportContext};
 
 /// Escape sequences that erase the line above and rewrite it, a bidi
 /// override and a hidden tag-character instruction.
@@ -55,9 +53,8 @@ fn server() -> Server {
                 ),
         )
         .tool(
-            ToolDef::new("fails").handler(|_: NoArgs, _ctx: RequestContext| async {
-                Err::<String, _>(ToolError::new(format!("nope {EVIL}")))
-            }),
+            ToolDef::new("fails")
+                .handler(|| async { Err::<String, _>(ToolError::new(format!("nope {EVIL}"))) }),
         )
         .build()
         .unwrap()

@@ -11,8 +11,7 @@ use tokio::sync::Notify;
 use toolgate_server::protocol::RpcError;
 use toolgate_server::tasks::TaskSupport;
 use toolgate_server::{
-    AuthContext, NoArgs, Reply, RequestContext, Server, ServerConfig, ToolDef, ToolError,
-    TransportContext,
+    AuthContext, Reply, RequestContext, Server, ServerConfig, ToolDef, ToolError, TransportContext,
 };
 
 const TASKS: &str = "io.modelcontextprotocol/tasks";
@@ -44,12 +43,12 @@ fn fixture(config: ServerConfig) -> Fixture {
             ToolDef::new("gate")
                 .description("Finishes when the test says so")
                 .task_support(TaskSupport::Optional)
-                .handler(move |_: NoArgs, ctx: RequestContext| {
+                .handler(move |ctx: RequestContext| {
                     let r = r.clone();
                     async move {
                         ctx.progress(1.0, Some(2.0), Some("halfway")).await;
                         r.notified().await;
-                        Ok::<_, ToolError>("released")
+                        Ok("released")
                     }
                 }),
         )
@@ -57,27 +56,27 @@ fn fixture(config: ServerConfig) -> Fixture {
             ToolDef::new("ask")
                 .description("Asks for a confirmation")
                 .task_support(TaskSupport::Optional)
-                .handler(|_: NoArgs, ctx: RequestContext| async move {
+                .handler(|ctx: RequestContext| async move {
                     let mut inputs = ctx.inputs();
                     let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]});
                     let Some(answer) = inputs.elicit("ok", "Proceed?", schema)? else {
                         return Err(inputs.ask());
                     };
                     let ok = answer.content.and_then(|c| c.get("ok").cloned());
-                    Ok::<_, ToolError>(format!("ok={}", ok.unwrap_or(Value::Null)))
+                    Ok(format!("ok={}", ok.unwrap_or(Value::Null)))
                 }),
         )
         .tool(
             ToolDef::new("only_task")
                 .description("Runs only as a task")
                 .task_support(TaskSupport::Required)
-                .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("done") }),
+                .handler(|| async { Ok("done") }),
         )
         .tool(
             ToolDef::new("boom")
                 .description("Ends with a protocol error")
                 .task_support(TaskSupport::Optional)
-                .handler(|_: NoArgs, _ctx: RequestContext| async {
+                .handler(|| async {
                     Err::<String, _>(ToolError::protocol(RpcError::internal()))
                 }),
         )
@@ -85,12 +84,12 @@ fn fixture(config: ServerConfig) -> Fixture {
             ToolDef::new("forever")
                 .description("Runs until cancelled")
                 .task_support(TaskSupport::Optional)
-                .handler(move |_: NoArgs, _ctx: RequestContext| {
+                .handler(move || {
                     let dropped = DropCount(c.clone());
                     async move {
                         let _dropped = dropped;
                         std::future::pending::<()>().await;
-                        Ok::<_, ToolError>("never")
+                        Ok("never")
                     }
                 }),
         )
@@ -98,14 +97,14 @@ fn fixture(config: ServerConfig) -> Fixture {
             ToolDef::new("fails")
                 .description("Ends with a tool error")
                 .task_support(TaskSupport::Optional)
-                .handler(|_: NoArgs, _ctx: RequestContext| async {
+                .handler(|| async {
                     Err::<String, _>(ToolError::new("the input file is empty"))
                 }),
         )
         .tool(
             ToolDef::new("plain")
                 .description("Never a task")
-                .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("plain") }),
+                .handler(|| async { Ok("plain") }),
         )
         .build()
         .unwrap();
@@ -308,10 +307,7 @@ async fn bad_task_requests_get_specific_errors() {
     // A server whose tools never run as tasks does not offer the methods,
     // nor advertise the extension.
     let plain = Server::builder("plain", "1")
-        .tool(
-            ToolDef::new("p")
-                .handler(|_: NoArgs, _ctx: RequestContext| async { Ok::<_, ToolError>("p") }),
-        )
+        .tool(ToolDef::new("p").handler(|| async { Ok("p") }))
         .build()
         .unwrap();
     let r = send(&plain, "tasks/get", json!({"taskId": "x"})).await;

@@ -16,7 +16,7 @@ use toolgate_gateway::Gateway;
 use toolgate_gateway::config::GatewayConfig;
 use toolgate_protocol::types::ClientCapabilities;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
-use toolgate_server::{RequestContext, Server, ToolDef, ToolError};
+use toolgate_server::{RequestContext, Server, ToolDef};
 
 #[derive(Deserialize, JsonSchema)]
 pub struct Order {
@@ -32,11 +32,11 @@ pub fn shop(calls: Arc<AtomicUsize>, description: &str) -> Server {
         .tool(
             ToolDef::new("order")
                 .description(description)
-                .handler(move |args: Order, _ctx: RequestContext| {
+                .handler(move |args: Order| {
                     let calls = calls.clone();
                     async move {
                         calls.fetch_add(1, Ordering::SeqCst);
-                        Ok::<_, ToolError>(format!("ordered {}", args.sku))
+                        Ok(format!("ordered {}", args.sku))
                     }
                 }),
         )
@@ -62,7 +62,7 @@ pub fn shop(calls: Arc<AtomicUsize>, description: &str) -> Server {
                 .description("Greets; asks the name when the client can be asked.")
                 .handler(|_: toolgate_server::NoArgs, ctx: RequestContext| async move {
                     if !ctx.client_capabilities().supports_elicitation_form() {
-                        return Ok::<_, ToolError>("hello, stranger".to_owned());
+                        return Ok("hello, stranger".to_owned());
                     }
                     let mut input = ctx.inputs();
                     let form = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
