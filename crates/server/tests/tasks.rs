@@ -176,6 +176,23 @@ async fn poll_until(server: &Server, task: &str, status: &str) -> Value {
     .await
 }
 
+/// Start `forever` for `who`.
+async fn forever_as(server: &Server, who: &str) -> Value {
+    let call = json!({"name": "forever", "arguments": {}});
+    send_as(server, "tools/call", call, true, Some(who)).await
+}
+
+/// A plain call still gets its answer.
+async fn still_serves(server: &Server) {
+    let r = send(
+        server,
+        "tools/call",
+        json!({"name": "plain", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(r["result"]["content"][0]["text"], "plain", "{r}");
+}
+
 fn assert_code(r: &Value, code: i64, says: &str) {
     assert_eq!(r["error"]["code"], code, "{r}");
     let message = r["error"]["message"].as_str().unwrap_or_default();
@@ -214,13 +231,7 @@ async fn a_declaring_client_gets_a_task_and_polls_it_to_its_result() {
     // Kept after completion, and the server still serves.
     let again = send(&f.server, "tasks/get", json!({"taskId": id})).await;
     assert_eq!(again["result"]["status"], "completed");
-    let plain = send(
-        &f.server,
-        "tools/call",
-        json!({"name": "plain", "arguments": {}}),
-    )
-    .await;
-    assert_eq!(plain["result"]["content"][0]["text"], "plain");
+    still_serves(&f.server).await;
 }
 
 #[tokio::test]
@@ -320,13 +331,7 @@ async fn bad_task_requests_get_specific_errors() {
     let d = send(&f.server, "server/discover", json!({})).await;
     assert_eq!(d["result"]["capabilities"]["extensions"][TASKS], json!({}));
     // Still serving.
-    let ok = send(
-        &f.server,
-        "tools/call",
-        json!({"name": "plain", "arguments": {}}),
-    )
-    .await;
-    assert_eq!(ok["result"]["content"][0]["text"], "plain");
+    still_serves(&f.server).await;
 }
 
 #[tokio::test]
@@ -477,14 +482,7 @@ async fn listen_streams_the_state_of_the_callers_tasks() {
 #[tokio::test]
 async fn another_callers_task_does_not_exist_for_them() {
     let f = fixture(ServerConfig::default());
-    let r = send_as(
-        &f.server,
-        "tools/call",
-        json!({"name": "forever", "arguments": {}}),
-        true,
-        Some("alice"),
-    )
-    .await;
+    let r = forever_as(&f.server, "alice").await;
     let id = r["result"]["taskId"].as_str().unwrap().to_owned();
     for who in [Some("bob"), None] {
         let get = send_as(&f.server, "tasks/get", json!({"taskId": id}), true, who).await;
@@ -518,35 +516,14 @@ async fn a_caller_over_its_task_share_is_told_to_wait() {
         ..ServerConfig::default()
     };
     let f = fixture(config);
-    let first = send_as(
-        &f.server,
-        "tools/call",
-        json!({"name": "forever", "arguments": {}}),
-        true,
-        Some("alice"),
-    )
-    .await;
+    let first = forever_as(&f.server, "alice").await;
     assert_eq!(first["result"]["resultType"], "task");
-    let second = send_as(
-        &f.server,
-        "tools/call",
-        json!({"name": "forever", "arguments": {}}),
-        true,
-        Some("alice"),
-    )
-    .await;
+    let second = forever_as(&f.server, "alice").await;
     assert_eq!(second["result"]["isError"], true, "{second}");
     let text = second["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("as many tasks as it may (1)"), "{text}");
     // Another caller has a share of its own.
-    let other = send_as(
-        &f.server,
-        "tools/call",
-        json!({"name": "forever", "arguments": {}}),
-        true,
-        Some("bob"),
-    )
-    .await;
+    let other = forever_as(&f.server, "bob").await;
     assert_eq!(other["result"]["resultType"], "task");
 }
 
@@ -587,11 +564,5 @@ async fn an_expired_task_is_gone_and_its_work_stopped() {
     }
     assert_eq!(f.stopped.load(Ordering::SeqCst), 1, "the work stopped");
     // The server serves on, and the expired task no longer counts.
-    let ok = send(
-        &f.server,
-        "tools/call",
-        json!({"name": "plain", "arguments": {}}),
-    )
-    .await;
-    assert_eq!(ok["result"]["content"][0]["text"], "plain");
+    still_serves(&f.server).await;
 }
