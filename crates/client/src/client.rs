@@ -29,7 +29,7 @@ mod rounds;
 mod tasks;
 
 pub use rounds::{CallRound, Round, RoundInput};
-pub use tasks::{CallStart, TaskFn, TaskGuard, TaskUpdates};
+pub use tasks::{CallStart, TaskFn, TaskGuard, TaskUpdates, suggested_poll, task_outcome};
 
 /// A progress callback.
 pub type ProgressFn = Arc<dyn Fn(&ProgressNotificationParams) + Send + Sync>;

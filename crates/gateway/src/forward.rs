@@ -295,7 +295,7 @@ pub async fn forward(
             Ok(client) => client,
             Err(down) => {
                 let e = ClientError::Unreachable(down.reason);
-                return answer(&upstream, &tool, &ctx, None, Ok(Err(e))).await;
+                return answer(&upstream, &tool, &ctx, None, Err(e)).await;
             }
         };
         let outcome = upstream_task::follow(
@@ -308,7 +308,7 @@ pub async fn forward(
             remember_task,
         )
         .await?;
-        return answer(&upstream, &tool, &ctx, Some(client), Ok(outcome)).await;
+        return answer(&upstream, &tool, &ctx, Some(client), outcome).await;
     }
     let name = tool.clone();
     let mut checker: Option<Client> = None;
@@ -349,7 +349,7 @@ pub async fn forward(
         (Ok(UpCall::Result(result)), _) => Ok(result),
         (Err(e), _) => Err(e),
     };
-    answer(&upstream, &tool, &ctx, checker, Ok(outcome)).await
+    answer(&upstream, &tool, &ctx, checker, outcome).await
 }
 
 /// The caller's answer for a relayed call's outcome: the result once it
@@ -360,10 +360,9 @@ async fn answer(
     tool: &str,
     ctx: &RequestContext,
     checker: Option<Client>,
-    outcome: Result<Result<CallToolResult, ClientError>, ToolError>,
+    outcome: Result<CallToolResult, ClientError>,
 ) -> Result<ToolReply, ToolError> {
     let server = upstream.config.name.clone();
-    let outcome = outcome?;
     match outcome {
         Ok(result) => {
             let violations = match &checker {

@@ -14,14 +14,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use toolgate_client::{Client, ClientError};
-use toolgate_protocol::RpcError;
 use toolgate_protocol::types::{CallToolResult, DetailedTask, TaskStatus};
 use toolgate_server::{Inputs, RequestContext, ToolError};
-
-/// Polls never come faster than this, whatever the upstream suggests.
-const MIN_POLL: Duration = Duration::from_millis(50);
-/// Nor slower.
-const MAX_POLL: Duration = Duration::from_secs(10);
 
 /// What the gateway remembers of an upstream task between runs of its
 /// handler: the task and the questions it passed on.
@@ -90,15 +84,11 @@ pub(crate) async fn follow(
             }
             last_message.clone_from(&task.task.status_message);
         }
-        let wait = task
-            .task
-            .poll_interval_ms
-            .map_or(Duration::from_secs(1), Duration::from_millis)
-            .clamp(MIN_POLL, MAX_POLL);
+        let wait = toolgate_client::suggested_poll(&task.task).unwrap_or(Duration::from_secs(1));
         match task.task.status {
             TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled => {
                 guard.disarm();
-                return Ok(ended(server, &task_id, task));
+                return Ok(ended(server, task));
             }
             TaskStatus::InputRequired => {
                 let requests = task.input_requests.unwrap_or_default();
@@ -123,29 +113,20 @@ pub(crate) async fn follow(
     }
 }
 
-/// The outcome of an upstream task that ended.
-fn ended(server: &str, task_id: &str, task: DetailedTask) -> Result<CallToolResult, ClientError> {
-    match task.task.status {
-        TaskStatus::Completed => {
-            let result = task.result.ok_or_else(|| {
-                ClientError::InvalidResponse(format!("task {task_id} completed without a result"))
-            })?;
-            serde_json::from_value(Value::Object(result))
-                .map_err(|e| ClientError::InvalidResponse(format!("task {task_id} result: {e}")))
-        }
-        TaskStatus::Failed => {
-            let error = task
-                .error
-                .and_then(|e| serde_json::from_value::<RpcError>(Value::Object(e)).ok())
-                .unwrap_or_else(RpcError::internal);
-            Err(ClientError::Protocol(error))
-        }
-        _ => Ok(CallToolResult::error(format!(
+/// The outcome of an upstream task that ended, as the gateway's caller
+/// sees it: a cancellation upstream is a tool error naming the upstream.
+fn ended(server: &str, task: DetailedTask) -> Result<CallToolResult, ClientError> {
+    match toolgate_client::task_outcome(task) {
+        Ok(result) => serde_json::from_value(result)
+            .map_err(|e| ClientError::InvalidResponse(format!("the task's result: {e}"))),
+        Err(ClientError::TaskEnded { message, .. }) => Ok(CallToolResult::error(format!(
             "The upstream server {server} cancelled its task for this call{}.",
-            task.task
-                .status_message
-                .map(|m| format!(" ({m})"))
-                .unwrap_or_default()
+            if message.is_empty() {
+                String::new()
+            } else {
+                format!(" ({message})")
+            }
         ))),
+        Err(e) => Err(e),
     }
 }

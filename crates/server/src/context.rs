@@ -95,13 +95,8 @@ impl RequestContext {
     }
 
     /// The same context with the server's shared state.
-    pub(crate) fn with_states(mut self, states: Arc<StateMap>) -> Self {
-        match Arc::get_mut(&mut self.inner) {
-            // Fresh from `new`: no second allocation.
-            Some(inner) => inner.states = Some(states),
-            None => return self.rebuilt(|inner| inner.states = Some(states)),
-        }
-        self
+    pub(crate) fn with_states(self, states: Arc<StateMap>) -> Self {
+        self.changed(|inner| inner.states = Some(states))
     }
 
     /// Shared state of type `S`, registered with
@@ -114,13 +109,30 @@ impl RequestContext {
 
     /// The same context for a call that may become a task.
     pub(crate) fn in_task(self, slot: Arc<Slot>) -> Self {
-        self.rebuilt(|inner| inner.task = Some(slot))
+        self.changed(|inner| inner.task = Some(slot))
     }
 
     /// The context for the next run of a task's handler, with the answers
     /// gathered so far.
     pub(crate) fn next_round(self, round: Round) -> Self {
-        self.rebuilt(|inner| inner.round = round)
+        self.changed(|inner| {
+            inner.round = round;
+            // Questions of the last run were asked; this run asks afresh.
+            inner.inputs = std::sync::Mutex::new(None);
+        })
+    }
+
+    /// This context with `change` applied: in place when nothing else holds
+    /// it (fresh from `new`: no second allocation), else as a copy, so that
+    /// other holders never see it change.
+    fn changed(mut self, change: impl FnOnce(&mut Inner)) -> Self {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => {
+                change(inner);
+                self
+            }
+            None => self.rebuilt(change),
+        }
     }
 
     fn rebuilt(self, change: impl FnOnce(&mut Inner)) -> Self {
@@ -169,7 +181,7 @@ impl RequestContext {
 
     /// The same context acting for `auth` (see [`RequestContext::detached`]).
     pub fn with_auth(self, auth: AuthContext) -> Self {
-        self.rebuilt(|inner| inner.auth = Some(auth))
+        self.changed(|inner| inner.auth = Some(auth))
     }
 
     /// Continue this call as a task, if it can be one: the tool supports

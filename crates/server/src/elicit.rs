@@ -54,6 +54,15 @@ pub(crate) fn form_schema<T: JsonSchema>() -> Result<Map<String, Value>, String>
     Ok(root)
 }
 
+/// `T`'s form, or the internal error a type that cannot be one is (the
+/// reason is logged: it is the tool's bug, not the caller's).
+fn form<T: JsonSchema>() -> Result<Map<String, Value>, ToolError> {
+    form_schema::<T>().map_err(|why| {
+        tracing::error!(form = std::any::type_name::<T>(), %why, "a form type cannot be elicited");
+        ToolError::protocol(RpcError::internal())
+    })
+}
+
 /// One field, with references inlined and `Option`'s null removed.
 fn field(value: Value, defs: &Map<String, Value>) -> Result<Value, String> {
     let Value::Object(mut map) = resolve(value, defs) else {
@@ -169,10 +178,7 @@ impl RequestContext {
         &self,
         message: &str,
     ) -> Result<Elicitation<T>, ToolError> {
-        let schema = form_schema::<T>().map_err(|why| {
-            tracing::error!(form = std::any::type_name::<T>(), %why, "a form type cannot be elicited");
-            ToolError::protocol(RpcError::internal())
-        })?;
+        let schema = form::<T>()?;
         let key = question_key(message, &schema);
         let mut shared = self.inner.inputs.lock().unwrap_or_else(|e| e.into_inner());
         let inputs = shared.get_or_insert_with(|| self.inputs());
@@ -196,10 +202,7 @@ impl Inputs {
         key: &str,
         message: &str,
     ) -> Result<Option<Elicitation<T>>, ToolError> {
-        let schema = form_schema::<T>().map_err(|why| {
-            tracing::error!(form = std::any::type_name::<T>(), %why, "a form type cannot be elicited");
-            ToolError::protocol(RpcError::internal())
-        })?;
+        let schema = form::<T>()?;
         self.ask_form(key, message, schema)
     }
 

@@ -36,6 +36,50 @@ const DEFAULT_POLL: Duration = Duration::from_secs(1);
 /// before the wait gives up.
 const MAX_POLL_FAILURES: u32 = 8;
 
+/// The polling interval `task` suggests (`pollIntervalMs`), kept between
+/// 50 ms and 30 s; `None` when it suggests none.
+pub fn suggested_poll(task: &Task) -> Option<Duration> {
+    task.poll_interval_ms
+        .map(|ms| Duration::from_millis(ms).clamp(MIN_POLL, MAX_POLL))
+}
+
+/// What a task that ended amounts to: its result once `completed`, its
+/// JSON-RPC error once `failed` ([`ClientError::Protocol`]),
+/// [`ClientError::TaskEnded`] once `cancelled`. A task still running is
+/// [`ClientError::InvalidResponse`]: ask only about ended ones.
+pub fn task_outcome(task: DetailedTask) -> Result<Value, ClientError> {
+    let DetailedTask {
+        task,
+        result,
+        error,
+        ..
+    } = task;
+    match task.status {
+        TaskStatus::Completed => result.map(Value::Object).ok_or_else(|| {
+            ClientError::InvalidResponse(format!(
+                "task {} completed but carries no result",
+                task.task_id
+            ))
+        }),
+        TaskStatus::Failed => {
+            let error = error
+                .and_then(|e| serde_json::from_value::<RpcError>(Value::Object(e)).ok())
+                .unwrap_or_else(|| {
+                    RpcError::new(codes::INTERNAL_ERROR, "the task failed without an error")
+                });
+            Err(ClientError::Protocol(error))
+        }
+        TaskStatus::Cancelled => Err(ClientError::TaskEnded {
+            task_id: task.task_id,
+            status: "cancelled".into(),
+            message: task.status_message.unwrap_or_default(),
+        }),
+        TaskStatus::Working | TaskStatus::InputRequired => Err(ClientError::InvalidResponse(
+            format!("task {} has not ended", task.task_id),
+        )),
+    }
+}
+
 impl Client {
     /// Call a tool and return its result, or the task the server runs it
     /// as, without waiting for the task. Input rounds before the task
@@ -138,8 +182,8 @@ impl Client {
                 }
                 Err(e) => return Err(e),
             };
-            if let Some(ms) = task.task.poll_interval_ms {
-                interval = Duration::from_millis(ms).clamp(MIN_POLL, MAX_POLL);
+            if let Some(suggested) = suggested_poll(&task.task) {
+                interval = suggested;
             }
             // The TTL is a backstop: a task still not finished well after
             // it (counted from when this wait began, so never early) is
@@ -162,26 +206,8 @@ impl Client {
                 last_seen = Some(seen);
             }
             match task.task.status {
-                TaskStatus::Completed => {
-                    return task.result.map(Value::Object).ok_or_else(|| {
-                        ClientError::InvalidResponse("a completed task carries no result".into())
-                    });
-                }
-                TaskStatus::Failed => {
-                    let error = task
-                        .error
-                        .and_then(|e| serde_json::from_value::<RpcError>(Value::Object(e)).ok())
-                        .unwrap_or_else(|| {
-                            RpcError::new(codes::INTERNAL_ERROR, "the task failed without an error")
-                        });
-                    return Err(ClientError::Protocol(error));
-                }
-                TaskStatus::Cancelled => {
-                    return Err(ClientError::TaskEnded {
-                        task_id: task_id.to_owned(),
-                        status: "cancelled".into(),
-                        message: task.task.status_message.unwrap_or_default(),
-                    });
+                TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled => {
+                    return task_outcome(task);
                 }
                 TaskStatus::InputRequired => {
                     let requests = task.input_requests.unwrap_or_default();
@@ -226,10 +252,7 @@ impl Client {
         let guard = self.cancel_on_drop(&task.task_id);
         // The task was just created: the first poll waits the interval the
         // server suggested, like every later one.
-        let interval = task
-            .poll_interval_ms
-            .map_or(DEFAULT_POLL, Duration::from_millis)
-            .clamp(MIN_POLL, MAX_POLL);
+        let interval = suggested_poll(&task).unwrap_or(DEFAULT_POLL);
         tokio::time::sleep(interval).await;
         let outcome = self.poll_task(&task.task_id, interval, options).await;
         guard.disarm();

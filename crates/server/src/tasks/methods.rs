@@ -111,10 +111,10 @@ pub(crate) fn update(
         transport,
         |srv, p: UpdateTaskParams, owner| async move {
             let tasks = &srv.inner.tasks;
-            let record = tasks.find(&p.task_id, owner.as_deref()).await?;
             let Some(live) = tasks.live(&p.task_id, owner.as_deref()) else {
-                // Known to the store but not run here: finished, or run by
-                // another process (route updates by the Mcp-Name header).
+                // Not run here: unknown, finished, or run by another process
+                // (route updates by the Mcp-Name header).
+                let record = tasks.find(&p.task_id, owner.as_deref()).await?;
                 if record.task.task.status.is_terminal() {
                     return Ok(Map::new());
                 }
@@ -124,7 +124,7 @@ pub(crate) fn update(
                 )));
             };
             let _guard = live.write.lock().await;
-            // Read again under the lock: the work may have moved on.
+            // Read under the lock: the work may move on meanwhile.
             let mut task = tasks.find(&p.task_id, owner.as_deref()).await?.task;
             if task.task.status != TaskStatus::InputRequired {
                 return Ok(Map::new());
