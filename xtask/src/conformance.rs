@@ -18,7 +18,7 @@ pub const SPEC_VERSION: &str = "2026-07-28";
 /// The legacy (initialize-handshake) revision served and consumed too.
 pub const LEGACY_VERSION: &str = "2025-11-25";
 
-/// Client scenarios that need no OAuth, which `everything-client` must pass.
+/// Client scenarios without authorization, which `everything-client` must pass.
 pub const CLIENT_SCENARIOS: &[&str] = &[
     "tools_call",
     "request-metadata",
@@ -37,6 +37,54 @@ pub const LEGACY_CLIENT_SCENARIOS: &[&str] = &[
     "elicitation-sep1034-client-defaults",
     "sse-retry",
     "json-schema-2020-12-preservation",
+];
+
+/// The client's authorization scenarios of the current revision.
+pub const AUTH_SCENARIOS: &[&str] = &[
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
+];
+
+/// The authorization extensions' client scenarios (run with `--force`).
+pub const AUTH_EXTENSION_SCENARIOS: &[&str] = &[
+    "auth/client-credentials-jwt",
+    "auth/client-credentials-basic",
+    "auth/enterprise-managed-authorization",
+    "auth/dpop",
+    "auth/dpop-nonce",
+    "auth/wif-jwt-bearer",
+];
+
+/// The first 14 authorization scenarios exist at the legacy revision too.
+const LEGACY_AUTH_SCENARIOS: usize = 14;
+
+/// The 2025-03-26 back-compatibility paths (no resource metadata).
+pub const AUTH_2025_03_26_SCENARIOS: &[&str] = &[
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
 ];
 
 /// Extension scenarios toolgate passes (run with `--force`, since the
@@ -216,8 +264,16 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
         let client = root().join("target/debug/everything-client");
         let runs = CLIENT_SCENARIOS
             .iter()
+            .chain(AUTH_SCENARIOS)
             .map(|s| (*s, SPEC_VERSION))
-            .chain(LEGACY_CLIENT_SCENARIOS.iter().map(|s| (*s, LEGACY_VERSION)));
+            .chain(LEGACY_CLIENT_SCENARIOS.iter().map(|s| (*s, LEGACY_VERSION)))
+            .chain(
+                AUTH_SCENARIOS[..LEGACY_AUTH_SCENARIOS]
+                    .iter()
+                    .map(|s| (*s, LEGACY_VERSION)),
+            )
+            .chain(AUTH_2025_03_26_SCENARIOS.iter().map(|s| (*s, "2025-03-26")))
+            .chain(AUTH_EXTENSION_SCENARIOS.iter().map(|s| (*s, SPEC_VERSION)));
         for (scenario, version) in runs {
             eprintln!("== conformance (client, {version}): {scenario}");
             list.push(format!("client {scenario} @{version}"));
@@ -230,6 +286,11 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
                     scenario,
                 ])
                 .args(["--spec-version", version])
+                .args(
+                    AUTH_EXTENSION_SCENARIOS
+                        .contains(&scenario)
+                        .then_some("--force"),
+                )
                 .env("PATH", &path)
                 .env("RUST_LOG", "warn")
                 .status()

@@ -3,6 +3,9 @@
 //! `MCP_CONFORMANCE_SCENARIO` (with extra data in `MCP_CONFORMANCE_CONTEXT`);
 //! each scenario gets the behaviour a real application would show.
 
+#[path = "../client_auth.rs"]
+mod client_auth;
+
 use anyhow::Context as _;
 use serde_json::{Map, Value, json};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
@@ -119,7 +122,13 @@ async fn main() -> anyhow::Result<()> {
     let client = Client::builder("toolgate-everything-client", env!("CARGO_PKG_VERSION"))
         .input_handler(Cooperative)
         .name(scenario.clone())
-        .build(HttpTransport::new(url, HttpOptions::default())?);
+        .build(HttpTransport::new(
+            url,
+            HttpOptions {
+                oauth: client_auth::for_scenario(&scenario, &context)?,
+                ..HttpOptions::default()
+            },
+        )?);
 
     if scenario == "request-metadata" {
         client.discover().await.context("server/discover")?;

@@ -423,6 +423,7 @@ impl Target {
                     .filter(|t| !t.is_empty()),
                 connect_timeout: None,
                 limits: Default::default(),
+                oauth: None,
             };
             let transport = HttpTransport::new(url.clone(), options)
                 .with_context(|| format!("cannot use {url}"))?;

@@ -83,6 +83,14 @@ pub enum ClientError {
         /// The server's status message, if any.
         message: String,
     },
+    /// Authorization failed: discovery, registration, a grant, or the
+    /// server refused the token it was given. The text says which, and why.
+    #[error("authorization failed: {0}")]
+    Authorization(String),
+    /// The server needs authorization this client cannot obtain by itself:
+    /// a person has to authorize it (in a browser) first.
+    #[error("{0}; authorize this client first")]
+    LoginRequired(String),
     /// The server asked for input the application cannot give.
     #[error("the server asked for {0}, which this client does not provide")]
     InputUnavailable(String),

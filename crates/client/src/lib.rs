@@ -70,6 +70,7 @@
 //! ([`transport::Limits`]).
 #![forbid(unsafe_code)]
 
+pub mod auth;
 mod cache;
 mod client;
 mod envelope;

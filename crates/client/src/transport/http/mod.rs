@@ -42,6 +42,9 @@ pub struct HttpOptions {
     pub connect_timeout: Option<Duration>,
     /// Bounds on what the server can make the client hold or wait for.
     pub limits: Limits,
+    /// OAuth: tokens obtained, renewed and stepped up as the server asks
+    /// (instead of `bearer_token`).
+    pub oauth: Option<crate::auth::OAuth>,
 }
 
 /// How often a legacy response stream is resumed before giving up.
@@ -72,6 +75,8 @@ struct Shared {
     answering: Arc<tokio::sync::Semaphore>,
     client: reqwest::Client,
     options: HttpOptions,
+    /// This server's OAuth, when configured.
+    auth: Option<crate::auth::Session>,
     /// The legacy session, once a legacy server assigned one.
     session: Mutex<Option<String>>,
     /// Answers a legacy server's requests.
@@ -110,6 +115,11 @@ impl HttpTransport {
             .map_err(|e| ClientError::Transport(e.to_string()))?;
         let url: String = url.into();
         let server: Arc<str> = url.as_str().into();
+        let auth = options
+            .oauth
+            .clone()
+            .map(|o| crate::auth::Session::new(o, &url))
+            .transpose()?;
         let url = reqwest::Url::parse(&url)
             .map_err(|e| ClientError::Unreachable(format!("{url}: not a URL: {e}")))?;
         Ok(Self {
@@ -121,6 +131,7 @@ impl HttpTransport {
                 url,
                 client,
                 options,
+                auth,
                 session: Mutex::new(None),
                 requests: Mutex::new(None),
                 waiting: Mutex::new(HashMap::new()),
@@ -162,6 +173,9 @@ impl Transport for HttpTransport {
     }
 
     fn auth_scope(&self) -> String {
+        if let Some(auth) = &self.shared.auth {
+            return auth.scope_id();
+        }
         // Never keep the token itself around in cache keys.
         self.shared
             .options
@@ -177,38 +191,40 @@ impl Transport for HttpTransport {
         Box::pin(async move { self.shared.post_message(body, legacy.as_deref()).await })
     }
 
-    fn send(&self, request: Outgoing) -> SendFuture<'_> {
+    fn send(&self, mut request: Outgoing) -> SendFuture<'_> {
         Box::pin(async move {
             let version = request
                 .legacy
                 .clone()
                 .unwrap_or_else(|| request.version.clone());
             let shared = &self.shared;
-            let mut builder = shared
-                .client
-                .post(shared.url.clone())
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", &version)
-                .header("mcp-method", &request.method);
-            if request.legacy.is_some() {
-                if let Some(session) = shared.session() {
-                    builder = builder.header("mcp-session-id", session);
-                }
-            }
-            if let Some(name) = &request.name {
-                builder = builder.header("mcp-name", encode_header_value(name).as_ref());
-            }
-            for (k, v) in request.headers.iter() {
-                builder = builder.header(k.as_str(), v.as_str());
-            }
+            let name = request.name.as_deref().map(encode_header_value);
+            let session = request.legacy.as_ref().and_then(|_| shared.session());
+            // Bytes: a retry after authorizing resends it without a copy.
+            let body = bytes::Bytes::from(std::mem::take(&mut request.body));
             let response = shared
-                .common(builder)
-                .body(request.body)
-                .send()
-                .await
-                .map_err(|e| unreachable_error("POST", &shared.server, &e))?;
+                .execute(reqwest::Method::POST, || {
+                    let mut builder = shared
+                        .client
+                        .post(shared.url.clone())
+                        .header("content-type", "application/json")
+                        .header("accept", "application/json, text/event-stream")
+                        .header("mcp-protocol-version", &version)
+                        .header("mcp-method", &request.method);
+                    if let Some(session) = &session {
+                        builder = builder.header("mcp-session-id", session);
+                    }
+                    if let Some(name) = &name {
+                        builder = builder.header("mcp-name", name.as_ref());
+                    }
+                    for (k, v) in request.headers.iter() {
+                        builder = builder.header(k.as_str(), v.as_str());
+                    }
+                    shared.common(builder).body(body.clone())
+                })
+                .await?;
             let status = response.status();
+            shared.refused(&response)?;
             if let Some(session) = response
                 .headers()
                 .get("mcp-session-id")
@@ -279,15 +295,89 @@ impl Shared {
         lock(&self.session).clone()
     }
 
-    /// Headers every request carries: the configured extras and the token.
+    /// Headers every request carries: the configured extras and the
+    /// static token (OAuth adds its own in [`Shared::execute`]).
     fn common(&self, mut builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         for (k, v) in &self.options.headers {
             builder = builder.header(k.as_str(), v.as_str());
         }
-        if let Some(token) = &self.options.bearer_token {
+        if let Some(token) = self
+            .options
+            .bearer_token
+            .as_ref()
+            .filter(|_| self.auth.is_none())
+        {
             builder = builder.bearer_auth(token);
         }
         builder
+    }
+
+    /// Send what `make` builds (it is called again for a retry). With
+    /// OAuth, the request carries the current token, and a `401` or `403`
+    /// is answered by authorizing and sending again, a bounded number of
+    /// times.
+    async fn execute(
+        &self,
+        method: reqwest::Method,
+        make: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ClientError> {
+        let send = |builder: reqwest::RequestBuilder| async {
+            builder
+                .send()
+                .await
+                .map_err(|e| unreachable_error(method.as_str(), &self.server, &e))
+        };
+        let Some(auth) = &self.auth else {
+            return send(make()).await;
+        };
+        let mut attempt = crate::auth::Attempt::default();
+        loop {
+            let presented = auth.presented().await?;
+            let builder = auth.apply(make(), presented.as_ref(), method.as_str(), &self.url)?;
+            let response = send(builder).await?;
+            let verdict = auth
+                .judge(
+                    response.status(),
+                    response.headers(),
+                    presented.as_ref(),
+                    &mut attempt,
+                )
+                .await?;
+            if matches!(verdict, crate::auth::Verdict::Use) {
+                return Ok(response);
+            }
+        }
+    }
+
+    /// A `401` or `403` that reached the caller, as the error it is.
+    fn refused(&self, response: &reqwest::Response) -> Result<(), ClientError> {
+        let status = response.status().as_u16();
+        if status != 401 && status != 403 {
+            return Ok(());
+        }
+        let challenge = crate::auth::parse_challenges(
+            response
+                .headers()
+                .get_all("www-authenticate")
+                .iter()
+                .filter_map(|v| v.to_str().ok()),
+        );
+        let error = challenge
+            .iter()
+            .find_map(|c| c.error().map(str::to_owned))
+            .map(|e| format!(": {}", crate::auth::shown(&e)))
+            .unwrap_or_default();
+        Err(if status == 401 {
+            ClientError::LoginRequired(format!(
+                "{} requires authorization (HTTP 401{error})",
+                self.server
+            ))
+        } else {
+            ClientError::Authorization(format!(
+                "{} refused the request (HTTP 403{error})",
+                self.server
+            ))
+        })
     }
 
     /// The legacy session's headers: the negotiated version and the session id.
@@ -344,17 +434,18 @@ impl Shared {
     /// POST a notification or a response (legacy sessions): the server
     /// answers `202` with no body.
     async fn post_message(&self, body: Vec<u8>, legacy: Option<&str>) -> Result<(), ClientError> {
-        let builder = self
-            .client
-            .post(self.url.clone())
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
+        let body = bytes::Bytes::from(body);
         let response = self
-            .common(self.in_session(builder, legacy))
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| ClientError::Transport(e.to_string()))?;
+            .execute(reqwest::Method::POST, || {
+                let builder = self
+                    .client
+                    .post(self.url.clone())
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream");
+                self.common(self.in_session(builder, legacy))
+                    .body(body.clone())
+            })
+            .await?;
         if response.status().is_success() {
             Ok(())
         } else {
@@ -371,18 +462,18 @@ impl Shared {
         last_id: Option<&str>,
         legacy: Option<&str>,
     ) -> Result<reqwest::Response, ClientError> {
-        let mut builder = self
-            .client
-            .get(self.url.clone())
-            .header("accept", "text/event-stream");
-        if let Some(last_id) = last_id {
-            builder = builder.header("last-event-id", last_id);
-        }
         let response = self
-            .common(self.in_session(builder, legacy))
-            .send()
-            .await
-            .map_err(|e| unreachable_error("GET", &self.server, &e))?;
+            .execute(reqwest::Method::GET, || {
+                let mut builder = self
+                    .client
+                    .get(self.url.clone())
+                    .header("accept", "text/event-stream");
+                if let Some(last_id) = last_id {
+                    builder = builder.header("last-event-id", last_id);
+                }
+                self.common(self.in_session(builder, legacy))
+            })
+            .await?;
         if !response.status().is_success() {
             return Err(ClientError::Transport(format!(
                 "resuming the event stream was refused with HTTP {}",
