@@ -222,6 +222,7 @@ fn tokens(body: Option<&Value>, sent_dpop: bool) -> Result<TokenSet, ClientError
             .get("expires_in")
             .and_then(Value::as_u64)
             .map(|s| now().saturating_add(s)),
+        issued_at: Some(now()),
         refresh_token,
         scope: text("scope"),
     })

@@ -18,9 +18,6 @@ use super::store::{ClientRegistration, StoredAuth, TokenSet};
 use super::{Config, Grant, OAuth};
 use crate::ClientError;
 
-/// A token is renewed this many seconds before it expires.
-const RENEW_BEFORE: u64 = 60;
-
 /// The token a request was sent with.
 #[derive(Clone)]
 pub(crate) struct Presented {
@@ -64,7 +61,8 @@ pub(crate) struct Session {
     key: String,
     http: AuthHttp,
     state: Mutex<State>,
-    /// The current token, for the common path that needs no lock.
+    /// The current token and when to renew it, for the common path that
+    /// needs no lock.
     current: RwLock<Option<(Presented, Option<u64>)>>,
     /// The resource server's latest DPoP nonce.
     rs_nonce: RwLock<Option<String>>,
@@ -118,8 +116,8 @@ impl Session {
     /// The token to send now, if there is one (loaded from the store on
     /// first use, renewed when about to expire).
     pub async fn presented(&self) -> Result<Option<Presented>, ClientError> {
-        if let Some((p, expires)) = read(&self.current) {
-            if expires.is_none_or(|t| now() + RENEW_BEFORE < t) {
+        if let Some((p, renew_at)) = read(&self.current) {
+            if renew_at.is_none_or(|t| now() < t) {
                 return Ok(Some(p));
             }
         }
@@ -144,8 +142,8 @@ impl Session {
             .stored
             .token
             .as_ref()
-            .and_then(|t| t.expires_at)
-            .is_some_and(|t| now() + RENEW_BEFORE >= t);
+            .and_then(TokenSet::renew_at)
+            .is_some_and(|t| now() >= t);
         if expiring && !self.refresh(&mut state).await {
             // Expired and not renewable: send nothing, and let the server's
             // 401 start a new authorization.
@@ -320,7 +318,7 @@ impl Session {
                     dpop,
                     generation: current + 1,
                 },
-                t.expires_at,
+                t.renew_at(),
             )
         });
         write(&self.current, presented);

@@ -21,6 +21,9 @@ pub struct TokenSet {
     /// When it expires (seconds since the epoch), if the server said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
+    /// When it was issued (seconds since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issued_at: Option<u64>,
     /// The refresh token, if one was issued.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refresh_token: Option<String>,
@@ -29,12 +32,25 @@ pub struct TokenSet {
     pub scope: Option<String>,
 }
 
+impl TokenSet {
+    /// When to renew it: a minute before it expires, or half-way through
+    /// a shorter life; `None` if it does not expire.
+    pub fn renew_at(&self) -> Option<u64> {
+        let expires = self.expires_at?;
+        let life = self
+            .issued_at
+            .map_or(u64::MAX, |issued| expires.saturating_sub(issued));
+        Some(expires.saturating_sub((life / 2).min(60)))
+    }
+}
+
 impl std::fmt::Debug for TokenSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenSet")
             .field("access_token", &"<redacted>")
             .field("token_type", &self.token_type)
             .field("expires_at", &self.expires_at)
+            .field("issued_at", &self.issued_at)
             .field(
                 "refresh_token",
                 &self.refresh_token.as_ref().map(|_| "<redacted>"),
@@ -255,6 +271,19 @@ mod tests {
             }),
             ..StoredAuth::default()
         }
+    }
+
+    #[test]
+    fn a_token_is_renewed_a_minute_early_or_half_way_through_a_short_life() {
+        let token = |issued, expires| TokenSet {
+            issued_at: issued,
+            expires_at: expires,
+            ..TokenSet::default()
+        };
+        assert_eq!(token(Some(1000), Some(4600)).renew_at(), Some(4540));
+        assert_eq!(token(Some(1000), Some(1030)).renew_at(), Some(1015));
+        assert_eq!(token(None, Some(4600)).renew_at(), Some(4540));
+        assert_eq!(token(Some(1000), None).renew_at(), None);
     }
 
     #[test]
