@@ -8,6 +8,8 @@
 //! toolgate lock [TARGET | --all] [--lock FILE] [--update] [-- COMMAND ARGS...]
 //! toolgate verify [TARGET | --all] [--lock FILE] [-- COMMAND ARGS...]
 //! toolgate serve [--config FILE] [--http ADDR | --stdio] [--lock FILE] [--check]
+//! toolgate login TARGET [--client-id ID] [--no-browser]
+//! toolgate logout TARGET
 //! toolgate log [--db FILE] [--since DURATION] [--tool GLOB] [--caller S] [--decision D] [--json] [--follow]
 //! toolgate header encode|decode VALUE
 //! ```
@@ -20,6 +22,7 @@ mod call;
 mod exit;
 mod input;
 mod log;
+mod login;
 mod review;
 mod serve;
 mod target;
@@ -38,6 +41,10 @@ use toolgate_protocol::header::{decode_header_value, encode_header_value};
 const ENVIRONMENT: &str = "\
 Environment:
   TOOLGATE_BEARER_TOKEN  sent as `Authorization: Bearer …` to URL targets
+                         (instead of the tokens `toolgate login` keeps)
+  TOOLGATE_CREDENTIALS   the file login keeps tokens in (default:
+                         ~/.config/toolgate/credentials.json, mode 0600)
+  TOOLGATE_CLIENT_SECRET the secret of login's --client-id
   RUST_LOG               log filter, overriding -v/-q (e.g. toolgate_client=debug)
   NO_COLOR               no colour in logs";
 
@@ -294,6 +301,47 @@ lock file are withheld. The configuration is documented in docs/gateway.md.")]
         #[arg(long)]
         print_schema: bool,
     },
+    /// Authorize toolgate with a server that requires OAuth, and keep the
+    /// tokens for the other commands.
+    #[command(after_help = "\
+Examples:
+  toolgate login https://mcp.example.com/mcp
+  toolgate login github --config mcp.json --no-browser
+  toolgate login https://mcp.example.com/mcp --client-id my-registered-id
+
+A browser opens the server's authorization page (or, with --no-browser, the
+URL is printed); the page redirects to a listener on 127.0.0.1. The client is
+registered as the authorization server allows: a --client-id you registered,
+a Client ID Metadata Document (--client-metadata-url), or dynamic
+registration. Tokens are refreshed when they expire.")]
+    Login {
+        /// A URL, HOST:PORT, or a server name from the config file.
+        target: String,
+        /// A client id registered with the authorization server beforehand.
+        #[arg(long)]
+        client_id: Option<String>,
+        /// The HTTPS URL of toolgate's Client ID Metadata Document, where
+        /// the authorization server supports them.
+        #[arg(long, value_name = "URL")]
+        client_metadata_url: Option<String>,
+        /// Print the authorization URL instead of opening a browser.
+        #[arg(long)]
+        no_browser: bool,
+        /// Seconds to wait for the authorization to complete.
+        #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+        wait: u64,
+        /// An mcpServers config file, for server names.
+        #[arg(long, value_name = "FILE", default_value = "mcp.json")]
+        config: PathBuf,
+    },
+    /// Forget the tokens kept for a server.
+    Logout {
+        /// A URL, HOST:PORT, or a server name from the config file.
+        target: String,
+        /// An mcpServers config file, for server names.
+        #[arg(long, value_name = "FILE", default_value = "mcp.json")]
+        config: PathBuf,
+    },
     /// Show the gateway's audit store: every decision and call.
     #[command(after_help = "\
 Examples:
@@ -357,6 +405,18 @@ enum HeaderAction {
 fn parse_severity(s: &str) -> Result<toolgate_review::Severity, String> {
     toolgate_review::Severity::parse(s)
         .ok_or_else(|| format!("{s:?} is not one of info, low, medium, high"))
+}
+
+/// How to find a server by name, and nothing else.
+fn config_only(config: PathBuf) -> target::Reach {
+    target::Reach {
+        config: Some(config),
+        name: None,
+        inherit_env: false,
+        trust: false,
+        timeout: Duration::from_secs(60),
+        tasks: false,
+    }
 }
 
 /// `[TARGET] NAME` from one or two words; with a `-- COMMAND` the single
@@ -510,6 +570,27 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             })
             .await
         }
+        Command::Login {
+            target,
+            client_id,
+            client_metadata_url,
+            no_browser,
+            wait,
+            config,
+        } => {
+            let args = login::LoginArgs {
+                target,
+                client_id,
+                client_secret: std::env::var("TOOLGATE_CLIENT_SECRET")
+                    .ok()
+                    .filter(|s| !s.is_empty()),
+                client_metadata_url,
+                no_browser,
+                wait: Duration::from_secs(wait.max(1)),
+            };
+            login::login(args, &config_only(config)).await
+        }
+        Command::Logout { target, config } => login::logout(&target, &config_only(config)),
         Command::Log(args) => log::log(args).await,
         Command::Header {
             action: HeaderAction::Encode { value },

@@ -77,6 +77,13 @@ pub struct Target {
     entry: ServerEntry,
 }
 
+impl Target {
+    /// Its URL, for an HTTP server.
+    pub fn url(&self) -> Option<&str> {
+        self.entry.url.as_deref()
+    }
+}
+
 fn config_path(reach: &Reach) -> PathBuf {
     reach
         .config
@@ -366,7 +373,15 @@ impl Connection {
         if !matches!(error, ClientError::Tool { .. } | ClientError::Denied(_)) {
             self.show_stderr();
         }
-        anyhow::Error::new(error).context(format!("{what} ({})", self.name))
+        let login = matches!(error, ClientError::LoginRequired(_));
+        let error = anyhow::Error::new(error).context(format!("{what} ({})", self.name));
+        if login {
+            return error.context(format!(
+                "{} needs authorization: run `toolgate login {}`, then try again",
+                self.name, self.name
+            ));
+        }
+        error
     }
 
     fn show_stderr(&self) {
@@ -411,6 +426,17 @@ impl Target {
         reach: &Reach,
     ) -> anyhow::Result<(Client, Option<StderrTail>)> {
         if let Some(url) = &self.entry.url {
+            let bearer_token = std::env::var("TOOLGATE_BEARER_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty());
+            // A token given by hand (or an Authorization header in the
+            // config) wins over the ones `toolgate login` keeps.
+            let by_hand = bearer_token.is_some()
+                || self
+                    .entry
+                    .headers
+                    .keys()
+                    .any(|k| k.eq_ignore_ascii_case("authorization"));
             let options = HttpOptions {
                 headers: self
                     .entry
@@ -418,12 +444,10 @@ impl Target {
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
-                bearer_token: std::env::var("TOOLGATE_BEARER_TOKEN")
-                    .ok()
-                    .filter(|t| !t.is_empty()),
+                bearer_token,
                 connect_timeout: None,
                 limits: Default::default(),
-                oauth: None,
+                oauth: if by_hand { None } else { crate::login::kept() },
             };
             let transport = HttpTransport::new(url.clone(), options)
                 .with_context(|| format!("cannot use {url}"))?;

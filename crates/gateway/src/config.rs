@@ -4,7 +4,8 @@
 //! TOML is strict: an unknown key is an error naming the key and its line.
 //! A hosts' JSON file is read as hosts read it: keys toolgate does not use
 //! (`disabled`, `autoApprove`, …) are reported once and otherwise ignored.
-//! `${VAR}` in `command`, `args`, `env`, `cwd`, `url` and `headers` is
+//! `${VAR}` in `command`, `args`, `env`, `cwd`, `url`, `headers` and
+//! `oauth` is
 //! replaced by the environment variable `VAR` (an unset one is an error);
 //! `$${` writes a literal `${`.
 //!
@@ -162,10 +163,51 @@ pub struct UpstreamConfig {
     /// and tools together: a burst of this many, refilled at this rate.
     /// Default: unlimited.
     pub per_minute: Option<u32>,
+    /// OAuth credentials of the gateway itself at an HTTP upstream that
+    /// requires authorization (the caller's token is never passed on).
+    pub oauth: Option<UpstreamOAuth>,
     /// The key this entry has in the file (filled in after loading).
     #[serde(skip)]
     #[schemars(skip)]
     pub name: String,
+}
+
+/// The gateway's own OAuth client at an upstream: `client_credentials`
+/// with a secret or a private key, or a workload identity token as a
+/// JWT-bearer grant. Tokens are obtained on the upstream's first `401` and
+/// renewed as they expire.
+#[derive(Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamOAuth {
+    /// The gateway's client id at the upstream's authorization server.
+    pub client_id: String,
+    /// Its secret (write `${VAR}` to keep it out of the file).
+    pub client_secret: Option<String>,
+    /// A PKCS#8 PEM private key for `private_key_jwt`, instead of a secret.
+    pub private_key_file: Option<PathBuf>,
+    /// The key's algorithm: `ES256` (default) or `RS256`.
+    pub signing_algorithm: Option<String>,
+    /// A file holding a workload identity JWT, read afresh for each token:
+    /// the JWT-bearer grant instead of client credentials.
+    pub assertion_file: Option<PathBuf>,
+    /// The issuer these credentials belong to; another authorization
+    /// server is refused rather than sent them.
+    pub issuer: Option<String>,
+}
+
+impl std::fmt::Debug for UpstreamOAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamOAuth")
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("private_key_file", &self.private_key_file)
+            .field("assertion_file", &self.assertion_file)
+            .field("issuer", &self.issuer)
+            .finish()
+    }
 }
 
 impl UpstreamConfig {
@@ -250,6 +292,23 @@ impl UpstreamConfig {
                 "server {name:?}: timeout must be at least 1 second"
             )));
         }
+        if let Some(o) = &self.oauth {
+            if self.url.is_none() {
+                return Err(err(format!(
+                    "server {name:?}: oauth applies to HTTP servers (give a url)"
+                )));
+            }
+            let ways = [
+                o.client_secret.is_some(),
+                o.private_key_file.is_some(),
+                o.assertion_file.is_some(),
+            ];
+            if ways.iter().filter(|w| **w).count() != 1 {
+                return Err(err(format!(
+                    "server {name:?}: oauth needs exactly one of client_secret, private_key_file or assertion_file"
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -277,6 +336,20 @@ impl UpstreamConfig {
         }
         for v in self.headers.values_mut() {
             x(v)?;
+        }
+        if let Some(o) = &mut self.oauth {
+            x(&mut o.client_id)?;
+            for v in [&mut o.client_secret, &mut o.issuer].into_iter().flatten() {
+                x(v)?;
+            }
+            for path in [&mut o.private_key_file, &mut o.assertion_file]
+                .into_iter()
+                .flatten()
+            {
+                let mut text = path.to_string_lossy().into_owned();
+                x(&mut text)?;
+                *path = PathBuf::from(text);
+            }
         }
         if let Some(cwd) = &mut self.cwd {
             let mut text = cwd.to_string_lossy().into_owned();

@@ -9,12 +9,40 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use toolgate_client::auth::{Assertion, ClientCredentials, Grant, OAuth, Secret};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::transport::stdio::{StderrTail, StdioCommand, StdioTransport};
 use toolgate_client::{Client, ClientError, InputHandler};
 use toolgate_protocol::types::{ClientCapabilities, Prompt, Resource, ResourceTemplate, Tool};
 
 use crate::config::UpstreamConfig;
+
+/// The gateway's own OAuth client for an upstream.
+fn oauth(c: &crate::config::UpstreamOAuth) -> Result<OAuth, ClientError> {
+    let mut credentials = ClientCredentials::public(c.client_id.clone());
+    credentials.client_secret = c.client_secret.clone().map(Secret::new);
+    if let Some(path) = &c.private_key_file {
+        let pem = std::fs::read_to_string(path).map_err(|e| {
+            ClientError::Authorization(format!("reading the private key {}: {e}", path.display()))
+        })?;
+        let alg = c
+            .signing_algorithm
+            .clone()
+            .unwrap_or_else(|| "ES256".into());
+        credentials.private_key = Some((Secret::new(pem), alg));
+    }
+    if let Some(issuer) = &c.issuer {
+        credentials = credentials.for_issuer(issuer.clone());
+    }
+    let grant = match &c.assertion_file {
+        Some(path) => Grant::JwtBearer(Assertion::File(path.clone())),
+        None => Grant::ClientCredentials,
+    };
+    Ok(OAuth::builder("toolgate-gateway")
+        .grant(grant)
+        .credentials(credentials)
+        .build())
+}
 
 /// The first wait before reconnecting a failed upstream (by default); it
 /// doubles up to [`MAX_BACKOFF`] and resets after a success.
@@ -209,6 +237,7 @@ impl Upstream {
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
+                oauth: c.oauth.as_ref().map(oauth).transpose()?,
                 ..Default::default()
             };
             return Ok((
