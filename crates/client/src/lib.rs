@@ -62,6 +62,13 @@
 //! # Ok(()) }
 //! ```
 //!
+//! **Servers that require OAuth.** Attach an [`auth::OAuth`] to the
+//! HTTP transport: the first `401` starts discovery, registration and the
+//! configured grant (a person's authorization code, client credentials,
+//! workload identity, enterprise-managed), tokens are kept in a
+//! [`auth::TokenStore`] and renewed before they expire, and a `403
+//! insufficient_scope` steps up.
+//!
 //! **Several servers.** [`MultiClient`] lists and calls the tools of many
 //! servers under `prefix.tool` names.
 //!
