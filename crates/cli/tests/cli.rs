@@ -5,7 +5,6 @@
 // Tests fail loudly by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
 use std::process::Stdio;
 
 use schemars::JsonSchema;
@@ -16,27 +15,9 @@ use toolgate_server::protocol::types::ContentBlock;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
 use toolgate_server::{ElicitAction, RequestContext, Server, ToolDef, ToolError};
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+mod support;
 
-async fn toolgate_in(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Run {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .envs(envs.iter().copied())
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
+use support::{Run, toolgate_in};
 
 async fn toolgate(args: &[&str]) -> Run {
     toolgate_in(&std::env::temp_dir(), args, &[]).await

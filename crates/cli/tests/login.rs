@@ -17,6 +17,8 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
+
+mod support;
 use toolgate_server::{
     AuthContext, ResourceServer, Server, TokenError, TokenVerifier, ToolDef, VerifyFuture,
 };
@@ -115,25 +117,14 @@ async fn protected() -> String {
     url
 }
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-async fn toolgate(args: &[&str], credentials: &Path) -> Run {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .env("TOOLGATE_CREDENTIALS", credentials)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+async fn toolgate(args: &[&str], credentials: &Path) -> support::Run {
+    let credentials = credentials.to_str().unwrap();
+    support::toolgate_in(
+        &std::env::temp_dir(),
+        args,
+        &[("TOOLGATE_CREDENTIALS", credentials)],
+    )
+    .await
 }
 
 /// A plain HTTP/1.1 GET: the status line and the `location`, if any.

@@ -55,6 +55,23 @@ pub fn parse<'a>(headers: impl IntoIterator<Item = &'a str>) -> Vec<Challenge> {
     out
 }
 
+/// Every challenge in `headers`, and the one that matters here (`Bearer`
+/// or `DPoP`; empty when there is none).
+pub fn from_headers(headers: &reqwest::header::HeaderMap) -> (Vec<Challenge>, Challenge) {
+    let all = parse(
+        headers
+            .get_all("www-authenticate")
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    );
+    let main = all
+        .iter()
+        .find(|c| c.scheme == "bearer" || c.scheme == "dpop")
+        .cloned()
+        .unwrap_or_default();
+    (all, main)
+}
+
 /// The challenges of one header value.
 fn parse_one(text: &str, out: &mut Vec<Challenge>) {
     let mut s = Scanner { text, pos: 0 };

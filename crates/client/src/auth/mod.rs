@@ -50,7 +50,7 @@ mod store;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use challenge::{Challenge, parse as parse_challenges};
+pub use challenge::{Challenge, from_headers as challenges_in, parse as parse_challenges};
 pub use fetch::AuthLimits;
 pub(crate) use fetch::shown;
 pub(crate) use session::{Attempt, Session, Verdict};

@@ -186,17 +186,7 @@ impl Session {
         if let Some(n) = headers.get("dpop-nonce").and_then(|v| v.to_str().ok()) {
             write(&self.rs_nonce, Some(n.to_owned()));
         }
-        let challenges = challenge::parse(
-            headers
-                .get_all("www-authenticate")
-                .iter()
-                .filter_map(|v| v.to_str().ok()),
-        );
-        let main = challenges
-            .iter()
-            .find(|c| c.scheme == "bearer" || c.scheme == "dpop")
-            .cloned()
-            .unwrap_or_default();
+        let (challenges, main) = challenge::from_headers(headers);
         match status.as_u16() {
             401 => {
                 let nonce_asked = challenges
@@ -247,16 +237,7 @@ impl Session {
             .header("mcp-method", "server/discover")
             .body(r#"{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{}}"#);
         let answer = self.http.send(probe, &self.server).await?;
-        let main = challenge::parse(
-            answer
-                .headers
-                .get_all("www-authenticate")
-                .iter()
-                .filter_map(|v| v.to_str().ok()),
-        )
-        .into_iter()
-        .find(|c| c.scheme == "bearer" || c.scheme == "dpop")
-        .unwrap_or_default();
+        let (_, main) = challenge::from_headers(&answer.headers);
         let mut state = self.state.lock().await;
         if !state.loaded {
             state.loaded = true;

@@ -355,16 +355,10 @@ impl Shared {
         if status != 401 && status != 403 {
             return Ok(());
         }
-        let challenge = crate::auth::parse_challenges(
-            response
-                .headers()
-                .get_all("www-authenticate")
-                .iter()
-                .filter_map(|v| v.to_str().ok()),
-        );
+        let (_, challenge) = crate::auth::challenges_in(response.headers());
         let error = challenge
-            .iter()
-            .find_map(|c| c.error().map(str::to_owned))
+            .error()
+            .map(str::to_owned)
             .map(|e| format!(": {}", crate::auth::shown(&e)))
             .unwrap_or_default();
         Err(if status == 401 {
