@@ -52,6 +52,13 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
         ));
     }
     let config = GatewayConfig::load(&o.config).map_err(|e| exit::fail(exit::USAGE, e.0))?;
+    let auth = match (&config.auth, &o.http) {
+        (Some(auth), Some(_)) => Some(Arc::new(
+            auth.resource_server()
+                .map_err(|e| exit::fail(exit::USAGE, e.0))?,
+        )),
+        _ => None,
+    };
     let lock = o.lock.as_deref().map(read_lock).transpose()?;
     let listener =
         match &o.http {
@@ -90,8 +97,14 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
                 gateway.tool_names().len(),
                 gateway.status().len()
             );
+            if auth.is_none() && !local.ip().is_loopback() {
+                errln!(
+                    "toolgate: warning: callers are not authenticated ([auth] is not configured) on a non-loopback address"
+                );
+            }
             let http = HttpConfig {
                 bind: local,
+                auth: auth.clone(),
                 ..Default::default()
             };
             tokio::select! {

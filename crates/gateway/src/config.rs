@@ -63,6 +63,9 @@ pub struct GatewayConfig {
     /// The approval page, for clients that cannot show a form.
     #[serde(default)]
     pub approval: crate::approval::ApprovalConfig,
+    /// Verified callers over HTTP (JWT bearer tokens); without it, callers
+    /// are anonymous and the gateway should stay on loopback.
+    pub auth: Option<crate::inbound::AuthConfig>,
     /// The file this configuration was read from.
     #[serde(skip)]
     #[schemars(skip)]

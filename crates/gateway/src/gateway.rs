@@ -604,6 +604,16 @@ impl Gateway {
             if offer.tools.contains_key(&name) {
                 continue;
             }
+            // A tool whose refusal depends on the caller is shown only to
+            // callers it is not refused to (lists become private).
+            let per_caller = self.policy.decide_for_all(&facts).is_none();
+            let visibility = per_caller.then(|| {
+                let policy = self.policy.clone();
+                let facts = facts.clone();
+                move |caller: Option<&toolgate_server::AuthContext>| {
+                    policy.decide(&facts, caller).action != Action::Deny
+                }
+            });
             let guard = Arc::new(Guard {
                 policy: self.policy.clone(),
                 nonces: self.nonces.clone(),
@@ -624,6 +634,9 @@ impl Gateway {
                 .task_started_by_handler();
             if let Some(n) = self.ratelimit.per_minute(&name) {
                 entry = entry.rate_limit(RateLimit::per_minute(n));
+            }
+            if let Some(rule) = visibility {
+                entry = entry.visible_when(rule);
             }
             let entry = entry.forward(move |args, ctx| {
                 forward(

@@ -31,6 +31,7 @@ pub mod confirm;
 mod forward;
 mod gateway;
 pub mod guard;
+pub mod inbound;
 pub mod metrics;
 pub mod names;
 mod parked;

@@ -1,0 +1,73 @@
+//! `[auth]`: who is calling the gateway. Over HTTP every request needs a
+//! bearer token, verified as a JWT against the issuer's keys (JWKS) and
+//! issued for the gateway itself (its `audience`, the canonical URI of its
+//! endpoint); unauthenticated requests get `401` with the challenge, and
+//! the Protected Resource Metadata is served for clients to discover the
+//! authorization server. The verified subject and scopes are what policy
+//! rules match with `subjects` and `scopes`. Upstreams never see this
+//! token: their credentials are the gateway's own.
+//!
+//! ```
+//! use toolgate_gateway::config::GatewayConfig;
+//! let config = GatewayConfig::parse_toml(r#"
+//!     [auth]
+//!     issuer = "https://auth.example.com"
+//!     audience = "https://gateway.example.com/mcp"
+//!     jwks = "https://auth.example.com/.well-known/jwks.json"
+//!     scopes_supported = ["tools:call"]
+//! "#, |_| None).unwrap();
+//! assert!(config.auth.is_some());
+//! ```
+
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use toolgate_server::{JwtVerifier, ResourceServer};
+
+use crate::config::ConfigError;
+
+/// `[auth]`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// The issuer tokens must name (`iss`).
+    pub issuer: String,
+    /// The canonical URI of the gateway's endpoint as callers reach it
+    /// (`https://gateway.example.com/mcp`): tokens must be issued for it
+    /// (`aud`, RFC 8707).
+    pub audience: String,
+    /// The issuer's keys: an `https://` JWKS URL (fetched and cached by
+    /// key id) or a JWKS file.
+    pub jwks: String,
+    /// The authorization servers clients are pointed at (default: the
+    /// issuer).
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
+    /// Scopes listed in the metadata and the `401` challenge.
+    #[serde(default)]
+    pub scopes_supported: Vec<String>,
+}
+
+impl AuthConfig {
+    /// The resource server that checks every HTTP request.
+    pub fn resource_server(&self) -> Result<ResourceServer, ConfigError> {
+        let fail = |e: String| ConfigError(format!("[auth]: {e}"));
+        let verifier = if self.jwks.starts_with("https://") || self.jwks.starts_with("http://") {
+            JwtVerifier::from_jwks_url(&self.jwks, &self.issuer, &self.audience)
+        } else {
+            JwtVerifier::from_jwks_file(PathBuf::from(&self.jwks), &self.issuer, &self.audience)
+        }
+        .map_err(|e| fail(format!("jwks {}: {e}", self.jwks)))?;
+        let mut rs = ResourceServer::new(&self.audience, verifier).map_err(fail)?;
+        let servers = if self.authorization_servers.is_empty() {
+            std::slice::from_ref(&self.issuer)
+        } else {
+            &self.authorization_servers[..]
+        };
+        for issuer in servers {
+            rs = rs.authorization_server(issuer.clone());
+        }
+        Ok(rs.scopes_supported(self.scopes_supported.iter().cloned()))
+    }
+}

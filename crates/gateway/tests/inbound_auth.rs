@@ -1,0 +1,162 @@
+//! `[auth]`: verified callers, policy rules on subjects and scopes, and
+//! lists that show each caller only what it may call.
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+use serde_json::json;
+use tokio::net::TcpListener;
+use toolgate_client::transport::http::{HttpOptions, HttpTransport};
+use toolgate_client::{Client, ClientError};
+use toolgate_gateway::{Gateway, GatewayOptions};
+use toolgate_server::transport::http::{HttpConfig, serve_listener};
+
+use support::{config, http, serve, shop, tool_names};
+
+const ISSUER: &str = "https://auth.test";
+const PRIVATE_KEY: &[u8] = include_bytes!("../../../testdata/auth/rsa-private.pem");
+
+fn token(subject: &str, audience: &str, scopes: &str) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some("test-rsa-1".into());
+    let claims = json!({"iss": ISSUER, "aud": audience, "sub": subject, "scope": scopes, "iat": now, "exp": now + 600});
+    encode(
+        &header,
+        &claims,
+        &EncodingKey::from_rsa_pem(PRIVATE_KEY).unwrap(),
+    )
+    .unwrap()
+}
+
+fn caller(url: &str, token: Option<String>) -> Client {
+    let options = HttpOptions {
+        bearer_token: token,
+        ..HttpOptions::default()
+    };
+    Client::builder("test", "1")
+        .timeout(Duration::from_secs(10))
+        .build(HttpTransport::new(url, options).unwrap())
+}
+
+#[tokio::test]
+async fn callers_are_verified_and_see_only_the_tools_their_rules_allow() {
+    let upstream = serve(shop(Arc::default(), "Orders an item.")).await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let jwks =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/auth/jwks.json");
+    let toml = format!(
+        r#"[servers.shop]
+url = "{upstream}"
+[auth]
+issuer = "{ISSUER}"
+audience = "{url}"
+jwks = {jwks}
+scopes_supported = ["shop:buy"]
+[policy]
+default = "allow"
+[[policy.rules]]
+tools = ["shop.pay"]
+subjects = ["alice"]
+scopes = ["shop:buy"]
+action = "allow"
+[[policy.rules]]
+tools = ["shop.pay"]
+action = "deny"
+"#,
+        jwks = support::toml_string(&jwks.display().to_string()),
+    );
+    let config = config(&toml);
+    let rs = config.auth.as_ref().unwrap().resource_server().unwrap();
+    let gateway = Gateway::start(config, GatewayOptions::default())
+        .await
+        .unwrap();
+    let http_config = HttpConfig {
+        auth: Some(Arc::new(rs)),
+        ..HttpConfig::default()
+    };
+    tokio::spawn(serve_listener(gateway.server(), http_config, listener));
+
+    // No token: 401 with the challenge, and the metadata that explains it.
+    let anonymous = caller(&url, None);
+    match anonymous.list_tools().await {
+        Err(ClientError::LoginRequired(text)) => assert!(text.contains("HTTP 401"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+    let metadata = url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp");
+    let (status, body) = http("GET", &metadata, &[], None).await;
+    assert_eq!(status, 200);
+    assert!(body.contains(ISSUER) && body.contains("shop:buy"), "{body}");
+
+    // A token for another audience is refused like no token at all.
+    let stranger = caller(
+        &url,
+        Some(token(
+            "alice",
+            "https://elsewhere.example.com/mcp",
+            "shop:buy",
+        )),
+    );
+    assert!(matches!(
+        stranger.list_tools().await,
+        Err(ClientError::LoginRequired(_))
+    ));
+
+    // Bob may not pay: the tool is not even listed for him.
+    let bob = caller(&url, Some(token("bob", &url, "shop:buy")));
+    let names = tool_names(&bob).await;
+    assert!(
+        names.contains(&"shop.order".to_owned()) && !names.contains(&"shop.pay".to_owned()),
+        "{names:?}"
+    );
+    // Alice without the scope neither; with it, she sees and calls it.
+    let alice_plain = caller(&url, Some(token("alice", &url, "")));
+    assert!(
+        !tool_names(&alice_plain)
+            .await
+            .contains(&"shop.pay".to_owned())
+    );
+    let alice = caller(&url, Some(token("alice", &url, "shop:buy")));
+    assert!(tool_names(&alice).await.contains(&"shop.pay".to_owned()));
+    let raw = alice
+        .request(
+            "tools/list",
+            support::args(json!({})),
+            &toolgate_client::CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(raw["cacheScope"], "private", "lists differ per caller");
+    // Bob still gets served after all this.
+    assert!(tool_names(&bob).await.contains(&"shop.order".to_owned()));
+}
+
+#[test]
+fn an_auth_section_that_cannot_work_is_refused_at_start() {
+    let bad = [
+        (
+            "[auth]\nissuer = \"https://a\"\naudience = \"not a url\"\njwks = \"/nonexistent/jwks.json\"\n",
+            "jwks /nonexistent/jwks.json",
+        ),
+        (
+            "[auth]\nissuer = \"https://a\"\njwks = \"x\"\n",
+            "missing field `audience`",
+        ),
+    ];
+    for (toml, expected) in bad {
+        let error = match toolgate_gateway::config::GatewayConfig::parse_toml(toml, |_| None) {
+            Ok(c) => c.auth.unwrap().resource_server().unwrap_err().0,
+            Err(e) => e.0,
+        };
+        assert!(error.contains(expected), "{error}");
+    }
+}
