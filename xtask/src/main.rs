@@ -10,6 +10,10 @@
 //! - `cargo xtask browser`: the gateway's approval page driven in headless
 //!   Chromium (Debian's `chromium` and `chromium-driver`, installed when
 //!   missing); the screenshot stays in `target/browser-artifacts/`.
+//! - `cargo xtask scale-out`: the gateway's shared-state tests (audit store
+//!   and approvals in PostgreSQL, two instances) against a PostgreSQL this
+//!   task installs (Debian's `postgresql`) when missing and starts on
+//!   loopback in a temporary directory.
 //! - `cargo xtask fuzz [--secs N] [--asan] [TARGET...]`: the coverage-guided
 //!   fuzz targets of `fuzz/` (cargo fuzz, nightly), N seconds each (default
 //!   60); `ci` runs each for a short time.
@@ -29,6 +33,7 @@ mod browser;
 mod conformance;
 mod fuzz;
 mod interop;
+mod services;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -118,6 +123,7 @@ fn ci() -> anyhow::Result<()> {
     // Every fuzz target, briefly: a crash, a slow input or memory over the
     // cap fails CI. Longer runs: `cargo xtask fuzz --secs 600`.
     fuzz::fuzz(fuzz::TARGETS, 20, false)?;
+    services::scale_out()?;
     browser::run_browser()?;
     conformance::run(&[])?;
     interop::run()?;
@@ -167,9 +173,10 @@ fn main() -> anyhow::Result<()> {
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz::run_args(&args[1..]),
         Some("browser") => browser::run_browser(),
+        Some("scale-out") => services::scale_out(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | conformance [SCENARIO...] | interop | bench | fuzz [--secs N] [--asan] [TARGET...] | browser>"
+                "usage: cargo xtask <ci | conformance [SCENARIO...] | interop | bench | fuzz [--secs N] [--asan] [TARGET...] | browser | scale-out>"
             );
             std::process::exit(2);
         }

@@ -74,3 +74,36 @@ pub fn npm_install(
     std::fs::write(stamp, wanted)?;
     Ok(())
 }
+
+/// `apt-get` as root (directly, or through sudo).
+fn apt_get(args: &[&str]) -> std::process::Command {
+    let mut cmd = if is_root() {
+        std::process::Command::new("apt-get")
+    } else {
+        let mut sudo = std::process::Command::new("sudo");
+        sudo.arg("apt-get");
+        sudo
+    };
+    cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+    cmd
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Install Debian `packages` (a new machine starts bare).
+pub fn apt_install(packages: &[&str]) -> anyhow::Result<()> {
+    let mut args = vec!["install", "-y", "-q", "--no-install-recommends"];
+    args.extend(packages);
+    // Package lists may be missing on a fresh machine: refresh and retry.
+    if crate::run(&mut apt_get(&args)).is_err() {
+        crate::run(&mut apt_get(&["update", "-q"]))?;
+        crate::run(&mut apt_get(&args))?;
+    }
+    Ok(())
+}

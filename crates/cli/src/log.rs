@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
 use toolgate_gateway::audit::{AuditRow, Filter, query};
+use toolgate_gateway::audit_pg::PgStore;
 use toolgate_gateway::config::GatewayConfig;
 
 use crate::term::one_line;
@@ -15,9 +16,10 @@ use crate::{errln, exit, outln};
 /// What `toolgate log` was asked.
 #[derive(clap::Args)]
 pub struct LogArgs {
-    /// The audit database (default: `[audit] path` of the config file,
-    /// else toolgate-audit.db).
-    #[arg(long, value_name = "FILE")]
+    /// The audit database: a SQLite file, or a `postgres://` URL (default:
+    /// `[store] url` or `[audit] path` of the config file, else
+    /// toolgate-audit.db).
+    #[arg(long, value_name = "FILE|URL")]
     pub db: Option<PathBuf>,
     /// The gateway configuration whose audit store to read (default
     /// toolgate.toml when it exists).
@@ -94,9 +96,23 @@ pub fn format_time(ms: i64) -> String {
     )
 }
 
-fn database(args: &LogArgs) -> Result<PathBuf, anyhow::Error> {
+/// Where the rows are.
+enum Database {
+    File(PathBuf),
+    Postgres(String),
+}
+
+fn is_postgres(text: &str) -> bool {
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+fn database(args: &LogArgs) -> Result<Database, anyhow::Error> {
     if let Some(db) = &args.db {
-        return Ok(db.clone());
+        let text = db.to_string_lossy();
+        if is_postgres(&text) {
+            return Ok(Database::Postgres(text.into_owned()));
+        }
+        return Ok(Database::File(db.clone()));
     }
     let config = args.config.clone().or_else(|| {
         Path::new("toolgate.toml")
@@ -105,14 +121,17 @@ fn database(args: &LogArgs) -> Result<PathBuf, anyhow::Error> {
     });
     if let Some(path) = config {
         let config = GatewayConfig::load(&path).map_err(|e| exit::fail(exit::USAGE, e.0))?;
-        return config.audit_path().ok_or_else(|| {
+        if let Some(url) = config.store.url.clone() {
+            return Ok(Database::Postgres(url));
+        }
+        return config.audit_path().map(Database::File).ok_or_else(|| {
             exit::fail(
                 exit::USAGE,
                 format!("{}: [audit] is disabled there", path.display()),
             )
         });
     }
-    Ok(PathBuf::from("toolgate-audit.db"))
+    Ok(Database::File(PathBuf::from("toolgate-audit.db")))
 }
 
 fn json_line(row: &AuditRow) -> String {
@@ -154,16 +173,24 @@ fn table(rows: &[AuditRow]) -> Table {
 
 /// Run `toolgate log`.
 pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
-    let path = database(&args)?;
-    if !path.exists() {
-        return Err(exit::fail(
-            exit::USAGE,
-            format!(
-                "no audit store at {} (toolgate serve writes it; give --db FILE or --config FILE)",
-                path.display()
-            ),
-        ));
-    }
+    let db = database(&args)?;
+    let pg = match &db {
+        Database::File(path) if !path.exists() => {
+            return Err(exit::fail(
+                exit::USAGE,
+                format!(
+                    "no audit store at {} (toolgate serve writes it; give --db FILE or --config FILE)",
+                    path.display()
+                ),
+            ));
+        }
+        Database::File(_) => None,
+        Database::Postgres(url) => Some(
+            PgStore::connect(url, false)
+                .await
+                .map_err(|e| exit::fail(exit::PROTOCOL, e))?,
+        ),
+    };
     let since_ms = match &args.since {
         Some(s) => {
             let back = parse_duration(s).map_err(|e| exit::fail(exit::USAGE, e))?;
@@ -182,8 +209,15 @@ pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
         decision: args.decision.clone(),
         limit: Some(args.limit),
     };
-    let read = |filter: &Filter| query(&path, filter).map_err(|e| exit::fail(exit::USAGE, e));
-    let rows = read(&filter)?;
+    let read = async |filter: &Filter| match (&db, &pg) {
+        (_, Some(pg)) => pg
+            .query(filter)
+            .await
+            .map_err(|e| exit::fail(exit::PROTOCOL, e)),
+        (Database::File(path), None) => query(path, filter).map_err(|e| exit::fail(exit::USAGE, e)),
+        (Database::Postgres(_), None) => Ok(Vec::new()),
+    };
+    let rows = read(&filter).await?;
     print(&rows, args.json, true);
     if !args.follow {
         return Ok(exit::OK);
@@ -195,7 +229,7 @@ pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
         // portable way to notice new rows.
         tokio::time::sleep(Duration::from_millis(500)).await;
         filter.after_id = Some(last);
-        let rows = read(&filter)?;
+        let rows = read(&filter).await?;
         if let Some(r) = rows.last() {
             last = r.id;
             print(&rows, args.json, false);

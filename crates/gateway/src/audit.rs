@@ -97,7 +97,25 @@ PRAGMA user_version = 1;
 /// Nonces older than this are forgotten (a state that old is refused as
 /// expired by the server anyway; the margin covers clock skew between
 /// instances).
-const NONCE_MARGIN: Duration = Duration::from_secs(3600);
+pub(crate) const NONCE_MARGIN: Duration = Duration::from_secs(3600);
+
+/// The future of a store operation.
+pub type StoreFuture<T> =
+    Pin<Box<dyn std::future::Future<Output = Result<T, String>> + Send + 'static>>;
+
+/// Where rows go and approvals are spent: the embedded SQLite store, or
+/// PostgreSQL shared by several instances ([`crate::audit_pg`]).
+pub trait AuditSink: Nonces + Send + Sync {
+    /// Write `row`; resolves once it is durable.
+    fn write(&self, row: AuditRow) -> StoreFuture<()>;
+    /// Whether rows keep the arguments, not only their digest.
+    fn keeps_arguments(&self) -> bool;
+    /// Where it is, for messages (a file, or a database URL without its
+    /// password).
+    fn location(&self) -> String;
+    /// The same store as the gateway's approval nonces.
+    fn nonces(self: std::sync::Arc<Self>) -> crate::confirm::SharedNonces;
+}
 
 enum Job {
     Row(Box<AuditRow>, oneshot::Sender<Result<(), String>>),
@@ -111,7 +129,7 @@ pub struct AuditStore {
     path: PathBuf,
 }
 
-fn now_ms(t: SystemTime) -> i64 {
+pub(crate) fn now_ms(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
@@ -144,25 +162,35 @@ impl AuditStore {
         })
     }
 
-    /// Whether rows keep the arguments, not only their digest.
-    pub fn keeps_arguments(&self) -> bool {
-        self.arguments
-    }
-
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
 
-    /// Write `row`; resolves once it is durable.
-    pub async fn write(&self, row: AuditRow) -> Result<(), String> {
-        let (tx, rx) = oneshot::channel();
-        self.jobs
-            .send(Job::Row(Box::new(row), tx))
-            .await
-            .map_err(|_| "the audit writer stopped".to_owned())?;
-        rx.await
-            .map_err(|_| "the audit writer stopped".to_owned())?
+impl AuditSink for AuditStore {
+    fn write(&self, row: AuditRow) -> StoreFuture<()> {
+        let jobs = self.jobs.clone();
+        Box::pin(async move {
+            let (tx, rx) = oneshot::channel();
+            jobs.send(Job::Row(Box::new(row), tx))
+                .await
+                .map_err(|_| "the audit writer stopped".to_owned())?;
+            rx.await
+                .map_err(|_| "the audit writer stopped".to_owned())?
+        })
+    }
+
+    fn keeps_arguments(&self) -> bool {
+        self.arguments
+    }
+
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn nonces(self: std::sync::Arc<Self>) -> crate::confirm::SharedNonces {
+        self
     }
 }
 

@@ -60,6 +60,10 @@ pub struct GatewayConfig {
     /// The audit store.
     #[serde(default)]
     pub audit: crate::audit::AuditConfig,
+    /// State shared by several instances (the audit store and approval
+    /// nonces in PostgreSQL).
+    #[serde(default)]
+    pub store: StoreConfig,
     /// The approval page, for clients that cannot show a form.
     #[serde(default)]
     pub approval: crate::approval::ApprovalConfig,
@@ -70,6 +74,24 @@ pub struct GatewayConfig {
     #[serde(skip)]
     #[schemars(skip)]
     pub source: Option<PathBuf>,
+}
+
+/// `[store]`.
+#[derive(Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `postgres://user:password@host/db`: the audit store and the
+    /// approval nonces live there, shared by every instance, instead of the
+    /// SQLite file. Write the password as `${VAR}`.
+    pub url: Option<String>,
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("url", &self.url.as_deref().map(crate::audit_pg::redact))
+            .finish()
+    }
 }
 
 /// `[ratelimit]`.
@@ -488,6 +510,24 @@ impl GatewayConfig {
         }
         if self.state.ttl == Some(0) {
             return Err(err("[state] ttl must be at least 1 second"));
+        }
+        if let Some(url) = &mut self.store.url {
+            *url = expand(url, env).map_err(|var| {
+                err(format!(
+                    "[store] url: ${{{var}}} is not set in the environment"
+                ))
+            })?;
+            if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+                return Err(err(format!(
+                    "[store] url {}: only postgres:// URLs are supported",
+                    crate::audit_pg::redact(url)
+                )));
+            }
+            if self.audit.path.is_some() {
+                return Err(err(
+                    "[store] url and [audit] path both name the audit store; keep one",
+                ));
+            }
         }
         Ok(())
     }

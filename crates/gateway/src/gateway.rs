@@ -14,7 +14,8 @@ use toolgate_server::{
 };
 
 use crate::approval::ApprovalDesk;
-use crate::audit::AuditStore;
+use crate::audit::{AuditSink, AuditStore};
+use crate::audit_pg::PgStore;
 use crate::config::{GatewayConfig, RateLimitConfig};
 use crate::confirm::{MemoryNonces, SharedNonces};
 use crate::forward::{complete, forward, get_prompt, read_resource};
@@ -161,7 +162,9 @@ pub struct Gateway {
     policy: Arc<Policy>,
     nonces: SharedNonces,
     ratelimit: Arc<RateLimitConfig>,
-    audit: Option<Arc<AuditStore>>,
+    audit: Option<Arc<dyn AuditSink>>,
+    /// The SQLite file, when that is the store.
+    audit_file: Option<std::path::PathBuf>,
     metrics: Arc<Metrics>,
 }
 
@@ -189,19 +192,33 @@ impl Gateway {
         let mut server_config = options.server.clone();
         server_config.state_ttl =
             Duration::from_secs(config.state.ttl.unwrap_or(DEFAULT_STATE_TTL));
-        let audit = match config
+        let audit_file = config
             .audit_path()
-            .filter(|_| config.source.is_some() || config.audit.path.is_some())
-        {
-            Some(path) => Some(Arc::new(
-                AuditStore::open(&path, config.audit.arguments).map_err(GatewayError::Store)?,
-            )),
-            None => None,
-        };
-        let nonces: SharedNonces = match &audit {
-            Some(store) => store.clone(),
-            None => Arc::new(MemoryNonces::new(server_config.state_ttl * 2)),
-        };
+            .filter(|_| config.source.is_some() || config.audit.path.is_some());
+        let (audit, nonces): (Option<Arc<dyn AuditSink>>, SharedNonces) =
+            match (&config.store.url, &audit_file) {
+                (Some(url), _) if !config.audit.disabled => {
+                    let store = Arc::new(
+                        PgStore::connect(url, config.audit.arguments)
+                            .await
+                            .map_err(GatewayError::Store)?,
+                    );
+                    (Some(store.clone()), store.nonces())
+                }
+                (_, Some(path)) => {
+                    let store = Arc::new(
+                        AuditStore::open(path, config.audit.arguments)
+                            .map_err(GatewayError::Store)?,
+                    );
+                    (Some(store.clone()), store.nonces())
+                }
+                // Approvals still count once, within this process.
+                _ => (
+                    None,
+                    Arc::new(MemoryNonces::new(server_config.state_ttl * 2)),
+                ),
+            };
+        let audit_file = audit_file.filter(|_| config.store.url.is_none());
         let mut builder = Server::builder("toolgate-gateway", env!("CARGO_PKG_VERSION"))
             .config(server_config)
             .tools_in_name_order()
@@ -268,6 +285,7 @@ impl Gateway {
             policy,
             nonces,
             ratelimit,
+            audit_file,
             audit,
             metrics,
         };
@@ -444,9 +462,15 @@ impl Gateway {
         self.desk.as_ref().map(|d| d.page_url())
     }
 
-    /// The audit store's file, when there is one.
+    /// The audit store's file, when the store is a SQLite file.
     pub fn audit_path(&self) -> Option<&std::path::Path> {
-        self.audit.as_deref().map(AuditStore::path)
+        self.audit_file.as_deref()
+    }
+
+    /// Where the audit store is (a file, or a database URL without its
+    /// password), when there is one.
+    pub fn audit_location(&self) -> Option<String> {
+        self.audit.as_ref().map(|a| a.location())
     }
 
     /// The gateway tool names, sorted.

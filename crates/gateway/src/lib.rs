@@ -26,6 +26,7 @@
 
 pub mod approval;
 pub mod audit;
+pub mod audit_pg;
 pub mod config;
 pub mod confirm;
 mod forward;

@@ -14,7 +14,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use toolgate_server::{CallLog, CallRecord, Recorded};
 
-use crate::audit::{AuditRow, AuditStore, row_of};
+use crate::audit::{AuditRow, AuditSink, row_of};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
@@ -164,7 +164,7 @@ pub type UpstreamOf = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// whose commit the answer waits for.
 pub struct Recorder {
     /// Where rows go.
-    pub store: Option<Arc<AuditStore>>,
+    pub store: Option<Arc<dyn AuditSink>>,
     /// What is counted.
     pub metrics: Arc<Metrics>,
     /// Names the upstream of calls refused before the gateway's handler
@@ -186,10 +186,7 @@ impl CallLog for Recorder {
         let row = row_of(&record);
         self.metrics.count(&row, record.elapsed);
         match &self.store {
-            Some(store) => {
-                let store = store.clone();
-                Box::pin(async move { store.write(row).await })
-            }
+            Some(store) => store.write(row),
             None => Box::pin(async { Ok(()) }),
         }
     }

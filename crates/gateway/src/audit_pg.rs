@@ -1,0 +1,322 @@
+//! The audit store and approval nonces in PostgreSQL (`[store] url`), so
+//! that several gateway instances behind a load balancer share them: a
+//! confirmation started on one completes on another, a replay is refused
+//! on every one, and `toolgate log --db postgres://…` shows every
+//! instance's calls.
+//!
+//! Each row is committed (PostgreSQL's default synchronous commit) before
+//! the call's answer is sent, as with SQLite. The schema is created and
+//! migrated on start, under an advisory lock so instances starting together
+//! do not race. A lost connection is re-opened on the next use; while the
+//! database is down, calls fail closed with a clear error and nothing
+//! panics. TLS is used when the server offers it (`sslmode=require` insists).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::Mutex;
+use tokio_postgres::Client;
+
+use crate::audit::{AuditRow, AuditSink, Filter, NONCE_MARGIN, now_ms};
+use crate::confirm::Nonces;
+
+/// Migrations in order; the database records how many ran.
+const MIGRATIONS: &[&str] = &["
+CREATE TABLE IF NOT EXISTS toolgate_calls (
+    id BIGSERIAL PRIMARY KEY,
+    time_ms BIGINT NOT NULL,
+    caller TEXT,
+    upstream TEXT,
+    tool TEXT NOT NULL,
+    arguments_digest TEXT NOT NULL,
+    arguments TEXT,
+    decision TEXT,
+    rule TEXT,
+    confirmation TEXT,
+    status TEXT NOT NULL,
+    latency_ms DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolgate_calls_time ON toolgate_calls (time_ms);
+CREATE TABLE IF NOT EXISTS toolgate_nonces (
+    nonce TEXT PRIMARY KEY,
+    spent_ms BIGINT NOT NULL
+);
+"];
+
+/// The advisory lock key of migrations ("toolgate" in ASCII).
+const MIGRATION_LOCK: i64 = 0x746f_6f6c_6761_7465;
+
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A PostgreSQL audit store (cheap to clone: clones share the connection).
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: tokio_postgres::Config,
+    shown: String,
+    arguments: bool,
+    client: Mutex<Option<Arc<Client>>>,
+}
+
+/// `url` without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((userinfo, host)) => {
+                let user = userinfo.split(':').next().unwrap_or_default();
+                format!("{scheme}://{user}@{host}")
+            }
+            None => url.to_owned(),
+        },
+        None => "(a PostgreSQL connection string)".to_owned(),
+    }
+}
+
+fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, String> {
+    use rustls_platform_verifier::BuilderVerifierExt as _;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_platform_verifier())
+        .map_err(|e| format!("cannot set up TLS for PostgreSQL: {e}"))?
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+impl Inner {
+    fn fail(&self, e: &tokio_postgres::Error) -> String {
+        let detail = e
+            .as_db_error()
+            .map_or_else(|| e.to_string(), |d| d.message().to_owned());
+        format!("the audit database {} is unavailable: {detail}", self.shown)
+    }
+}
+
+impl PgStore {
+    /// Connect to `url`, create or migrate the schema. Fails when the
+    /// database cannot be reached: a gateway told to share its state
+    /// does not start without it.
+    pub async fn connect(url: &str, arguments: bool) -> Result<Self, String> {
+        let shown = redact(url);
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| format!("[store] url {shown}: {e}"))?;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        config.application_name("toolgate");
+        let store = Self {
+            inner: Arc::new(Inner {
+                config,
+                shown,
+                arguments,
+                client: Mutex::new(None),
+            }),
+        };
+        let client = store.client().await?;
+        store.migrate(&client).await?;
+        Ok(store)
+    }
+
+    /// The open connection, or a new one.
+    async fn client(&self) -> Result<Arc<Client>, String> {
+        let mut slot = self.inner.client.lock().await;
+        if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(client.clone());
+        }
+        let (client, connection) = self
+            .inner
+            .config
+            .connect(tls()?)
+            .await
+            .map_err(|e| self.inner.fail(&e))?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %e, "the audit database connection ended");
+            }
+        });
+        let client = Arc::new(client);
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Bring the schema to this version, one instance at a time.
+    async fn migrate(&self, client: &Client) -> Result<(), String> {
+        let steps = async {
+            client
+                .batch_execute(&format!(
+                    "BEGIN; SELECT pg_advisory_xact_lock({MIGRATION_LOCK}); CREATE TABLE IF NOT EXISTS toolgate_schema (version INTEGER NOT NULL); INSERT INTO toolgate_schema (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM toolgate_schema);"
+                ))
+                .await?;
+            let version: i32 = client
+                .query_one("SELECT max(version) FROM toolgate_schema", &[])
+                .await?
+                .get(0);
+            for migration in MIGRATIONS.iter().skip(version.max(0) as usize) {
+                client.batch_execute(migration).await?;
+            }
+            let latest = MIGRATIONS.len() as i32;
+            client
+                .execute(
+                    "UPDATE toolgate_schema SET version = $1 WHERE version < $1",
+                    &[&latest],
+                )
+                .await?;
+            client.batch_execute("COMMIT").await?;
+            Ok::<i32, tokio_postgres::Error>(version)
+        };
+        match steps.await {
+            Ok(version) if version > MIGRATIONS.len() as i32 => Err(format!(
+                "the audit database {} has schema version {version}, newer than this toolgate knows ({}); upgrade toolgate",
+                self.inner.shown,
+                MIGRATIONS.len()
+            )),
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let _ = client.batch_execute("ROLLBACK").await;
+                Err(self.inner.fail(&e))
+            }
+        }
+    }
+
+    async fn insert(&self, r: &AuditRow) -> Result<(), String> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                &[
+                    &r.time_ms,
+                    &r.caller,
+                    &r.upstream,
+                    &r.tool,
+                    &r.arguments_digest,
+                    &r.arguments,
+                    &r.decision,
+                    &r.rule,
+                    &r.confirmation,
+                    &r.status,
+                    &r.latency_ms,
+                ],
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| self.inner.fail(&e))
+    }
+
+    async fn spend_nonce(&self, nonce: &str) -> Result<bool, String> {
+        let client = self.client().await?;
+        let now = now_ms(SystemTime::now());
+        let fresh = client
+            .execute(
+                "INSERT INTO toolgate_nonces (nonce, spent_ms) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&nonce, &now],
+            )
+            .await
+            .map_err(|e| self.inner.fail(&e))?
+            == 1;
+        let horizon = now - NONCE_MARGIN.as_millis() as i64;
+        if let Err(e) = client
+            .execute(
+                "DELETE FROM toolgate_nonces WHERE spent_ms < $1",
+                &[&horizon],
+            )
+            .await
+        {
+            tracing::warn!(error = %self.inner.fail(&e), "old approval nonces were not removed");
+        }
+        Ok(fresh)
+    }
+
+    /// Rows of the store, oldest first (what `toolgate log` shows).
+    pub async fn query(&self, filter: &Filter) -> Result<Vec<AuditRow>, String> {
+        let client = self.client().await?;
+        let tool = match &filter.tool {
+            Some(g) => Some(glob::Pattern::new(g).map_err(|e| format!("--tool {g:?}: {e}"))?),
+            None => None,
+        };
+        let rows = client
+            .query(
+                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) ORDER BY id DESC",
+                &[
+                    &filter.after_id.unwrap_or(0),
+                    &filter.since_ms.unwrap_or(0),
+                    &filter.caller,
+                    &filter.decision,
+                ],
+            )
+            .await
+            .map_err(|e| self.inner.fail(&e))?;
+        let mut out = Vec::new();
+        for r in rows {
+            let row = AuditRow {
+                id: r.get(0),
+                time_ms: r.get(1),
+                caller: r.get(2),
+                upstream: r.get(3),
+                tool: r.get(4),
+                arguments_digest: r.get(5),
+                arguments: r.get(6),
+                decision: r.get(7),
+                rule: r.get(8),
+                confirmation: r.get(9),
+                status: r.get(10),
+                latency_ms: r.get(11),
+            };
+            if tool.as_ref().is_some_and(|p| !p.matches(&row.tool)) {
+                continue;
+            }
+            out.push(row);
+            if filter.limit.is_some_and(|n| out.len() >= n) {
+                break;
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+}
+
+type Reply<T> = Pin<Box<dyn std::future::Future<Output = Result<T, String>> + Send + 'static>>;
+
+impl Nonces for PgStore {
+    fn spend(&self, nonce: String) -> Reply<bool> {
+        let store = self.clone();
+        Box::pin(async move { store.spend_nonce(&nonce).await })
+    }
+}
+
+impl AuditSink for PgStore {
+    fn write(&self, row: AuditRow) -> Reply<()> {
+        let store = self.clone();
+        Box::pin(async move { store.insert(&row).await })
+    }
+
+    fn keeps_arguments(&self) -> bool {
+        self.inner.arguments
+    }
+
+    fn location(&self) -> String {
+        self.inner.shown.clone()
+    }
+
+    fn nonces(self: Arc<Self>) -> crate::confirm::SharedNonces {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_never_show_the_password() {
+        assert_eq!(
+            redact("postgres://gw:s3cret@db.example.com:5432/audit"),
+            "postgres://gw@db.example.com:5432/audit"
+        );
+        assert_eq!(redact("postgres://db/audit"), "postgres://db/audit");
+        assert!(!redact("host=db password=s3cret").contains("s3cret"));
+    }
+}

@@ -1,0 +1,200 @@
+//! Two gateway instances sharing PostgreSQL (`[store] url`): approvals
+//! complete on either and count once, every call's row is in one place,
+//! and a database outage fails calls closed until it returns.
+//!
+//! These need a PostgreSQL server: `cargo xtask scale-out` (part of
+//! `cargo xtask ci`) starts one and runs them with `--include-ignored`.
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Map, json};
+use toolgate_client::{CallOptions, CallRound, Client, RoundInput};
+use toolgate_gateway::audit::Filter;
+use toolgate_gateway::audit_pg::PgStore;
+use toolgate_gateway::config::GatewayConfig;
+use toolgate_gateway::{Gateway, GatewayOptions};
+
+use support::{args, downstream, serve, shop};
+
+const NEEDS: &str = "needs PostgreSQL: run `cargo xtask scale-out`";
+
+fn postgres() -> String {
+    std::env::var("TOOLGATE_TEST_POSTGRES").expect(NEEDS)
+}
+
+/// `pg_ctl ACTION` on the test's server.
+fn pg_ctl(action: &str) {
+    let control = std::env::var("TOOLGATE_TEST_PG_CTL").expect(NEEDS);
+    let status = std::process::Command::new("sh")
+        .args(["-c", &format!("{control} {action} >/dev/null")])
+        .status()
+        .unwrap();
+    assert!(status.success(), "pg_ctl {action}");
+}
+
+/// One instance in front of `upstream`, sharing `key_file` and PostgreSQL.
+async fn instance(upstream: &str, key_file: &std::path::Path, policy: &str) -> Gateway {
+    let toml = format!(
+        "[servers.shop]\nurl = \"{upstream}\"\n[store]\nurl = \"{}\"\n[state]\nkey_file = {}\n{policy}",
+        postgres(),
+        support::toml_string(&key_file.display().to_string()),
+    );
+    let config = GatewayConfig::parse_toml(&toml, |_| None).unwrap();
+    Gateway::start(config, GatewayOptions::default())
+        .await
+        .unwrap()
+}
+
+fn text(r: &toolgate_server::protocol::types::CallToolResult) -> String {
+    serde_json::to_value(&r.content).unwrap()[0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn round(c: &Client, input: Option<RoundInput>) -> CallRound {
+    c.call_tool_round(
+        "shop.order",
+        args(json!({"sku": "SKU-0042"})),
+        input,
+        &CallOptions::default(),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
+async fn a_confirmation_started_on_one_instance_completes_on_the_other_and_counts_once() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let upstream = serve(shop(calls.clone(), "Orders an item.")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("state.key");
+    std::fs::write(&key, "f".repeat(64)).unwrap();
+    let policy = "[policy]\ndefault = \"confirm\"\n";
+    let a = instance(&upstream, &key, policy).await;
+    let b = instance(&upstream, &key, policy).await;
+    let (ca, cb) = (downstream(&a).await, downstream(&b).await);
+
+    let (requests, state) = match round(&ca, None).await {
+        CallRound::InputRequired {
+            input_requests,
+            request_state,
+        } => (input_requests, request_state.unwrap()),
+        other => panic!("not asked: {other:?}"),
+    };
+    let approved = || {
+        let mut responses = Map::new();
+        for key in requests.keys() {
+            responses.insert(
+                key.clone(),
+                json!({"action": "accept", "content": {"approve": true}}),
+            );
+        }
+        Some(RoundInput {
+            input_responses: responses,
+            request_state: Some(state.clone()),
+        })
+    };
+    match round(&cb, approved()).await {
+        CallRound::Complete(r) => assert!(text(&r).contains("ordered SKU-0042"), "{}", text(&r)),
+        other => panic!("asked again: {other:?}"),
+    }
+    for c in [&ca, &cb] {
+        match round(c, approved()).await {
+            CallRound::Complete(r) => {
+                assert_eq!(r.is_error, Some(true));
+                assert!(text(&r).contains("already used"), "{}", text(&r));
+            }
+            other => panic!("asked again: {other:?}"),
+        }
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the approval counted once");
+
+    // Every instance's rows are in the one store.
+    let store = PgStore::connect(&postgres(), false).await.unwrap();
+    let rows = store
+        .query(&Filter {
+            tool: Some("shop.order".into()),
+            ..Filter::default()
+        })
+        .await
+        .unwrap();
+    let confirmations: Vec<Option<&str>> = rows
+        .iter()
+        .rev()
+        .take(4)
+        .map(|r| r.confirmation.as_deref())
+        .collect();
+    assert_eq!(
+        confirmations,
+        [
+            Some("replayed"),
+            Some("replayed"),
+            Some("approved"),
+            Some("asked")
+        ],
+        "{rows:?}"
+    );
+    a.stop();
+    b.stop();
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
+async fn calls_fail_closed_while_postgres_is_down_and_resume_when_it_returns() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let upstream = serve(shop(calls.clone(), "Orders an item.")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("state.key");
+    std::fs::write(&key, "e".repeat(64)).unwrap();
+    let gateway = instance(&upstream, &key, "[policy]\ndefault = \"allow\"\n").await;
+    let c = downstream(&gateway).await;
+    let ok = |r: CallRound| match r {
+        CallRound::Complete(r) => r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(ok(round(&c, None).await).is_error, None);
+
+    pg_ctl("stop");
+    let withheld = ok(round(&c, None).await);
+    assert_eq!(withheld.is_error, Some(true));
+    assert!(
+        text(&withheld).contains("could not be recorded"),
+        "{}",
+        text(&withheld)
+    );
+    // Other requests are still answered meanwhile.
+    assert!(c.list_tools().await.is_ok());
+
+    pg_ctl("start");
+    assert_eq!(ok(round(&c, None).await).is_error, None, "service resumed");
+    gateway.stop();
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
+async fn instances_starting_together_migrate_the_schema_once() {
+    let url = postgres();
+    let mut starts = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let url = url.clone();
+        starts.spawn(async move { PgStore::connect(&url, false).await.map(|_| ()) });
+    }
+    while let Some(started) = starts.join_next().await {
+        started.unwrap().unwrap();
+    }
+    let bad = PgStore::connect("postgres://toolgate:pw@127.0.0.1:1/none", false)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        bad.contains("unavailable") && !bad.contains(":pw@"),
+        "{bad}"
+    );
+}
