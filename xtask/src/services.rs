@@ -1,8 +1,10 @@
 //! `cargo xtask scale-out`: the gateway's shared-state tests against a real
-//! PostgreSQL, which this task installs (Debian's `postgresql`) when it is
-//! missing and starts itself: a fresh cluster in a temporary directory, on
-//! a free loopback port, owned by the `postgres` user when run as root (the
-//! server refuses to run as root), stopped afterwards whatever happens.
+//! PostgreSQL and Redis, which this task installs (Debian's `postgresql`
+//! and `redis-server`) when they are missing. PostgreSQL is started here:
+//! a fresh cluster in a temporary directory, on a free loopback port, owned
+//! by the `postgres` user when run as root (the server refuses to run as
+//! root), stopped afterwards whatever happens. The Redis tests start their
+//! own servers on loopback, since one of them stops its server mid-run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -123,13 +125,32 @@ impl Drop for Postgres {
     }
 }
 
-/// The tests that need PostgreSQL, with one started for them.
+/// Debian's `redis-server`, installed when missing; the tests start
+/// their own servers with it (one of them stops its server mid-run).
+fn redis_server() -> anyhow::Result<PathBuf> {
+    let path = PathBuf::from("/usr/bin/redis-server");
+    if !path.exists() {
+        crate::support::apt_install(&["redis-server"])?;
+    }
+    if !path.exists() {
+        bail!(
+            "redis-server was installed but {} is missing",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// The tests that need PostgreSQL and Redis, with them at hand.
 pub fn scale_out() -> anyhow::Result<()> {
+    let redis = redis_server()?;
+    let redis = redis.display().to_string();
     let pg = Postgres::start()?;
     let control = pg.control();
     let envs = [
         ("TOOLGATE_TEST_POSTGRES", pg.url.as_str()),
         ("TOOLGATE_TEST_PG_CTL", control.as_str()),
+        ("TOOLGATE_TEST_REDIS_SERVER", redis.as_str()),
     ];
     let outcome = cargo_with(
         &[
@@ -138,6 +159,8 @@ pub fn scale_out() -> anyhow::Result<()> {
             "toolgate-gateway",
             "--test",
             "scale_out",
+            "--test",
+            "shared_limits",
             "--package",
             "toolgate",
             "--test",

@@ -95,12 +95,25 @@ impl std::fmt::Debug for StoreConfig {
 }
 
 /// `[ratelimit]`.
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[derive(Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitConfig {
     /// Checked in order; the first whose globs match a tool sets its limit.
     #[serde(default)]
     pub rules: Vec<RateLimitRule>,
+    /// `redis://[:password@]host[:port][/db]`: every budget (these rules'
+    /// and each upstream's `per_minute`) is kept there, shared by every
+    /// instance. Write the password as `${VAR}`.
+    pub redis: Option<String>,
+}
+
+impl std::fmt::Debug for RateLimitConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitConfig")
+            .field("rules", &self.rules)
+            .field("redis", &self.redis.as_deref().map(crate::audit_pg::redact))
+            .finish()
+    }
 }
 
 impl RateLimitConfig {
@@ -510,6 +523,19 @@ impl GatewayConfig {
         }
         if self.state.ttl == Some(0) {
             return Err(err("[state] ttl must be at least 1 second"));
+        }
+        if let Some(url) = &mut self.ratelimit.redis {
+            *url = expand(url, env).map_err(|var| {
+                err(format!(
+                    "[ratelimit] redis: ${{{var}}} is not set in the environment"
+                ))
+            })?;
+            if !url.starts_with("redis://") {
+                return Err(err(format!(
+                    "[ratelimit] redis {}: only redis:// URLs are supported",
+                    crate::audit_pg::redact(url)
+                )));
+            }
         }
         if let Some(url) = &mut self.store.url {
             *url = expand(url, env).map_err(|var| {

@@ -259,6 +259,39 @@ fn failure(server: &str, what: &str, e: &ClientError) -> String {
     }
 }
 
+/// Take a call from the shared budget `key` of `per_minute`; `Err` with
+/// the status and text when it is spent, or when Redis cannot say (fail
+/// closed).
+async fn shared_budget(
+    limits: &crate::shared_limit::SharedLimits,
+    key: &str,
+    per_minute: u32,
+    what: impl FnOnce() -> String,
+) -> Result<(), (&'static str, String)> {
+    use crate::shared_limit::{Verdict, seconds};
+    match limits
+        .check(key, per_minute, std::time::Duration::from_secs(60))
+        .await
+    {
+        Ok(Verdict::Allowed) => Ok(()),
+        Ok(Verdict::Wait(wait)) => Err((
+            "rate_limited",
+            format!(
+                "Rate limit reached: {}. Try again in {} s.",
+                what(),
+                seconds(wait)
+            ),
+        )),
+        Err(e) => {
+            tracing::error!(error = %e, "rate limits cannot be checked; refusing the call");
+            Err((
+                "failed",
+                "The gateway cannot check its rate limits right now, so the call was not forwarded. Try again shortly.".to_owned(),
+            ))
+        }
+    }
+}
+
 /// Relay a call of `tool` (its upstream name) to `upstream`.
 ///
 /// The guard decides first: the call may be refused, or wait for a
@@ -272,13 +305,41 @@ pub async fn forward(
 ) -> Result<ToolReply, ToolError> {
     let server = upstream.config.name.clone();
     ctx.note("upstream", server.as_str());
+    // The caller's budget comes first, as the embedded limiter's does.
+    if let Some((limits, Some(per_minute))) = &guard.shared {
+        let caller = ctx.auth().and_then(|a| a.subject()).unwrap_or_default();
+        let key = format!("call:{}:{caller}", guard.facts.name);
+        if let Err((status, text)) = shared_budget(limits, &key, *per_minute, || {
+            format!(
+                "at most {per_minute} calls per minute for each caller to {}",
+                quote(&guard.facts.name)
+            )
+        })
+        .await
+        {
+            ctx.note("status", status);
+            return Ok(error(text));
+        }
+    }
     let mut input = ctx.inputs();
     let carry = match guard.admit(&ctx, &mut input, &args).await? {
         Admission::Forward { carry } => carry,
         Admission::Refuse(text) => return Ok(error(text)),
     };
-    if let Err(text) = upstream.take_budget() {
-        ctx.note("status", "rate_limited");
+    let budget = match (&guard.shared, upstream.config.per_minute) {
+        (Some((limits, _)), Some(per_minute)) => {
+            let key = format!("upstream:{server}");
+            shared_budget(limits, &key, per_minute, || {
+                format!("the upstream server {server} takes at most {per_minute} calls per minute through this gateway, from all callers together")
+            })
+            .await
+        }
+        _ => upstream
+            .take_budget()
+            .map_err(|text| ("rate_limited", text)),
+    };
+    if let Err((status, text)) = budget {
+        ctx.note("status", status);
         return Ok(error(text));
     }
     let remember_task = {

@@ -162,6 +162,8 @@ pub struct Gateway {
     policy: Arc<Policy>,
     nonces: SharedNonces,
     ratelimit: Arc<RateLimitConfig>,
+    /// Budgets in Redis (`[ratelimit] redis`), instead of in this process.
+    shared_limits: Option<Arc<crate::shared_limit::SharedLimits>>,
     audit: Option<Arc<dyn AuditSink>>,
     /// The SQLite file, when that is the store.
     audit_file: Option<std::path::PathBuf>,
@@ -266,6 +268,14 @@ impl Gateway {
             None
         };
         let ratelimit = Arc::new(config.ratelimit.clone());
+        let shared_limits = match &config.ratelimit.redis {
+            Some(url) => Some(Arc::new(
+                crate::shared_limit::SharedLimits::connect(url)
+                    .await
+                    .map_err(GatewayError::Store)?,
+            )),
+            None => None,
+        };
         let backoff = options
             .restart_backoff
             .unwrap_or(crate::upstream::FIRST_BACKOFF);
@@ -285,6 +295,7 @@ impl Gateway {
             policy,
             nonces,
             ratelimit,
+            shared_limits,
             audit_file,
             audit,
             metrics,
@@ -646,6 +657,10 @@ impl Gateway {
                 server: config.name.clone(),
                 trusted: config.trusted,
                 desk: self.desk.clone(),
+                shared: self
+                    .shared_limits
+                    .clone()
+                    .map(|l| (l, self.ratelimit.per_minute(&name))),
             });
             let upstream = upstream.clone();
             let upstream_name = tool.name.clone();
@@ -656,7 +671,11 @@ impl Gateway {
                 .timeout(config.call_timeout() + Duration::from_secs(1))
                 .task_support(TaskSupport::Optional)
                 .task_started_by_handler();
-            if let Some(n) = self.ratelimit.per_minute(&name) {
+            if let Some(n) = self
+                .ratelimit
+                .per_minute(&name)
+                .filter(|_| self.shared_limits.is_none())
+            {
                 entry = entry.rate_limit(RateLimit::per_minute(n));
             }
             if let Some(rule) = visibility {

@@ -34,6 +34,9 @@ pub struct Guard {
     pub trusted: bool,
     /// The approval page, for clients that cannot show a form.
     pub desk: Option<Arc<ApprovalDesk>>,
+    /// Budgets kept in Redis, with this tool's per-caller limit (calls
+    /// per minute), when `[ratelimit] redis` is set.
+    pub shared: Option<(Arc<crate::shared_limit::SharedLimits>, Option<u32>)>,
 }
 
 /// The guard's verdict on this round.

@@ -37,6 +37,7 @@ pub mod metrics;
 pub mod names;
 mod parked;
 pub mod policy;
+pub mod shared_limit;
 pub mod state;
 pub mod upstream;
 mod upstream_task;
