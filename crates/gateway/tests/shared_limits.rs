@@ -45,13 +45,15 @@ impl Redis {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
+        // Owned (killed and reaped on drop) before anything can panic.
+        let redis = Self { child, port };
         // Ready when it accepts connections.
         for _ in 0..200 {
             if tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
                 .is_ok()
             {
-                return Self { child, port };
+                return redis;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
