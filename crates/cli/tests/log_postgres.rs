@@ -6,6 +6,7 @@
 
 mod support;
 
+use std::process::Stdio;
 use std::sync::Arc;
 
 use toolgate_gateway::audit::{AuditRow, AuditSink};
@@ -71,4 +72,134 @@ async fn log_reads_the_shared_postgres_store() {
         "{}",
         down.stderr
     );
+}
+
+/// `kill -9` of a gateway under load: every call whose result a client
+/// received has its row in the shared store (rows are committed before
+/// answers leave).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
+async fn kill_9_under_load_loses_no_answered_call() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::AsyncBufReadExt as _;
+    use toolgate_client::transport::http::{HttpOptions, HttpTransport};
+    use toolgate_client::{CallOptions, Client};
+    use toolgate_gateway::audit::Filter;
+    use toolgate_server::transport::http::{HttpConfig, serve_listener};
+    use toolgate_server::{Server, ToolDef};
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Note {
+        text: String,
+    }
+    let url = std::env::var("TOOLGATE_TEST_POSTGRES").expect("run `cargo xtask scale-out`");
+    let upstream = Server::builder("notes", "1")
+        .tool(
+            ToolDef::new("keep")
+                .description("Keeps a note.")
+                .handler(|n: Note| async move { Ok(format!("kept {}", n.text)) }),
+        )
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream_url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(serve_listener(upstream, HttpConfig::default(), listener));
+
+    let dir = std::env::temp_dir().join(format!("toolgate-kill9-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let marker = format!("k9m{}", std::process::id());
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        format!(
+            "[servers.notes]\nurl = \"{upstream_url}\"\n[store]\nurl = \"{url}\"\n[audit]\narguments = true\n[policy]\ndefault = \"allow\"\n"
+        ),
+    )
+    .unwrap();
+    let mut gateway = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(gateway.stderr.take().unwrap()).lines();
+    let endpoint = loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the gateway did not start");
+        if let Some(at) = line
+            .split(" at ")
+            .nth(1)
+            .filter(|_| line.contains("serving"))
+        {
+            break at.trim().to_owned();
+        }
+    };
+    // Sixteen callers, each calling until the gateway is gone; the kill
+    // comes once 200 calls were answered.
+    let answered = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let count = Arc::new(AtomicUsize::new(0));
+    let enough = Arc::new(tokio::sync::Notify::new());
+    let mut callers = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let client = Client::builder("load", "1")
+            .build(HttpTransport::new(&endpoint, HttpOptions::default()).unwrap());
+        let (answered, count, enough, marker) = (
+            answered.clone(),
+            count.clone(),
+            enough.clone(),
+            marker.clone(),
+        );
+        callers.spawn(async move {
+            for j in 0.. {
+                let text = format!("{marker}-{i}-{j}");
+                let args = serde_json::json!({"text": text})
+                    .as_object()
+                    .cloned()
+                    .unwrap();
+                match client
+                    .call_tool("notes.keep", args, &CallOptions::default())
+                    .await
+                {
+                    Ok(_) => {
+                        answered.lock().unwrap().push(text);
+                        if count.fetch_add(1, Ordering::SeqCst) + 1 == 200 {
+                            enough.notify_one();
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+    }
+    enough.notified().await;
+    gateway.start_kill().unwrap();
+    gateway.wait().await.unwrap();
+    while callers.join_next().await.is_some() {}
+
+    let store = PgStore::connect(&url, false).await.unwrap();
+    let rows = store
+        .query(&Filter {
+            tool: Some("notes.keep".into()),
+            ..Filter::default()
+        })
+        .await
+        .unwrap();
+    let recorded: std::collections::HashSet<String> = rows
+        .iter()
+        .filter_map(|r| r.arguments.as_deref())
+        .filter_map(|a| serde_json::from_str::<serde_json::Value>(a).ok())
+        .filter_map(|a| a["text"].as_str().map(str::to_owned))
+        .collect();
+    let answered = answered.lock().unwrap();
+    assert!(answered.len() >= 200);
+    let lost: Vec<&String> = answered.iter().filter(|t| !recorded.contains(*t)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} answered calls have no row: {lost:?}",
+        lost.len()
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }

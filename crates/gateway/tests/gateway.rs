@@ -280,6 +280,43 @@ async fn a_tool_added_upstream_reaches_downstream_listeners() {
     gateway.stop();
 }
 
+#[tokio::test]
+async fn a_tool_list_change_reaches_listeners_of_every_instance() {
+    // Two instances behind a load balancer each follow the upstream
+    // themselves, so listeners on either hear of a change: no shared bus
+    // is needed for it.
+    let upstream = shop(Arc::default(), "Orders an item.");
+    let url = serve(upstream.clone()).await;
+    let toml = format!("[servers.shop]\nurl = \"{url}\"\n");
+    let a = Gateway::start(config(&toml), GatewayOptions::default())
+        .await
+        .unwrap();
+    let b = Gateway::start(config(&toml), GatewayOptions::default())
+        .await
+        .unwrap();
+    let (ca, cb) = (downstream(&a).await, downstream(&b).await);
+    let (tx_a, mut changed_a) = tokio::sync::mpsc::unbounded_channel();
+    let (tx_b, mut changed_b) = tokio::sync::mpsc::unbounded_channel();
+    let _watch_a = ca.watch_tools_with(move || {
+        let _ = tx_a.send(());
+    });
+    let _watch_b = cb.watch_tools_with(move || {
+        let _ = tx_b.send(());
+    });
+    upstream
+        .add_tool(
+            ToolDef::new("refund")
+                .description("Refunds an order.")
+                .handler(|_: toolgate_server::NoArgs| async { Ok("refunded") }),
+        )
+        .unwrap();
+    for (c, changed) in [(&ca, &mut changed_a), (&cb, &mut changed_b)] {
+        listed_until(c, changed, |names| names.iter().any(|n| n == "shop.refund")).await;
+    }
+    a.stop();
+    b.stop();
+}
+
 /// Whether process `pid` is gone (or a zombie waiting to be reaped).
 fn ended(pid: &str) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
