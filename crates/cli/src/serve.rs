@@ -60,6 +60,8 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
         _ => None,
     };
     let lock = o.lock.as_deref().map(read_lock).transpose()?;
+    let telemetry = toolgate_gateway::telemetry::Telemetry::install(&config.telemetry)
+        .map_err(|e| exit::fail(exit::USAGE, e))?;
     let listener =
         match &o.http {
             Some(addr) => {
@@ -118,6 +120,9 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
         },
     };
     gateway.stop();
+    if let Some(telemetry) = &telemetry {
+        telemetry.flush().await;
+    }
     served?;
     Ok(exit::OK)
 }

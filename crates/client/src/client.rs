@@ -62,6 +62,9 @@ pub struct CallOptions {
     /// Receives each state of the task a call runs as (the tasks
     /// extension; see [`ClientBuilder::tasks`]): status and status message.
     pub on_task: Option<TaskFn>,
+    /// W3C trace context sent in `_meta` (`traceparent`, `tracestate`,
+    /// `baggage`), so the server's spans join the caller's trace.
+    pub trace: Option<toolgate_protocol::trace::TraceContext>,
 }
 
 /// Answers one request of a legacy server: `(method, params)`.
@@ -426,12 +429,15 @@ impl Client {
             Era::Modern => None,
             Era::Legacy { version, .. } => Some(version.clone()),
         };
-        let meta = self.meta(
+        let mut meta = self.meta(
             progress.then_some(&id),
             legacy.is_some(),
             capabilities,
             log_level,
         );
+        if let (Some(trace), Value::Object(m)) = (&options.trace, &mut meta) {
+            trace.write(m);
+        }
         let meta = meta.as_object().filter(|m| !m.is_empty());
         let name = match method {
             "tools/call" | "prompts/get" => params

@@ -96,5 +96,5 @@ pub use client::{
 pub use error::ClientError;
 pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Risk, classify};
 pub use multi::{MultiClient, MultiError, QualifiedTool};
-pub use tls::install_default_tls_provider;
+pub use tls::{install_default_tls_provider, with_tls};
 pub use watch::ToolWatch;

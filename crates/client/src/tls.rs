@@ -15,10 +15,10 @@ use rustls_platform_verifier::BuilderVerifierExt as _;
 use crate::ClientError;
 
 /// Give `builder` TLS: the application's default provider when it installed
-/// one, else a configuration of the client's own.
-pub(crate) fn with_tls(
-    builder: reqwest::ClientBuilder,
-) -> Result<reqwest::ClientBuilder, ClientError> {
+/// one, else a configuration of the client's own (`ring` and the
+/// platform's verifier). For other HTTP an application makes beside the
+/// client (an exporter, a webhook), so it verifies servers the same way.
+pub fn with_tls(builder: reqwest::ClientBuilder) -> Result<reqwest::ClientBuilder, ClientError> {
     if CryptoProvider::get_default().is_some() {
         return Ok(builder);
     }

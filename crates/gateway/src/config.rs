@@ -64,6 +64,9 @@ pub struct GatewayConfig {
     /// nonces in PostgreSQL).
     #[serde(default)]
     pub store: StoreConfig,
+    /// Traces exported over OTLP.
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetryConfig,
     /// The approval page, for clients that cannot show a form.
     #[serde(default)]
     pub approval: crate::approval::ApprovalConfig,

@@ -22,6 +22,7 @@ use toolgate_server::{Inputs, RequestContext, ToolError, ToolReply};
 
 use crate::guard::{Admission, Guard};
 use crate::parked;
+use crate::telemetry;
 use crate::upstream::Upstream;
 use crate::upstream_task;
 
@@ -96,6 +97,7 @@ async fn relay<T, F, Fut>(
     mut input: Inputs,
     carry: Map<String, Value>,
     tool_call: bool,
+    span: (&str, Option<&str>),
     call: F,
 ) -> Result<Result<T, ClientError>, ToolError>
 where
@@ -155,6 +157,7 @@ where
     };
     let (progress, progress_done) = progress_relay(ctx);
     let (log, log_done) = log_relay(ctx);
+    let (span_cx, trace) = telemetry::upstream_span(span.0, span.1, ctx.meta().trace.as_ref());
     let options = CallOptions {
         timeout: Some(upstream.config.call_timeout()),
         progress,
@@ -164,6 +167,7 @@ where
         log,
         questions: None,
         on_task: None,
+        trace,
     };
     let drains: Vec<_> = [progress_done, log_done].into_iter().flatten().collect();
     if client.is_legacy().await.unwrap_or(false) {
@@ -185,6 +189,10 @@ where
     // what is left and end, and every notification reaches the caller
     // before the result does.
     let outcome = call(client, previous, options).await;
+    if let Err(e) = &outcome {
+        telemetry::failed(&span_cx, &e.to_string());
+    }
+    drop(span_cx);
     drain(drains).await;
     finish(upstream, input, round, outcome, remember)
 }
@@ -303,6 +311,29 @@ pub async fn forward(
     args: Map<String, Value>,
     ctx: RequestContext,
 ) -> Result<ToolReply, ToolError> {
+    use opentelemetry::trace::FutureExt as _;
+    let span = telemetry::call_span(
+        ctx.meta().trace.as_ref(),
+        &guard.facts.name,
+        &upstream.config.name,
+    );
+    let reply = forward_in_span(upstream, tool, guard, args, ctx)
+        .with_context(span.clone())
+        .await;
+    if let Err(e) = &reply {
+        telemetry::failed(&span, e.message());
+    }
+    reply
+}
+
+/// [`forward`], inside the call's span.
+async fn forward_in_span(
+    upstream: Arc<Upstream>,
+    tool: String,
+    guard: Arc<Guard>,
+    args: Map<String, Value>,
+    ctx: RequestContext,
+) -> Result<ToolReply, ToolError> {
     let server = upstream.config.name.clone();
     ctx.note("upstream", server.as_str());
     // The caller's budget comes first, as the embedded limiter's does.
@@ -379,6 +410,7 @@ pub async fn forward(
         input,
         carry,
         true,
+        ("tools/call", Some(tool.as_str())),
         |client, previous, options| {
             checker = Some(client.clone());
             async move {
@@ -482,6 +514,7 @@ async fn relay_request<T: serde::de::DeserializeOwned>(
         ctx.inputs(),
         Map::new(),
         false,
+        (method, None),
         |client, previous, options| async move {
             client
                 .request_round(method, params, previous, &options)

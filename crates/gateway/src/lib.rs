@@ -39,6 +39,7 @@ mod parked;
 pub mod policy;
 pub mod shared_limit;
 pub mod state;
+pub mod telemetry;
 pub mod upstream;
 mod upstream_task;
 

@@ -571,3 +571,55 @@ async fn a_legacy_upstreams_list_change_reaches_downstream_listeners() {
     assert_eq!(listens.content[0].as_text(), Some("1"));
     gateway.stop();
 }
+
+#[tokio::test]
+async fn with_tracing_off_the_callers_trace_context_reaches_the_upstream_unchanged() {
+    let probe = toolgate_server::Server::builder("probe", "1")
+        .tool(
+            ToolDef::new("whoami")
+                .description("Says its trace context.")
+                .read_only()
+                .handler(|ctx: toolgate_server::RequestContext| async move {
+                    Ok(ctx
+                        .meta()
+                        .trace
+                        .as_ref()
+                        .map(|t| t.traceparent.clone())
+                        .unwrap_or_default())
+                }),
+        )
+        .build()
+        .unwrap();
+    let url = serve(probe).await;
+    let gateway = Gateway::start(
+        config(&format!("[servers.probe]\nurl = \"{url}\"\n")),
+        GatewayOptions::default(),
+    )
+    .await
+    .unwrap();
+    let c = downstream(&gateway).await;
+    let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let options = CallOptions {
+        trace: toolgate_protocol::trace::TraceContext::parse_traceparent(caller),
+        ..CallOptions::default()
+    };
+    let result = c
+        .call_tool("probe.whoami", Map::new(), &options)
+        .await
+        .unwrap();
+    assert_eq!(result.content[0].as_text(), Some(caller));
+    // A malformed one is dropped, not passed on.
+    let options = CallOptions {
+        trace: Some(toolgate_protocol::trace::TraceContext {
+            traceparent: "not-a-traceparent".into(),
+            ..Default::default()
+        }),
+        ..CallOptions::default()
+    };
+    let result = c
+        .call_tool("probe.whoami", Map::new(), &options)
+        .await
+        .unwrap();
+    assert_eq!(result.content[0].as_text(), Some(""));
+    gateway.stop();
+}

@@ -40,6 +40,7 @@ pub mod meta;
 pub mod names;
 pub mod quote;
 pub mod sanitize;
+pub mod trace;
 pub mod types;
 pub mod version;
 #[cfg(feature = "wire-check")]

@@ -38,6 +38,9 @@ pub struct RequestMeta {
     pub progress_token: Option<ProgressToken>,
     /// `io.modelcontextprotocol/logLevel`, when the client wants log messages.
     pub log_level: Option<LoggingLevel>,
+    /// W3C trace context (`traceparent`, `tracestate`, `baggage`), when
+    /// sent and well formed.
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 impl RequestMeta {
@@ -112,6 +115,7 @@ impl RequestMeta {
             client_capabilities,
             progress_token,
             log_level,
+            trace: crate::trace::TraceContext::from_meta(meta),
         })
     }
 }

@@ -168,6 +168,7 @@ impl RequestContext {
             client_capabilities: ClientCapabilities::default(),
             progress_token: None,
             log_level: None,
+            trace: None,
         };
         Self::new(
             RequestId::Number(0),

@@ -91,6 +91,10 @@ impl Session {
             client_capabilities: self.capabilities.clone(),
             progress_token,
             log_level: *lock(&self.log_level),
+            trace: params
+                .and_then(|p| p.get("_meta"))
+                .and_then(Value::as_object)
+                .and_then(toolgate_protocol::trace::TraceContext::from_meta),
         }
     }
 
