@@ -108,6 +108,21 @@ pub struct RateLimitConfig {
     /// and each upstream's `per_minute`) is kept there, shared by every
     /// instance. Write the password as `${VAR}`.
     pub redis: Option<String>,
+    /// What happens to a call while Redis cannot be asked: `refuse` (the
+    /// default: fail closed) or `allow` (unlimited until it is back).
+    #[serde(default)]
+    pub on_outage: OnOutage,
+}
+
+/// `[ratelimit] on_outage`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnOutage {
+    /// Refuse the call (fail closed).
+    #[default]
+    Refuse,
+    /// Let it through, unlimited, and log that it was.
+    Allow,
 }
 
 impl std::fmt::Debug for RateLimitConfig {
@@ -115,6 +130,7 @@ impl std::fmt::Debug for RateLimitConfig {
         f.debug_struct("RateLimitConfig")
             .field("rules", &self.rules)
             .field("redis", &self.redis.as_deref().map(crate::audit_pg::redact))
+            .field("on_outage", &self.on_outage)
             .finish()
     }
 }

@@ -290,6 +290,10 @@ async fn shared_budget(
                 seconds(wait)
             ),
         )),
+        Err(e) if limits.allows_on_outage() => {
+            tracing::warn!(error = %e, "rate limits cannot be checked; letting the call through (on_outage = \"allow\")");
+            Ok(())
+        }
         Err(e) => {
             tracing::error!(error = %e, "rate limits cannot be checked; refusing the call");
             Err((

@@ -270,7 +270,7 @@ impl Gateway {
         let ratelimit = Arc::new(config.ratelimit.clone());
         let shared_limits = match &config.ratelimit.redis {
             Some(url) => Some(Arc::new(
-                crate::shared_limit::SharedLimits::connect(url)
+                crate::shared_limit::SharedLimits::connect(url, config.ratelimit.on_outage)
                     .await
                     .map_err(GatewayError::Store)?,
             )),

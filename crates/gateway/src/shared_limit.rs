@@ -7,8 +7,9 @@
 //! embedded limiter uses too) on Redis's own clock, so instances whose
 //! clocks differ still agree. A budget's key expires once it is full
 //! again, so idle callers cost nothing. While Redis cannot be reached,
-//! calls are refused (fail closed) with a clear error, and the connection
-//! is re-established in the background.
+//! calls are refused (fail closed) with a clear error, unless `on_outage =
+//! "allow"` says to let them through; the connection is re-established in
+//! the background.
 
 use std::time::Duration;
 
@@ -39,6 +40,7 @@ pub struct SharedLimits {
     connection: ConnectionManager,
     script: redis::Script,
     shown: String,
+    on_outage: crate::config::OnOutage,
 }
 
 /// What a check found.
@@ -53,7 +55,7 @@ impl SharedLimits {
     /// Connect to `url` (`redis://[:password@]host[:port][/db]`). Fails
     /// when Redis cannot be reached: a gateway told to share its limits
     /// does not start without them.
-    pub async fn connect(url: &str) -> Result<Self, String> {
+    pub async fn connect(url: &str, on_outage: crate::config::OnOutage) -> Result<Self, String> {
         let shown = crate::audit_pg::redact(url);
         let client =
             redis::Client::open(url).map_err(|e| format!("[ratelimit] redis {shown}: {e}"))?;
@@ -68,7 +70,13 @@ impl SharedLimits {
             connection,
             script: redis::Script::new(GCRA),
             shown,
+            on_outage,
         })
+    }
+
+    /// Whether calls go through while Redis cannot be asked.
+    pub fn allows_on_outage(&self) -> bool {
+        self.on_outage == crate::config::OnOutage::Allow
     }
 
     /// Take one call from the budget `key` of `calls` per `period`.

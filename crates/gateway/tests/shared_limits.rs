@@ -147,6 +147,18 @@ async fn an_upstreams_budget_is_shared_and_an_outage_fails_closed_until_redis_re
     let a = instance(&upstream, &redis.url(), "per_minute = 2").await;
     let b = instance(&upstream, &redis.url(), "per_minute = 2").await;
     let (ca, cb) = (downstream(&a).await, downstream(&b).await);
+    let lenient = GatewayConfig::parse_toml(
+        &format!(
+            "[servers.shop]\nurl = \"{upstream}\"\n[ratelimit]\nredis = \"{}\"\non_outage = \"allow\"\n[[ratelimit.rules]]\ntools = [\"shop.greet\"]\nper_minute = 100\n[policy]\ndefault = \"allow\"\n",
+            redis.url()
+        ),
+        |_| None,
+    )
+    .unwrap();
+    let lenient = Gateway::start(lenient, GatewayOptions::default())
+        .await
+        .unwrap();
+    let c_open = downstream(&lenient).await;
     let order = || json!({"sku": "SKU-0001"});
     assert!(!call(&ca, "shop.order", order()).await.0);
     assert!(!call(&cb, "shop.order", order()).await.0);
@@ -167,6 +179,9 @@ async fn an_upstreams_budget_is_shared_and_an_outage_fails_closed_until_redis_re
         "The gateway cannot check its rate limits right now, so the call was not forwarded. Try again shortly."
     );
     assert!(ca.list_tools().await.is_ok(), "lists are still served");
+    // An instance told to let calls through meanwhile does so.
+    let (failed, text) = call(&c_open, "shop.greet", json!({})).await;
+    assert!(!failed, "on_outage = allow: {text}");
     // It comes back (empty): calls pass again.
     let _redis = Redis::start_on(port).await;
     let mut passed = false;
