@@ -372,14 +372,28 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
             },
         )
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    newest(
+        rows.map(|r| r.map_err(|e| format!("{}: {e}", path.display()))),
+        tool.as_ref(),
+        filter.limit,
+    )
+}
+
+/// Of `rows` (newest first), those matching `tool`, at most `limit` of
+/// them (reading stops there), oldest first.
+pub(crate) fn newest(
+    rows: impl Iterator<Item = Result<AuditRow, String>>,
+    tool: Option<&glob::Pattern>,
+    limit: Option<usize>,
+) -> Result<Vec<AuditRow>, String> {
     let mut out = Vec::new();
     for row in rows {
-        let row = row.map_err(|e| format!("{}: {e}", path.display()))?;
-        if tool.as_ref().is_some_and(|p| !p.matches(&row.tool)) {
+        let row = row?;
+        if tool.is_some_and(|p| !p.matches(&row.tool)) {
             continue;
         }
         out.push(row);
-        if filter.limit.is_some_and(|n| out.len() >= n) {
+        if limit.is_some_and(|n| out.len() >= n) {
             break;
         }
     }

@@ -239,19 +239,23 @@ impl PgStore {
         };
         let rows = client
             .query(
-                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) ORDER BY id DESC",
+                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) ORDER BY id DESC LIMIT $5",
                 &[
                     &filter.after_id.unwrap_or(0),
                     &filter.since_ms.unwrap_or(0),
                     &filter.caller,
                     &filter.decision,
+                    // A tool glob is matched here, so the database cannot stop early then.
+                    &match (&tool, filter.limit) {
+                        (None, Some(n)) => i64::try_from(n).unwrap_or(i64::MAX),
+                        _ => i64::MAX,
+                    },
                 ],
             )
             .await
             .map_err(|e| self.inner.fail(&e))?;
-        let mut out = Vec::new();
-        for r in rows {
-            let row = AuditRow {
+        let rows = rows.iter().map(|r| {
+            Ok(AuditRow {
                 id: r.get(0),
                 time_ms: r.get(1),
                 caller: r.get(2),
@@ -264,17 +268,9 @@ impl PgStore {
                 confirmation: r.get(9),
                 status: r.get(10),
                 latency_ms: r.get(11),
-            };
-            if tool.as_ref().is_some_and(|p| !p.matches(&row.tool)) {
-                continue;
-            }
-            out.push(row);
-            if filter.limit.is_some_and(|n| out.len() >= n) {
-                break;
-            }
-        }
-        out.reverse();
-        Ok(out)
+            })
+        });
+        crate::audit::newest(rows, tool.as_ref(), filter.limit)
     }
 }
 

@@ -574,23 +574,7 @@ async fn a_legacy_upstreams_list_change_reaches_downstream_listeners() {
 
 #[tokio::test]
 async fn with_tracing_off_the_callers_trace_context_reaches_the_upstream_unchanged() {
-    let probe = toolgate_server::Server::builder("probe", "1")
-        .tool(
-            ToolDef::new("whoami")
-                .description("Says its trace context.")
-                .read_only()
-                .handler(|ctx: toolgate_server::RequestContext| async move {
-                    Ok(ctx
-                        .meta()
-                        .trace
-                        .as_ref()
-                        .map(|t| t.traceparent.clone())
-                        .unwrap_or_default())
-                }),
-        )
-        .build()
-        .unwrap();
-    let url = serve(probe).await;
+    let url = serve(support::probe()).await;
     let gateway = Gateway::start(
         config(&format!("[servers.probe]\nurl = \"{url}\"\n")),
         GatewayOptions::default(),

@@ -17,7 +17,6 @@ use toolgate_gateway::config::GatewayConfig;
 use toolgate_gateway::telemetry::Telemetry;
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_protocol::trace::TraceContext;
-use toolgate_server::{RequestContext, Server, ToolDef};
 
 use support::{args, downstream, serve};
 
@@ -55,23 +54,7 @@ async fn a_call_is_traced_from_the_caller_through_the_gateway_to_the_upstream() 
     );
     tokio::spawn(async move { axum::serve(listener, app).await });
     // An upstream that says which trace context it was given.
-    let upstream = Server::builder("probe", "1")
-        .tool(
-            ToolDef::new("whoami")
-                .description("Says its trace context.")
-                .read_only()
-                .handler(|ctx: RequestContext| async move {
-                    Ok(ctx
-                        .meta()
-                        .trace
-                        .as_ref()
-                        .map(|t| t.traceparent.clone())
-                        .unwrap_or_default())
-                }),
-        )
-        .build()
-        .unwrap();
-    let url = serve(upstream).await;
+    let url = serve(support::probe()).await;
     let toml = format!(
         "[servers.probe]\nurl = \"{url}\"\n[telemetry]\notlp = \"{collector}\"\nservice_name = \"gw-test\"\n[policy]\ndefault = \"allow\"\n"
     );

@@ -76,6 +76,27 @@ pub fn shop(calls: Arc<AtomicUsize>, description: &str) -> Server {
         .unwrap()
 }
 
+/// A server whose one tool, `whoami`, answers with the `traceparent` it
+/// was given (empty when none).
+pub fn probe() -> Server {
+    Server::builder("probe", "1")
+        .tool(
+            ToolDef::new("whoami")
+                .description("Says its trace context.")
+                .read_only()
+                .handler(|ctx: toolgate_server::RequestContext| async move {
+                    Ok(ctx
+                        .meta()
+                        .trace
+                        .as_ref()
+                        .map(|t| t.traceparent.clone())
+                        .unwrap_or_default())
+                }),
+        )
+        .build()
+        .unwrap()
+}
+
 pub async fn serve(server: Server) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
