@@ -18,6 +18,9 @@ use serde_json::Value;
 pub struct Target {
     /// Server address.
     pub addr: SocketAddr,
+    /// A second instance: odd connections go there (a round-robin load
+    /// balancer, per connection).
+    pub also: Option<SocketAddr>,
     /// The request body (a JSON-RPC request).
     pub body: Bytes,
     /// Headers beyond `Content-Type` and `Accept`.
@@ -158,7 +161,11 @@ pub async fn open_session(addr: SocketAddr) -> anyhow::Result<String> {
 }
 
 async fn connection(target: Target, deadline: Instant, index: u64) -> anyhow::Result<Worker> {
-    let stream = tokio::net::TcpStream::connect(target.addr).await?;
+    let addr = match target.also {
+        Some(other) if index % 2 == 1 => other,
+        _ => target.addr,
+    };
+    let stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(async move {
@@ -170,7 +177,7 @@ async fn connection(target: Target, deadline: Instant, index: u64) -> anyhow::Re
         errors: 0,
         latency: histogram(),
     };
-    let host = target.addr.to_string();
+    let host = addr.to_string();
     let mut sent = 0u64;
     while Instant::now() < deadline {
         let started = Instant::now();

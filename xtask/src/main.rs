@@ -21,7 +21,8 @@
 //!   benchmark in release and runs it: toolgate against rmcp (defaults and
 //!   best settings) and a bare axum ceiling, on loopback; the gateway
 //!   against the npm `mcp-proxy` (installed here) in front of a stdio
-//!   server. Writes
+//!   server, and two gateway instances sharing a PostgreSQL and a Redis
+//!   this task starts (as `scale-out` does). Writes
 //!   `bench/results/latest.json` and `latest.md` and prints the table. CI
 //!   builds the benchmark (it is a workspace member) but does not run it.
 //!
@@ -150,8 +151,13 @@ fn bench(args: &[String]) -> anyhow::Result<()> {
         &[MCP_PROXY],
         Some(&node_bin),
     )?;
+    // The two-instance gateway row shares these.
+    let postgres = services::Postgres::start()?;
+    let redis = services::Redis::start()?;
     run(Command::new(root().join("target/release/bench"))
         .args(args)
+        .env("TOOLGATE_BENCH_POSTGRES", &postgres.url)
+        .env("TOOLGATE_BENCH_REDIS", &redis.url)
         .env("TOOLGATE_BENCH_NODE", node_bin.join("node"))
         .env(
             "TOOLGATE_BENCH_MCP_PROXY",

@@ -141,6 +141,45 @@ fn redis_server() -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// A `redis-server` on a free loopback port, with nothing saved to disk;
+/// killed when dropped.
+pub struct Redis {
+    /// `redis://…` for it.
+    pub url: String,
+    _child: crate::support::ChildGuard,
+}
+
+impl Redis {
+    /// Install if needed and start one.
+    pub fn start() -> anyhow::Result<Self> {
+        let binary = redis_server()?;
+        let port = free_port()?;
+        let child = Command::new(binary)
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .context("starting redis-server")?;
+        let guard = crate::support::ChildGuard(child);
+        crate::support::wait_for(
+            std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            "redis-server",
+        )?;
+        Ok(Self {
+            url: format!("redis://127.0.0.1:{port}"),
+            _child: guard,
+        })
+    }
+}
+
 /// The tests that need PostgreSQL and Redis, with them at hand.
 pub fn scale_out() -> anyhow::Result<()> {
     let redis = redis_server()?;

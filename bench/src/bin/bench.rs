@@ -73,6 +73,9 @@ enum Kind {
     Gateway,
     /// The same, writing every call to its audit store before answering.
     GatewayAudited,
+    /// Two `toolgate serve` instances sharing PostgreSQL (audit store and
+    /// approvals) and Redis (rate limits), the load split between them.
+    GatewayShared,
     /// `toolgate serve` in front of the toolgate server over stdio.
     GatewayStdio,
     /// The npm `mcp-proxy` in front of the toolgate server over stdio (a
@@ -95,6 +98,9 @@ const PROXIED: &str = "HTTP tools/call via a proxy to a stdio server, c=32";
 /// The label of the gateway row with the audit store on.
 const GATEWAY_AUDITED: &str = "toolgate gateway, audit store on";
 
+/// The label of the two-instance gateway row.
+const GATEWAY_SHARED: &str = "toolgate gateway ×2, PostgreSQL + Redis";
+
 /// The label of the authenticated, rate-limited toolgate row.
 const SECURED: &str = "toolgate, JWT + rate limit";
 
@@ -109,6 +115,7 @@ impl Kind {
             Kind::ToolgateSecured => SECURED,
             Kind::Gateway => GATEWAY,
             Kind::GatewayAudited => GATEWAY_AUDITED,
+            Kind::GatewayShared => GATEWAY_SHARED,
             Kind::GatewayStdio => GATEWAY_STDIO,
             Kind::McpProxy => MCP_PROXY,
         }
@@ -130,6 +137,55 @@ async fn start_gateway(bins: &Bins, extra: usize, audited: bool) -> anyhow::Resu
     .await?;
     gateway.upstream = Some(Box::new(upstream));
     Ok(gateway)
+}
+
+/// Two `toolgate serve --http` instances in front of one toolgate server,
+/// sharing PostgreSQL and Redis (`TOOLGATE_BENCH_POSTGRES`,
+/// `TOOLGATE_BENCH_REDIS`, which `cargo xtask bench` starts) and the state
+/// key. Every call is audited and rate-limited (a limit far above the
+/// load: checked on every call, never refusing). The first instance holds
+/// the second as its `upstream`, which holds the server.
+async fn start_shared_gateways(bins: &Bins, extra: usize) -> anyhow::Result<Server> {
+    let (Ok(postgres), Ok(redis)) = (
+        std::env::var("TOOLGATE_BENCH_POSTGRES"),
+        std::env::var("TOOLGATE_BENCH_REDIS"),
+    ) else {
+        anyhow::bail!("no PostgreSQL or Redis: run `cargo xtask bench`, which starts them");
+    };
+    let upstream = Box::pin(start(bins, Kind::Toolgate, extra)).await?;
+    let upstream_addr = upstream
+        .addr
+        .ok_or_else(|| anyhow::anyhow!("no upstream address"))?;
+    let key = std::env::temp_dir().join(format!("toolgate-bench-state-{}.key", std::process::id()));
+    std::fs::write(&key, "b".repeat(64))?;
+    let shared = format!(
+        "[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n[store]\nurl = \"{postgres}\"\n[ratelimit]\nredis = \"{redis}\"\n[[ratelimit.rules]]\ntools = [\"*\"]\nper_minute = 1000000000\n[state]\nkey_file = {:?}\n",
+        key.display().to_string()
+    );
+    let mut second = serve_config(bins, &shared).await?;
+    second.upstream = Some(Box::new(upstream));
+    let mut first = serve_config(bins, &shared).await?;
+    first.upstream = Some(Box::new(second));
+    Ok(first)
+}
+
+/// `toolgate serve --http` with the configuration `toml`.
+async fn serve_config(bins: &Bins, toml: &str) -> anyhow::Result<Server> {
+    let addr = process::free_addr()?;
+    let config = std::env::temp_dir().join(format!(
+        "toolgate-bench-gateway-{}-{}.toml",
+        std::process::id(),
+        addr.port()
+    ));
+    std::fs::write(&config, toml)?;
+    let args = [
+        "serve".to_owned(),
+        "--http".to_owned(),
+        addr.to_string(),
+        "--config".to_owned(),
+        config.display().to_string(),
+    ];
+    Server::http(&bins.cli, &args, addr).await
 }
 
 /// `toolgate serve --http` with the one upstream `server` (a TOML
@@ -168,6 +224,9 @@ async fn serve_gateway(bins: &Bins, server: &str, audited: bool) -> anyhow::Resu
 async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> {
     if matches!(kind, Kind::Gateway | Kind::GatewayAudited) {
         return start_gateway(bins, extra, matches!(kind, Kind::GatewayAudited)).await;
+    }
+    if matches!(kind, Kind::GatewayShared) {
+        return start_shared_gateways(bins, extra).await;
     }
     if matches!(kind, Kind::GatewayStdio) {
         let server = format!(
@@ -222,7 +281,11 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
             &bins.rmcp
         }
         Kind::Ceiling => &bins.ceiling,
-        Kind::Gateway | Kind::GatewayAudited | Kind::GatewayStdio | Kind::McpProxy => {
+        Kind::Gateway
+        | Kind::GatewayAudited
+        | Kind::GatewayShared
+        | Kind::GatewayStdio
+        | Kind::McpProxy => {
             unreachable!("started above")
         }
     };
@@ -317,8 +380,13 @@ async fn http_scenario(
                 let token = toolgate_bench::access_token(&format!("http://{addr}/mcp"))?;
                 headers.push(("authorization".to_owned(), format!("Bearer {token}")));
             }
+            // The second instance of a shared pair takes every other connection.
+            let also = matches!(kind, Kind::GatewayShared)
+                .then(|| server.upstream.as_ref().and_then(|u| u.addr))
+                .flatten();
             let target = Target {
                 addr,
+                also,
                 body,
                 headers,
                 walk: s.walk,
@@ -327,9 +395,19 @@ async fn http_scenario(
             };
             // Warm up: connections, caches, allocator.
             load::run(&target, s.concurrency, Duration::from_millis(300)).await?;
-            let cpu_before = server.cpu_seconds();
+            // Both instances of a shared pair count (not the server behind them).
+            let cpu_now = || {
+                let second = match kind {
+                    Kind::GatewayShared => {
+                        server.upstream.as_ref().map_or(0.0, |u| u.cpu_seconds())
+                    }
+                    _ => 0.0,
+                };
+                server.cpu_seconds() + second
+            };
+            let cpu_before = cpu_now();
             let outcome = load::run(&target, s.concurrency, secs).await?;
-            let cpu = server.cpu_seconds() - cpu_before;
+            let cpu = cpu_now() - cpu_before;
             let r = round_of(&outcome, cpu, server.memory().peak_kib);
             eprintln!(
                 "  {:<34} {:<28} {:>9.0}/s  p50 {:>7.3} ms  p99 {:>7.3} ms{}",
@@ -437,6 +515,7 @@ async fn calls_then_rest(addr: std::net::SocketAddr, params: Value) -> anyhow::R
     let (body, headers) = request("tools/call", params);
     let target = Target {
         addr,
+        also: None,
         body,
         headers,
         walk: false,
@@ -711,9 +790,19 @@ async fn main() -> anyhow::Result<()> {
         }
         v
     };
+    let shared = std::env::var_os("TOOLGATE_BENCH_POSTGRES").is_some()
+        && std::env::var_os("TOOLGATE_BENCH_REDIS").is_some();
+    if !shared {
+        eprintln!(
+            "bench: no PostgreSQL and Redis (cargo xtask bench starts them): the two-instance gateway row is left out"
+        );
+    }
     let with_gateway = |mut servers: Vec<(Kind, Option<&'static str>, Option<Value>)>| {
         servers.push((Kind::Gateway, None, None));
         servers.push((Kind::GatewayAudited, None, None));
+        if shared {
+            servers.push((Kind::GatewayShared, None, None));
+        }
         servers
     };
     let scenarios = [
