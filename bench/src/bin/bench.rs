@@ -191,14 +191,13 @@ async fn serve_config(bins: &Bins, toml: &str) -> anyhow::Result<Server> {
 /// `toolgate serve --http` with the one upstream `server` (a TOML
 /// `[servers.up]` table), unprefixed and every call allowed.
 async fn serve_gateway(bins: &Bins, server: &str, audited: bool) -> anyhow::Result<Server> {
-    let addr = process::free_addr()?;
-    let config = std::env::temp_dir().join(format!(
-        "toolgate-bench-gateway-{}-{}.toml",
-        std::process::id(),
-        addr.port()
-    ));
+    static STORES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let audit = if audited {
-        let db = config.with_extension("db");
+        let n = STORES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let db = std::env::temp_dir().join(format!(
+            "toolgate-bench-audit-{}-{n}.db",
+            std::process::id()
+        ));
         // A fresh store per run: the figures are not those of a grown file.
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
@@ -207,18 +206,11 @@ async fn serve_gateway(bins: &Bins, server: &str, audited: bool) -> anyhow::Resu
     } else {
         "[audit]\ndisabled = true\n".to_owned()
     };
-    std::fs::write(
-        &config,
-        format!("{server}prefix = \"\"\n[policy]\ndefault = \"allow\"\n{audit}"),
-    )?;
-    let args = [
-        "serve".to_owned(),
-        "--http".to_owned(),
-        addr.to_string(),
-        "--config".to_owned(),
-        config.display().to_string(),
-    ];
-    Server::http(&bins.cli, &args, addr).await
+    serve_config(
+        bins,
+        &format!("{server}prefix = \"\"\n[policy]\ndefault = \"allow\"\n{audit}"),
+    )
+    .await
 }
 
 async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> {
