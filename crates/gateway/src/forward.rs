@@ -190,7 +190,7 @@ where
     // before the result does.
     let outcome = call(client, previous, options).await;
     if let Err(e) = &outcome {
-        telemetry::failed(&span_cx, &e.to_string());
+        telemetry::failed(span_cx.as_ref(), &e.to_string());
     }
     drop(span_cx);
     drain(drains).await;
@@ -321,11 +321,16 @@ pub async fn forward(
         &guard.facts.name,
         &upstream.config.name,
     );
-    let reply = forward_in_span(upstream, tool, guard, args, ctx)
-        .with_context(span.clone())
-        .await;
+    let reply = match &span {
+        Some(span) => {
+            forward_in_span(upstream, tool, guard, args, ctx)
+                .with_context(span.clone())
+                .await
+        }
+        None => forward_in_span(upstream, tool, guard, args, ctx).await,
+    };
     if let Err(e) = &reply {
-        telemetry::failed(&span, e.message());
+        telemetry::failed(span.as_ref(), e.message());
     }
     reply
 }
