@@ -466,7 +466,13 @@ async fn answer(
 ) -> Result<ToolReply, ToolError> {
     let server = upstream.config.name.clone();
     match outcome {
-        Ok(result) => {
+        Ok(mut result) => {
+            if let Some(meta) = &mut result.meta {
+                drop_upstream_identity(meta);
+                if meta.is_empty() {
+                    result.meta = None;
+                }
+            }
             let violations = match &checker {
                 Some(client) => client.check_output(tool, &result).await.unwrap_or_default(),
                 None => Vec::new(),
@@ -534,7 +540,13 @@ async fn relay_request<T: serde::de::DeserializeOwned>(
     .await?;
     let server = &upstream.config.name;
     match outcome {
-        Ok(value) => {
+        Ok(mut value) => {
+            if let Some(Value::Object(meta)) = value.get_mut("_meta") {
+                drop_upstream_identity(meta);
+                if meta.is_empty() {
+                    value.as_object_mut().map(|v| v.remove("_meta"));
+                }
+            }
             let value = match field {
                 Some(f) => value.get(f).cloned().unwrap_or(Value::Null),
                 None => value,
@@ -634,6 +646,14 @@ pub async fn complete(
             Vec::new()
         }
     }
+}
+
+/// The upstream names itself in its results' `_meta`, but the caller's
+/// answer is produced by the gateway, which stamps its own name there (the
+/// specification: `serverInfo` "identifies the server software producing
+/// the response"). The upstream's other `_meta` keys pass on.
+fn drop_upstream_identity(meta: &mut Map<String, Value>) {
+    meta.remove(toolgate_protocol::meta::SERVER_INFO);
 }
 
 fn error(text: String) -> ToolReply {

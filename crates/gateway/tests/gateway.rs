@@ -607,3 +607,48 @@ async fn with_tracing_off_the_callers_trace_context_reaches_the_upstream_unchang
     assert_eq!(result.content[0].as_text(), Some(""));
     gateway.stop();
 }
+
+#[tokio::test]
+async fn a_relayed_result_names_the_gateway_and_keeps_the_upstreams_other_meta() {
+    let upstream = toolgate_server::Server::builder("deep", "7")
+        .tool(
+            ToolDef::new("tagged")
+                .description("Answers with _meta of its own.")
+                .handler(|_: toolgate_server::NoArgs| async move {
+                    let mut result = toolgate_protocol::types::CallToolResult::text("ok");
+                    result.meta = json!({"example.com/tag": "kept"}).as_object().cloned();
+                    Ok(result)
+                }),
+        )
+        .build()
+        .unwrap();
+    let url = serve(upstream).await;
+    let gateway = Gateway::start(
+        config(&format!("[servers.deep]\nurl = \"{url}\"\n")),
+        GatewayOptions::default(),
+    )
+    .await
+    .unwrap();
+    let c = downstream(&gateway).await;
+    let listed = c
+        .request("tools/list", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    let gateway_info = &listed["_meta"]["io.modelcontextprotocol/serverInfo"];
+    assert!(gateway_info["name"].is_string(), "{listed}");
+    let called = c
+        .request(
+            "tools/call",
+            args(json!({"name": "deep.tagged", "arguments": {}})),
+            &CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    let meta = &called["_meta"];
+    assert_eq!(
+        &meta["io.modelcontextprotocol/serverInfo"], gateway_info,
+        "the gateway produced the answer, so it names itself: {called}"
+    );
+    assert_eq!(meta["example.com/tag"], "kept", "{called}");
+    assert_eq!(called["content"][0]["text"], "ok");
+}
