@@ -71,6 +71,8 @@ enum Kind {
     /// `toolgate serve` in front of the toolgate server, over HTTP, with
     /// no audit store.
     Gateway,
+    /// The same with `--threads 1` (the runtime on one thread).
+    GatewayOneThread,
     /// The same, writing every call to its audit store before answering.
     GatewayAudited,
     /// Two `toolgate serve` instances sharing PostgreSQL (audit store and
@@ -85,6 +87,9 @@ enum Kind {
 
 /// The label of the gateway row.
 const GATEWAY: &str = "toolgate gateway → toolgate";
+
+/// The label of the one-thread gateway row.
+const GATEWAY_ONE_THREAD: &str = "toolgate gateway --threads 1 → toolgate";
 
 /// The label of the gateway row fronting a stdio server.
 const GATEWAY_STDIO: &str = "toolgate gateway → toolgate (stdio)";
@@ -114,6 +119,7 @@ impl Kind {
             Kind::Ceiling => CEILING,
             Kind::ToolgateSecured => SECURED,
             Kind::Gateway => GATEWAY,
+            Kind::GatewayOneThread => GATEWAY_ONE_THREAD,
             Kind::GatewayAudited => GATEWAY_AUDITED,
             Kind::GatewayShared => GATEWAY_SHARED,
             Kind::GatewayStdio => GATEWAY_STDIO,
@@ -124,7 +130,12 @@ impl Kind {
 
 /// `toolgate serve --http` with the toolgate server as its one upstream,
 /// unprefixed, so requests are the same as to the server directly.
-async fn start_gateway(bins: &Bins, extra: usize, audited: bool) -> anyhow::Result<Server> {
+async fn start_gateway(
+    bins: &Bins,
+    extra: usize,
+    audited: bool,
+    args: &[&str],
+) -> anyhow::Result<Server> {
     let upstream = Box::pin(start(bins, Kind::Toolgate, extra)).await?;
     let upstream_addr = upstream
         .addr
@@ -133,6 +144,7 @@ async fn start_gateway(bins: &Bins, extra: usize, audited: bool) -> anyhow::Resu
         bins,
         &format!("[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\n"),
         audited,
+        args,
     )
     .await?;
     gateway.upstream = Some(Box::new(upstream));
@@ -162,15 +174,16 @@ async fn start_shared_gateways(bins: &Bins, extra: usize) -> anyhow::Result<Serv
         "[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n[store]\nurl = \"{postgres}\"\n[ratelimit]\nredis = \"{redis}\"\n[[ratelimit.rules]]\ntools = [\"*\"]\nper_minute = 1000000000\n[state]\nkey_file = {:?}\n",
         key.display().to_string()
     );
-    let mut second = serve_config(bins, &shared).await?;
+    let mut second = serve_config(bins, &shared, &[]).await?;
     second.upstream = Some(Box::new(upstream));
-    let mut first = serve_config(bins, &shared).await?;
+    let mut first = serve_config(bins, &shared, &[]).await?;
     first.upstream = Some(Box::new(second));
     Ok(first)
 }
 
-/// `toolgate serve --http` with the configuration `toml`.
-async fn serve_config(bins: &Bins, toml: &str) -> anyhow::Result<Server> {
+/// `toolgate serve --http` with the configuration `toml` and `extra`
+/// arguments.
+async fn serve_config(bins: &Bins, toml: &str, extra: &[&str]) -> anyhow::Result<Server> {
     let addr = process::free_addr()?;
     let config = std::env::temp_dir().join(format!(
         "toolgate-bench-gateway-{}-{}.toml",
@@ -178,19 +191,26 @@ async fn serve_config(bins: &Bins, toml: &str) -> anyhow::Result<Server> {
         addr.port()
     ));
     std::fs::write(&config, toml)?;
-    let args = [
+    let mut args = vec![
         "serve".to_owned(),
         "--http".to_owned(),
         addr.to_string(),
         "--config".to_owned(),
         config.display().to_string(),
     ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
     Server::http(&bins.cli, &args, addr).await
 }
 
 /// `toolgate serve --http` with the one upstream `server` (a TOML
-/// `[servers.up]` table), unprefixed and every call allowed.
-async fn serve_gateway(bins: &Bins, server: &str, audited: bool) -> anyhow::Result<Server> {
+/// `[servers.up]` table), unprefixed and every call allowed; `args` are
+/// added to the command.
+async fn serve_gateway(
+    bins: &Bins,
+    server: &str,
+    audited: bool,
+    args: &[&str],
+) -> anyhow::Result<Server> {
     static STORES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let audit = if audited {
         let n = STORES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -209,13 +229,22 @@ async fn serve_gateway(bins: &Bins, server: &str, audited: bool) -> anyhow::Resu
     serve_config(
         bins,
         &format!("{server}prefix = \"\"\n[policy]\ndefault = \"allow\"\n{audit}"),
+        args,
     )
     .await
 }
 
 async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> {
-    if matches!(kind, Kind::Gateway | Kind::GatewayAudited) {
-        return start_gateway(bins, extra, matches!(kind, Kind::GatewayAudited)).await;
+    if matches!(
+        kind,
+        Kind::Gateway | Kind::GatewayAudited | Kind::GatewayOneThread
+    ) {
+        let args: &[&str] = if matches!(kind, Kind::GatewayOneThread) {
+            &["--threads", "1"]
+        } else {
+            &[]
+        };
+        return start_gateway(bins, extra, matches!(kind, Kind::GatewayAudited), args).await;
     }
     if matches!(kind, Kind::GatewayShared) {
         return start_shared_gateways(bins, extra).await;
@@ -225,7 +254,7 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
             "[servers.up]\ncommand = {:?}\nargs = [\"--stdio\"]\n",
             bins.toolgate.display().to_string()
         );
-        return serve_gateway(bins, &server, false).await;
+        return serve_gateway(bins, &server, false, &[]).await;
     }
     if matches!(kind, Kind::McpProxy) {
         let Some((node, script)) = &bins.mcp_proxy else {
@@ -274,6 +303,7 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
         }
         Kind::Ceiling => &bins.ceiling,
         Kind::Gateway
+        | Kind::GatewayOneThread
         | Kind::GatewayAudited
         | Kind::GatewayShared
         | Kind::GatewayStdio
@@ -791,6 +821,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let with_gateway = |mut servers: Vec<(Kind, Option<&'static str>, Option<Value>)>| {
         servers.push((Kind::Gateway, None, None));
+        servers.push((Kind::GatewayOneThread, None, None));
         servers.push((Kind::GatewayAudited, None, None));
         if shared {
             servers.push((Kind::GatewayShared, None, None));

@@ -297,6 +297,11 @@ lock file are withheld. The configuration is documented in docs/gateway.md.")]
         /// count).
         #[arg(long, value_name = "ADDR")]
         metrics: Option<String>,
+        /// Worker threads (default: one per CPU core). With 1 the gateway
+        /// runs on a single thread, which spends the least CPU per call
+        /// where it shares a small machine with its upstreams or callers.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+        threads: Option<u16>,
         /// Print the configuration's JSON Schema and exit.
         #[arg(long)]
         print_schema: bool,
@@ -550,6 +555,7 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             check,
             metrics,
             print_schema,
+            threads: _,
         } => {
             if print_schema {
                 outln!(
@@ -619,9 +625,34 @@ async fn run(command: Command) -> anyhow::Result<u8> {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    let threads = match &cli.command {
+        Command::Serve { threads, .. } => *threads,
+        _ => None,
+    };
+    let runtime = match threads {
+        // One thread: no worker ever waits for, steals from or wakes another.
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(usize::from(n));
+            builder
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    }
+    .enable_all()
+    .build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(start(cli)),
+        Err(e) => {
+            errln!("toolgate: cannot start the async runtime: {e}");
+            exit::code(exit::FAILED)
+        }
+    }
+}
+
+async fn start(cli: Cli) -> ExitCode {
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
         (false, 0) => "warn",

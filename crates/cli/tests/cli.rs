@@ -763,3 +763,46 @@ async fn task_calls_show_their_states_and_can_be_picked_up_or_cancelled() {
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("Task not found"), "{}", r.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_runs_on_the_threads_it_is_given() {
+    let addr = serve().await;
+    let dir = std::env::temp_dir().join(format!("toolgate-threads-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        format!("[servers.shop]\nurl = \"http://{addr}/mcp\"\n[policy]\ndefault = \"allow\"\n"),
+    )
+    .unwrap();
+    let toolgate = env!("CARGO_BIN_EXE_toolgate");
+    // One thread is a runtime of its own kind; three is the default kind
+    // sized by hand. A question from the upstream crosses either.
+    for threads in ["1", "3"] {
+        let r = toolgate_in(
+            &dir,
+            &[
+                "call",
+                "shop.order",
+                "--yes",
+                "--args",
+                r#"{"item":"tea"}"#,
+                "--answer",
+                "confirm=true",
+                "--",
+                toolgate,
+                "serve",
+                "--stdio",
+                "--threads",
+                threads,
+            ],
+            &[],
+        )
+        .await;
+        assert_eq!(r.code, 0, "--threads {threads}: {}", r.stderr);
+        assert!(r.stdout.contains("ordered tea"), "{}", r.stdout);
+    }
+    let r = toolgate_in(&dir, &["serve", "--stdio", "--threads", "0"], &[]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--threads"), "{}", r.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+}
