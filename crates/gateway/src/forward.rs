@@ -467,12 +467,7 @@ async fn answer(
     let server = upstream.config.name.clone();
     match outcome {
         Ok(mut result) => {
-            if let Some(meta) = &mut result.meta {
-                drop_upstream_identity(meta);
-                if meta.is_empty() {
-                    result.meta = None;
-                }
-            }
+            drop_upstream_identity(&mut result.meta);
             let violations = match &checker {
                 Some(client) => client.check_output(tool, &result).await.unwrap_or_default(),
                 None => Vec::new(),
@@ -540,13 +535,7 @@ async fn relay_request<T: serde::de::DeserializeOwned>(
     .await?;
     let server = &upstream.config.name;
     match outcome {
-        Ok(mut value) => {
-            if let Some(Value::Object(meta)) = value.get_mut("_meta") {
-                drop_upstream_identity(meta);
-                if meta.is_empty() {
-                    value.as_object_mut().map(|v| v.remove("_meta"));
-                }
-            }
+        Ok(value) => {
             let value = match field {
                 Some(f) => value.get(f).cloned().unwrap_or(Value::Null),
                 None => value,
@@ -572,7 +561,7 @@ pub async fn get_prompt(
     let mut params = Map::new();
     params.insert("name".into(), Value::from(prompt.clone()));
     params.insert("arguments".into(), json!(args));
-    relay_request(
+    let mut result: GetPromptResult = relay_request(
         &upstream,
         &ctx,
         "prompts/get",
@@ -580,7 +569,9 @@ pub async fn get_prompt(
         None,
         &quote(&prompt),
     )
-    .await
+    .await?;
+    drop_upstream_identity(&mut result.meta);
+    Ok(result)
 }
 
 /// Relay `resources/read` of `uri`.
@@ -651,9 +642,15 @@ pub async fn complete(
 /// The upstream names itself in its results' `_meta`, but the caller's
 /// answer is produced by the gateway, which stamps its own name there (the
 /// specification: `serverInfo` "identifies the server software producing
-/// the response"). The upstream's other `_meta` keys pass on.
-fn drop_upstream_identity(meta: &mut Map<String, Value>) {
-    meta.remove(toolgate_protocol::meta::SERVER_INFO);
+/// the response"). The upstream's other `_meta` keys pass on; with none,
+/// there is no `_meta` left, and the server writes the result directly.
+fn drop_upstream_identity(meta: &mut Option<Map<String, Value>>) {
+    if let Some(m) = meta {
+        m.remove(toolgate_protocol::meta::SERVER_INFO);
+        if m.is_empty() {
+            *meta = None;
+        }
+    }
 }
 
 fn error(text: String) -> ToolReply {
