@@ -130,6 +130,32 @@ fn text(r: Result<toolgate_protocol::types::CallToolResult, ClientError>) -> Str
     }
 }
 
+/// A watch of `c`'s tool list and the channel each change notification
+/// (or the stream's acknowledgement) arrives on.
+fn watched(
+    c: &Client,
+) -> (
+    toolgate_client::ToolWatch,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+) {
+    let (tx, changed) = tokio::sync::mpsc::unbounded_channel();
+    let watch = c.watch_tools_with(move || {
+        let _ = tx.send(());
+    });
+    (watch, changed)
+}
+
+/// Give the running `upstream` a new tool, `refund`.
+fn add_refund(upstream: &toolgate_server::Server) {
+    upstream
+        .add_tool(
+            ToolDef::new("refund")
+                .description("Refunds an order.")
+                .handler(|_: toolgate_server::NoArgs| async { Ok("refunded") }),
+        )
+        .unwrap();
+}
+
 /// Wait until the downstream list satisfies `done`, looking again after
 /// each change notification (or the stream's acknowledgement); at most 20 s.
 async fn listed_until(
@@ -245,17 +271,8 @@ async fn a_tool_added_upstream_reaches_downstream_listeners() {
     .await
     .unwrap();
     let c = downstream(&gateway).await;
-    let (tx, mut changed) = tokio::sync::mpsc::unbounded_channel();
-    let _watch = c.watch_tools_with(move || {
-        let _ = tx.send(());
-    });
-    upstream
-        .add_tool(
-            ToolDef::new("refund")
-                .description("Refunds an order.")
-                .handler(|_: toolgate_server::NoArgs| async { Ok("refunded") }),
-        )
-        .unwrap();
+    let (_watch, mut changed) = watched(&c);
+    add_refund(&upstream);
     // Each notification (or the stream's first acknowledgement) is a
     // reason to look again; the new tool must show up within 10 s.
     let seen = listed_until(&c, &mut changed, |names| {
@@ -295,21 +312,9 @@ async fn a_tool_list_change_reaches_listeners_of_every_instance() {
         .await
         .unwrap();
     let (ca, cb) = (downstream(&a).await, downstream(&b).await);
-    let (tx_a, mut changed_a) = tokio::sync::mpsc::unbounded_channel();
-    let (tx_b, mut changed_b) = tokio::sync::mpsc::unbounded_channel();
-    let _watch_a = ca.watch_tools_with(move || {
-        let _ = tx_a.send(());
-    });
-    let _watch_b = cb.watch_tools_with(move || {
-        let _ = tx_b.send(());
-    });
-    upstream
-        .add_tool(
-            ToolDef::new("refund")
-                .description("Refunds an order.")
-                .handler(|_: toolgate_server::NoArgs| async { Ok("refunded") }),
-        )
-        .unwrap();
+    let (_watch_a, mut changed_a) = watched(&ca);
+    let (_watch_b, mut changed_b) = watched(&cb);
+    add_refund(&upstream);
     for (c, changed) in [(&ca, &mut changed_a), (&cb, &mut changed_b)] {
         listed_until(c, changed, |names| names.iter().any(|n| n == "shop.refund")).await;
     }
@@ -420,10 +425,7 @@ async fn an_upstream_down_at_start_joins_when_it_comes_up() {
     let gateway = Gateway::start(config(&toml), options).await.unwrap();
     assert_eq!(gateway.tool_names(), ["a.greet", "a.order", "a.pay"]);
     let c = downstream(&gateway).await;
-    let (tx, mut changed) = tokio::sync::mpsc::unbounded_channel();
-    let _watch = c.watch_tools_with(move || {
-        let _ = tx.send(());
-    });
+    let (_watch, mut changed) = watched(&c);
     // Now the late server starts, on the address the gateway keeps trying.
     let listener = TcpListener::bind(addr).await.unwrap();
     tokio::spawn(serve_listener(
@@ -546,10 +548,7 @@ async fn a_legacy_upstreams_list_change_reaches_downstream_listeners() {
         .await
         .unwrap();
     let c = downstream(&gateway).await;
-    let (tx, mut changed) = tokio::sync::mpsc::unbounded_channel();
-    let _watch = c.watch_tools_with(move || {
-        let _ = tx.send(());
-    });
+    let (_watch, mut changed) = watched(&c);
     let seen = listed_until(&c, &mut changed, |names| !names.is_empty()).await;
     assert_eq!(seen, ["old.grow", "old.listens"]);
     let grown = c
