@@ -31,6 +31,22 @@ pub fn with_tls(builder: reqwest::ClientBuilder) -> Result<reqwest::ClientBuilde
     Ok(builder.tls_backend_preconfigured(config))
 }
 
+/// The TLS configuration of the transport's own connections: the
+/// application's default provider when it installed one, else `ring`; the
+/// platform's verifier either way; HTTP/1.1 by ALPN.
+pub(crate) fn client_config() -> Result<Arc<rustls::ClientConfig>, ClientError> {
+    let provider = CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_platform_verifier())
+        .map_err(|e| ClientError::Transport(format!("cannot set up TLS: {e}")))?
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
 /// Install `ring` as the process-wide rustls provider, for applications
 /// that want one and have not chosen another. Returns `false` if a provider
 /// was installed already (which then stays). The client does not need this:

@@ -156,23 +156,25 @@ impl Session {
     /// Add the token (and a fresh DPoP proof) to a request for `method url`.
     pub fn apply(
         &self,
-        mut builder: reqwest::RequestBuilder,
+        request: &mut crate::transport::http::Outbound,
         presented: Option<&Presented>,
-        method: &str,
         url: &Url,
-    ) -> Result<reqwest::RequestBuilder, ClientError> {
+    ) -> Result<(), ClientError> {
         let Some(p) = presented else {
-            return Ok(builder);
+            return Ok(());
         };
-        builder = builder.header("authorization", &p.authorization);
+        request.add("authorization", &p.authorization)?;
         if let Some(key) = &p.dpop {
             let nonce = read(&self.rs_nonce);
-            builder = builder.header(
-                "dpop",
-                key.dpop_proof(method, url, Some(&p.token), nonce.as_deref())?,
-            );
+            let proof = key.dpop_proof(
+                request.method.as_str(),
+                url,
+                Some(&p.token),
+                nonce.as_deref(),
+            )?;
+            request.add("dpop", &proof)?;
         }
-        Ok(builder)
+        Ok(())
     }
 
     /// Decide about an answer to a request sent with `presented`.

@@ -8,6 +8,7 @@
 //! `Last-Event-ID`, as those revisions specify.
 
 mod sse;
+mod wire;
 
 #[doc(hidden)]
 pub use sse::fuzz_events;
@@ -26,10 +27,13 @@ use toolgate_protocol::header::encode_header_value;
 use toolgate_protocol::jsonrpc::{RequestId, encode_error, encode_result};
 
 use self::sse::{Cursor, Events};
+pub(crate) use self::wire::Outbound;
+use self::wire::{Reply, Wire};
 use super::{
     Inbound, Limits, Outgoing, Pending, SendFuture, ServerRequestHandler, Transport, TransportKind,
 };
 use crate::ClientError;
+use http::{Method, header};
 
 /// Settings of the HTTP transport.
 #[derive(Clone, Debug, Default)]
@@ -67,13 +71,13 @@ impl Drop for HttpTransport {
 
 /// What the transport and its stream readers share.
 struct Shared {
-    /// Parsed once: reqwest would parse a string on every request.
-    url: reqwest::Url,
+    /// The endpoint, for DPoP proofs.
+    url: url::Url,
     /// The URL as errors name the server.
     server: Arc<str>,
     /// Permits for answering the server's requests at once.
     answering: Arc<tokio::sync::Semaphore>,
-    client: reqwest::Client,
+    wire: Arc<Wire>,
     options: HttpOptions,
     /// This server's OAuth, when configured.
     auth: Option<crate::auth::Session>,
@@ -107,12 +111,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl HttpTransport {
     /// A transport for the MCP endpoint at `url`.
     pub fn new(url: impl Into<String>, options: HttpOptions) -> Result<Self, ClientError> {
-        let builder = reqwest::Client::builder()
-            .connect_timeout(options.connect_timeout.unwrap_or(Duration::from_secs(10)))
-            .tcp_nodelay(true);
-        let client = crate::tls::with_tls(builder)?
-            .build()
-            .map_err(|e| ClientError::Transport(e.to_string()))?;
         let url: String = url.into();
         let server: Arc<str> = url.as_str().into();
         let auth = options
@@ -120,8 +118,10 @@ impl HttpTransport {
             .clone()
             .map(|o| crate::auth::Session::new(o, &url))
             .transpose()?;
-        let url = reqwest::Url::parse(&url)
+        let url = url::Url::parse(&url)
             .map_err(|e| ClientError::Unreachable(format!("{url}: not a URL: {e}")))?;
+        let connect_timeout = options.connect_timeout.unwrap_or(Duration::from_secs(10));
+        let wire = Arc::new(Wire::new(&url, server.clone(), connect_timeout)?);
         Ok(Self {
             shared: Arc::new(Shared {
                 server,
@@ -129,7 +129,7 @@ impl HttpTransport {
                     options.limits.max_concurrent_server_requests,
                 )),
                 url,
-                client,
+                wire,
                 options,
                 auth,
                 session: Mutex::new(None),
@@ -200,42 +200,29 @@ impl Transport for HttpTransport {
             let shared = &self.shared;
             let name = request.name.as_deref().map(encode_header_value);
             let session = request.legacy.as_ref().and_then(|_| shared.session());
-            // Bytes: a retry after authorizing resends it without a copy.
-            let body = bytes::Bytes::from(std::mem::take(&mut request.body));
-            let response = shared
-                .execute(reqwest::Method::POST, || {
-                    let mut builder = shared
-                        .client
-                        .post(shared.url.clone())
-                        .header("content-type", "application/json")
-                        .header("accept", "application/json, text/event-stream")
-                        .header("mcp-protocol-version", &version)
-                        .header("mcp-method", &request.method);
-                    if let Some(session) = &session {
-                        builder = builder.header("mcp-session-id", session);
-                    }
-                    if let Some(name) = &name {
-                        builder = builder.header("mcp-name", name.as_ref());
-                    }
-                    for (k, v) in request.headers.iter() {
-                        builder = builder.header(k.as_str(), v.as_str());
-                    }
-                    shared.common(builder).body(body.clone())
-                })
-                .await?;
+            let mut out = Outbound::new(Method::POST);
+            out.set(header::CONTENT_TYPE, "application/json");
+            out.set(header::ACCEPT, "application/json, text/event-stream");
+            out.add("mcp-protocol-version", &version)?;
+            out.add("mcp-method", &request.method)?;
+            if let Some(session) = &session {
+                out.add("mcp-session-id", session)?;
+            }
+            if let Some(name) = &name {
+                out.add("mcp-name", name)?;
+            }
+            for (k, v) in request.headers.iter() {
+                out.add(k, v)?;
+            }
+            out.body = bytes::Bytes::from(std::mem::take(&mut request.body));
+            let response = shared.execute(out).await?;
             let status = response.status();
             shared.refused(&response)?;
-            if let Some(session) = response
-                .headers()
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok())
-            {
+            if let Some(session) = response.header("mcp-session-id") {
                 *lock(&shared.session) = Some(session.to_owned());
             }
             let is_sse = response
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
+                .header("content-type")
                 .is_some_and(|ct| ct.starts_with("text/event-stream"));
             if is_sse {
                 let (tx, rx) = mpsc::channel(64);
@@ -274,22 +261,6 @@ impl Transport for HttpTransport {
     }
 }
 
-/// A send failure with its causes (reqwest's own text stops at "error
-/// sending request"; the cause says "connection refused").
-fn unreachable_error(method: &str, url: &str, error: &reqwest::Error) -> ClientError {
-    let mut text = format!("{method} {url}");
-    let mut source: Option<&dyn std::error::Error> = Some(error);
-    while let Some(e) = source {
-        let part = e.to_string();
-        if !text.ends_with(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = e.source();
-    }
-    ClientError::Unreachable(text)
-}
-
 impl Shared {
     fn session(&self) -> Option<String> {
         lock(&self.session).clone()
@@ -297,9 +268,9 @@ impl Shared {
 
     /// Headers every request carries: the configured extras and the
     /// static token (OAuth adds its own in [`Shared::execute`]).
-    fn common(&self, mut builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    fn common(&self, out: &mut Outbound) -> Result<(), ClientError> {
         for (k, v) in &self.options.headers {
-            builder = builder.header(k.as_str(), v.as_str());
+            out.add(k, v)?;
         }
         if let Some(token) = self
             .options
@@ -307,34 +278,25 @@ impl Shared {
             .as_ref()
             .filter(|_| self.auth.is_none())
         {
-            builder = builder.bearer_auth(token);
+            out.add("authorization", &format!("Bearer {token}"))?;
         }
-        builder
+        Ok(())
     }
 
-    /// Send what `make` builds (it is called again for a retry). With
-    /// OAuth, the request carries the current token, and a `401` or `403`
-    /// is answered by authorizing and sending again, a bounded number of
-    /// times.
-    async fn execute(
-        &self,
-        method: reqwest::Method,
-        make: impl Fn() -> reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, ClientError> {
-        let send = |builder: reqwest::RequestBuilder| async {
-            builder
-                .send()
-                .await
-                .map_err(|e| unreachable_error(method.as_str(), &self.server, &e))
-        };
+    /// Send `out` with the headers every request carries. With OAuth, the
+    /// request carries the current token, and a `401` or `403` is answered
+    /// by authorizing and sending again, a bounded number of times.
+    async fn execute(&self, mut out: Outbound) -> Result<Reply, ClientError> {
+        self.common(&mut out)?;
         let Some(auth) = &self.auth else {
-            return send(make()).await;
+            return self.wire.send(out).await;
         };
         let mut attempt = crate::auth::Attempt::default();
         loop {
             let presented = auth.presented().await?;
-            let builder = auth.apply(make(), presented.as_ref(), method.as_str(), &self.url)?;
-            let response = send(builder).await?;
+            let mut this = out.clone();
+            auth.apply(&mut this, presented.as_ref(), &self.url)?;
+            let response = self.wire.send(this).await?;
             let verdict = auth
                 .judge(
                     response.status(),
@@ -350,7 +312,7 @@ impl Shared {
     }
 
     /// A `401` or `403` that reached the caller, as the error it is.
-    fn refused(&self, response: &reqwest::Response) -> Result<(), ClientError> {
+    fn refused(&self, response: &Reply) -> Result<(), ClientError> {
         let status = response.status().as_u16();
         if status != 401 && status != 403 {
             return Ok(());
@@ -375,18 +337,14 @@ impl Shared {
     }
 
     /// The legacy session's headers: the negotiated version and the session id.
-    fn in_session(
-        &self,
-        mut builder: reqwest::RequestBuilder,
-        legacy: Option<&str>,
-    ) -> reqwest::RequestBuilder {
+    fn in_session(&self, out: &mut Outbound, legacy: Option<&str>) -> Result<(), ClientError> {
         if let Some(version) = legacy {
-            builder = builder.header("mcp-protocol-version", version);
+            out.add("mcp-protocol-version", version)?;
         }
         if let Some(session) = self.session() {
-            builder = builder.header("mcp-session-id", session);
+            out.add("mcp-session-id", &session)?;
         }
-        builder
+        Ok(())
     }
 
     fn over(&self, limit: &'static str, detail: String) -> ClientError {
@@ -400,7 +358,7 @@ impl Shared {
     /// A JSON response body, read up to [`Limits::max_message_bytes`]: a
     /// declared length over it is refused before reading, and reading stops
     /// as soon as the body grows past it.
-    async fn body(&self, mut response: reqwest::Response) -> Result<Vec<u8>, ClientError> {
+    async fn body(&self, mut response: Reply) -> Result<Vec<u8>, ClientError> {
         let cap = self.options.limits.max_message_bytes;
         let too_big = || {
             self.over(
@@ -408,10 +366,11 @@ impl Shared {
                 format!("a response body larger than {cap} bytes"),
             )
         };
-        if response.content_length().is_some_and(|n| n > cap as u64) {
+        let declared = response.content_length();
+        if declared.is_some_and(|n| n > cap as u64) {
             return Err(too_big());
         }
-        let mut body = Vec::new();
+        let mut body = Vec::with_capacity(declared.map_or(0, |n| n as usize));
         while let Some(chunk) = response
             .chunk()
             .await
@@ -428,18 +387,12 @@ impl Shared {
     /// POST a notification or a response (legacy sessions): the server
     /// answers `202` with no body.
     async fn post_message(&self, body: Vec<u8>, legacy: Option<&str>) -> Result<(), ClientError> {
-        let body = bytes::Bytes::from(body);
-        let response = self
-            .execute(reqwest::Method::POST, || {
-                let builder = self
-                    .client
-                    .post(self.url.clone())
-                    .header("content-type", "application/json")
-                    .header("accept", "application/json, text/event-stream");
-                self.common(self.in_session(builder, legacy))
-                    .body(body.clone())
-            })
-            .await?;
+        let mut out = Outbound::new(Method::POST);
+        out.set(header::CONTENT_TYPE, "application/json");
+        out.set(header::ACCEPT, "application/json, text/event-stream");
+        self.in_session(&mut out, legacy)?;
+        out.body = bytes::Bytes::from(body);
+        let response = self.execute(out).await?;
         if response.status().is_success() {
             Ok(())
         } else {
@@ -455,19 +408,14 @@ impl Shared {
         &self,
         last_id: Option<&str>,
         legacy: Option<&str>,
-    ) -> Result<reqwest::Response, ClientError> {
-        let response = self
-            .execute(reqwest::Method::GET, || {
-                let mut builder = self
-                    .client
-                    .get(self.url.clone())
-                    .header("accept", "text/event-stream");
-                if let Some(last_id) = last_id {
-                    builder = builder.header("last-event-id", last_id);
-                }
-                self.common(self.in_session(builder, legacy))
-            })
-            .await?;
+    ) -> Result<Reply, ClientError> {
+        let mut out = Outbound::new(Method::GET);
+        out.set(header::ACCEPT, "text/event-stream");
+        if let Some(last_id) = last_id {
+            out.add("last-event-id", last_id)?;
+        }
+        self.in_session(&mut out, legacy)?;
+        let response = self.execute(out).await?;
         if !response.status().is_success() {
             return Err(ClientError::Transport(format!(
                 "resuming the event stream was refused with HTTP {}",
@@ -557,7 +505,7 @@ fn classify(data: &str) -> Result<Message, ClientError> {
 /// the way and resuming a legacy stream that ends early.
 async fn pump(
     shared: Arc<Shared>,
-    response: reqwest::Response,
+    response: Reply,
     tx: mpsc::Sender<Result<Inbound, ClientError>>,
     legacy: Option<String>,
     _waiting: Option<Waiting>,
@@ -568,7 +516,7 @@ async fn pump(
     let mut resumed = 0;
     loop {
         let mut events = Events::new(
-            response.bytes_stream(),
+            response.into_stream(),
             &shared.options.limits,
             shared.server.clone(),
         );
@@ -652,7 +600,7 @@ async fn standalone(
             }
         };
         let mut events = Events::new(
-            response.bytes_stream(),
+            response.into_stream(),
             &shared.options.limits,
             shared.server.clone(),
         );

@@ -1,0 +1,520 @@
+//! The connections the HTTP transport sends on.
+//!
+//! Requests go over hyper's own HTTP/1.1 client connections, kept per
+//! endpoint in a pool of idle ones. A request takes the most recently used
+//! idle connection (or opens one, with TLS for `https`); the connection
+//! goes back when its response body was read to the end, and a body dropped
+//! half-read takes its connection with it. A general-purpose client does
+//! more per request than an MCP endpoint ever needs: it follows redirects
+//! (an endpoint does not redirect a POST), keeps copies of each request for
+//! its own retries, and parses the URL again. Skipping that is most of what
+//! a relaying gateway spends on its upstream requests.
+//!
+//! When the environment names a proxy (`HTTP_PROXY`, `HTTPS_PROXY`,
+//! `ALL_PROXY`, in either case), requests go through reqwest instead, which
+//! honours those variables and `NO_PROXY` as other HTTP tools do.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::Stream;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+use crate::ClientError;
+
+/// Idle connections kept per endpoint; more are closed when they free up.
+const MAX_IDLE: usize = 256;
+/// An idle connection older than this is closed rather than reused: servers
+/// drop idle connections on their own schedule, and an old one is likely
+/// gone already.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// One request, as the transport builds it.
+#[derive(Clone)]
+pub(crate) struct Outbound {
+    pub(crate) method: Method,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+impl Outbound {
+    /// A request without headers or body yet.
+    pub(super) fn new(method: Method) -> Self {
+        Self {
+            method,
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+        }
+    }
+
+    /// Add a header whose value is known to be valid.
+    pub(super) fn set(&mut self, name: header::HeaderName, value: &'static str) {
+        self.headers.append(name, HeaderValue::from_static(value));
+    }
+
+    /// Add a header; a value a header cannot carry (a line break, say) is
+    /// refused here rather than sent.
+    pub(crate) fn add(&mut self, name: &str, value: &str) -> Result<(), ClientError> {
+        let name = header::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ClientError::Transport(format!("{name:?} is not a valid header name")))?;
+        let value = HeaderValue::from_str(value).map_err(|_| {
+            ClientError::Transport(format!("the {name} header's value cannot be sent in HTTP"))
+        })?;
+        self.headers.append(name, value);
+        Ok(())
+    }
+}
+
+/// Sends requests to one endpoint.
+pub(super) struct Wire {
+    /// The endpoint, as errors name it.
+    server: Arc<str>,
+    route: Route,
+}
+
+enum Route {
+    Direct(Direct),
+    Proxied {
+        client: reqwest::Client,
+        url: url::Url,
+    },
+}
+
+/// What opening and reusing connections to the endpoint needs.
+struct Direct {
+    /// The request target: the endpoint's path and query.
+    target: Uri,
+    /// The `Host` header.
+    host: HeaderValue,
+    /// Where to connect.
+    address: Address,
+    port: u16,
+    tls: Option<(tokio_rustls::TlsConnector, ServerName<'static>)>,
+    connect_timeout: Duration,
+    idle: Mutex<Vec<(SendRequest<Full<Bytes>>, Instant)>>,
+}
+
+enum Address {
+    Ip(std::net::IpAddr),
+    Name(String),
+}
+
+impl Wire {
+    /// Connections to `url`; none is opened until the first request.
+    pub(super) fn new(
+        url: &url::Url,
+        server: Arc<str>,
+        connect_timeout: Duration,
+    ) -> Result<Self, ClientError> {
+        let proxied = proxy_in_env(|k| std::env::var(k).ok());
+        Self::with_route(url, server, connect_timeout, proxied)
+    }
+
+    fn with_route(
+        url: &url::Url,
+        server: Arc<str>,
+        connect_timeout: Duration,
+        proxied: bool,
+    ) -> Result<Self, ClientError> {
+        let not_http = || {
+            ClientError::Unreachable(format!(
+                "{server}: only http:// and https:// URLs are served"
+            ))
+        };
+        let https = match url.scheme() {
+            "http" => false,
+            "https" => true,
+            _ => return Err(not_http()),
+        };
+        if proxied {
+            let builder = reqwest::Client::builder()
+                .connect_timeout(connect_timeout)
+                .redirect(reqwest::redirect::Policy::none())
+                .tcp_nodelay(true);
+            let client = crate::tls::with_tls(builder)?
+                .build()
+                .map_err(|e| ClientError::Transport(e.to_string()))?;
+            return Ok(Self {
+                server,
+                route: Route::Proxied {
+                    client,
+                    url: url.clone(),
+                },
+            });
+        }
+        let (address, name) = match url.host() {
+            Some(url::Host::Domain(d)) => (Address::Name(d.to_owned()), d.to_owned()),
+            Some(url::Host::Ipv4(ip)) => (Address::Ip(ip.into()), ip.to_string()),
+            Some(url::Host::Ipv6(ip)) => (Address::Ip(ip.into()), ip.to_string()),
+            None => return Err(not_http()),
+        };
+        let port = url.port_or_known_default().ok_or_else(not_http)?;
+        let authority = match url.port() {
+            Some(p) => format!("{}:{p}", url.host_str().unwrap_or_default()),
+            None => url.host_str().unwrap_or_default().to_owned(),
+        };
+        let host = HeaderValue::from_str(&authority)
+            .map_err(|_| ClientError::Unreachable(format!("{server}: not a usable host")))?;
+        let target: Uri = url[url::Position::BeforePath..url::Position::AfterQuery]
+            .parse()
+            .map_err(|_| ClientError::Unreachable(format!("{server}: not a usable path")))?;
+        let tls = if https {
+            let name = ServerName::try_from(name).map_err(|_| {
+                ClientError::Unreachable(format!("{server}: not a TLS server name"))
+            })?;
+            let connector = tokio_rustls::TlsConnector::from(crate::tls::client_config()?);
+            Some((connector, name))
+        } else {
+            None
+        };
+        Ok(Self {
+            server,
+            route: Route::Direct(Direct {
+                target,
+                host,
+                address,
+                port,
+                tls,
+                connect_timeout,
+                idle: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// Send `out`; the answer's body is read from the [`Reply`].
+    pub(super) async fn send(self: &Arc<Self>, out: Outbound) -> Result<Reply, ClientError> {
+        let direct = match &self.route {
+            Route::Direct(direct) => direct,
+            Route::Proxied { client, url } => {
+                let mut response = client
+                    .request(out.method.clone(), url.clone())
+                    .headers(out.headers)
+                    .body(out.body)
+                    .send()
+                    .await
+                    .map_err(|e| self.unreachable(&out.method, &e))?;
+                return Ok(Reply {
+                    status: response.status(),
+                    headers: std::mem::take(response.headers_mut()),
+                    body: Body::Proxied(response),
+                });
+            }
+        };
+        let method = out.method.clone();
+        let mut request = http::Request::new(Full::new(out.body));
+        *request.method_mut() = out.method;
+        *request.uri_mut() = direct.target.clone();
+        *request.headers_mut() = out.headers;
+        request
+            .headers_mut()
+            .insert(header::HOST, direct.host.clone());
+        // A pooled connection the server has closed in the meantime gives
+        // the request back unsent; then the next one, or a new one, is tried.
+        while let Some(mut sender) = direct.take() {
+            if sender.ready().await.is_err() {
+                continue;
+            }
+            match sender.try_send_request(request).await {
+                Ok(response) => return Ok(self.reply(response, sender)),
+                Err(mut e) => match e.take_message() {
+                    Some(unsent) => request = unsent,
+                    None => return Err(self.unreachable(&method, &e.into_error())),
+                },
+            }
+        }
+        let mut sender = direct
+            .connect()
+            .await
+            .map_err(|e| self.unreachable(&method, &*e))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| self.unreachable(&method, &e))?;
+        Ok(self.reply(response, sender))
+    }
+
+    fn reply(
+        self: &Arc<Self>,
+        response: http::Response<Incoming>,
+        sender: SendRequest<Full<Bytes>>,
+    ) -> Reply {
+        let (parts, incoming) = response.into_parts();
+        Reply {
+            status: parts.status,
+            headers: parts.headers,
+            body: Body::Direct {
+                incoming,
+                lease: Some(Lease {
+                    sender,
+                    wire: self.clone(),
+                }),
+            },
+        }
+    }
+
+    /// A send failure with its causes: a library's own text often stops at
+    /// "error sending request", where the cause says "connection refused".
+    fn unreachable(
+        &self,
+        method: &Method,
+        error: &(dyn std::error::Error + 'static),
+    ) -> ClientError {
+        ClientError::Unreachable(format!("{method} {}{}", self.server, causes(error)))
+    }
+}
+
+/// `error` and its sources, each once, as `": a: b"`.
+fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        let part = e.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = e.source();
+    }
+    text
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl Direct {
+    /// The most recently used idle connection still open.
+    fn take(&self) -> Option<SendRequest<Full<Bytes>>> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some((sender, since)) = idle.pop() {
+            if !sender.is_closed() && since.elapsed() < IDLE_TIMEOUT {
+                return Some(sender);
+            }
+        }
+        None
+    }
+
+    fn put(&self, sender: SendRequest<Full<Bytes>>) {
+        if sender.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push((sender, Instant::now()));
+        }
+    }
+
+    /// A new connection, within the connect timeout (TLS included).
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, BoxError> {
+        let timeout = self.connect_timeout;
+        let open = async {
+            let tcp = self.tcp().await?;
+            tcp.set_nodelay(true)?;
+            match &self.tls {
+                None => handshake(tcp).await,
+                Some((connector, name)) => {
+                    let tls = connector.connect(name.clone(), tcp).await?;
+                    handshake(tls).await
+                }
+            }
+        };
+        tokio::time::timeout(timeout, open)
+            .await
+            .map_err(|_| format!("no connection within {} ms", timeout.as_millis()))?
+    }
+
+    async fn tcp(&self) -> std::io::Result<TcpStream> {
+        let name = match &self.address {
+            Address::Ip(ip) => return TcpStream::connect(SocketAddr::new(*ip, self.port)).await,
+            Address::Name(name) => name,
+        };
+        let mut last = None;
+        for addr in tokio::net::lookup_host((name.as_str(), self.port)).await? {
+            match TcpStream::connect(addr).await {
+                Ok(tcp) => return Ok(tcp),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{name} resolved to no address"),
+            )
+        }))
+    }
+}
+
+/// HTTP/1.1 over `io`; the connection runs in a task of its own, which
+/// ends when the server closes it or every handle to it is gone.
+async fn handshake<T>(io: T) -> Result<SendRequest<Full<Bytes>>, BoxError>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "a connection to the server ended");
+        }
+    });
+    Ok(sender)
+}
+
+/// A connection lent to one exchange, back in the pool when its response
+/// body has been read to the end.
+struct Lease {
+    sender: SendRequest<Full<Bytes>>,
+    wire: Arc<Wire>,
+}
+
+impl Lease {
+    fn release(self) {
+        if let Route::Direct(direct) = &self.wire.route {
+            direct.put(self.sender);
+        }
+    }
+}
+
+/// A response: status and headers at hand, the body read as it arrives.
+pub(super) struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Body,
+}
+
+enum Body {
+    Direct {
+        incoming: Incoming,
+        lease: Option<Lease>,
+    },
+    Proxied(reqwest::Response),
+}
+
+impl Reply {
+    pub(super) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub(super) fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// A header's value, when it is text.
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The declared body length, if any.
+    pub(super) fn content_length(&self) -> Option<u64> {
+        self.header("content-length")
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// The next piece of the body; `None` at its end.
+    pub(super) async fn chunk(&mut self) -> Result<Option<Bytes>, String> {
+        match &mut self.body {
+            Body::Proxied(response) => response.chunk().await.map_err(|e| causes(&e)),
+            Body::Direct { incoming, lease } => loop {
+                match incoming.frame().await {
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            if !data.is_empty() {
+                                return Ok(Some(data));
+                            }
+                        }
+                    }
+                    Some(Err(e)) => {
+                        lease.take();
+                        return Err(causes(&e));
+                    }
+                    None => {
+                        if let Some(lease) = lease.take() {
+                            lease.release();
+                        }
+                        return Ok(None);
+                    }
+                }
+            },
+        }
+    }
+
+    /// The body as a stream of pieces.
+    pub(super) fn into_stream(self) -> impl Stream<Item = Result<Bytes, String>> + Send + Unpin {
+        Box::pin(futures::stream::unfold(self, |mut reply| async move {
+            match reply.chunk().await {
+                Ok(Some(data)) => Some((Ok(data), reply)),
+                Ok(None) => None,
+                Err(e) => Some((Err(e), reply)),
+            }
+        }))
+    }
+}
+
+/// Whether the environment names a proxy, as `var` reads it.
+fn proxy_in_env(var: impl Fn(&str) -> Option<String>) -> bool {
+    [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ]
+    .iter()
+    .any(|k| var(k).is_some_and(|v| !v.trim().is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proxy_in_the_environment_routes_through_reqwest() {
+        let env =
+            |set: &'static str| move |k: &str| (k == set).then(|| "http://proxy:3128".to_owned());
+        assert!(proxy_in_env(env("https_proxy")));
+        assert!(proxy_in_env(env("ALL_PROXY")));
+        assert!(!proxy_in_env(env("NO_PROXY")));
+        assert!(!proxy_in_env(|_| Some("  ".to_owned())));
+    }
+
+    #[test]
+    fn the_request_target_and_host_come_from_the_url_once() {
+        let url = url::Url::parse("http://[::1]:8080/a/mcp?k=v").unwrap();
+        let wire = Wire::with_route(&url, "x".into(), Duration::from_secs(1), false).unwrap();
+        let Route::Direct(direct) = &wire.route else {
+            panic!("direct route expected");
+        };
+        assert_eq!(direct.target, "/a/mcp?k=v");
+        assert_eq!(direct.host, "[::1]:8080");
+        assert_eq!(direct.port, 8080);
+        let url = url::Url::parse("https://example.com/mcp").unwrap();
+        let wire = Wire::with_route(&url, "x".into(), Duration::from_secs(1), false).unwrap();
+        let Route::Direct(direct) = &wire.route else {
+            panic!("direct route expected");
+        };
+        assert_eq!(
+            (direct.host.to_str().unwrap(), direct.port),
+            ("example.com", 443)
+        );
+        assert!(direct.tls.is_some());
+    }
+
+    #[test]
+    fn other_schemes_are_refused() {
+        let url = url::Url::parse("ftp://example.com/mcp").unwrap();
+        let refused = Wire::with_route(
+            &url,
+            "ftp://example.com/mcp".into(),
+            Duration::from_secs(1),
+            false,
+        );
+        assert!(matches!(refused, Err(ClientError::Unreachable(m)) if m.contains("only http")));
+    }
+}
