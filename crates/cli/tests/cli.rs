@@ -806,3 +806,67 @@ async fn serve_runs_on_the_threads_it_is_given() {
     assert!(r.stderr.contains("--threads"), "{}", r.stderr);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The test server behind TLS, with the certificate `testdata/tls` issues
+/// for `localhost`; the port.
+async fn serve_https() -> u16 {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let tls = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/tls");
+    let cert = CertificateDer::from_pem_file(format!("{tls}/localhost.crt")).unwrap();
+    let key = PrivateKeyDer::from_pem_file(format!("{tls}/localhost.key")).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let plain = serve().await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let (acceptor, plain) = (acceptor.clone(), plain.clone());
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut inner = tokio::net::TcpStream::connect(plain).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut inner).await;
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn https_servers_are_verified_against_the_trusted_roots() {
+    let port = serve_https().await;
+    let url = format!("https://localhost:{port}/mcp");
+    // The test CA is nobody's root: refused, as a transport failure.
+    let r = toolgate(&["tools", &url]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("certificate"), "{}", r.stderr);
+    // Trusted through SSL_CERT_FILE, as for other TLS tools: listed.
+    let ca = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/tls/ca.crt");
+    let r = toolgate_in(
+        &std::env::temp_dir(),
+        &["tools", &url],
+        &[("SSL_CERT_FILE", ca)],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("order"), "{}", r.stdout);
+    // And by address, which the certificate names too.
+    let url = format!("https://127.0.0.1:{port}/mcp");
+    let r = toolgate_in(
+        &std::env::temp_dir(),
+        &["tools", &url],
+        &[("SSL_CERT_FILE", ca)],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}

@@ -759,3 +759,197 @@ async fn a_task_is_followed_across_failed_polls() {
     assert_eq!(r.content[0].as_text(), Some("done"));
     assert_eq!(polls.load(Ordering::SeqCst), 4);
 }
+
+/// What a server with the one tool `echo` answers to `r`: its list, its
+/// result, and "method not found" for anything else.
+fn echo_answer(r: &Value) -> (u16, String) {
+    match r["method"].as_str().unwrap() {
+        "tools/list" => result(
+            r,
+            json!({"resultType": "complete", "ttlMs": 60000, "cacheScope": "public",
+            "tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}),
+        ),
+        "tools/call" => result(
+            r,
+            json!({"resultType": "complete", "content": [{"type": "text", "text": "ok"}]}),
+        ),
+        _ => (
+            404,
+            json!({"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32601, "message": "nope"}})
+                .to_string(),
+        ),
+    }
+}
+
+/// An answer to every request: `tools/list` lists `echo`, `tools/call`
+/// answers it, and the response says `Connection: close` while `close` is
+/// set. Also the number of connections the server accepted.
+async fn counted(close: Arc<std::sync::atomic::AtomicBool>) -> (String, Arc<AtomicUsize>) {
+    use axum::serve::ListenerExt as _;
+    async fn handle(
+        State(close): State<Arc<std::sync::atomic::AtomicBool>>,
+        body: axum::body::Bytes,
+    ) -> axum::response::Response {
+        let r: Value = serde_json::from_slice(&body).unwrap();
+        let (status, answer) = echo_answer(&r);
+        let mut response = axum::response::Response::builder()
+            .status(status)
+            .header("content-type", "application/json");
+        if close.load(Ordering::SeqCst) {
+            response = response.header("connection", "close");
+        }
+        response.body(axum::body::Body::from(answer)).unwrap()
+    }
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let app = axum::Router::new()
+        .route("/mcp", post(handle))
+        .with_state(close);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let listener = listener.tap_io(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, accepted)
+}
+
+#[tokio::test]
+async fn calls_share_a_connection_and_one_the_server_closes_is_not_reused() {
+    let close = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (url, accepted) = counted(close.clone()).await;
+    let c = client(&url);
+    for _ in 0..4 {
+        let result = c
+            .call_tool("echo", Map::new(), &CallOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(result.content.len(), 1);
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "one kept-alive connection"
+    );
+    // Each answer now ends its connection: every call after the first
+    // needs a new one, and none fails for meeting a closed one.
+    close.store(true, Ordering::SeqCst);
+    for _ in 0..3 {
+        c.call_tool("echo", Map::new(), &CallOptions::default())
+            .await
+            .unwrap();
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_response_cut_short_fails_that_call_and_the_next_one_works() {
+    // The first answer to a call has a body shorter than it declared, and
+    // its connection closes; everything else is answered properly.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let uncut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        loop {
+            let (mut tcp, _) = listener.accept().await.unwrap();
+            let uncut = uncut.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut seen = Vec::new();
+                loop {
+                    let n = tcp.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&seen[..end]).to_lowercase();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map_or(0, |v| v.trim().parse().unwrap());
+                    if seen.len() < end + 4 + length {
+                        continue;
+                    }
+                    let request: Value =
+                        serde_json::from_slice(&seen[end + 4..end + 4 + length]).unwrap();
+                    seen.drain(..end + 4 + length);
+                    let (status, body) = echo_answer(&request);
+                    let cut =
+                        request["method"] == "tools/call" && !uncut.swap(true, Ordering::SeqCst);
+                    let shown = if cut { &body[..10] } else { &body[..] };
+                    let head = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    tcp.write_all(head.as_bytes()).await.unwrap();
+                    tcp.write_all(shown.as_bytes()).await.unwrap();
+                    if cut {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let c = client(&url);
+    let cut = c
+        .call_tool("echo", Map::new(), &CallOptions::default())
+        .await;
+    assert!(
+        matches!(&cut, Err(ClientError::Transport(m)) if m.starts_with(&format!("reading from {url}: ")) && m.contains("end of file")),
+        "{cut:?}"
+    );
+    let next = c
+        .call_tool("echo", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(next.content.len(), 1);
+}
+
+#[tokio::test]
+async fn an_https_server_whose_certificate_is_not_trusted_is_refused() {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    // Issued by a test CA this machine does not trust.
+    let cert =
+        CertificateDer::from_pem_slice(include_bytes!("../../../testdata/tls/localhost.crt"))
+            .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(include_bytes!("../../../testdata/tls/localhost.key"))
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![cert], key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "https://localhost:{}/mcp",
+        listener.local_addr().unwrap().port()
+    );
+    let handshake = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        acceptor.accept(tcp).await.map(|_| ())
+    });
+    let c = client(&url);
+    match c
+        .call_tool("echo", Map::new(), &CallOptions::default())
+        .await
+    {
+        Err(ClientError::Unreachable(m)) => {
+            assert!(
+                m.contains(&url) && m.to_lowercase().contains("certificate"),
+                "{m}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    // The client broke off the handshake: nothing was sent in the clear.
+    assert!(handshake.await.unwrap().is_err());
+}

@@ -268,14 +268,14 @@ impl Wire {
         method: &Method,
         error: &(dyn std::error::Error + 'static),
     ) -> ClientError {
-        ClientError::Unreachable(format!("{method} {}{}", self.server, causes(error)))
+        ClientError::Unreachable(format!("{method} {}: {}", self.server, causes(error)))
     }
 }
 
-/// `error` and its sources, each once, as `": a: b"`.
+/// `error` and its sources, each once, as `"a: b"`.
 fn causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = String::new();
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let mut text = error.to_string();
+    let mut source = error.source();
     while let Some(e) = source {
         let part = e.to_string();
         if !text.ends_with(&part) {
