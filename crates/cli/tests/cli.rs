@@ -870,3 +870,30 @@ async fn https_servers_are_verified_against_the_trusted_roots() {
     .await;
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_proxy_named_in_the_environment_carries_the_requests() {
+    // Nothing listens at the URL itself; the test server stands in for
+    // the proxy, and answers the requests it is handed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", closed.local_addr().unwrap());
+    drop(closed);
+    let proxy = format!("http://{}", serve().await);
+    let r = toolgate_in(
+        &std::env::temp_dir(),
+        &["tools", &url],
+        &[("HTTP_PROXY", &proxy)],
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("order"), "{}", r.stdout);
+    // NO_PROXY still exempts a host, which is then reached directly.
+    let r = toolgate_in(
+        &std::env::temp_dir(),
+        &["tools", &url],
+        &[("HTTP_PROXY", &proxy), ("NO_PROXY", "127.0.0.1")],
+    )
+    .await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("refused"), "{}", r.stderr);
+}
