@@ -953,3 +953,37 @@ async fn an_https_server_whose_certificate_is_not_trusted_is_refused() {
     // The client broke off the handshake: nothing was sent in the clear.
     assert!(handshake.await.unwrap().is_err());
 }
+
+#[test]
+fn a_connection_is_not_lent_to_a_task_its_runtime_cannot_serve() {
+    let server = tokio::runtime::Runtime::new().unwrap();
+    let (url, accepted) = server.block_on(counted(Arc::default()));
+    let c = Arc::new(client(&url));
+    let current = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    // A single-threaded runtime calls, then its thread blocks: whatever
+    // that runtime runs, its connection included, stands still.
+    let (called, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let first = c.clone();
+    let blocked = std::thread::spawn(move || {
+        let runtime = current();
+        runtime
+            .block_on(first.call_tool("echo", Map::new(), &CallOptions::default()))
+            .unwrap();
+        called.0.send(()).unwrap();
+        release.1.recv().unwrap();
+        drop(runtime);
+    });
+    called.1.recv().unwrap();
+    // Another runtime's call gets a connection of its own, not one it
+    // would wait on until the client's timeout.
+    let second = current().block_on(c.call_tool("echo", Map::new(), &CallOptions::default()));
+    assert!(second.is_ok(), "{second:?}");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    release.0.send(()).unwrap();
+    blocked.join().unwrap();
+}

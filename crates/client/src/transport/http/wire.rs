@@ -100,7 +100,24 @@ struct Direct {
     port: u16,
     tls: Option<(tokio_rustls::TlsConnector, ServerName<'static>)>,
     connect_timeout: Duration,
-    idle: Mutex<Vec<(SendRequest<Full<Bytes>>, Instant)>>,
+    idle: Mutex<Vec<Idle>>,
+}
+
+/// A pooled connection, with when it went idle and, when a single-threaded
+/// runtime runs it, that runtime's thread: only a task on that thread may
+/// take it, since a task elsewhere would wait on a runtime busy with other
+/// work to move its connection along.
+struct Idle {
+    sender: SendRequest<Full<Bytes>>,
+    since: Instant,
+    owner: Option<std::thread::ThreadId>,
+}
+
+/// The thread whose runtime alone drives what is spawned here, if any.
+fn runtime_thread() -> Option<std::thread::ThreadId> {
+    let single = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread);
+    single.then(|| std::thread::current().id())
 }
 
 enum Address {
@@ -219,12 +236,12 @@ impl Wire {
             .insert(header::HOST, direct.host.clone());
         // A pooled connection the server has closed in the meantime gives
         // the request back unsent; then the next one, or a new one, is tried.
-        while let Some(mut sender) = direct.take() {
+        while let Some((mut sender, owner)) = direct.take() {
             if sender.ready().await.is_err() {
                 continue;
             }
             match sender.try_send_request(request).await {
-                Ok(response) => return Ok(self.reply(response, sender)),
+                Ok(response) => return Ok(self.reply(response, sender, owner)),
                 Err(mut e) => match e.take_message() {
                     Some(unsent) => request = unsent,
                     None => return Err(self.unreachable(&method, &e.into_error())),
@@ -239,13 +256,14 @@ impl Wire {
             .send_request(request)
             .await
             .map_err(|e| self.unreachable(&method, &e))?;
-        Ok(self.reply(response, sender))
+        Ok(self.reply(response, sender, runtime_thread()))
     }
 
     fn reply(
         self: &Arc<Self>,
         response: http::Response<Incoming>,
         sender: SendRequest<Full<Bytes>>,
+        owner: Option<std::thread::ThreadId>,
     ) -> Reply {
         let (parts, incoming) = response.into_parts();
         Reply {
@@ -255,6 +273,7 @@ impl Wire {
                 incoming,
                 lease: Some(Lease {
                     sender,
+                    owner,
                     wire: self.clone(),
                 }),
             },
@@ -290,24 +309,33 @@ fn causes(error: &(dyn std::error::Error + 'static)) -> String {
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl Direct {
-    /// The most recently used idle connection still open.
-    fn take(&self) -> Option<SendRequest<Full<Bytes>>> {
+    /// The most recently used idle connection still open that this task
+    /// may use.
+    fn take(&self) -> Option<(SendRequest<Full<Bytes>>, Option<std::thread::ThreadId>)> {
+        let here = std::thread::current().id();
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some((sender, since)) = idle.pop() {
-            if !sender.is_closed() && since.elapsed() < IDLE_TIMEOUT {
-                return Some(sender);
+        loop {
+            let at = idle
+                .iter()
+                .rposition(|i| i.owner.is_none_or(|owner| owner == here))?;
+            let i = idle.remove(at);
+            if !i.sender.is_closed() && i.since.elapsed() < IDLE_TIMEOUT {
+                return Some((i.sender, i.owner));
             }
         }
-        None
     }
 
-    fn put(&self, sender: SendRequest<Full<Bytes>>) {
+    fn put(&self, sender: SendRequest<Full<Bytes>>, owner: Option<std::thread::ThreadId>) {
         if sender.is_closed() {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
-            idle.push((sender, Instant::now()));
+            idle.push(Idle {
+                sender,
+                since: Instant::now(),
+                owner,
+            });
         }
     }
 
@@ -370,13 +398,14 @@ where
 /// body has been read to the end.
 struct Lease {
     sender: SendRequest<Full<Bytes>>,
+    owner: Option<std::thread::ThreadId>,
     wire: Arc<Wire>,
 }
 
 impl Lease {
     fn release(self) {
         if let Route::Direct(direct) = &self.wire.route {
-            direct.put(self.sender);
+            direct.put(self.sender, self.owner);
         }
     }
 }
