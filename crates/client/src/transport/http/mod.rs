@@ -6,6 +6,12 @@
 //! POSTing the response, and resumes a response stream that ends before its
 //! response: after the server's `retry` delay it reconnects with `GET` and
 //! `Last-Event-ID`, as those revisions specify.
+//!
+//! Requests travel over HTTP/1.1 connections of the transport's own,
+//! kept alive and reused (see `wire.rs`): `https://` URLs are verified
+//! against the platform's roots (`SSL_CERT_FILE` adds others on Linux), and
+//! a proxy named by `HTTP_PROXY`, `HTTPS_PROXY` or `ALL_PROXY` is used,
+//! with `NO_PROXY` honoured.
 
 mod sse;
 mod wire;
