@@ -987,3 +987,76 @@ fn a_connection_is_not_lent_to_a_task_its_runtime_cannot_serve() {
     release.0.send(()).unwrap();
     blocked.join().unwrap();
 }
+
+/// A server whose `/mcp` answers every request with `status` and
+/// `Location: location`, and whose `/mcp/` and `/elsewhere` serve `echo`.
+async fn redirecting(status: u16, location: String) -> String {
+    async fn serve_echo(body: axum::body::Bytes) -> axum::response::Response {
+        let (status, answer) = echo_answer(&serde_json::from_slice(&body).unwrap());
+        axum::response::Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(answer))
+            .unwrap()
+    }
+    let redirect = move || {
+        let location = location.clone();
+        async move {
+            axum::response::Response::builder()
+                .status(status)
+                .header("location", location)
+                .body(axum::body::Body::from("moved"))
+                .unwrap()
+        }
+    };
+    let app = axum::Router::new()
+        .route("/mcp", post(redirect))
+        .route("/mcp/", post(serve_echo))
+        .route("/elsewhere", post(serve_echo));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+#[tokio::test]
+async fn redirects_are_followed_only_within_the_servers_origin() {
+    let call = |url: String| async move {
+        client(&url)
+            .call_tool("echo", Map::new(), &CallOptions::default())
+            .await
+    };
+    // A server mounted at /mcp/, and one that moved: followed, same method and body.
+    for (status, location) in [(307, "/mcp/"), (308, "elsewhere")] {
+        let url = redirecting(status, location.into()).await;
+        let result = call(url).await;
+        assert!(result.is_ok(), "{status}: {result:?}");
+    }
+    // Another origin is never contacted.
+    let close = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (other, accepted) = counted(close).await;
+    let url = redirecting(307, other.clone()).await;
+    match call(url.clone()).await {
+        Err(ClientError::Unreachable(m)) => assert!(
+            m.contains(&url)
+                && m.contains("HTTP 307")
+                && m.contains(&other)
+                && m.contains("origin"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 0);
+    // A redirect that would turn the POST into a GET is refused too.
+    let url = redirecting(302, "/mcp/".into()).await;
+    match call(url).await {
+        Err(ClientError::Unreachable(m)) => assert!(m.contains("HTTP 302"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // And a loop ends.
+    let url = redirecting(307, "/mcp".into()).await;
+    match call(url).await {
+        Err(ClientError::Unreachable(m)) => assert!(m.contains("more than 5 redirects"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -74,19 +74,21 @@ impl Outbound {
     }
 }
 
+/// Redirects followed for one request.
+const MAX_REDIRECTS: usize = 5;
+
 /// Sends requests to one endpoint.
 pub(super) struct Wire {
+    /// The endpoint.
+    url: url::Url,
     /// The endpoint, as errors name it.
     server: Arc<str>,
     route: Route,
 }
 
 enum Route {
-    Direct(Direct),
-    Proxied {
-        client: reqwest::Client,
-        url: url::Url,
-    },
+    Direct(Box<Direct>),
+    Proxied(reqwest::Client),
 }
 
 /// What opening and reusing connections to the endpoint needs.
@@ -161,11 +163,9 @@ impl Wire {
                 .build()
                 .map_err(|e| ClientError::Transport(e.to_string()))?;
             return Ok(Self {
+                url: url.clone(),
                 server,
-                route: Route::Proxied {
-                    client,
-                    url: url.clone(),
-                },
+                route: Route::Proxied(client),
             });
         }
         let (address, name) = match url.host() {
@@ -194,8 +194,9 @@ impl Wire {
             None
         };
         Ok(Self {
+            url: url.clone(),
             server,
-            route: Route::Direct(Direct {
+            route: Route::Direct(Box::new(Direct {
                 target,
                 host,
                 address,
@@ -203,17 +204,72 @@ impl Wire {
                 tls,
                 connect_timeout,
                 idle: Mutex::new(Vec::new()),
-            }),
+            })),
         })
     }
 
-    /// Send `out`; the answer's body is read from the [`Reply`].
-    pub(super) async fn send(self: &Arc<Self>, out: Outbound) -> Result<Reply, ClientError> {
+    /// Send `out`; the answer's body is read from the [`Reply`]. A `307`
+    /// or `308` redirect within the endpoint's origin is followed (a server
+    /// mounted at `/mcp/` may redirect `/mcp` there); any other redirect is
+    /// an error naming where it pointed, so that credentials and requests
+    /// never travel to an origin nobody configured.
+    pub(super) async fn send(self: &Arc<Self>, mut out: Outbound) -> Result<Reply, ClientError> {
+        let mut location: Option<url::Url> = None;
+        let mut hops = 0;
+        loop {
+            // Kept for a redirect, which sends the request again.
+            let again = (hops < MAX_REDIRECTS).then(|| out.clone());
+            let method = out.method.clone();
+            let reply = self.send_once(out, location.as_ref()).await?;
+            let status = reply.status();
+            if !status.is_redirection() {
+                return Ok(reply);
+            }
+            let at = location.as_ref().unwrap_or(&self.url);
+            let to = reply.header("location").map(str::to_owned);
+            let next = to.as_deref().and_then(|to| at.join(to).ok());
+            let followed = matches!(status.as_u16(), 307 | 308)
+                && next
+                    .as_ref()
+                    .is_some_and(|n| n.origin() == self.url.origin());
+            match (followed, next, again) {
+                (true, Some(next), Some(resend)) => {
+                    reply.discard().await;
+                    location = Some(next);
+                    out = resend;
+                    hops += 1;
+                }
+                (followed, next, _) => {
+                    let to = next.map_or_else(|| to.unwrap_or_default(), String::from);
+                    let why = if followed {
+                        format!("more than {MAX_REDIRECTS} redirects")
+                    } else {
+                        "only 307 and 308 redirects within the server's origin are followed; \
+                         configure the new URL if it is the server's"
+                            .to_owned()
+                    };
+                    return Err(ClientError::Unreachable(format!(
+                        "{method} {}: HTTP {} to {to:?}: {why}",
+                        self.server,
+                        status.as_u16()
+                    )));
+                }
+            }
+        }
+    }
+
+    /// One exchange, at `location` (after a redirect) or the endpoint.
+    async fn send_once(
+        self: &Arc<Self>,
+        out: Outbound,
+        location: Option<&url::Url>,
+    ) -> Result<Reply, ClientError> {
         let direct = match &self.route {
             Route::Direct(direct) => direct,
-            Route::Proxied { client, url } => {
+            Route::Proxied(client) => {
+                let url = location.unwrap_or(&self.url).clone();
                 let mut response = client
-                    .request(out.method.clone(), url.clone())
+                    .request(out.method.clone(), url)
                     .headers(out.headers)
                     .body(out.body)
                     .send()
@@ -226,10 +282,21 @@ impl Wire {
                 });
             }
         };
+        let target = match location {
+            None => direct.target.clone(),
+            Some(at) => at[url::Position::BeforePath..url::Position::AfterQuery]
+                .parse()
+                .map_err(|_| {
+                    ClientError::Unreachable(format!(
+                        "{}: redirected to {at}, not a usable path",
+                        self.server
+                    ))
+                })?,
+        };
         let method = out.method.clone();
         let mut request = http::Request::new(Full::new(out.body));
         *request.method_mut() = out.method;
-        *request.uri_mut() = direct.target.clone();
+        *request.uri_mut() = target;
         *request.headers_mut() = out.headers;
         request
             .headers_mut()
@@ -470,6 +537,18 @@ impl Reply {
                     }
                 }
             },
+        }
+    }
+
+    /// Read a body nobody needs to its end, so that its connection can
+    /// serve again; past 64 KiB the connection is closed instead.
+    async fn discard(mut self) {
+        let mut left: usize = 64 * 1024;
+        while let Ok(Some(piece)) = self.chunk().await {
+            let Some(rest) = left.checked_sub(piece.len()) else {
+                return;
+            };
+            left = rest;
         }
     }
 
