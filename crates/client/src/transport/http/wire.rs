@@ -4,11 +4,16 @@
 //! endpoint in a pool of idle ones. A request takes the most recently used
 //! idle connection (or opens one, with TLS for `https`); the connection
 //! goes back when its response body was read to the end, and a body dropped
-//! half-read takes its connection with it. A general-purpose client does
-//! more per request than an MCP endpoint ever needs: it follows redirects
-//! (an endpoint does not redirect a POST), keeps copies of each request for
-//! its own retries, and parses the URL again. Skipping that is most of what
-//! a relaying gateway spends on its upstream requests.
+//! half-read takes its connection with it. A connection that a
+//! single-threaded runtime runs is lent only to tasks on that runtime's
+//! thread.
+//!
+//! The endpoint's URL is parsed once, when the transport is made. A
+//! general-purpose client parses it again on every request and passes each
+//! one through layers for redirects and retries; on a relaying gateway's
+//! hot path that was most of what an upstream request cost. Redirects are
+//! still followed here, but only `307` and `308` within the endpoint's
+//! origin (at most five); any other is an error naming where it pointed.
 //!
 //! When the environment names a proxy (`HTTP_PROXY`, `HTTPS_PROXY`,
 //! `ALL_PROXY`, in either case), requests go through reqwest instead, which
@@ -31,7 +36,7 @@ use tokio::net::TcpStream;
 
 use crate::ClientError;
 
-/// Idle connections kept per endpoint; more are closed when they free up.
+/// Idle connections kept per endpoint; past it the oldest is closed.
 const MAX_IDLE: usize = 256;
 /// An idle connection older than this is closed rather than reused: servers
 /// drop idle connections on their own schedule, and an old one is likely
@@ -397,13 +402,18 @@ impl Direct {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < MAX_IDLE {
-            idle.push(Idle {
-                sender,
-                since: Instant::now(),
-                owner,
-            });
+        if idle.len() >= MAX_IDLE {
+            // Connections of runtimes that are gone end up closed here.
+            idle.retain(|i| !i.sender.is_closed());
+            if idle.len() >= MAX_IDLE {
+                idle.remove(0);
+            }
         }
+        idle.push(Idle {
+            sender,
+            since: Instant::now(),
+            owner,
+        });
     }
 
     /// A new connection, within the connect timeout (TLS included).
@@ -612,6 +622,56 @@ mod tests {
             ("example.com", 443)
         );
         assert!(direct.tls.is_some());
+    }
+
+    /// An open connection over an in-memory pipe (its far end in `ends`),
+    /// and the task that runs it.
+    async fn line(
+        ends: &mut Vec<tokio::io::DuplexStream>,
+    ) -> (SendRequest<Full<Bytes>>, tokio::task::JoinHandle<()>) {
+        let (near, far) = tokio::io::duplex(1024);
+        ends.push(far);
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(near))
+            .await
+            .unwrap();
+        (sender, tokio::spawn(async move { drop(conn.await) }))
+    }
+
+    #[tokio::test]
+    async fn the_pool_sheds_closed_connections_and_then_the_oldest() {
+        let url = url::Url::parse("http://127.0.0.1:1/mcp").unwrap();
+        let wire = Wire::with_route(&url, "x".into(), Duration::from_secs(1), false).unwrap();
+        let Route::Direct(direct) = &wire.route else {
+            panic!("direct route expected");
+        };
+        let elsewhere = std::thread::spawn(|| std::thread::current().id())
+            .join()
+            .unwrap();
+        let mut ends = Vec::new();
+        // A full pool of another runtime's connections, which then ends.
+        let mut tasks = Vec::new();
+        for _ in 0..MAX_IDLE {
+            let (sender, task) = line(&mut ends).await;
+            direct.put(sender, Some(elsewhere));
+            tasks.push(task);
+        }
+        for task in tasks {
+            task.abort();
+            let _ = task.await;
+        }
+        assert!(direct.take().is_none(), "none is this thread's to take");
+        let here = std::thread::current().id();
+        let (oldest, _running) = line(&mut ends).await;
+        direct.put(oldest, Some(here));
+        assert_eq!(direct.idle.lock().unwrap().len(), 1, "the closed ones went");
+        // Full of open ones: the oldest makes room.
+        for _ in 0..MAX_IDLE {
+            let (sender, _running) = line(&mut ends).await;
+            direct.put(sender, None);
+        }
+        let idle = direct.idle.lock().unwrap();
+        assert_eq!(idle.len(), MAX_IDLE);
+        assert!(idle.iter().all(|i| i.owner.is_none()), "the oldest went");
     }
 
     #[test]
