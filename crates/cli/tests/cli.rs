@@ -850,25 +850,20 @@ async fn https_servers_are_verified_against_the_trusted_roots() {
     let r = toolgate(&["tools", &url]).await;
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("certificate"), "{}", r.stderr);
-    // Trusted through SSL_CERT_FILE, as for other TLS tools: listed.
+    // Trusted through SSL_CERT_FILE, as for other TLS tools: listed, by
+    // name and by address (the certificate names both).
     let ca = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/tls/ca.crt");
-    let r = toolgate_in(
-        &std::env::temp_dir(),
-        &["tools", &url],
-        &[("SSL_CERT_FILE", ca)],
-    )
-    .await;
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("order"), "{}", r.stdout);
-    // And by address, which the certificate names too.
-    let url = format!("https://127.0.0.1:{port}/mcp");
-    let r = toolgate_in(
-        &std::env::temp_dir(),
-        &["tools", &url],
-        &[("SSL_CERT_FILE", ca)],
-    )
-    .await;
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    for host in ["localhost", "127.0.0.1"] {
+        let url = format!("https://{host}:{port}/mcp");
+        let r = toolgate_in(
+            &std::env::temp_dir(),
+            &["tools", &url],
+            &[("SSL_CERT_FILE", ca)],
+        )
+        .await;
+        assert_eq!(r.code, 0, "{host}: {}", r.stderr);
+        assert!(r.stdout.contains("order"), "{}", r.stdout);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
