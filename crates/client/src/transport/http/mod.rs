@@ -48,7 +48,8 @@ pub struct HttpOptions {
     pub bearer_token: Option<String>,
     /// Extra headers on every request.
     pub headers: Vec<(String, String)>,
-    /// Connect timeout (default 10 s).
+    /// How long opening a connection may take, the TLS handshake included
+    /// (default 10 s).
     pub connect_timeout: Option<Duration>,
     /// Bounds on what the server can make the client hold or wait for.
     pub limits: Limits,

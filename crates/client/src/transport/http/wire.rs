@@ -71,9 +71,11 @@ impl Outbound {
     pub(crate) fn add(&mut self, name: &str, value: &str) -> Result<(), ClientError> {
         let name = header::HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| ClientError::Transport(format!("{name:?} is not a valid header name")))?;
-        let value = HeaderValue::from_str(value).map_err(|_| {
+        let mut value = HeaderValue::from_str(value).map_err(|_| {
             ClientError::Transport(format!("the {name} header's value cannot be sent in HTTP"))
         })?;
+        // Credentials stay out of `Debug` output and any logs built on it.
+        value.set_sensitive(name == header::AUTHORIZATION || name == "dpop");
         self.headers.append(name, value);
         Ok(())
     }
@@ -672,6 +674,25 @@ mod tests {
         let idle = direct.idle.lock().unwrap();
         assert_eq!(idle.len(), MAX_IDLE);
         assert!(idle.iter().all(|i| i.owner.is_none()), "the oldest went");
+    }
+
+    #[test]
+    fn credentials_stay_out_of_debug_output_and_bad_values_are_refused() {
+        let mut out = Outbound::new(Method::POST);
+        out.add("authorization", "Bearer s3cret").unwrap();
+        out.add("dpop", "proof.jwt").unwrap();
+        out.add("mcp-method", "tools/call").unwrap();
+        let shown = format!("{:?}", out.headers);
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("proof.jwt"),
+            "{shown}"
+        );
+        assert!(shown.contains("tools/call"), "{shown}");
+        let refused = out.add("mcp-name", "a\r\nx-injected: 1");
+        assert!(
+            matches!(&refused, Err(ClientError::Transport(m)) if m == "the mcp-name header's value cannot be sent in HTTP"),
+            "{refused:?}"
+        );
     }
 
     #[test]
