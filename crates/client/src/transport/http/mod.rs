@@ -290,20 +290,40 @@ impl Shared {
         Ok(())
     }
 
-    /// Send `out` with the headers every request carries. With OAuth, the
-    /// request carries the current token, and a `401` or `403` is answered
-    /// by authorizing and sending again, a bounded number of times.
+    /// Send `out` with the headers every request carries, following the
+    /// redirects [`Wire::redirect`] allows. With OAuth, each request carries
+    /// the current token (and a DPoP proof for the URL it goes to), and a
+    /// `401` or `403` is answered by authorizing and sending again, a
+    /// bounded number of times.
     async fn execute(&self, mut out: Outbound) -> Result<Reply, ClientError> {
         self.common(&mut out)?;
-        let Some(auth) = &self.auth else {
-            return self.wire.send(out).await;
-        };
         let mut attempt = crate::auth::Attempt::default();
+        let mut location: Option<url::Url> = None;
+        let mut hops = 0;
         loop {
-            let presented = auth.presented().await?;
             let mut this = out.clone();
-            auth.apply(&mut this, presented.as_ref(), &self.url)?;
-            let response = self.wire.send(this).await?;
+            let presented = match &self.auth {
+                Some(auth) => {
+                    let presented = auth.presented().await?;
+                    let url = location.as_ref().unwrap_or(&self.url);
+                    auth.apply(&mut this, presented.as_ref(), url)?;
+                    presented
+                }
+                None => None,
+            };
+            let response = self.wire.send(this, location.as_ref()).await?;
+            if let Some(next) =
+                self.wire
+                    .redirect(&response, &out.method, location.as_ref(), hops)?
+            {
+                response.discard().await;
+                location = Some(next);
+                hops += 1;
+                continue;
+            }
+            let Some(auth) = &self.auth else {
+                return Ok(response);
+            };
             let verdict = auth
                 .judge(
                     response.status(),

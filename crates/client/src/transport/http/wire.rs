@@ -12,8 +12,9 @@
 //! general-purpose client parses it again on every request and passes each
 //! one through layers for redirects and retries; on a relaying gateway's
 //! hot path that was most of what an upstream request cost. Redirects are
-//! still followed here, but only `307` and `308` within the endpoint's
-//! origin (at most five); any other is an error naming where it pointed.
+//! still followed (by the transport, which signs each hop's request anew),
+//! but only `307` and `308` within the endpoint's origin, at most five; any
+//! other is an error naming where it pointed.
 //!
 //! When the environment names a proxy (`HTTP_PROXY`, `HTTPS_PROXY`,
 //! `ALL_PROXY`, in either case), requests go through reqwest instead, which
@@ -215,58 +216,50 @@ impl Wire {
         })
     }
 
-    /// Send `out`; the answer's body is read from the [`Reply`]. A `307`
-    /// or `308` redirect within the endpoint's origin is followed (a server
-    /// mounted at `/mcp/` may redirect `/mcp` there); any other redirect is
-    /// an error naming where it pointed, so that credentials and requests
-    /// never travel to an origin nobody configured.
-    pub(super) async fn send(self: &Arc<Self>, mut out: Outbound) -> Result<Reply, ClientError> {
-        let mut location: Option<url::Url> = None;
-        let mut hops = 0;
-        loop {
-            // Kept for a redirect, which sends the request again.
-            let again = (hops < MAX_REDIRECTS).then(|| out.clone());
-            let method = out.method.clone();
-            let reply = self.send_once(out, location.as_ref()).await?;
-            let status = reply.status();
-            if !status.is_redirection() {
-                return Ok(reply);
-            }
-            let at = location.as_ref().unwrap_or(&self.url);
-            let to = reply.header("location").map(str::to_owned);
-            let next = to.as_deref().and_then(|to| at.join(to).ok());
-            let followed = matches!(status.as_u16(), 307 | 308)
-                && next
-                    .as_ref()
-                    .is_some_and(|n| n.origin() == self.url.origin());
-            match (followed, next, again) {
-                (true, Some(next), Some(resend)) => {
-                    reply.discard().await;
-                    location = Some(next);
-                    out = resend;
-                    hops += 1;
-                }
-                (followed, next, _) => {
-                    let to = next.map_or_else(|| to.unwrap_or_default(), String::from);
-                    let why = if followed {
-                        format!("more than {MAX_REDIRECTS} redirects")
-                    } else {
-                        "only 307 and 308 redirects within the server's origin are followed; \
-                         configure the new URL if it is the server's"
-                            .to_owned()
-                    };
-                    return Err(ClientError::Unreachable(format!(
-                        "{method} {}: HTTP {} to {to:?}: {why}",
-                        self.server,
-                        status.as_u16()
-                    )));
-                }
-            }
+    /// Where a redirect answer leads: `Ok(Some(url))` for a `307` or `308`
+    /// within the endpoint's origin (a server mounted at `/mcp/` may
+    /// redirect `/mcp` there), `Ok(None)` for an answer that is no redirect,
+    /// and an error naming where any other redirect pointed, so that
+    /// requests and credentials never travel to an origin nobody
+    /// configured. `hops` redirects were followed already.
+    pub(super) fn redirect(
+        &self,
+        reply: &Reply,
+        method: &Method,
+        location: Option<&url::Url>,
+        hops: usize,
+    ) -> Result<Option<url::Url>, ClientError> {
+        let status = reply.status();
+        if !status.is_redirection() {
+            return Ok(None);
         }
+        let to = reply.header("location");
+        let next = to.and_then(|to| location.unwrap_or(&self.url).join(to).ok());
+        let followed = matches!(status.as_u16(), 307 | 308)
+            && next
+                .as_ref()
+                .is_some_and(|n| n.origin() == self.url.origin());
+        if followed && hops < MAX_REDIRECTS {
+            return Ok(next);
+        }
+        let to = next.map_or_else(|| to.unwrap_or_default().to_owned(), String::from);
+        let why = if followed {
+            format!("more than {MAX_REDIRECTS} redirects")
+        } else {
+            "only 307 and 308 redirects within the server's origin are followed; \
+             configure the new URL if it is the server's"
+                .to_owned()
+        };
+        Err(ClientError::Unreachable(format!(
+            "{method} {}: HTTP {} to {to:?}: {why}",
+            self.server,
+            status.as_u16()
+        )))
     }
 
-    /// One exchange, at `location` (after a redirect) or the endpoint.
-    async fn send_once(
+    /// Send `out` to `location` (after a redirect) or the endpoint; the
+    /// answer's body is read from the [`Reply`].
+    pub(super) async fn send(
         self: &Arc<Self>,
         out: Outbound,
         location: Option<&url::Url>,
@@ -554,7 +547,7 @@ impl Reply {
 
     /// Read a body nobody needs to its end, so that its connection can
     /// serve again; past 64 KiB the connection is closed instead.
-    async fn discard(mut self) {
+    pub(super) async fn discard(mut self) {
         let mut left: usize = 64 * 1024;
         while let Ok(Some(piece)) = self.chunk().await {
             let Some(rest) = left.checked_sub(piece.len()) else {
