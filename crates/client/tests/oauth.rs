@@ -492,3 +492,81 @@ async fn a_mismatched_resource_or_foreign_credentials_stop_before_authorizing() 
     );
     assert!(!text.contains("s3cret"));
 }
+
+#[tokio::test]
+async fn a_redirected_request_carries_a_dpop_proof_for_where_it_went() {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+    // `/old` redirects to `/new`, which records the `htu` of each proof.
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let record = seen.clone();
+    let new = move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+        let record = record.clone();
+        async move {
+            let proof = headers["dpop"].to_str().unwrap();
+            let claims = proof.split('.').nth(1).unwrap();
+            let claims: Value = serde_json::from_slice(&B64.decode(claims).unwrap()).unwrap();
+            record
+                .lock()
+                .unwrap()
+                .push(claims["htu"].as_str().unwrap().to_owned());
+            assert_eq!(headers["authorization"], "DPoP tok-dpop");
+            let r: Value = serde_json::from_slice(&body).unwrap();
+            let result = match r["method"].as_str().unwrap() {
+                "tools/list" => {
+                    json!({"resultType": "complete", "ttlMs": 60000, "cacheScope": "private",
+                    "tools": [{"name": "read", "inputSchema": {"type": "object"}}]})
+                }
+                "tools/call" => {
+                    json!({"resultType": "complete", "content": [{"type": "text", "text": "read ok"}]})
+                }
+                _ => {
+                    let error = json!({"jsonrpc": "2.0", "id": r["id"], "error": {"code": -32601, "message": "no"}});
+                    return (axum::http::StatusCode::NOT_FOUND, axum::Json(error)).into_response();
+                }
+            };
+            axum::Json(json!({"jsonrpc": "2.0", "id": r["id"], "result": result})).into_response()
+        }
+    };
+    let app = axum::Router::new()
+        .route("/old", post(|| async { Redirect::temporary("/new") }))
+        .route("/new", post(new));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    // A DPoP-bound token kept from an earlier authorization.
+    let key = ring::signature::EcdsaKeyPair::generate_pkcs8(
+        &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+        &ring::rand::SystemRandom::new(),
+    )
+    .unwrap();
+    let token = toolgate_client::auth::TokenSet {
+        access_token: "tok-dpop".into(),
+        token_type: "DPoP".into(),
+        ..Default::default()
+    };
+    // `StoredAuth` is non-exhaustive: set its fields one by one.
+    #[allow(clippy::field_reassign_with_default)]
+    let kept = {
+        let mut kept = toolgate_client::auth::StoredAuth::default();
+        kept.token = Some(token);
+        kept.dpop_key = Some(B64.encode(key.as_ref()));
+        kept
+    };
+    let url = format!("{base}/old");
+    let store = Arc::new(toolgate_client::auth::MemoryTokenStore::default());
+    store.save(&url, &kept).unwrap();
+    let agent = Arc::new(Approver {
+        visits: AtomicUsize::new(0),
+    });
+    let c = client(&url, person(&agent, store));
+    assert_eq!(call(&c, "read").await.unwrap(), "read ok");
+    let seen = seen.lock().unwrap();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter().all(|htu| *htu == format!("{base}/new")),
+        "{seen:?}"
+    );
+    assert_eq!(agent.visits.load(Ordering::SeqCst), 0);
+}
