@@ -22,12 +22,7 @@ pub fn with_tls(builder: reqwest::ClientBuilder) -> Result<reqwest::ClientBuilde
     if CryptoProvider::get_default().is_some() {
         return Ok(builder);
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .and_then(|b| b.with_platform_verifier())
-        .map_err(|e| ClientError::Transport(format!("cannot set up TLS: {e}")))?
-        .with_no_client_auth();
+    let config = verifying(Arc::new(rustls::crypto::ring::default_provider()))?;
     Ok(builder.tls_backend_preconfigured(config))
 }
 
@@ -38,13 +33,19 @@ pub(crate) fn client_config() -> Result<Arc<rustls::ClientConfig>, ClientError> 
     let provider = CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+    let mut config = verifying(provider)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A client configuration over `provider` that verifies servers with the
+/// platform's verifier.
+fn verifying(provider: Arc<CryptoProvider>) -> Result<rustls::ClientConfig, ClientError> {
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .and_then(|b| b.with_platform_verifier())
         .map_err(|e| ClientError::Transport(format!("cannot set up TLS: {e}")))?
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+        .with_no_client_auth())
 }
 
 /// Install `ring` as the process-wide rustls provider, for applications

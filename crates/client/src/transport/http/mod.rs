@@ -78,8 +78,6 @@ impl Drop for HttpTransport {
 
 /// What the transport and its stream readers share.
 struct Shared {
-    /// The endpoint, for DPoP proofs.
-    url: url::Url,
     /// The URL as errors name the server.
     server: Arc<str>,
     /// Permits for answering the server's requests at once.
@@ -135,7 +133,6 @@ impl HttpTransport {
                 answering: Arc::new(tokio::sync::Semaphore::new(
                     options.limits.max_concurrent_server_requests,
                 )),
-                url,
                 wire,
                 options,
                 auth,
@@ -305,7 +302,7 @@ impl Shared {
             let presented = match &self.auth {
                 Some(auth) => {
                     let presented = auth.presented().await?;
-                    let url = location.as_ref().unwrap_or(&self.url);
+                    let url = location.as_ref().unwrap_or(self.wire.url());
                     auth.apply(&mut this, presented.as_ref(), url)?;
                     presented
                 }

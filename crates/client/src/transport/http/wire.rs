@@ -216,6 +216,11 @@ impl Wire {
         })
     }
 
+    /// The endpoint.
+    pub(super) fn url(&self) -> &url::Url {
+        &self.url
+    }
+
     /// Where a redirect answer leads: `Ok(Some(url))` for a `307` or `308`
     /// within the endpoint's origin (a server mounted at `/mcp/` may
     /// redirect `/mcp` there), `Ok(None)` for an answer that is no redirect,
