@@ -1,6 +1,7 @@
 //! toolgate's benchmark: toolgate against rmcp (the official Rust SDK) and
-//! a bare axum handler (the ceiling for any MCP server over HTTP here), on
-//! loopback, alternating servers over several rounds and reporting medians.
+//! a bare axum handler (the ceiling for any MCP server over HTTP here), and
+//! the gateway against a bare forwarder (the ceiling for any two-hop relay
+//! here), on loopback, alternating servers over several rounds and reporting medians.
 //!
 //! Run it with `cargo xtask bench`; it writes `bench/results/latest.json`
 //! and `bench/results/latest.md`.

@@ -20,7 +20,7 @@
 //! - `cargo xtask bench [--quick] [--seconds S] [--rounds R]`: builds the
 //!   benchmark in release and runs it: toolgate against rmcp (defaults and
 //!   best settings) and a bare axum ceiling, on loopback; the gateway
-//!   against the npm `mcp-proxy` (installed here) in front of a stdio
+//!   against a bare two-hop forwarder and the npm `mcp-proxy` (installed here) in front of a stdio
 //!   server, and two gateway instances sharing a PostgreSQL and a Redis
 //!   this task starts (as `scale-out` does). Writes
 //!   `bench/results/latest.json` and `latest.md` and prints the table. CI

@@ -51,6 +51,7 @@ struct Bins {
     toolgate: PathBuf,
     rmcp: PathBuf,
     ceiling: PathBuf,
+    forwarder: PathBuf,
     /// The `toolgate` command, for `toolgate serve`.
     cli: PathBuf,
     /// Node and the npm `mcp-proxy` script (`TOOLGATE_BENCH_NODE`,
@@ -80,6 +81,12 @@ enum Kind {
     GatewayShared,
     /// `toolgate serve` in front of the toolgate server over stdio.
     GatewayStdio,
+    /// A bare HTTP forwarder in front of the toolgate server: the
+    /// two-hop ceiling the gateway rows are read against.
+    Forwarder,
+    /// The same forwarder on one thread: the ceiling of the one-thread
+    /// gateway row.
+    ForwarderOneThread,
     /// The npm `mcp-proxy` in front of the toolgate server over stdio (a
     /// legacy session: it speaks the initialize-handshake revisions).
     McpProxy,
@@ -93,6 +100,12 @@ const GATEWAY_ONE_THREAD: &str = "toolgate gateway --threads 1 → toolgate";
 
 /// The label of the gateway row fronting a stdio server.
 const GATEWAY_STDIO: &str = "toolgate gateway → toolgate (stdio)";
+
+/// The label of the two-hop ceiling row.
+const FORWARDER: &str = "bare HTTP forwarder → toolgate (two-hop ceiling)";
+
+/// The label of the one-thread two-hop ceiling row.
+const FORWARDER_ONE_THREAD: &str = "bare HTTP forwarder, one thread → toolgate";
 
 /// The label of the npm `mcp-proxy` row.
 const MCP_PROXY: &str = "mcp-proxy 6.7.19 (npm) → toolgate (stdio)";
@@ -124,6 +137,8 @@ impl Kind {
             Kind::GatewayShared => GATEWAY_SHARED,
             Kind::GatewayStdio => GATEWAY_STDIO,
             Kind::McpProxy => MCP_PROXY,
+            Kind::Forwarder => FORWARDER,
+            Kind::ForwarderOneThread => FORWARDER_ONE_THREAD,
         }
     }
 }
@@ -249,6 +264,25 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
     if matches!(kind, Kind::GatewayShared) {
         return start_shared_gateways(bins, extra).await;
     }
+    if matches!(kind, Kind::Forwarder | Kind::ForwarderOneThread) {
+        let upstream = Box::pin(start(bins, Kind::Toolgate, extra)).await?;
+        let upstream_addr = upstream
+            .addr
+            .ok_or_else(|| anyhow::anyhow!("no upstream address"))?;
+        let addr = process::free_addr()?;
+        let mut args = vec![
+            "--http".to_owned(),
+            addr.to_string(),
+            "--upstream".to_owned(),
+            format!("http://{upstream_addr}/mcp"),
+        ];
+        if matches!(kind, Kind::ForwarderOneThread) {
+            args.extend(["--threads".to_owned(), "1".to_owned()]);
+        }
+        let mut forwarder = Server::http(&bins.forwarder, &args, addr).await?;
+        forwarder.upstream = Some(Box::new(upstream));
+        return Ok(forwarder);
+    }
     if matches!(kind, Kind::GatewayStdio) {
         let server = format!(
             "[servers.up]\ncommand = {:?}\nargs = [\"--stdio\"]\n",
@@ -307,6 +341,8 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
         | Kind::GatewayAudited
         | Kind::GatewayShared
         | Kind::GatewayStdio
+        | Kind::Forwarder
+        | Kind::ForwarderOneThread
         | Kind::McpProxy => {
             unreachable!("started above")
         }
@@ -662,6 +698,23 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
             0.45,
         ),
     );
+    // What two hops cost here before a gateway does any work: the issue's
+    // ratio above asks a gateway to come within a tenth of a forwarder
+    // that reads nothing, so the gateways are also judged against it (a
+    // target proposed in #16, not yet agreed).
+    for (gateway, forwarder) in [
+        (GATEWAY, FORWARDER),
+        (GATEWAY_ONE_THREAD, FORWARDER_ONE_THREAD),
+    ] {
+        check(
+            format!("HTTP tools/call, c=32: {gateway} ≥ 0.6× {forwarder} (proposed)"),
+            ratio(
+                rate("HTTP tools/call, c=32", gateway),
+                rate("HTTP tools/call, c=32", forwarder),
+                0.6,
+            ),
+        );
+    }
     check(
         format!("{PROXIED}: {GATEWAY_STDIO} ≥ 2× {MCP_PROXY}"),
         ratio(rate(PROXIED, GATEWAY_STDIO), rate(PROXIED, MCP_PROXY), 2.0),
@@ -794,6 +847,7 @@ async fn main() -> anyhow::Result<()> {
         toolgate: dir.join("toolgate-bench-server"),
         rmcp: dir.join("rmcp-bench-server"),
         ceiling: dir.join("ceiling-server"),
+        forwarder: dir.join("forwarder-server"),
         cli: dir.join("toolgate"),
         mcp_proxy: std::env::var_os("TOOLGATE_BENCH_NODE")
             .zip(std::env::var_os("TOOLGATE_BENCH_MCP_PROXY"))
@@ -820,6 +874,8 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     let with_gateway = |mut servers: Vec<(Kind, Option<&'static str>, Option<Value>)>| {
+        servers.push((Kind::Forwarder, None, None));
+        servers.push((Kind::ForwarderOneThread, None, None));
         servers.push((Kind::Gateway, None, None));
         servers.push((Kind::GatewayOneThread, None, None));
         servers.push((Kind::GatewayAudited, None, None));
