@@ -57,6 +57,17 @@ pub fn access_token(audience: &str) -> anyhow::Result<String> {
     Ok(encode(&header, &claims, &key)?)
 }
 
+/// Serve `app` on `addr` with `TCP_NODELAY` on every connection, as the
+/// servers under test do: the bare reference servers' listener.
+pub async fn serve_bare(addr: std::net::SocketAddr, app: axum::Router) -> anyhow::Result<()> {
+    use axum::serve::ListenerExt as _;
+    let listener = tokio::net::TcpListener::bind(addr).await?.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, app).await?;
+    Ok(())
+}
+
 /// The fixed bytes the ceiling server answers: the same `tools/call`
 /// response toolgate produces for `test_simple_text`.
 pub fn ceiling_body() -> bytes::Bytes {

@@ -3,7 +3,6 @@
 
 use axum::Router;
 use axum::routing::post;
-use axum::serve::ListenerExt as _;
 use clap::Parser;
 use http::header::CONTENT_TYPE;
 
@@ -25,11 +24,5 @@ async fn main() -> anyhow::Result<()> {
             async move { ([(CONTENT_TYPE, "application/json")], body) }
         }),
     );
-    let listener = tokio::net::TcpListener::bind(args.http)
-        .await?
-        .tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-    axum::serve(listener, app).await?;
-    Ok(())
+    toolgate_bench::serve_bare(args.http, app).await
 }

@@ -9,7 +9,6 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Response, StatusCode, header};
 use axum::routing::post;
-use axum::serve::ListenerExt as _;
 use bytes::Bytes;
 use clap::Parser;
 use http_body_util::{BodyExt as _, Full};
@@ -94,11 +93,5 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         upstream: args.upstream,
     };
     let app = Router::new().route("/mcp", post(forward)).with_state(hop);
-    let listener = tokio::net::TcpListener::bind(args.http)
-        .await?
-        .tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-    axum::serve(listener, app).await?;
-    Ok(())
+    toolgate_bench::serve_bare(args.http, app).await
 }
