@@ -143,6 +143,19 @@ impl Kind {
     }
 }
 
+/// The direct toolgate server, as the upstream of a relay row, and its
+/// address.
+async fn start_upstream(
+    bins: &Bins,
+    extra: usize,
+) -> anyhow::Result<(Server, std::net::SocketAddr)> {
+    let upstream = Box::pin(start(bins, Kind::Toolgate, extra)).await?;
+    let addr = upstream
+        .addr
+        .ok_or_else(|| anyhow::anyhow!("no upstream address"))?;
+    Ok((upstream, addr))
+}
+
 /// `toolgate serve --http` with the toolgate server as its one upstream,
 /// unprefixed, so requests are the same as to the server directly.
 async fn start_gateway(
@@ -151,10 +164,7 @@ async fn start_gateway(
     audited: bool,
     args: &[&str],
 ) -> anyhow::Result<Server> {
-    let upstream = Box::pin(start(bins, Kind::Toolgate, extra)).await?;
-    let upstream_addr = upstream
-        .addr
-        .ok_or_else(|| anyhow::anyhow!("no upstream address"))?;
+    let (upstream, upstream_addr) = start_upstream(bins, extra).await?;
     let mut gateway = serve_gateway(
         bins,
         &format!("[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\n"),
@@ -179,10 +189,7 @@ async fn start_shared_gateways(bins: &Bins, extra: usize) -> anyhow::Result<Serv
     ) else {
         anyhow::bail!("no PostgreSQL or Redis: run `cargo xtask bench`, which starts them");
     };
-    let upstream = Box::pin(start(bins, Kind::Toolgate, extra)).await?;
-    let upstream_addr = upstream
-        .addr
-        .ok_or_else(|| anyhow::anyhow!("no upstream address"))?;
+    let (upstream, upstream_addr) = start_upstream(bins, extra).await?;
     let key = std::env::temp_dir().join(format!("toolgate-bench-state-{}.key", std::process::id()));
     std::fs::write(&key, "b".repeat(64))?;
     let shared = format!(
@@ -265,10 +272,7 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
         return start_shared_gateways(bins, extra).await;
     }
     if matches!(kind, Kind::Forwarder | Kind::ForwarderOneThread) {
-        let upstream = Box::pin(start(bins, Kind::Toolgate, extra)).await?;
-        let upstream_addr = upstream
-            .addr
-            .ok_or_else(|| anyhow::anyhow!("no upstream address"))?;
+        let (upstream, upstream_addr) = start_upstream(bins, extra).await?;
         let addr = process::free_addr()?;
         let mut args = vec![
             "--http".to_owned(),

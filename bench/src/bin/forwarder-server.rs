@@ -7,7 +7,8 @@
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Response, StatusCode, header};
+use axum::http::{Response, StatusCode, header};
+use axum::response::IntoResponse as _;
 use axum::routing::post;
 use bytes::Bytes;
 use clap::Parser;
@@ -38,7 +39,7 @@ struct Hop {
 async fn forward(State(hop): State<Hop>, request: Request) -> Response<Body> {
     let (parts, body) = request.into_parts();
     let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
-        return status(StatusCode::BAD_REQUEST);
+        return StatusCode::BAD_REQUEST.into_response();
     };
     let mut out = http::Request::new(Full::new(body));
     *out.method_mut() = parts.method;
@@ -46,11 +47,11 @@ async fn forward(State(hop): State<Hop>, request: Request) -> Response<Body> {
     *out.headers_mut() = parts.headers;
     out.headers_mut().remove(header::HOST);
     let Ok(answer) = hop.client.request(out).await else {
-        return status(StatusCode::BAD_GATEWAY);
+        return StatusCode::BAD_GATEWAY.into_response();
     };
     let (parts, body) = answer.into_parts();
     let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
-        return status(StatusCode::BAD_GATEWAY);
+        return StatusCode::BAD_GATEWAY.into_response();
     };
     let mut reply = Response::new(Body::from(body));
     *reply.status_mut() = parts.status;
@@ -59,15 +60,6 @@ async fn forward(State(hop): State<Hop>, request: Request) -> Response<Body> {
             .headers_mut()
             .insert(header::CONTENT_TYPE, kind.clone());
     }
-    reply
-}
-
-fn status(code: StatusCode) -> Response<Body> {
-    let mut reply = Response::new(Body::empty());
-    *reply.status_mut() = code;
-    reply
-        .headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
     reply
 }
 
