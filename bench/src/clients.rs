@@ -115,9 +115,6 @@ pub async fn rmcp(
     duration: Duration,
 ) -> anyhow::Result<ClientOutcome> {
     use rmcp::ServiceExt as _;
-    // rmcp builds a reqwest client, and the workspace's reqwest leaves the
-    // choice of rustls provider to the program (without one it panics).
-    toolgate_client::install_default_tls_provider();
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
     let running = ModernClient.serve(transport).await?;
     let peer = running.peer().clone();

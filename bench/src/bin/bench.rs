@@ -837,6 +837,9 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // The workspace's reqwest leaves the rustls provider to the program,
+    // and rmcp's client row builds a reqwest client (without one it panics).
+    toolgate_client::install_default_tls_provider();
     let mut args = Args::parse();
     if args.quick {
         args.seconds = 1.0;
