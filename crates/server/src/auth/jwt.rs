@@ -50,6 +50,16 @@ const REMEMBER_FOR: Duration = Duration::from_secs(60);
 /// How many verified tokens are remembered.
 const REMEMBERED: usize = 4096;
 
+/// Fetches the JWKS document at the configured URL, bounded in time and
+/// size. Boxed, and made only by [`JwtVerifier::from_jwks_url`], so the
+/// HTTPS client is linked only into programs that fetch keys from a URL:
+/// a server with a key file or no tokens at all carries none of it.
+type Fetch = Box<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>, String>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// A verified token's outcome, and until when it holds.
 struct Verified {
     auth: AuthContext,
@@ -86,7 +96,7 @@ pub struct JwtVerifier {
     audience: String,
     leeway: Duration,
     url: Option<String>,
-    client: Option<reqwest::Client>,
+    fetch: Option<Fetch>,
     keys: RwLock<Keys>,
     verified: RwLock<HashMap<[u8; 32], Verified>>,
 }
@@ -105,6 +115,26 @@ fn invalid(reason: impl Into<String>) -> TokenError {
     TokenError::Invalid(reason.into())
 }
 
+/// The body of the JWKS at `url`, at most [`MAX_JWKS_BYTES`].
+async fn fetch_jwks(client: reqwest::Client, url: String) -> Result<Vec<u8>, String> {
+    let mut response = client
+        .get(&url)
+        .send()
+        .await
+        .map_err(|e| format!("fetching {url}: {e}"))?;
+    if !response.status().is_success() {
+        return Err(format!("fetching {url}: HTTP {}", response.status()));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > MAX_JWKS_BYTES {
+            return Err(format!("{url} sent a JWKS over {MAX_JWKS_BYTES} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 impl JwtVerifier {
     fn with_keys(issuer: &str, audience: &str, keys: Keys) -> Self {
         Self {
@@ -112,7 +142,7 @@ impl JwtVerifier {
             audience: audience.to_owned(),
             leeway: Duration::from_secs(30),
             url: None,
-            client: None,
+            fetch: None,
             keys: RwLock::new(keys),
             verified: RwLock::new(HashMap::new()),
         }
@@ -192,7 +222,10 @@ impl JwtVerifier {
             .map_err(TokenError::Unavailable)?;
         let mut verifier = Self::with_keys(issuer, audience, Keys::default());
         verifier.url = Some(url.to_owned());
-        verifier.client = Some(client);
+        let url = url.to_owned();
+        verifier.fetch = Some(Box::new(move || {
+            Box::pin(fetch_jwks(client.clone(), url.clone()))
+        }));
         Ok(verifier)
     }
 
@@ -209,7 +242,7 @@ impl JwtVerifier {
     /// Fetch the JWKS again if a URL is configured and the last fetch is old
     /// enough (or there was none).
     async fn refresh(&self) -> Result<(), TokenError> {
-        let (Some(url), Some(client)) = (&self.url, &self.client) else {
+        let Some(fetch) = &self.fetch else {
             return Ok(());
         };
         if self
@@ -219,25 +252,7 @@ impl JwtVerifier {
         {
             return Ok(());
         }
-        let fetch = async {
-            let mut response = client
-                .get(url)
-                .send()
-                .await
-                .map_err(|e| format!("fetching {url}: {e}"))?;
-            if !response.status().is_success() {
-                return Err(format!("fetching {url}: HTTP {}", response.status()));
-            }
-            let mut body = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
-                if body.len() + chunk.len() > MAX_JWKS_BYTES {
-                    return Err(format!("{url} sent a JWKS over {MAX_JWKS_BYTES} bytes"));
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(body)
-        };
-        let fetched = fetch.await.map_err(TokenError::Unavailable);
+        let fetched = fetch().await.map_err(TokenError::Unavailable);
         let mut keys = self.keys.write().unwrap_or_else(|e| e.into_inner());
         keys.fetched = Some(Instant::now());
         let mut fresh = parse_jwks(&fetched?)?;
