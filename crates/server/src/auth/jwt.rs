@@ -50,15 +50,24 @@ const REMEMBER_FOR: Duration = Duration::from_secs(60);
 /// How many verified tokens are remembered.
 const REMEMBERED: usize = 4096;
 
-/// Fetches the JWKS document at the configured URL, bounded in time and
-/// size. Boxed, and made only by [`JwtVerifier::from_jwks_url`], so the
-/// HTTPS client is linked only into programs that fetch keys from a URL:
-/// a server with a key file or no tokens at all carries none of it.
+/// Fetches the JWKS document at a URL, bounded in time and size. Boxed,
+/// and made only by [`JwtVerifier::from_jwks_url`], so the HTTPS client is
+/// linked only into programs that fetch keys from a URL: a server with a
+/// key file or no tokens at all carries none of it.
 type Fetch = Box<
-    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>, String>> + Send>>
+    dyn Fn(
+            &str,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>, String>> + Send>>
         + Send
         + Sync,
 >;
+
+/// Where keys are fetched from, when they come from a URL.
+struct Remote {
+    url: String,
+    fetch: Fetch,
+}
 
 /// A verified token's outcome, and until when it holds.
 struct Verified {
@@ -95,8 +104,7 @@ pub struct JwtVerifier {
     issuer: String,
     audience: String,
     leeway: Duration,
-    url: Option<String>,
-    fetch: Option<Fetch>,
+    remote: Option<Remote>,
     keys: RwLock<Keys>,
     verified: RwLock<HashMap<[u8; 32], Verified>>,
 }
@@ -106,7 +114,7 @@ impl std::fmt::Debug for JwtVerifier {
         f.debug_struct("JwtVerifier")
             .field("issuer", &self.issuer)
             .field("audience", &self.audience)
-            .field("url", &self.url)
+            .field("url", &self.remote.as_ref().map(|r| &r.url))
             .finish_non_exhaustive()
     }
 }
@@ -141,8 +149,7 @@ impl JwtVerifier {
             issuer: issuer.to_owned(),
             audience: audience.to_owned(),
             leeway: Duration::from_secs(30),
-            url: None,
-            fetch: None,
+            remote: None,
             keys: RwLock::new(keys),
             verified: RwLock::new(HashMap::new()),
         }
@@ -221,11 +228,10 @@ impl JwtVerifier {
             .and_then(|b| b.build().map_err(|e| e.to_string()))
             .map_err(TokenError::Unavailable)?;
         let mut verifier = Self::with_keys(issuer, audience, Keys::default());
-        verifier.url = Some(url.to_owned());
-        let url = url.to_owned();
-        verifier.fetch = Some(Box::new(move || {
-            Box::pin(fetch_jwks(client.clone(), url.clone()))
-        }));
+        verifier.remote = Some(Remote {
+            url: url.to_owned(),
+            fetch: Box::new(move |url| Box::pin(fetch_jwks(client.clone(), url.to_owned()))),
+        });
         Ok(verifier)
     }
 
@@ -242,7 +248,7 @@ impl JwtVerifier {
     /// Fetch the JWKS again if a URL is configured and the last fetch is old
     /// enough (or there was none).
     async fn refresh(&self) -> Result<(), TokenError> {
-        let Some(fetch) = &self.fetch else {
+        let Some(remote) = &self.remote else {
             return Ok(());
         };
         if self
@@ -252,7 +258,9 @@ impl JwtVerifier {
         {
             return Ok(());
         }
-        let fetched = fetch().await.map_err(TokenError::Unavailable);
+        let fetched = (remote.fetch)(&remote.url)
+            .await
+            .map_err(TokenError::Unavailable);
         let mut keys = self.keys.write().unwrap_or_else(|e| e.into_inner());
         keys.fetched = Some(Instant::now());
         let mut fresh = parse_jwks(&fetched?)?;
@@ -349,7 +357,7 @@ impl TokenVerifier for JwtVerifier {
 impl JwtVerifier {
     /// Check the signature and claims, fetching keys first if needed.
     async fn verify_fully(&self, token: &str) -> Result<AuthContext, TokenError> {
-        if self.url.is_some() && self.read().fetched.is_none() {
+        if self.remote.is_some() && self.read().fetched.is_none() {
             self.refresh().await?;
         }
         match self.check(token) {
