@@ -297,9 +297,10 @@ lock file are withheld. The configuration is documented in docs/gateway.md.")]
         /// count).
         #[arg(long, value_name = "ADDR")]
         metrics: Option<String>,
-        /// Worker threads (default: one per CPU core). With 1 the gateway
-        /// runs on a single thread, which spends the least CPU per call
-        /// where it shares a small machine with its upstreams or callers.
+        /// Worker threads (default: one per CPU core, and one thread in all
+        /// on a machine of two cores or fewer). With 1 the gateway runs on
+        /// a single thread, which spends the least CPU per call where it
+        /// shares a small machine with its upstreams or callers.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
         threads: Option<u16>,
         /// Print the configuration's JSON Schema and exit.
@@ -628,7 +629,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let threads = match &cli.command {
-        Command::Serve { threads, .. } => *threads,
+        Command::Serve { threads, .. } => serve_threads(
+            *threads,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        ),
         _ => None,
     };
     let runtime = match threads {
@@ -652,6 +656,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// The worker threads of `toolgate serve` on a machine of `cores` cores
+/// (`None`: one per core). Without `--threads`, a machine of two cores or
+/// fewer runs the gateway on one thread: there it shares the cores with
+/// its upstreams and callers, and on the 2-core bench machine one thread
+/// relayed more calls per second than two workers, at a quarter less CPU
+/// per call (docs/performance.md). On a larger machine every core serves.
+fn serve_threads(given: Option<u16>, cores: usize) -> Option<u16> {
+    given.or((cores <= 2).then_some(1))
+}
+
 async fn start(cli: Cli) -> ExitCode {
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
@@ -670,4 +684,20 @@ async fn start(cli: Cli) -> ExitCode {
     };
     term::report_removed();
     exit::code(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::serve_threads;
+
+    #[test]
+    fn serve_runs_on_one_thread_on_a_small_machine_unless_told_otherwise() {
+        assert_eq!(serve_threads(None, 1), Some(1));
+        assert_eq!(serve_threads(None, 2), Some(1));
+        // Every core serves on a larger machine.
+        assert_eq!(serve_threads(None, 4), None);
+        // `--threads` always wins.
+        assert_eq!(serve_threads(Some(2), 2), Some(2));
+        assert_eq!(serve_threads(Some(1), 64), Some(1));
+    }
 }
