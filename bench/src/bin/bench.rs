@@ -746,8 +746,11 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
     check(
         "HTTP tools/call, c=32: the two-hop bound (the faster forwarder plus the direct server's own MCP work) ≥ 0.45× toolgate direct, i.e. the target above is reachable in this run".into(),
         two_hop_bound(report).map(|(bound, direct)| {
+            let reached = c32_rate(report, GATEWAY)
+                .map(|gateway| format!("; the gateway reaches {:.2}× of it", gateway / bound))
+                .unwrap_or_default();
             (
-                format!("{:.2}× ({bound:.0}/s)", bound / direct),
+                format!("{:.2}× ({bound:.0}/s){reached}", bound / direct),
                 bound >= 0.45 * direct,
             )
         }),
