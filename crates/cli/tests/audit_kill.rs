@@ -5,42 +5,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt as _;
-use tokio::net::TcpListener;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{CallOptions, Client};
 use toolgate_gateway::audit::{Filter, query};
-use toolgate_server::transport::http::{HttpConfig, serve_listener};
-use toolgate_server::{Server, ToolDef};
 
-#[derive(Deserialize, JsonSchema)]
-struct Numbered {
-    /// Which call this is.
-    n: u64,
-}
+mod support;
 
-async fn upstream() -> String {
-    let server = Server::builder("up", "1")
-        .tool(
-            ToolDef::new("echo")
-                .description("Returns its number.")
-                .read_only()
-                .handler(|args: Numbered| async move { Ok(args.n.to_string()) }),
-        )
-        .build()
-        .unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(serve_listener(server, HttpConfig::default(), listener));
-    url
-}
+use support::{echo_upstream, serve_in};
 
 /// The response to a plain HTTP/1.1 GET of `url` (`http://HOST:PORT/PATH`).
 async fn get(url: &str) -> String {
@@ -64,7 +39,7 @@ async fn get(url: &str) -> String {
 async fn kill_9_under_load_loses_no_call_whose_result_was_received() {
     const CALLS: u64 = 200;
     const KILL_AFTER: usize = 50;
-    let up = upstream().await;
+    let up = echo_upstream().await;
     let dir = std::env::temp_dir().join(format!("toolgate-kill9-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -74,28 +49,12 @@ async fn kill_9_under_load_loses_no_call_whose_result_was_received() {
         ),
     )
     .unwrap();
-    let mut gateway = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0"])
-        .current_dir(&dir)
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(gateway.stderr.take().unwrap()).lines();
-    let (mut url, mut metrics) = (None, None);
-    while let Some(line) = lines.next_line().await.unwrap() {
-        let at = line.split(" at ").nth(1).map(|a| a.trim().to_owned());
-        if line.contains("metrics at") {
-            metrics = at;
-        } else if line.contains("serving") {
-            url = at;
-            break;
-        }
-    }
+    let support::Serving {
+        child: mut gateway,
+        url,
+        metrics,
+    } = serve_in(&dir, &["--metrics", "127.0.0.1:0"]).await;
     let metrics = metrics.expect("the gateway says where its metrics are");
-    let url = url.expect("the gateway says where it serves");
     let client = Client::builder("kill9", "1")
         .timeout(Duration::from_secs(20))
         .build(HttpTransport::new(url, HttpOptions::default()).unwrap());

@@ -1,9 +1,16 @@
-//! Running the `toolgate` binary in tests.
+//! Running the `toolgate` binary in tests, and an upstream for it to front.
 // Tests fail loudly by design.
-#![allow(clippy::unwrap_used, dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::path::Path;
 use std::process::Stdio;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::io::AsyncBufReadExt as _;
+use tokio::net::TcpListener;
+use toolgate_server::transport::http::{HttpConfig, serve_listener};
+use toolgate_server::{Server, ToolDef};
 
 /// What a run of `toolgate` did.
 pub struct Run {
@@ -26,5 +33,71 @@ pub async fn toolgate_in(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Ru
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Numbered {
+    /// Which call this is.
+    n: u64,
+}
+
+/// An upstream over HTTP whose one tool, `echo`, returns the number `n` it
+/// is given; its endpoint URL.
+pub async fn echo_upstream() -> String {
+    let server = Server::builder("up", "1")
+        .tool(
+            ToolDef::new("echo")
+                .description("Returns its number.")
+                .read_only()
+                .handler(|args: Numbered| async move { Ok(args.n.to_string()) }),
+        )
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(serve_listener(server, HttpConfig::default(), listener));
+    url
+}
+
+/// A running `toolgate serve --http`, killed when dropped.
+pub struct Serving {
+    pub child: tokio::process::Child,
+    /// Its MCP endpoint.
+    pub url: String,
+    /// Its `/metrics` address, when `--metrics` was given.
+    pub metrics: Option<String>,
+}
+
+/// Start `toolgate serve --http 127.0.0.1:0 ARGS` in `dir` and wait until
+/// it says where it serves. The rest of its stderr is read away, so that
+/// it never blocks on a full pipe.
+pub async fn serve_in(dir: &Path, args: &[&str]) -> Serving {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(args)
+        .current_dir(dir)
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let (mut url, mut metrics) = (None, None);
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let at = line.split(" at ").nth(1).map(|a| a.trim().to_owned());
+        if line.contains("metrics at") {
+            metrics = at;
+        } else if line.contains("serving") {
+            url = at;
+            break;
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Serving {
+        child,
+        url: url.expect("the gateway says where it serves"),
+        metrics,
     }
 }
