@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, bail};
 
-use crate::support::{ChildGuard, free_port, npm_install, wait_for};
+use crate::support::{ChildGuard, ScratchDir, free_port, npm_install, wait_for};
 use crate::{cargo, root};
 
 /// The suite version the project is judged by.
@@ -165,10 +165,10 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
     // The same server behind the gateway with no prefix: a transparent
     // gateway must pass the same server legs.
     let gateway_port = free_port()?;
-    let config = std::env::temp_dir().join(format!(
-        "toolgate-conformance-gateway-{}.toml",
-        std::process::id()
-    ));
+    // Its configuration and the audit store it keeps beside it; declared
+    // before the gateway's guard, so removed after the gateway has ended.
+    let scratch = ScratchDir::new("toolgate-conformance-gateway")?;
+    let config = scratch.path().join("toolgate.toml");
     std::fs::write(
         &config,
         format!(

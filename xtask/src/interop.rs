@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, bail};
 
-use crate::support::{ChildGuard, npm_install, wait_for};
+use crate::support::{ChildGuard, ScratchDir, npm_install, wait_for};
 use crate::{cargo, root};
 
 const TS_SDK: &str = "@modelcontextprotocol/server@2.4.0";
@@ -229,8 +229,8 @@ fn checks_legacy(node_bin: &Path, path: &str, failures: &mut Vec<String>) -> any
     let bin = install_legacy(node_bin)?;
     let everything = bin.join("mcp-server-everything").display().to_string();
     let filesystem = bin.join("mcp-server-filesystem").display().to_string();
-    let root_dir = std::env::temp_dir().join(format!("toolgate-interop-fs-{}", std::process::id()));
-    std::fs::create_dir_all(&root_dir)?;
+    let scratch = ScratchDir::new("toolgate-interop-fs")?;
+    let root_dir = scratch.path();
     std::fs::write(root_dir.join("hello.txt"), "hello from toolgate\n")?;
     let root = root_dir.display().to_string();
     let lock = root_dir.join("toolgate.lock").display().to_string();
@@ -386,7 +386,6 @@ fn checks_legacy(node_bin: &Path, path: &str, failures: &mut Vec<String>) -> any
         "toolgate tools -- npx -y @modelcontextprotocol/server-everything",
         code == 0 && out.contains("echo"),
     );
-    std::fs::remove_dir_all(&root_dir).ok();
     Ok(())
 }
 

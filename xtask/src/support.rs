@@ -18,6 +18,33 @@ impl Drop for ChildGuard {
     }
 }
 
+/// A fresh directory of this process's own under the system's temporary
+/// directory, removed with everything in it when dropped: a check's files
+/// (configurations, a gateway's audit store) never outlive it, even when
+/// it fails half-way.
+pub struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    /// `$TMPDIR/NAME-PID`, emptied if an earlier run left it behind.
+    pub fn new(name: &str) -> anyhow::Result<Self> {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Self(dir))
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A free port on 127.0.0.1.
 pub fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
