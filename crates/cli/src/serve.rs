@@ -223,6 +223,18 @@ fn check(gateway: &Gateway) -> u8 {
     for line in table.lines() {
         outln!("{}", line.trim_end());
     }
+    // A rule that matches nothing is a typo more often than a plan: under
+    // `default = "allow"` the tools it meant to stop run.
+    let unmatched = gateway.unmatched_rules();
+    if !unmatched.is_empty() {
+        outln!();
+        for rule in unmatched {
+            outln!("warning: policy {rule} matches no tool of any upstream");
+        }
+        if code == exit::OK {
+            code = exit::FAILED;
+        }
+    }
     gateway.stop();
     code
 }

@@ -599,6 +599,34 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
     let r = toolgate_in(&dir, &["serve", "--check"], &[]).await;
     assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("failing"), "{}", r.stdout);
+    // A rule that matches no tool is reported, and --check fails.
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        format!("[servers.shop]\nurl = \"http://{addr}/mcp\"\n[policy]\ndefault = \"allow\"\n[[policy.rules]]\ntools = [\"shop.order\"]\naction = \"confirm\"\n[[policy.rules]]\ntools = [\"shop.wipe_*\"]\naction = \"deny\"\n"),
+    )
+    .unwrap();
+    let r = toolgate_in(&dir, &["serve", "--check"], &[]).await;
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(
+            "warning: policy rule 2 (tools [\"shop.wipe_*\"]) matches no tool of any upstream"
+        ) && !r.stdout.contains("rule 1"),
+        "{}",
+        r.stdout
+    );
+    // A glob of another dialect is refused at load with its line.
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        format!("[servers.shop]\nurl = \"http://{addr}/mcp\"\n[[policy.rules]]\ntools = [\"shop.{{wipe,delete_all}}\"]\naction = \"deny\"\n"),
+    )
+    .unwrap();
+    let r = toolgate_in(&dir, &["serve", "--check"], &[]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("line 4: policy rule 1, key `tools`: glob \"shop.{wipe,delete_all}\": braces are not supported"),
+        "{}",
+        r.stderr
+    );
     // Unknown keys are refused with their line.
     std::fs::write(
         dir.join("toolgate.toml"),

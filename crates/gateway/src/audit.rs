@@ -5,9 +5,9 @@
 //! thread. Calls finishing together share one transaction, so under load
 //! one fsync covers many rows — and each call's answer still waits for the
 //! commit that holds its row, so `kill -9` at any moment loses no call
-//! whose result a client received. The same thread spends approval nonces
-//! ([`Nonces`]), so a replayed approval is refused even by another process
-//! sharing the file.
+//! whose result a client received. The same thread spends the nonces of
+//! single-use rounds ([`NonceStore`]), so a replayed round is refused even
+//! by another process sharing the file.
 //!
 //! `toolgate log` reads the database ([`query`]).
 
@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use toolgate_server::CallRecord;
 
-use crate::confirm::Nonces;
+use toolgate_server::{NonceStore, SpendFuture};
 
 /// `[audit]`.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
@@ -105,7 +105,7 @@ pub type StoreFuture<T> =
 
 /// Where rows go and approvals are spent: the embedded SQLite store, or
 /// PostgreSQL shared by several instances ([`crate::audit_pg`]).
-pub trait AuditSink: Nonces + Send + Sync {
+pub trait AuditSink: NonceStore + Send + Sync {
     /// Write `row`; resolves once it is durable.
     fn write(&self, row: AuditRow) -> StoreFuture<()>;
     /// Whether rows keep the arguments, not only their digest.
@@ -113,7 +113,7 @@ pub trait AuditSink: Nonces + Send + Sync {
     /// Where it is, for messages (a file, or a database URL without its
     /// password).
     fn location(&self) -> String;
-    /// The same store as the gateway's approval nonces.
+    /// The same store, where the gateway's single-use rounds are spent.
     fn nonces(self: std::sync::Arc<Self>) -> crate::confirm::SharedNonces;
 }
 
@@ -270,11 +270,8 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
     }
 }
 
-impl Nonces for AuditStore {
-    fn spend(
-        &self,
-        nonce: String,
-    ) -> Pin<Box<dyn std::future::Future<Output = Result<bool, String>> + Send + 'static>> {
+impl NonceStore for AuditStore {
+    fn spend(&self, nonce: String) -> SpendFuture {
         let jobs = self.jobs.clone();
         Box::pin(async move {
             let (tx, rx) = oneshot::channel();

@@ -19,7 +19,7 @@ use tokio::sync::Mutex;
 use tokio_postgres::Client;
 
 use crate::audit::{AuditRow, AuditSink, Filter, NONCE_MARGIN, now_ms};
-use crate::confirm::Nonces;
+use toolgate_server::{NonceStore, SpendFuture};
 
 /// Migrations in order; the database records how many ran.
 const MIGRATIONS: &[&str] = &["
@@ -276,8 +276,8 @@ impl PgStore {
 
 type Reply<T> = Pin<Box<dyn std::future::Future<Output = Result<T, String>> + Send + 'static>>;
 
-impl Nonces for PgStore {
-    fn spend(&self, nonce: String) -> Reply<bool> {
+impl NonceStore for PgStore {
+    fn spend(&self, nonce: String) -> SpendFuture {
         let store = self.clone();
         Box::pin(async move { store.spend_nonce(&nonce).await })
     }

@@ -41,6 +41,14 @@ fn err(message: impl Into<String>) -> ConfigError {
     ConfigError(message.into())
 }
 
+/// The 1-based line of the first TOML string that holds exactly `value`.
+fn line_of(text: &str, value: &str) -> Option<usize> {
+    let quoted = [format!("{value:?}"), format!("'{value}'")];
+    text.lines()
+        .position(|line| quoted.iter().any(|q| line.contains(q.as_str())))
+        .map(|i| i + 1)
+}
+
 /// The whole configuration.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -174,7 +182,7 @@ pub struct StateConfig {
     /// asked.
     pub key_file: Option<PathBuf>,
     /// Seconds an approval question (and any relayed question) stays
-    /// answerable. Default 300.
+    /// answerable. Default 300, at most 1800.
     pub ttl: Option<u64>,
 }
 
@@ -462,8 +470,30 @@ impl GatewayConfig {
     ) -> Result<Self, ConfigError> {
         let mut config: GatewayConfig =
             toml::from_str(text).map_err(|e| err(e.to_string().trim_end().to_owned()))?;
+        config.refuse_foreign_globs(text)?;
         config.finish(&env)?;
         Ok(config)
+    }
+
+    /// Refuse, naming the key and the line, a policy glob written in
+    /// another dialect's syntax (braces), which would load and match
+    /// nothing — so a deny rule would quietly let its tools run.
+    fn refuse_foreign_globs(&self, text: &str) -> Result<(), ConfigError> {
+        for (i, rule) in self.policy.rules.iter().enumerate() {
+            for (key, globs) in [("tools", &rule.tools), ("subjects", &rule.subjects)] {
+                for glob in globs {
+                    if let Some(why) = crate::policy::unsupported(glob) {
+                        let at =
+                            line_of(text, glob).map_or(String::new(), |n| format!("line {n}: "));
+                        return Err(err(format!(
+                            "{at}policy rule {}, key `{key}`: glob {glob:?}: {why}",
+                            i + 1
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Parse a hosts' `{"mcpServers": {…}}` JSON file.
@@ -542,6 +572,15 @@ impl GatewayConfig {
         }
         if self.state.ttl == Some(0) {
             return Err(err("[state] ttl must be at least 1 second"));
+        }
+        // A spent round is remembered for NONCE_MARGIN: a state must expire
+        // well before its nonce is forgotten, or it could be answered again.
+        let most = crate::audit::NONCE_MARGIN.as_secs() / 2;
+        if self.state.ttl.is_some_and(|t| t > most) {
+            return Err(err(format!(
+                "[state] ttl must be at most {most} seconds (a spent round is remembered for {} s, and a state must expire well before that)",
+                crate::audit::NONCE_MARGIN.as_secs()
+            )));
         }
         if let Some(url) = &mut self.ratelimit.redis {
             *url = expand(url, env).map_err(|var| {
@@ -672,6 +711,14 @@ mod tests {
             (
                 "[state]\nttl = 0\n",
                 "[state] ttl must be at least 1 second",
+            ),
+            (
+                "[policy]\ndefault = \"allow\"\n\n[[policy.rules]]\ntools = [\"rec.read\", \"rec.{wipe,delete_all}\"]\naction = \"deny\"\n",
+                "line 5: policy rule 1, key `tools`: glob \"rec.{wipe,delete_all}\": braces are not supported",
+            ),
+            (
+                "[state]\nttl = 1801\n",
+                "[state] ttl must be at most 1800 seconds",
             ),
             (
                 "[[policy.rules]]\ntools = [\"[\"]\naction = \"deny\"\n",

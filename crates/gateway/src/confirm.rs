@@ -10,14 +10,13 @@
 //! - the `requestState` is sealed by the server SDK and bound to the tool,
 //!   a digest of the exact arguments, the caller and an expiry, so it
 //!   cannot be moved to other arguments, another caller or a later time;
-//! - it carries a one-time nonce, spent when the approved call is
-//!   forwarded ([`Nonces`]), so a replay of the same approval is refused.
+//! - every round the gateway seals is single-use
+//!   ([`toolgate_server::NonceStore`]): its nonce is spent in the audit
+//!   store before the round is forwarded, so neither the approval nor any
+//!   later round of the approved call (an upstream's own question) can be
+//!   sent again.
 
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -36,48 +35,8 @@ pub const APPROVE_KEY: &str = "toolgate.gateway/approve";
 /// digest of the whole still identifies them).
 const SHOWN_ARGUMENTS: usize = 8 * 1024;
 
-/// One-time approval nonces, shared by every gateway process that shares
-/// the state key.
-pub trait Nonces: Send + Sync + 'static {
-    /// Mark `nonce` used. `Ok(true)` the first time, `Ok(false)` after.
-    fn spend(
-        &self,
-        nonce: String,
-    ) -> Pin<Box<dyn Future<Output = Result<bool, String>> + Send + 'static>>;
-}
-
-/// Nonces kept in this process only, forgotten after the state's lifetime
-/// (a state older than that is refused by the server anyway).
-pub struct MemoryNonces {
-    spent: Mutex<HashMap<String, Instant>>,
-    keep: Duration,
-}
-
-impl MemoryNonces {
-    /// Nonces remembered for `keep`.
-    pub fn new(keep: Duration) -> Self {
-        Self {
-            spent: Mutex::default(),
-            keep,
-        }
-    }
-}
-
-impl Nonces for MemoryNonces {
-    fn spend(
-        &self,
-        nonce: String,
-    ) -> Pin<Box<dyn Future<Output = Result<bool, String>> + Send + 'static>> {
-        let mut spent = self.spent.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        let keep = self.keep;
-        spent.retain(|_, at| now.duration_since(*at) <= keep);
-        let fresh = spent.insert(nonce, now).is_none();
-        Box::pin(async move { Ok(fresh) })
-    }
-}
-
-/// A fresh nonce: 128 random bits, hex.
+/// A fresh random id: 128 bits, hex (approval page ids and secrets,
+/// parked calls).
 pub fn new_nonce() -> String {
     let bytes: [u8; 16] = rand::random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -261,8 +220,9 @@ fn shown_arguments(arguments: &Map<String, Value>) -> String {
     out
 }
 
-/// The shared set of nonces the gateway spends approvals from.
-pub type SharedNonces = Arc<dyn Nonces>;
+/// Where the gateway spends its single-use rounds: the audit store's
+/// table, shared by every instance that shares the store.
+pub type SharedNonces = Arc<dyn toolgate_server::NonceStore>;
 
 #[cfg(test)]
 mod tests {
@@ -307,15 +267,5 @@ mod tests {
         let shown = shown_arguments(args.as_object().unwrap());
         assert!(shown.len() < SHOWN_ARGUMENTS + 200);
         assert!(shown.contains("more bytes not shown; SHA-256 of the whole: "));
-    }
-
-    #[tokio::test]
-    async fn a_nonce_is_spent_once() {
-        let nonces = MemoryNonces::new(Duration::from_secs(60));
-        let n = new_nonce();
-        assert_eq!(n.len(), 32);
-        assert_eq!(nonces.spend(n.clone()).await, Ok(true));
-        assert_eq!(nonces.spend(n).await, Ok(false));
-        assert_eq!(nonces.spend(new_nonce()).await, Ok(true));
     }
 }

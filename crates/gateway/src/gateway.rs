@@ -10,14 +10,14 @@ use toolgate_protocol::types::{Prompt, Resource, ResourceTemplate, Tool};
 use toolgate_review::lock::{Change, LockFile, compare};
 use toolgate_server::tasks::TaskSupport;
 use toolgate_server::{
-    PromptEntry, RateLimit, ResourceEntry, Server, ServerConfig, TemplateEntry, ToolDef,
+    PromptEntry, RateLimit, ResourceEntry, Server, ServerConfig, TemplateEntry, ToolDef, Withheld,
 };
 
 use crate::approval::ApprovalDesk;
 use crate::audit::{AuditSink, AuditStore};
 use crate::audit_pg::PgStore;
 use crate::config::{GatewayConfig, RateLimitConfig};
-use crate::confirm::{MemoryNonces, SharedNonces};
+use crate::confirm::SharedNonces;
 use crate::forward::{complete, forward, get_prompt, read_resource};
 use crate::guard::Guard;
 use crate::metrics::{Metrics, Recorder};
@@ -114,7 +114,7 @@ struct Offered {
 struct Offer {
     tools: HashMap<String, Offered>,
     /// Gateway name → (upstream, why a call to it is refused).
-    withheld: HashMap<String, (usize, String)>,
+    withheld: HashMap<String, (usize, Withheld)>,
     /// Gateway prompt name → (upstream, definition).
     prompts: HashMap<String, (usize, Prompt)>,
     /// URI → (upstream, definition); URIs are not prefixed.
@@ -153,6 +153,9 @@ pub struct Gateway {
     server: Server,
     upstreams: Arc<Vec<Arc<Upstream>>>,
     offer: Arc<RwLock<Offer>>,
+    /// The policy's facts of every tool each upstream lists (offered or
+    /// withheld), for finding rules that match none.
+    seen: Arc<RwLock<HashMap<usize, Vec<ToolFacts>>>>,
     lock: Arc<Option<LockFile>>,
     /// One watch per upstream, on its current connection (a new one
     /// replaces, and so ends, the old).
@@ -160,7 +163,6 @@ pub struct Gateway {
     tasks: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
     desk: Option<Arc<ApprovalDesk>>,
     policy: Arc<Policy>,
-    nonces: SharedNonces,
     ratelimit: Arc<RateLimitConfig>,
     /// Budgets in Redis (`[ratelimit] redis`), instead of in this process.
     shared_limits: Option<Arc<crate::shared_limit::SharedLimits>>,
@@ -214,15 +216,22 @@ impl Gateway {
                     );
                     (Some(store.clone()), store.nonces())
                 }
-                // Approvals still count once, within this process.
+                // Rounds still count once, within this process.
                 _ => (
                     None,
-                    Arc::new(MemoryNonces::new(server_config.state_ttl * 2)),
+                    Arc::new(toolgate_server::MemoryNonceStore::new(
+                        server_config.state_ttl * 2,
+                    )),
                 ),
             };
         let audit_file = audit_file.filter(|_| config.store.url.is_none());
+        // Every round the gateway seals is forwarded once: a replayed
+        // state (an approval, or an upstream's question answered) is
+        // refused before it reaches the guard or the upstream.
         let mut builder = Server::builder("toolgate-gateway", env!("CARGO_PKG_VERSION"))
             .config(server_config)
+            .single_use_rounds()
+            .nonce_store(nonces)
             .tools_in_name_order()
             .enable_prompts()
             .enable_resources()
@@ -288,12 +297,12 @@ impl Gateway {
             server,
             upstreams: Arc::new(upstreams),
             offer,
+            seen: Arc::default(),
             lock: Arc::new(options.lock),
             watches: Arc::default(),
             tasks: Arc::new(std::sync::Mutex::new(tasks)),
             desk,
             policy,
-            nonces,
             ratelimit,
             shared_limits,
             audit_file,
@@ -358,6 +367,11 @@ impl Gateway {
             }
         }
         gateway.publish_hints();
+        for rule in gateway.unmatched_rules() {
+            tracing::warn!(
+                "policy {rule} matches no tool of any upstream that answered: check its patterns"
+            );
+        }
         gateway.supervise();
         Ok(gateway)
     }
@@ -484,6 +498,13 @@ impl Gateway {
         self.audit.as_ref().map(|a| a.location())
     }
 
+    /// Policy rules (described) that match no tool any upstream listed:
+    /// likely a mistyped pattern. An upstream that is down lists nothing,
+    /// so rules meant for it show here until it is back.
+    pub fn unmatched_rules(&self) -> Vec<String> {
+        self.policy.unmatched(read(&self.seen).values().flatten())
+    }
+
     /// The gateway tool names, sorted.
     pub fn tool_names(&self) -> Vec<String> {
         let mut names: Vec<String> = read(&self.offer).tools.keys().cloned().collect();
@@ -579,38 +600,52 @@ impl Gateway {
             Some(Some(server)) => compare(server, tools),
             _ => Vec::new(),
         };
-        let mut wanted: BTreeMap<String, (Tool, ToolFacts, Option<String>)> = BTreeMap::new();
+        let mut wanted: BTreeMap<String, (Tool, ToolFacts, Option<Withheld>)> = BTreeMap::new();
         for tool in tools.iter().filter(|t| config.offers(&t.name)) {
             let name = qualify(&config.prefix(), &tool.name);
             let facts = ToolFacts::of(&name, tool, config.trusted);
+            // A refusal is recorded with what made it: the policy rule, or
+            // the lock file (told apart by `decision` and `status`).
             let denied = self
                 .policy
                 .decide_for_all(&facts)
                 .filter(|d| d.action == Action::Deny)
-                .map(|d| format!(
-                    "The tool {name} is not offered: the gateway's policy denies it ({}). Ask the gateway's operator if it should be allowed.",
-                    d.reason
-                ));
+                .map(|d| {
+                    Withheld::new(format!(
+                        "The tool {name} is not offered: the gateway's policy denies it ({}). Ask the gateway's operator if it should be allowed.",
+                        d.reason
+                    ))
+                    .note("decision", "deny")
+                    .note("rule", d.rule)
+                    .note("status", "denied")
+                });
+            let locked_out = |rule: &str, text: String| {
+                Withheld::new(text)
+                    .note("rule", rule)
+                    .note("status", "withheld")
+            };
             let refusal = denied.or_else(|| match locked {
-                Some(None) => Some(format!(
+                Some(None) => Some(locked_out("lock file: server not locked", format!(
                     "The tool {name} is withheld: its server {} is not in the lock file. Review it, then approve it with `toolgate lock --config FILE --all`.",
                     config.name
-                )),
+                ))),
                 Some(Some(_)) => changes.iter().find_map(|c| match c {
-                    Change::Added(t) if *t == tool.name => Some(format!(
+                    Change::Added(t) if *t == tool.name => Some(locked_out("lock file: tool added", format!(
                         "The tool {name} is withheld: it was added to {} after the lock file was written. Review it, then approve it with `toolgate lock --update --config FILE --all`.",
                         config.name
-                    )),
-                    c @ Change::Changed(t, _) if *t == tool.name => Some(format!(
+                    ))),
+                    c @ Change::Changed(t, _) if *t == tool.name => Some(locked_out("lock file: definition changed", format!(
                         "The tool {name} is withheld: its definition changed since it was locked ({}). Review the change, then approve it with `toolgate lock --update --config FILE --all`.",
                         c.lines().join("; ")
-                    )),
+                    ))),
                     _ => None,
                 }),
                 None => None,
             });
             wanted.insert(name, (tool.clone(), facts, refusal));
         }
+        let facts = wanted.values().map(|(_, f, _)| f.clone()).collect();
+        write(&self.seen).insert(i, facts);
         let mut offer = write(&self.offer);
         // Remove what is gone or changed.
         let current: Vec<String> = offer
@@ -632,7 +667,7 @@ impl Gateway {
         offer.withheld.retain(|_, (u, _)| *u != i);
         for (name, (tool, facts, refusal)) in wanted {
             if let Some(why) = refusal {
-                tracing::warn!(tool = %name, "withheld: {why}");
+                tracing::warn!(tool = %name, "withheld: {}", why.text);
                 offer.withheld.insert(name, (i, why));
                 continue;
             }
@@ -649,9 +684,22 @@ impl Gateway {
                     policy.decide(&facts, caller).action != Action::Deny
                 }
             });
+            // The caller is told the tool is unknown; the record says which
+            // rule hid it.
+            let hidden_notes = per_caller.then(|| {
+                let policy = self.policy.clone();
+                let facts = facts.clone();
+                move |caller: Option<&toolgate_server::AuthContext>| {
+                    let decision = policy.decide(&facts, caller);
+                    let mut notes = serde_json::Map::new();
+                    notes.insert("decision".into(), decision.action.to_string().into());
+                    notes.insert("rule".into(), decision.rule.into());
+                    notes.insert("status".into(), "denied".into());
+                    notes
+                }
+            });
             let guard = Arc::new(Guard {
                 policy: self.policy.clone(),
-                nonces: self.nonces.clone(),
                 facts,
                 definition: tool.clone(),
                 server: config.name.clone(),
@@ -678,8 +726,8 @@ impl Gateway {
             {
                 entry = entry.rate_limit(RateLimit::per_minute(n));
             }
-            if let Some(rule) = visibility {
-                entry = entry.visible_when(rule);
+            if let (Some(rule), Some(notes)) = (visibility, hidden_notes) {
+                entry = entry.visible_when(rule).hidden_notes(notes);
             }
             let entry = entry.forward(move |args, ctx| {
                 forward(
@@ -702,10 +750,10 @@ impl Gateway {
                 }
                 Err(e) => {
                     tracing::warn!(tool = %name, error = %e, "not offered");
-                    offer.withheld.insert(
-                        name.clone(),
-                        (i, format!("The tool {name} is not offered: its definition is invalid ({e}). This is a fault in the upstream server {}.", config.name)),
-                    );
+                    let why = Withheld::new(format!("The tool {name} is not offered: its definition is invalid ({e}). This is a fault in the upstream server {}.", config.name))
+                        .note("rule", "invalid definition")
+                        .note("status", "withheld");
+                    offer.withheld.insert(name.clone(), (i, why));
                 }
             }
         }

@@ -1,5 +1,6 @@
-//! What happens to a call before it is forwarded: the policy decides, a
-//! person approves when it says so, and the approval is spent.
+//! What happens to a call before it is forwarded: the policy decides, and
+//! a person approves when it says so. (The approval is spent with the
+//! single-use round that carries it.)
 //!
 //! Each fact of the way goes into the call's audit record
 //! ([`RequestContext::note`]): `decision`, `rule`, `confirmation`, and
@@ -15,15 +16,13 @@ use toolgate_server::{
 };
 
 use crate::approval::{ApprovalDesk, Status};
-use crate::confirm::{self, SharedNonces, Subject, Verdict};
+use crate::confirm::{self, Subject, Verdict};
 use crate::policy::{Action, Policy, ToolFacts};
 
 /// One gateway tool's guard.
 pub struct Guard {
     /// The gateway's policy.
     pub policy: Arc<Policy>,
-    /// Where approvals are spent.
-    pub nonces: SharedNonces,
     /// What the policy knows of the tool.
     pub facts: ToolFacts,
     /// The upstream's definition (shown to the person asked).
@@ -72,7 +71,7 @@ impl Guard {
         let kept = input.remembered().cloned().unwrap_or(Value::Null);
         let decision = self.policy.decide(&self.facts, ctx.auth());
         ctx.note("decision", decision.action.to_string());
-        ctx.note("rule", decision.reason.clone());
+        ctx.note("rule", decision.rule.clone());
         let tool = quote(&self.facts.name);
         let refuse = |status: &str, text: String| {
             ctx.note("status", status);
@@ -117,11 +116,13 @@ impl Guard {
                 {
                     return self.by_page(desk, ctx, input, &subject, args);
                 }
-                let nonce = kept.get("nonce").and_then(Value::as_str).map(str::to_owned);
+                // The round that carries the answer is single-use (the
+                // server spends it before this runs), so an approval lets
+                // one call through however often its state is re-sent.
+                let asked = kept.get("asked") == Some(&Value::Bool(true));
                 let Some(verdict) = confirm::ask(input, &subject, args)? else {
                     ctx.note("confirmation", "asked");
-                    let nonce = nonce.unwrap_or_else(confirm::new_nonce);
-                    input.remember(json!({ "nonce": nonce }));
+                    input.remember(json!({ "asked": true }));
                     return Err(std::mem::replace(input, ctx.inputs()).ask());
                 };
                 ctx.note("confirmation", verdict.as_str());
@@ -133,40 +134,18 @@ impl Guard {
                             verdict.as_str()
                         ),
                     ),
-                    Verdict::Approved => {
-                        // Only an answer to a question this gateway sealed
-                        // counts: `inputResponses` on a first call carry no nonce.
-                        let Some(nonce) = nonce else {
-                            ctx.note("confirmation", "unsolicited");
-                            return refuse(
-                                "declined",
-                                format!(
-                                    "The approval sent with this call of {tool} answers no question of the gateway. Call the tool without inputResponses and let the person answer the question it asks."
-                                ),
-                            );
-                        };
-                        match self.nonces.spend(nonce).await {
-                            Ok(true) => Ok(Admission::approved()),
-                            Ok(false) => {
-                                ctx.note("confirmation", "replayed");
-                                refuse(
-                                    "declined",
-                                    format!(
-                                        "This approval of {tool} was already used: each approval lets one call through. Call the tool again to ask the person anew."
-                                    ),
-                                )
-                            }
-                            Err(e) => {
-                                tracing::error!(error = %e, "cannot spend an approval");
-                                refuse(
-                                    "failed",
-                                    format!(
-                                        "The approval of {tool} could not be recorded, so the call was not forwarded. Try again later."
-                                    ),
-                                )
-                            }
-                        }
+                    // Only an answer to a question this gateway sealed
+                    // counts: `inputResponses` on a first call were never asked.
+                    Verdict::Approved if !asked => {
+                        ctx.note("confirmation", "unsolicited");
+                        refuse(
+                            "declined",
+                            format!(
+                                "The approval sent with this call of {tool} answers no question of the gateway. Call the tool without inputResponses and let the person answer the question it asks."
+                            ),
+                        )
                     }
+                    Verdict::Approved => Ok(Admission::approved()),
                 }
             }
         }

@@ -100,6 +100,34 @@ struct Rule {
     subjects: Vec<glob::Pattern>,
     scopes: Vec<String>,
     action: Action,
+    /// `rule N (tools […]; …)`: which rule, by its conditions.
+    described: String,
+}
+
+/// `rule N (tools ["a.*"]; effects [delete])`: the rule's place and the
+/// conditions it was written with, so an audit row names it unambiguously.
+fn describe(n: usize, rule: &RuleConfig) -> String {
+    let list = |items: Vec<String>| items.join(", ");
+    let quoted = |items: &[String]| list(items.iter().map(|i| format!("{i:?}")).collect());
+    let mut parts = Vec::new();
+    if !rule.tools.is_empty() {
+        parts.push(format!("tools [{}]", quoted(&rule.tools)));
+    }
+    if !rule.effects.is_empty() {
+        let effects = rule.effects.iter().map(|e| e.label().to_owned()).collect();
+        parts.push(format!("effects [{}]", list(effects)));
+    }
+    if !rule.subjects.is_empty() {
+        parts.push(format!("subjects [{}]", quoted(&rule.subjects)));
+    }
+    if !rule.scopes.is_empty() {
+        parts.push(format!("scopes [{}]", quoted(&rule.scopes)));
+    }
+    if parts.is_empty() {
+        format!("rule {n} (every call)")
+    } else {
+        format!("rule {n} ({})", parts.join("; "))
+    }
 }
 
 impl Rule {
@@ -120,6 +148,18 @@ impl Rule {
             || caller.is_some_and(|c| self.scopes.iter().all(|s| c.has_scope(s)));
         subject_ok && scopes_ok
     }
+}
+
+/// Why `glob` is refused although the glob crate would compile it: syntax
+/// of other glob dialects that this one reads as literal characters, so
+/// the rule would silently match nothing.
+pub(crate) fn unsupported(glob: &str) -> Option<&'static str> {
+    if glob.contains('{') || glob.contains('}') {
+        return Some(
+            "braces are not supported (the pattern would match only a name with a literal brace); write one glob per alternative, e.g. [\"rec.wipe\", \"rec.delete_all\"]",
+        );
+    }
+    None
 }
 
 /// What the policy needs to know about a tool.
@@ -178,8 +218,12 @@ impl ToolFacts {
 pub struct Decision {
     /// What happens.
     pub action: Action,
-    /// `rule N` (1-based, in file order), `default`, or `built-in default`.
+    /// `rule N` (1-based, in file order), `default`, or `built-in default`:
+    /// what the caller is told.
     pub reason: String,
+    /// The reason with the rule's conditions (`rule 2 (tools ["rec.*"])`):
+    /// what the audit store records.
+    pub rule: String,
 }
 
 /// The compiled `[policy]`.
@@ -195,6 +239,12 @@ impl Policy {
             globs
                 .iter()
                 .map(|g| {
+                    unsupported(g).map_or(Ok(()), |why| {
+                        Err(ConfigError(format!(
+                            "policy rule {}: glob {g:?}: {why}",
+                            i + 1
+                        )))
+                    })?;
                     glob::Pattern::new(g)
                         .map_err(|e| ConfigError(format!("policy rule {}: glob {g:?}: {e}", i + 1)))
                 })
@@ -208,6 +258,7 @@ impl Policy {
                 subjects: compile(i, &rule.subjects)?,
                 scopes: rule.scopes.clone(),
                 action: rule.action,
+                described: describe(i + 1, rule),
             });
         }
         Ok(Self {
@@ -221,6 +272,7 @@ impl Policy {
             Some(action) => Decision {
                 action,
                 reason: "default".into(),
+                rule: format!("default ({action})"),
             },
             None => Decision {
                 action: if tool.trusted_read_only {
@@ -229,18 +281,37 @@ impl Policy {
                     Action::Confirm
                 },
                 reason: "built-in default".into(),
+                rule: "built-in default (allow trusted read-only tools, confirm the rest)".into(),
             },
         }
+    }
+
+    fn by_rule(i: usize, rule: &Rule) -> Decision {
+        Decision {
+            action: rule.action,
+            reason: format!("rule {}", i + 1),
+            rule: rule.described.clone(),
+        }
+    }
+
+    /// The rules (described) whose tool conditions match none of `tools`:
+    /// rules that cannot decide any call of these tools.
+    pub fn unmatched<'a>(
+        &self,
+        tools: impl IntoIterator<Item = &'a ToolFacts> + Clone,
+    ) -> Vec<String> {
+        self.rules
+            .iter()
+            .filter(|rule| !tools.clone().into_iter().any(|t| rule.matches_tool(t)))
+            .map(|rule| rule.described.clone())
+            .collect()
     }
 
     /// The decision for `caller` calling `tool`.
     pub fn decide(&self, tool: &ToolFacts, caller: Option<&AuthContext>) -> Decision {
         for (i, rule) in self.rules.iter().enumerate() {
             if rule.matches_tool(tool) && rule.matches_caller(caller) {
-                return Decision {
-                    action: rule.action,
-                    reason: format!("rule {}", i + 1),
-                };
+                return Self::by_rule(i, rule);
             }
         }
         self.fallback(tool)
@@ -256,10 +327,7 @@ impl Policy {
             if rule.about_callers() {
                 return None;
             }
-            return Some(Decision {
-                action: rule.action,
-                reason: format!("rule {}", i + 1),
-            });
+            return Some(Self::by_rule(i, rule));
         }
         Some(self.fallback(tool))
     }

@@ -247,7 +247,7 @@ async fn an_approval_lets_one_call_through_for_those_arguments_only() {
     match round("SKU-0007", Some(state)).await.unwrap() {
         CallRound::Complete(r) => {
             assert_eq!(r.is_error, Some(true));
-            assert!(text(&r).contains("already used"), "{}", text(&r));
+            assert!(text(&r).contains("already answered"), "{}", text(&r));
         }
         other => panic!("asked again: {other:?}"),
     }
@@ -379,12 +379,15 @@ async fn every_decision_and_call_is_in_the_audit_store_and_limits_apply_per_call
             ),
             s("shop.order", Some("confirm"), Some("declined"), "declined"),
             s("shop.order", None, None, "invalid_arguments"),
-            s("shop.pay", None, None, "withheld"),
+            s("shop.pay", Some("deny"), None, "denied"),
             s("shop.greet", Some("allow"), None, "ok"),
             s("shop.greet", None, None, "rate_limited"),
         ]
     );
     assert!(rows.iter().all(|r| r.arguments.is_none()));
+    // A refusal names the rule that made it, by its place and patterns.
+    assert_eq!(rows[5].rule.as_deref(), Some("rule 2 (tools [\"*.pay\"])"));
+    assert_eq!(rows[1].rule.as_deref(), Some("default (confirm)"));
     assert_eq!(rows[1].upstream.as_deref(), Some("shop"));
     assert_eq!(rows[0].arguments_digest, rows[1].arguments_digest);
     assert_ne!(rows[1].arguments_digest, rows[3].arguments_digest);

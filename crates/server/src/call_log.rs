@@ -1,7 +1,7 @@
 //! An audit hook: every tool call, recorded before its answer is sent.
 //!
 //! A server given a [`CallLog`] ([`ServerBuilder::call_log`](crate::ServerBuilder::call_log))
-//! hands it one [`CallRecord`] per `tools/call` that reached a tool — run,
+//! hands it one [`CallRecord`] per `tools/call` that named a tool — run,
 //! refused by its rate limit or by [`unlisted_answer`](crate::ServerBuilder::unlisted_answer),
 //! failed validation, timed out or asked for input — and waits for
 //! [`CallLog::record`] to finish before the answer leaves. A log that makes
@@ -14,8 +14,11 @@
 //! [`RequestContext::note`](crate::RequestContext::note) (a gateway notes
 //! the upstream, the policy decision, the confirmation).
 //!
-//! Protocol errors that name no callable tool (malformed params, unknown
-//! tools, missing scopes) are not calls and are not recorded.
+//! Every refusal of a tool that exists is recorded too: a hidden tool
+//! (its caller is told it is unknown), missing scopes, a `requestState`
+//! that was forged, moved to another request or caller, expired, or
+//! replayed. Protocol errors that name no tool the server has (malformed
+//! params, unknown tools) are not calls and are not recorded.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -44,11 +47,26 @@ pub enum CallOutcome {
     InputRequired,
     /// The handler ended with a protocol error or panicked.
     Failed,
+    /// A single-use round's state came back a second time; nothing ran.
+    Replayed,
+    /// The `requestState` was not sealed by this server, or was altered.
+    Tampered,
+    /// The `requestState` is genuine but belongs to another request
+    /// (tool, arguments) or another caller.
+    Moved,
+    /// The `requestState` expired.
+    Expired,
+    /// The tool is hidden from this caller by its visibility rule (the
+    /// caller was told it is unknown).
+    Hidden,
+    /// The caller lacks the scopes the tool needs.
+    InsufficientScope,
 }
 
 impl CallOutcome {
     /// `ok`, `tool_error`, `invalid_arguments`, `rate_limited`,
-    /// `withheld`, `timeout`, `input_required` or `failed`.
+    /// `withheld`, `timeout`, `input_required`, `failed`, `replayed`,
+    /// `tampered`, `moved`, `expired`, `hidden` or `insufficient_scope`.
     pub fn as_str(self) -> &'static str {
         match self {
             CallOutcome::Ok => "ok",
@@ -59,6 +77,12 @@ impl CallOutcome {
             CallOutcome::Timeout => "timeout",
             CallOutcome::InputRequired => "input_required",
             CallOutcome::Failed => "failed",
+            CallOutcome::Replayed => "replayed",
+            CallOutcome::Tampered => "tampered",
+            CallOutcome::Moved => "moved",
+            CallOutcome::Expired => "expired",
+            CallOutcome::Hidden => "hidden",
+            CallOutcome::InsufficientScope => "insufficient_scope",
         }
     }
 }

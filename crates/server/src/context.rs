@@ -382,4 +382,6 @@ impl RequestContext {
 pub(crate) struct Round {
     pub(crate) responses: serde_json::Map<String, Value>,
     pub(crate) app: Option<Value>,
+    /// The nonce this round spends before it runs (single-use rounds).
+    pub(crate) once: Option<String>,
 }

@@ -32,6 +32,8 @@ pub(crate) struct Binding {
     pub(crate) name: String,
     pub(crate) digest: String,
     pub(crate) subject: Option<String>,
+    /// Each state sealed for it is good for one retry ([`crate::nonce`]).
+    pub(crate) once: bool,
 }
 
 /// SHA-256 of `arguments` as canonical JSON (object keys sorted),
@@ -62,7 +64,14 @@ impl Binding {
             name: name.to_owned(),
             digest,
             subject: subject.map(str::to_owned),
+            once: false,
         }
+    }
+
+    /// The same binding, its rounds single-use when `once`.
+    pub(crate) fn single_use(mut self, once: bool) -> Self {
+        self.once = once;
+        self
     }
 }
 

@@ -202,6 +202,10 @@ pub(crate) struct Inner {
     pub(crate) stamp_tail: Vec<u8>,
     /// Answers calls to tools that are not registered.
     pub(crate) unlisted_answer: Option<UnlistedAnswer>,
+    /// Every request's rounds are single-use ([`ServerBuilder::single_use_rounds`]).
+    pub(crate) single_use_rounds: bool,
+    /// Where single-use rounds are spent.
+    pub(crate) nonces: Arc<dyn crate::NonceStore>,
     /// Where tool calls are recorded.
     pub(crate) call_log: Option<Arc<dyn crate::CallLog>>,
     /// Tool calls running as tasks.
@@ -261,6 +265,8 @@ pub struct ServerBuilder {
     state_key: Option<StateKey>,
     retired_state_keys: Vec<StateKey>,
     unlisted_answer: Option<UnlistedAnswer>,
+    single_use_rounds: bool,
+    nonces: Option<Arc<dyn crate::NonceStore>>,
     tools_in_name_order: bool,
     enable_completions: bool,
     call_log: Option<Arc<dyn crate::CallLog>>,
@@ -270,7 +276,48 @@ pub struct ServerBuilder {
 
 /// What a call to a tool the server does not offer is answered with,
 /// instead of "Unknown tool" (see [`ServerBuilder::unlisted_answer`]).
-pub type UnlistedAnswer = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+pub type UnlistedAnswer = Arc<dyn Fn(&str) -> Option<Withheld> + Send + Sync>;
+
+/// The answer to a call of a tool the server knows but does not offer: the
+/// `isError` text, and facts for the call's record (see
+/// [`RequestContext::note`](crate::RequestContext::note)).
+///
+/// ```
+/// use toolgate_server::Withheld;
+/// let plain: Withheld = "withheld: its definition changed".to_owned().into();
+/// assert!(plain.notes.is_empty());
+/// let noted = Withheld::new("denied by policy").note("decision", "deny");
+/// assert_eq!(noted.notes["decision"], "deny");
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Withheld {
+    /// What the caller is told.
+    pub text: String,
+    /// What the call log records beside the outcome.
+    pub notes: Map<String, Value>,
+}
+
+impl Withheld {
+    /// A refusal saying `text`, with no notes.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            notes: Map::new(),
+        }
+    }
+
+    /// Record `value` under `key` with the call.
+    pub fn note(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.notes.insert(key.to_owned(), value.into());
+        self
+    }
+}
+
+impl From<String> for Withheld {
+    fn from(text: String) -> Self {
+        Self::new(text)
+    }
+}
 
 impl Server {
     /// Start building a server that identifies as `name` `version`.
@@ -285,6 +332,8 @@ impl Server {
             templates: Vec::new(),
             enable_prompts: false,
             unlisted_answer: None,
+            single_use_rounds: false,
+            nonces: None,
             call_log: None,
             task_store: None,
             states: crate::tool::StateMap::default(),
@@ -568,11 +617,29 @@ impl ServerBuilder {
     /// call is the usual "Unknown tool" protocol error). A gateway says
     /// why a tool it knows is withheld or unavailable this way, instead of
     /// claiming it does not exist.
-    pub fn unlisted_answer(
+    pub fn unlisted_answer<W: Into<Withheld>>(
         mut self,
-        answer: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+        answer: impl Fn(&str) -> Option<W> + Send + Sync + 'static,
     ) -> Self {
-        self.unlisted_answer = Some(Arc::new(answer));
+        self.unlisted_answer = Some(Arc::new(move |name| answer(name).map(Into::into)));
+        self
+    }
+
+    /// Make every round this server seals single-use — tools, prompts and
+    /// resources alike: a `requestState` is good for one retry, and a
+    /// second retry with it is refused before anything runs (see
+    /// [`NonceStore`](crate::NonceStore); per tool:
+    /// [`ToolDef::single_use_rounds`](crate::ToolDef::single_use_rounds)).
+    /// A gateway wants this: each round it relays is forwarded once.
+    pub fn single_use_rounds(mut self) -> Self {
+        self.single_use_rounds = true;
+        self
+    }
+
+    /// Spend single-use rounds in `store` instead of this process's memory,
+    /// so that processes sharing the state key refuse each other's replays.
+    pub fn nonce_store(mut self, store: Arc<dyn crate::NonceStore>) -> Self {
+        self.nonces = Some(store);
         self
     }
 
@@ -639,6 +706,7 @@ impl ServerBuilder {
                 .unwrap_or_else(|| Arc::new(crate::tasks::MemoryTaskStore::new())),
             &self.config,
         );
+        let state_ttl = self.config.state_ttl;
         let inner = Inner {
             prompts_enabled: self.enable_prompts || !self.prompts.is_empty(),
             resources_enabled: self.enable_resources
@@ -664,6 +732,12 @@ impl ServerBuilder {
             stamp_tail: stamp_tail(&result_meta),
             result_meta,
             unlisted_answer: self.unlisted_answer,
+            single_use_rounds: self.single_use_rounds,
+            // A state is refused once expired, so its nonce need not be
+            // kept longer (twice, for clock steps).
+            nonces: self
+                .nonces
+                .unwrap_or_else(|| Arc::new(crate::MemoryNonceStore::new(state_ttl * 2))),
             call_log: self.call_log,
             tasks,
             states: Arc::new(self.states),

@@ -182,6 +182,7 @@ impl StateKeys {
             e: now().saturating_add(ttl_secs),
             r: responses,
             a: app,
+            u: binding.once.then(crate::nonce::new_nonce),
         };
         let json = serde_json::to_vec(&sealed).unwrap_or_default();
         let key = &self.current;
@@ -209,46 +210,59 @@ impl StateKeys {
     }
 
     /// Open and verify a state presented on `binding`'s request.
-    pub(crate) fn open(
-        &self,
-        raw: &str,
-        binding: &Binding,
-    ) -> Result<(Map<String, Value>, Option<Value>), RpcError> {
+    pub(crate) fn open(&self, raw: &str, binding: &Binding) -> Result<Opened, StateRefusal> {
         let json = match raw.strip_prefix(ENCRYPTED) {
             Some(rest) => self.decrypt(rest)?,
             None => self.verify(raw)?,
         };
-        let sealed: Sealed =
-            serde_json::from_slice(&json).map_err(|_| invalid("it is malformed"))?;
+        let sealed: Sealed = serde_json::from_slice(&json)
+            .map_err(|_| refused(StateFault::Tampered, "it is malformed"))?;
         if sealed.m != binding.method || sealed.n != binding.name || sealed.d != binding.digest {
-            return Err(invalid(
+            return Err(refused(
+                StateFault::Moved,
                 "it belongs to a different request (method, name or arguments differ)",
             ));
         }
         if sealed.s != binding.subject {
-            return Err(invalid("it was issued to a different caller"));
+            return Err(refused(
+                StateFault::Moved,
+                "it was issued to a different caller",
+            ));
         }
         let t = now();
         if sealed.e <= t {
-            return Err(invalid(format!("it expired {} s ago", t - sealed.e)));
+            return Err(refused(
+                StateFault::Expired,
+                format!("it expired {} s ago", t - sealed.e),
+            ));
         }
-        Ok((sealed.r, sealed.a))
+        if binding.once && sealed.u.is_none() {
+            return Err(refused(
+                StateFault::Expired,
+                "it was issued before this request's rounds became single-use",
+            ));
+        }
+        Ok(Opened {
+            responses: sealed.r,
+            app: sealed.a,
+            once: sealed.u.filter(|_| binding.once),
+        })
     }
 
-    fn decrypt(&self, rest: &str) -> Result<Vec<u8>, RpcError> {
+    fn decrypt(&self, rest: &str) -> Result<Vec<u8>, StateRefusal> {
         let (id, body) = rest
             .split_once('.')
-            .ok_or_else(|| invalid("it was not issued by this server"))?;
+            .ok_or_else(|| tampered("it was not issued by this server"))?;
         let key = self.all().find(|k| k.id == id).ok_or_else(|| {
-            invalid(
+            tampered(
                 "it was sealed with a key this server does not have (retired, or another server's)",
             )
         })?;
         let body = URL_SAFE_NO_PAD
             .decode(body)
-            .map_err(|_| invalid("it is malformed"))?;
+            .map_err(|_| tampered("it is malformed"))?;
         if body.len() < 24 {
-            return Err(invalid("it is malformed"));
+            return Err(tampered("it is malformed"));
         }
         let (nonce, ciphertext) = body.split_at(24);
         key.aead()
@@ -259,16 +273,16 @@ impl StateKeys {
                     aad: &aad(id),
                 },
             )
-            .map_err(|_| invalid("integrity check failed (it was modified)"))
+            .map_err(|_| tampered("integrity check failed (it was modified)"))
     }
 
-    fn verify(&self, raw: &str) -> Result<Vec<u8>, RpcError> {
+    fn verify(&self, raw: &str) -> Result<Vec<u8>, StateRefusal> {
         let (payload, tag) = raw
             .split_once('.')
-            .ok_or_else(|| invalid("it was not issued by this server"))?;
+            .ok_or_else(|| tampered("it was not issued by this server"))?;
         let tag = URL_SAFE_NO_PAD
             .decode(tag)
-            .map_err(|_| invalid("it was not issued by this server"))?;
+            .map_err(|_| tampered("it was not issued by this server"))?;
         let verified = self.all().any(|key| {
             let mut mac = key.mac();
             mac.update(payload.as_bytes());
@@ -276,13 +290,13 @@ impl StateKeys {
             mac.verify_slice(&tag).is_ok()
         });
         if !verified {
-            return Err(invalid(
+            return Err(tampered(
                 "integrity check failed (it was modified, or sealed with another server's key)",
             ));
         }
         URL_SAFE_NO_PAD
             .decode(payload)
-            .map_err(|_| invalid("it is malformed"))
+            .map_err(|_| tampered("it is malformed"))
     }
 }
 
@@ -290,6 +304,46 @@ impl StateKeys {
 /// cannot be relabelled with another key's id.
 fn aad(id: &str) -> Vec<u8> {
     format!("toolgate requestState v1 {id}").into_bytes()
+}
+
+/// A state that opened on its request.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Opened {
+    /// Answers of earlier rounds.
+    pub(crate) responses: Map<String, Value>,
+    /// The handler's remembered data.
+    pub(crate) app: Option<Value>,
+    /// The nonce to spend before the round runs (single-use rounds only).
+    pub(crate) once: Option<String>,
+}
+
+/// What was wrong with a refused state, for the call log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StateFault {
+    /// Not sealed by this server's keys, altered, or malformed.
+    Tampered,
+    /// Genuine, but presented on another request or by another caller.
+    Moved,
+    /// Genuine, but too old (or sealed before single use was required).
+    Expired,
+}
+
+/// A refused state: why, and the `-32602` error the client gets.
+#[derive(Debug)]
+pub(crate) struct StateRefusal {
+    pub(crate) fault: StateFault,
+    pub(crate) error: RpcError,
+}
+
+fn refused(fault: StateFault, detail: impl std::fmt::Display) -> StateRefusal {
+    StateRefusal {
+        fault,
+        error: invalid(detail),
+    }
+}
+
+fn tampered(detail: impl std::fmt::Display) -> StateRefusal {
+    refused(StateFault::Tampered, detail)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -305,6 +359,9 @@ struct Sealed {
     r: Map<String, Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     a: Option<Value>,
+    /// The single-use nonce, when the request's rounds are single-use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    u: Option<String>,
 }
 
 fn now() -> u64 {
@@ -347,8 +404,8 @@ mod tests {
         StateKeys::new(StateKey::random(), Vec::new(), encrypt).unwrap()
     }
 
-    fn msg(e: RpcError) -> String {
-        e.message
+    fn msg(e: StateRefusal) -> String {
+        e.error.message
     }
 
     #[test]
@@ -360,7 +417,9 @@ mod tests {
             r.insert("k".into(), json!({"action": "accept"}));
             let s = keys.seal(&b, 60, r.clone(), Some(json!(7)));
             assert_eq!(s.starts_with(ENCRYPTED), encrypt);
-            assert_eq!(keys.open(&s, &b).unwrap(), (r, Some(json!(7))));
+            let opened = keys.open(&s, &b).unwrap();
+            assert_eq!((opened.responses, opened.app), (r, Some(json!(7))));
+            assert_eq!(opened.once, None);
             // Same arguments in another key order: same request.
             assert!(
                 keys.open(&s, &binding(json!({"b": [1, 2], "a": 1})))
@@ -383,10 +442,47 @@ mod tests {
             );
             let mut tampered = s.clone();
             tampered.insert(s.len() - 5, 'x');
-            assert_eq!(keys.open(&tampered, &b).unwrap_err().code, -32602);
+            let refusal = keys.open(&tampered, &b).unwrap_err();
+            assert_eq!(
+                (refusal.error.code, refusal.fault),
+                (-32602, StateFault::Tampered)
+            );
             assert!(msg(keys.open("garbage", &b).unwrap_err()).contains("not issued"));
             let expired = keys.seal(&b, 0, Map::new(), None);
             assert!(msg(keys.open(&expired, &b).unwrap_err()).contains("expired"));
+        }
+    }
+
+    #[test]
+    fn a_single_use_state_carries_a_fresh_nonce_and_faults_are_told_apart() {
+        for encrypt in [false, true] {
+            let keys = keys(encrypt);
+            let args = json!({"a": 1});
+            let once = binding(args.clone()).single_use(true);
+            let first = keys.open(&keys.seal(&once, 60, Map::new(), None), &once);
+            let second = keys.open(&keys.seal(&once, 60, Map::new(), None), &once);
+            let (first, second) = (first.unwrap().once, second.unwrap().once);
+            assert!(first.as_ref().is_some_and(|n| n.len() == 32), "{first:?}");
+            assert_ne!(first, second);
+            // A state sealed before single use was asked for cannot skip it.
+            let plain = keys.seal(&binding(args.clone()), 60, Map::new(), None);
+            let refusal = keys.open(&plain, &once).unwrap_err();
+            assert_eq!(refusal.fault, StateFault::Expired);
+            assert!(refusal.error.message.contains("single-use"), "{refusal:?}");
+            // Moved to other arguments or another caller; expired.
+            let s = keys.seal(&once, 60, Map::new(), None);
+            let fault = |b: &Binding| keys.open(&s, b).unwrap_err().fault;
+            assert_eq!(
+                fault(&binding(json!({"a": 2})).single_use(true)),
+                StateFault::Moved
+            );
+            let bob = Binding::new("tools/call", "t", &args, Some("bob")).single_use(true);
+            assert_eq!(fault(&bob), StateFault::Moved);
+            let old = keys.seal(&once, 0, Map::new(), None);
+            assert_eq!(
+                keys.open(&old, &once).unwrap_err().fault,
+                StateFault::Expired
+            );
         }
     }
 

@@ -24,6 +24,7 @@ use crate::dispatch::{TransportContext, request_token};
 use crate::exchange::{Exchange, Frame, Reply};
 use crate::frame_queue;
 use crate::mrtr::{self, Binding, Pending};
+use crate::state::StateRefusal;
 
 pub(crate) use discover::capabilities;
 
@@ -107,7 +108,8 @@ where
 
 /// The multi-round context of a request that may ask for input: its binding,
 /// and the answers it carries (from a verified `requestState` and from
-/// `inputResponses`, the latter winning).
+/// `inputResponses`, the latter winning). Its rounds are single-use when
+/// the server says so for every request.
 pub(crate) fn round(
     server: &Server,
     req: &Request,
@@ -116,42 +118,53 @@ pub(crate) fn round(
     transport: &TransportContext,
 ) -> Result<(Binding, Round), Failure> {
     let retry = mrtr::retry_fields(req.params.as_ref()).map_err(|e| (req.id.clone(), e))?;
-    round_with(
-        server,
-        &req.id,
-        &req.method,
-        name,
-        arguments,
-        retry,
-        transport,
-    )
+    let once = server.inner.single_use_rounds;
+    round_with(server, &req.method, name, arguments, retry, once, transport)
+        .map_err(|refusal| (req.id.clone(), refusal.error))
 }
 
-/// [`round`] with the retry fields already taken out of the params.
+/// [`round`] with the retry fields already taken out of the params; a
+/// refused state says what was wrong with it.
 pub(crate) fn round_with(
     server: &Server,
-    id: &RequestId,
     method: &str,
     name: &str,
     arguments: &Value,
     retry: mrtr::Retry,
+    once: bool,
     transport: &TransportContext,
-) -> Result<(Binding, Round), Failure> {
-    let fail = |e| (id.clone(), e);
+) -> Result<(Binding, Round), StateRefusal> {
     let subject = transport.auth.as_ref().and_then(|a| a.subject());
-    let binding = Binding::new(method, name, arguments, subject);
+    let binding = Binding::new(method, name, arguments, subject).single_use(once);
     let mut round = Round::default();
     if let Some(state) = &retry.state {
-        let (responses, app) = server
-            .inner
-            .state_keys
-            .open(state, &binding)
-            .map_err(fail)?;
-        round.responses = responses;
-        round.app = app;
+        let opened = server.inner.state_keys.open(state, &binding)?;
+        round.responses = opened.responses;
+        round.app = opened.app;
+        round.once = opened.once;
     }
     round.responses.extend(retry.responses);
     Ok((binding, round))
+}
+
+/// Spend a single-use round before its handler runs; `Err` with the
+/// protocol error of a replayed round, for a request that has no `isError`
+/// to answer with (prompts, resources).
+pub(crate) async fn spend_round(
+    server: &Server,
+    once: Option<String>,
+    what: &str,
+) -> Result<(), RpcError> {
+    match crate::nonce::spend(&server.inner.nonces, once).await {
+        Ok(()) => Ok(()),
+        Err(crate::nonce::NotRun::Replayed) => Err(RpcError::invalid_params(format!(
+            "Invalid requestState: this round of {what} was already answered, and each round is answered once; call again without requestState to start over"
+        ))),
+        Err(crate::nonce::NotRun::StoreFailed(e)) => {
+            tracing::error!(error = %e, "cannot spend a single-use round");
+            Err(RpcError::internal())
+        }
+    }
 }
 
 /// The `input_required` frame for a round that ended asking for input.

@@ -45,7 +45,8 @@ pub(super) fn get(
         ));
     }
     let args_value = serde_json::to_value(&p.arguments).unwrap_or_default();
-    let (binding, round) = super::round(server, &req, &p.name, &args_value, transport)?;
+    let (binding, mut round) = super::round(server, &req, &p.name, &args_value, transport)?;
+    let once = round.once.take();
     let server = server.clone();
     let id = req.id;
     Ok(exchange(
@@ -55,6 +56,9 @@ pub(super) fn get(
         transport,
         round,
         move |ctx| async move {
+            if let Err(e) = super::spend_round(&server, once, &quote(&p.name)).await {
+                return Some(error_frame(Some(&id), e));
+            }
             Some(
                 match guarded(&prompt.prompt.name, (prompt.handler)(p.arguments, ctx)).await {
                     Ended::Value(result) => server.result_frame(&id, &result),

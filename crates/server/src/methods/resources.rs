@@ -48,7 +48,9 @@ pub(super) fn read(
     let Some((reader, vars, private)) = found else {
         return Err((req.id, not_found(&p.uri)));
     };
-    let (binding, round) = super::round(server, &req, &p.uri, &serde_json::Value::Null, transport)?;
+    let (binding, mut round) =
+        super::round(server, &req, &p.uri, &serde_json::Value::Null, transport)?;
+    let once = round.once.take();
     let server = server.clone();
     let id = req.id;
     Ok(exchange(
@@ -58,6 +60,9 @@ pub(super) fn read(
         transport,
         round,
         move |ctx| async move {
+            if let Err(e) = super::spend_round(&server, once, &quote(&p.uri)).await {
+                return Some(error_frame(Some(&id), e));
+            }
             Some(
                 match guarded(&p.uri, reader(p.uri.clone(), vars, ctx)).await {
                     Ended::NeedsInput(pending) => {

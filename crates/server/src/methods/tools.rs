@@ -18,6 +18,7 @@ use crate::call_log::{CallLog, CallOutcome, CallRecord, unrecorded};
 use crate::dispatch::{TransportContext, error_frame};
 use crate::exchange::{Exchange, Frame, Reply};
 use crate::mrtr::{Binding, Retry, take_retry_fields};
+use crate::state::StateFault;
 use crate::tasks::TaskSupport;
 use crate::tool::{RegisteredTool, ToolReply};
 use toolgate_protocol::types::TASKS_EXTENSION;
@@ -52,13 +53,17 @@ pub(super) fn call(
     };
     let auth = transport.auth.as_ref();
     let Some(tool) = server.inner.tools.get(&name, auth) else {
+        let unknown = || RpcError::invalid_params(format!("Unknown tool: {}", quote(&name)));
+        let Some(hidden) = server.inner.tools.get_hidden(&name) else {
+            if let Some(withheld) = server.inner.unlisted_answer.as_ref().and_then(|f| f(&name)) {
+                let refused = Refused { name, args };
+                return Ok(refused.withheld(server, &req.id, transport, withheld));
+            }
+            return Err((req.id, unknown()));
+        };
         // Hidden for want of scopes: say which, so the client can step up.
-        let hidden = server.inner.tools.get_hidden(&name);
-        if let Some(needed) = hidden
-            .as_ref()
-            .map(|t| &t.required_scopes)
-            .filter(|s| !s.is_empty() && !auth.is_some_and(|a| a.has_scopes(s.iter())))
-        {
+        let needed = &hidden.required_scopes;
+        if !needed.is_empty() && !auth.is_some_and(|a| a.has_scopes(needed.iter())) {
             let error = RpcError::new(
                 crate::INSUFFICIENT_SCOPE,
                 format!(
@@ -68,15 +73,32 @@ pub(super) fn call(
                 ),
             )
             .with_data(serde_json::json!({ "requiredScopes": needed }));
-            return Err((req.id, error));
+            let refused = Refused { name, args };
+            return Ok(refused.error(
+                server,
+                &req.id,
+                transport,
+                error,
+                CallOutcome::InsufficientScope,
+                Map::new(),
+            ));
         }
-        if let Some(text) = server.inner.unlisted_answer.as_ref().and_then(|f| f(&name)) {
-            let refused = Refused { name, args, text };
-            return Ok(refused.answer(server, &req.id, transport, CallOutcome::Withheld));
-        }
-        return Err((
-            req.id,
-            RpcError::invalid_params(format!("Unknown tool: {}", quote(&name))),
+        // Hidden by its visibility rule: the caller must not learn it
+        // exists, but the refusal is recorded.
+        let notes = hidden
+            .hidden_notes
+            .as_ref()
+            .map(|f| f(auth))
+            .unwrap_or_default();
+        let error = unknown();
+        let refused = Refused { name, args };
+        return Ok(refused.error(
+            server,
+            &req.id,
+            transport,
+            error,
+            CallOutcome::Hidden,
+            notes,
         ));
     };
     let as_task = match tool.tasks {
@@ -95,8 +117,8 @@ pub(super) fn call(
     if let Some(limiter) = &tool.limiter {
         let caller = transport.auth.as_ref().and_then(|a| a.subject());
         if let Err(text) = limiter.check(&tool.tool.name, caller) {
-            let refused = Refused { name, args, text };
-            return Ok(refused.answer(server, &req.id, transport, CallOutcome::RateLimited));
+            let refused = Refused { name, args };
+            return Ok(refused.answer(server, &req.id, transport, text, CallOutcome::RateLimited));
         }
     }
     if let Some(headers) = &transport.http_headers {
@@ -110,15 +132,34 @@ pub(super) fn call(
     // Validate and bind the arguments as one JSON value, then hand the same
     // map to the handler: no copy of the arguments per call.
     let args_value = Value::Object(args);
-    let (binding, round) = super::round_with(
+    let once = tool.single_use || server.inner.single_use_rounds;
+    let (binding, mut round) = match super::round_with(
         server,
-        &req.id,
         &req.method,
         &name,
         &args_value,
         retry,
+        once,
         transport,
-    )?;
+    ) {
+        Ok(bound) => bound,
+        // A forged, moved or stale state is refused, and recorded: an
+        // operator must see someone trying.
+        Err(refusal) => {
+            let Value::Object(args) = args_value else {
+                unreachable!("built from a map just above")
+            };
+            let outcome = match refusal.fault {
+                StateFault::Tampered => CallOutcome::Tampered,
+                StateFault::Moved => CallOutcome::Moved,
+                StateFault::Expired => CallOutcome::Expired,
+            };
+            let refused = Refused { name, args };
+            let error = refusal.error;
+            return Ok(refused.error(server, &req.id, transport, error, outcome, Map::new()));
+        }
+    };
+    let once = round.once.take();
     let audit = server.inner.call_log.as_ref().map(|log| Audit {
         log: log.clone(),
         started: begun.map_or_else(SystemTime::now, |b| b.0),
@@ -137,7 +178,14 @@ pub(super) fn call(
                 tool.tool.name
             ));
             let frame = server.result_frame(&req.id, &result);
-            return Ok(recorded(server, &req.id, frame, audit, CallOutcome::Failed));
+            return Ok(recorded(
+                server,
+                &req.id,
+                frame,
+                audit,
+                CallOutcome::Failed,
+                Map::new(),
+            ));
         }
     };
     if let Err(violations) = input.validate(&args_value) {
@@ -149,6 +197,7 @@ pub(super) fn call(
             frame,
             audit,
             CallOutcome::InvalidArguments,
+            Map::new(),
         ));
     }
     let Value::Object(args) = args_value else {
@@ -161,6 +210,7 @@ pub(super) fn call(
             meta,
             binding,
             round,
+            once,
             args,
             audit,
         };
@@ -176,7 +226,10 @@ pub(super) fn call(
         round,
         move |ctx| async move {
             let noted = audit.as_ref().map(|_| ctx.clone());
-            let (frame, outcome) = run(&server, &tool, &id, &binding, args, ctx).await;
+            let (frame, outcome) = match spend(&server, &tool, &id, once).await {
+                Ok(()) => run(&server, &tool, &id, &binding, args, ctx).await,
+                Err(refused) => refused,
+            };
             match (audit, noted) {
                 (Some(audit), Some(noted)) => {
                     let notes = noted.take_notes();
@@ -186,6 +239,40 @@ pub(super) fn call(
                 _ => Some(frame),
             }
         },
+    ))
+}
+
+/// Spend a single-use round's nonce before its handler runs; `Err` with
+/// the answer when the round was answered already, or the store cannot say.
+pub(crate) async fn spend(
+    server: &Server,
+    tool: &RegisteredTool,
+    id: &RequestId,
+    once: Option<String>,
+) -> Result<(), (Frame, CallOutcome)> {
+    use crate::nonce::NotRun;
+    let name = quote(&tool.tool.name);
+    let (text, outcome) = match crate::nonce::spend(&server.inner.nonces, once).await {
+        Ok(()) => return Ok(()),
+        Err(NotRun::Replayed) => (
+            format!(
+                "This round of {name} was already answered: each requestState is good for one retry, so the tool did not run again. Call {name} again without requestState to start over."
+            ),
+            CallOutcome::Replayed,
+        ),
+        Err(NotRun::StoreFailed(e)) => {
+            tracing::error!(tool = %tool.tool.name, error = %e, "cannot spend a single-use round");
+            (
+                format!(
+                    "The server could not record that this round of {name} was answered, so the tool did not run. Try again later."
+                ),
+                CallOutcome::Failed,
+            )
+        }
+    };
+    Err((
+        server.result_frame(id, &CallToolResult::error(text)),
+        outcome,
     ))
 }
 
@@ -294,25 +381,61 @@ fn task_required(name: &str) -> RpcError {
     error
 }
 
-/// A call refused before its arguments were bound: its tool error.
+/// A call refused before its arguments were bound.
 struct Refused {
     name: String,
     args: Map<String, Value>,
-    text: String,
 }
 
 impl Refused {
-    /// The tool error, sent once the call is recorded (with a call log).
+    /// The tool error `text`, sent once the call is recorded (with a call log).
     fn answer(
         self,
         server: &Server,
         id: &RequestId,
         transport: &TransportContext,
+        text: String,
         outcome: CallOutcome,
     ) -> Reply {
-        let frame = server.result_frame(id, &CallToolResult::error(self.text));
+        let frame = server.result_frame(id, &CallToolResult::error(text));
         let audit = Audit::start(server, &self.name, &Value::Object(self.args), transport);
-        recorded(server, id, frame, audit, outcome)
+        recorded(server, id, frame, audit, outcome, Map::new())
+    }
+
+    /// The answer of [`unlisted_answer`](crate::ServerBuilder::unlisted_answer),
+    /// its notes on the record.
+    fn withheld(
+        self,
+        server: &Server,
+        id: &RequestId,
+        transport: &TransportContext,
+        withheld: crate::server::Withheld,
+    ) -> Reply {
+        let frame = server.result_frame(id, &CallToolResult::error(withheld.text));
+        let audit = Audit::start(server, &self.name, &Value::Object(self.args), transport);
+        recorded(
+            server,
+            id,
+            frame,
+            audit,
+            CallOutcome::Withheld,
+            withheld.notes,
+        )
+    }
+
+    /// The protocol error `error`, sent once the call is recorded with `notes`.
+    fn error(
+        self,
+        server: &Server,
+        id: &RequestId,
+        transport: &TransportContext,
+        error: RpcError,
+        outcome: CallOutcome,
+        notes: Map<String, Value>,
+    ) -> Reply {
+        let frame = error_frame(Some(id), error);
+        let audit = Audit::start(server, &self.name, &Value::Object(self.args), transport);
+        recorded(server, id, frame, audit, outcome, notes)
     }
 }
 
@@ -388,12 +511,13 @@ fn recorded(
     frame: Frame,
     audit: Option<Audit>,
     outcome: CallOutcome,
+    notes: Map<String, Value>,
 ) -> Reply {
     let Some(audit) = audit else {
         return Reply::Done(frame);
     };
     let (server, id) = (server.clone(), id.clone());
-    let answer = async move { audit.finish(frame, outcome, Map::new(), &server, &id).await };
+    let answer = async move { audit.finish(frame, outcome, notes, &server, &id).await };
     Reply::Streaming(Exchange::from_stream(Box::pin(futures::stream::once(
         answer,
     ))))

@@ -18,7 +18,7 @@ use crate::context::{RequestContext, Round};
 use crate::dispatch::{TransportContext, error_frame, request_token};
 use crate::exchange::{Exchange, Frame, Reply};
 use crate::frame_queue;
-use crate::methods::tools::{Audit, Executed, encode};
+use crate::methods::tools::{Audit, Executed, encode, spend};
 use crate::methods::{Ended, guarded};
 use crate::mrtr::Binding;
 use crate::tool::RegisteredTool;
@@ -32,6 +32,8 @@ pub(crate) struct Call {
     pub(crate) meta: RequestMeta,
     pub(crate) binding: Binding,
     pub(crate) round: Round,
+    /// The single-use nonce the request's round spends before it runs.
+    pub(crate) once: Option<String>,
     pub(crate) args: Map<String, Value>,
     pub(crate) audit: Option<Audit>,
 }
@@ -191,9 +193,23 @@ impl Driver {
             meta: _,
             binding,
             mut round,
+            once,
             args,
             mut audit,
         } = call;
+        // A replayed round is refused before any task exists.
+        if let Err((frame, outcome)) = spend(&self.server, &tool, &id, once).await {
+            let frame = match audit.take() {
+                Some(audit) => {
+                    audit
+                        .finish(frame, outcome, Map::new(), &self.server, &id)
+                        .await
+                }
+                None => frame,
+            };
+            self.answer(frame);
+            return;
+        }
         if !tool.task_from_handler {
             match self.slot.start().await {
                 Ok(_) => {}

@@ -152,6 +152,8 @@ pub enum RegistrationError {
 pub struct ToolDef {
     tool: Tool,
     visibility: Option<Visibility>,
+    hidden_notes: Option<HiddenNotes>,
+    single_use: bool,
     raw_output: bool,
     rate_limit: Option<RateLimit>,
     scopes: Vec<String>,
@@ -180,6 +182,8 @@ impl ToolDef {
                 extra: Map::new(),
             },
             visibility: None,
+            hidden_notes: None,
+            single_use: false,
             raw_output: false,
             rate_limit: None,
             scopes: Vec::new(),
@@ -339,12 +343,48 @@ impl ToolDef {
 
     /// Show the tool only to callers for which `rule` holds. Hidden tools are
     /// absent from `tools/list` and unknown to `tools/call`; lists of a server
-    /// with such rules are `private`.
+    /// with such rules are `private`. A call of a hidden tool is still
+    /// recorded in the server's [`CallLog`](crate::CallLog) (as
+    /// [`CallOutcome::Hidden`](crate::CallOutcome::Hidden)), with the notes of
+    /// [`ToolDef::hidden_notes`].
     pub fn visible_when<F>(mut self, rule: F) -> Self
     where
         F: Fn(Option<&AuthContext>) -> bool + Send + Sync + 'static,
     {
         self.visibility = Some(Arc::new(rule));
+        self
+    }
+
+    /// What the call log records beside a call refused because the tool is
+    /// hidden from its caller (say, which rule hid it). The caller is only
+    /// told the tool is unknown.
+    pub fn hidden_notes<F>(mut self, notes: F) -> Self
+    where
+        F: Fn(Option<&AuthContext>) -> Map<String, Value> + Send + Sync + 'static,
+    {
+        self.hidden_notes = Some(Arc::new(notes));
+        self
+    }
+
+    /// Make each round of this tool single-use: the `requestState` of an
+    /// `input_required` answer is good for one retry. A second retry with
+    /// the same state is refused with an `isError` before the handler runs.
+    ///
+    /// Without it a round's state can be replayed, unchanged, until it
+    /// expires, and each replay runs the handler again with the same
+    /// answers. Turn it on for anything that spends, sends or deletes. See
+    /// [`NonceStore`](crate::NonceStore) for servers of several processes.
+    ///
+    /// ```
+    /// use toolgate_server::ToolDef;
+    /// let pay = ToolDef::new("pay")
+    ///     .description("Pays the basket after the user confirms.")
+    ///     .single_use_rounds()
+    ///     .handler(|| async { "paid" });
+    /// # let _ = pay;
+    /// ```
+    pub fn single_use_rounds(mut self) -> Self {
+        self.single_use = true;
         self
     }
 
@@ -511,6 +551,8 @@ impl ToolEntry {
             sanitize: !def.raw_output,
             limiter,
             visibility: with_scopes(def.visibility, def.scopes.clone()),
+            hidden_notes: def.hidden_notes,
+            single_use: def.single_use,
             required_scopes: def.scopes,
             timeout: def.timeout.unwrap_or(config.call_timeout),
             tasks: def.tasks,
@@ -528,6 +570,10 @@ pub(crate) struct RegisteredTool {
     /// Parameters mirrored into `Mcp-Param-*` headers.
     pub(crate) header_params: Vec<HeaderParam>,
     pub(crate) visibility: Option<Visibility>,
+    /// Notes recorded with a call its visibility rule refused.
+    pub(crate) hidden_notes: Option<HiddenNotes>,
+    /// Each round's state is good for one retry.
+    pub(crate) single_use: bool,
     /// Whether results are sanitized (all but [`ToolDef::raw_output`] tools).
     pub(crate) sanitize: bool,
     /// Calls per caller, if limited.
@@ -541,6 +587,9 @@ pub(crate) struct RegisteredTool {
     /// The handler starts the task itself.
     pub(crate) task_from_handler: bool,
 }
+
+/// What the call log records of a call hidden from its caller.
+pub(crate) type HiddenNotes = Arc<dyn Fn(Option<&AuthContext>) -> Map<String, Value> + Send + Sync>;
 
 /// `rule` narrowed to callers holding every one of `scopes`.
 fn with_scopes(rule: Option<Visibility>, scopes: Vec<String>) -> Option<Visibility> {
