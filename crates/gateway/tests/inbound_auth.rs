@@ -13,6 +13,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{Client, ClientError};
+use toolgate_gateway::audit::{Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
 
@@ -47,6 +48,18 @@ fn caller(url: &str, token: Option<String>) -> Client {
         .build(HttpTransport::new(url, options).unwrap())
 }
 
+/// A caller whose client can answer questions (it never gets to here).
+fn asking_caller(url: &str, token: String) -> Client {
+    let options = HttpOptions {
+        bearer_token: Some(token),
+        ..HttpOptions::default()
+    };
+    Client::builder("test", "1")
+        .timeout(Duration::from_secs(10))
+        .input_handler(support::Yes)
+        .build(HttpTransport::new(url, options).unwrap())
+}
+
 #[tokio::test]
 async fn callers_are_verified_and_see_only_the_tools_their_rules_allow() {
     let upstream = serve(shop(Arc::default(), "Orders an item.")).await;
@@ -54,9 +67,13 @@ async fn callers_are_verified_and_see_only_the_tools_their_rules_allow() {
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let jwks =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/auth/jwks.json");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
     let toml = format!(
         r#"[servers.shop]
 url = "{upstream}"
+[audit]
+path = {db}
 [auth]
 issuer = "{ISSUER}"
 audience = "{url}"
@@ -74,6 +91,7 @@ tools = ["shop.pay"]
 action = "deny"
 "#,
         jwks = support::toml_string(&jwks.display().to_string()),
+        db = support::toml_string(&db.display().to_string()),
     );
     let config = config(&toml);
     let rs = config.auth.as_ref().unwrap().resource_server().unwrap();
@@ -138,6 +156,77 @@ action = "deny"
     assert_eq!(raw["cacheScope"], "private", "lists differ per caller");
     // Bob still gets served after all this.
     assert!(tool_names(&bob).await.contains(&"shop.order".to_owned()));
+
+    // Bob calls the tool hidden from him anyway: it is unknown to him, and
+    // the refusal is recorded with the rule that made it.
+    let options = toolgate_client::CallOptions::default();
+    let pay = support::args(json!({"name": "shop.pay", "arguments": {}}));
+    match bob.request("tools/call", pay, &options).await {
+        Err(ClientError::Protocol(e)) => {
+            assert_eq!(
+                (e.code, e.message.as_str()),
+                (-32602, "Unknown tool: \"shop.pay\"")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let rows = query(&db, &Filter::default()).unwrap();
+    let row = rows.last().unwrap();
+    assert_eq!(
+        (
+            row.caller.as_deref(),
+            row.tool.as_str(),
+            row.decision.as_deref(),
+            row.status.as_str()
+        ),
+        (Some("bob"), "shop.pay", Some("deny"), "denied")
+    );
+    assert_eq!(row.rule.as_deref(), Some("rule 2 (tools [\"shop.pay\"])"));
+    assert_eq!(row.upstream.as_deref(), Some("shop"));
+
+    // A state issued to Alice, presented by Bob: refused, and recorded as
+    // moved, under Bob's name.
+    let alice = asking_caller(&url, token("alice", &url, ""));
+    let state = match alice
+        .call_tool_round("shop.greet", serde_json::Map::new(), None, &options)
+        .await
+        .unwrap()
+    {
+        toolgate_client::CallRound::InputRequired { request_state, .. } => request_state.unwrap(),
+        other => panic!("not asked: {other:?}"),
+    };
+    let bob = asking_caller(&url, token("bob", &url, ""));
+    let retry = toolgate_client::RoundInput {
+        input_responses: serde_json::Map::new(),
+        request_state: Some(state),
+    };
+    match bob
+        .call_tool_round("shop.greet", serde_json::Map::new(), Some(retry), &options)
+        .await
+    {
+        Err(ClientError::Protocol(e)) => {
+            assert_eq!(e.code, -32602);
+            assert!(
+                e.message.contains("issued to a different caller"),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let rows = query(&db, &Filter::default()).unwrap();
+    let row = rows.last().unwrap();
+    assert_eq!(
+        (
+            row.caller.as_deref(),
+            row.tool.as_str(),
+            row.status.as_str()
+        ),
+        (Some("bob"), "shop.greet", "moved")
+    );
+    // And Bob is still served.
+    assert!(tool_names(&bob).await.contains(&"shop.order".to_owned()));
+    gateway.stop();
 }
 
 #[test]

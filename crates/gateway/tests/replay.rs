@@ -61,6 +61,11 @@ fn shop(till: Till) -> Server {
                     }
                 }),
         )
+        .tool(
+            ToolDef::new("refund")
+                .description("Refunds an order.")
+                .handler(|args: Checkout| async move { format!("refunded {}", args.steps) }),
+        )
         .build()
         .unwrap()
 }
@@ -299,4 +304,70 @@ async fn a_round_answered_on_one_instance_is_refused_on_another_and_after_a_rest
     assert_eq!(till.paid.load(Ordering::SeqCst), 1);
     assert_eq!(last_statuses(dir.path(), 3), replayed(3));
     restarted.stop();
+}
+
+/// Send `state` with a call of `tool` with `steps`; the protocol error.
+async fn refused_state(c: &Client, tool: &str, steps: u8, state: String) -> String {
+    let retry = RoundInput {
+        input_responses: Map::new(),
+        request_state: Some(state),
+    };
+    let call = c
+        .call_tool_round(
+            tool,
+            args(json!({ "steps": steps })),
+            Some(retry),
+            &CallOptions::default(),
+        )
+        .await;
+    match call {
+        Err(toolgate_client::ClientError::Protocol(e)) => {
+            assert_eq!(e.code, -32602, "{}", e.message);
+            e.message
+        }
+        other => panic!("accepted: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_forged_or_moved_state_is_refused_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let till = Till::default();
+    let upstream = serve(shop(till.clone())).await;
+    let (gateway, c) = start(&upstream, dir.path()).await;
+    let state = all_but_the_last(&c, 1).await.state;
+    // Altered: one character of the payload changed.
+    let mut forged = state.clone().into_bytes();
+    forged[3] = if forged[3] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).unwrap();
+    let said = refused_state(&c, "shop.checkout", 1, forged).await;
+    assert!(said.contains("integrity check failed"), "{said}");
+    // Moved to other arguments, and to another tool.
+    let said = refused_state(&c, "shop.checkout", 2, state.clone()).await;
+    assert!(said.contains("belongs to a different request"), "{said}");
+    let said = refused_state(&c, "shop.refund", 1, state.clone()).await;
+    assert!(said.contains("belongs to a different request"), "{said}");
+    let rows: Vec<_> = last_statuses(dir.path(), 3)
+        .into_iter()
+        .map(|(tool, _, status)| (tool, status))
+        .collect();
+    let row = |t: &str, s: &str| (t.to_owned(), s.to_owned());
+    assert_eq!(
+        rows,
+        [
+            row("shop.checkout", "tampered"),
+            row("shop.checkout", "moved"),
+            row("shop.refund", "moved")
+        ]
+    );
+    // Nothing reached the shop, and the genuine state still works once.
+    let runs = till.runs.load(Ordering::SeqCst);
+    let answers = yes_to(&Map::from_iter([("step1".to_owned(), Value::Null)]));
+    let genuine = Retry { answers, state };
+    match round(&c, 1, Some(genuine)).await {
+        CallRound::Complete(r) => assert_eq!(text(&r), "Paid. Order 1 is confirmed."),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(till.runs.load(Ordering::SeqCst), runs + 1);
+    gateway.stop();
 }

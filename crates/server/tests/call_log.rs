@@ -148,3 +148,151 @@ async fn a_call_that_cannot_be_recorded_has_its_result_withheld_and_the_server_g
     let ok = call(&s, "count", json!({"n": 8})).await;
     assert_eq!(ok["result"]["content"][0]["text"], "8");
 }
+
+/// Nonces shared by several servers, as a database would.
+#[derive(Default)]
+struct SharedNonces(Mutex<std::collections::HashSet<String>>);
+
+impl toolgate_server::NonceStore for SharedNonces {
+    fn spend(&self, nonce: String) -> toolgate_server::SpendFuture {
+        let fresh = self.0.lock().unwrap().insert(nonce);
+        Box::pin(async move { Ok(fresh) })
+    }
+}
+
+/// A server whose `pay` asks once and pays once per round; `secret` is
+/// shown only to bob; `admin` needs a scope; `gone` is withheld.
+fn guarded(log: Arc<Kept>, nonces: Arc<SharedNonces>, paid: Arc<Mutex<u32>>) -> Server {
+    Server::builder("s", "1")
+        .call_log(log)
+        .state_key(toolgate_server::StateKey::new([9; 32]))
+        .nonce_store(nonces)
+        .unlisted_answer(|name| {
+            (name == "gone")
+                .then(|| toolgate_server::Withheld::new("gone for review").note("rule", "lock"))
+        })
+        .tool(
+            ToolDef::new("pay")
+                .description("Pays after the user confirms.")
+                .single_use_rounds()
+                .handler(move |ctx: RequestContext| {
+                    let paid = paid.clone();
+                    async move {
+                        let mut input = ctx.inputs();
+                        let form = json!({"type": "object", "properties": {}});
+                        let Some(_) = input.elicit("q", "Pay?", form)? else {
+                            return Err(input.ask());
+                        };
+                        *paid.lock().unwrap() += 1;
+                        Ok("paid".to_owned())
+                    }
+                }),
+        )
+        .tool(
+            ToolDef::new("secret")
+                .description("For bob.")
+                .visible_when(|a| a.and_then(AuthContext::subject) == Some("bob"))
+                .hidden_notes(|a| {
+                    let mut notes = serde_json::Map::new();
+                    notes.insert("who".into(), json!(a.and_then(AuthContext::subject)));
+                    notes
+                })
+                .handler(|| async { "s3cret" }),
+        )
+        .tool(
+            ToolDef::new("plain")
+                .description("Answers.")
+                .handler(|| async { "plain" }),
+        )
+        .tool(
+            ToolDef::new("admin")
+                .description("Needs a scope.")
+                .scopes(["admin"])
+                .handler(|| async { "ok" }),
+        )
+        .build()
+        .unwrap()
+}
+
+async fn retry(server: &Server, name: &str, state: &Value) -> Value {
+    let message = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": name, "arguments": {},
+        "requestState": state, "inputResponses": {"q": {"action": "accept", "content": {}}},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}}});
+    let transport = TransportContext {
+        auth: Some(AuthContext::new("alice")),
+        ..TransportContext::default()
+    };
+    common::answer(server, &message, &transport).await
+}
+
+#[tokio::test]
+async fn a_single_use_round_runs_once_on_every_server_sharing_the_store_and_refusals_are_recorded()
+{
+    let (log, nonces, paid) = (Arc::new(Kept::default()), Arc::default(), Arc::default());
+    let a = guarded(log.clone(), Arc::clone(&nonces), Arc::clone(&paid));
+    let b = guarded(log.clone(), nonces, Arc::clone(&paid));
+    let asked = call(&a, "pay", json!({})).await;
+    let state = asked["result"]["requestState"].clone();
+    assert_eq!(
+        retry(&a, "pay", &state).await["result"]["content"][0]["text"],
+        "paid"
+    );
+    // The same round again, here and on the other server: nothing is paid.
+    for server in [&a, &b] {
+        let again = retry(server, "pay", &state).await;
+        assert_eq!(again["result"]["isError"], true, "{again}");
+        assert_eq!(
+            again["result"]["content"][0]["text"],
+            "This round of \"pay\" was already answered: each requestState is good for one retry, so the tool did not run again. Call \"pay\" again without requestState to start over."
+        );
+    }
+    assert_eq!(*paid.lock().unwrap(), 1);
+    // A forged state, a state moved to another tool.
+    let forged = json!(state.as_str().unwrap().replacen('e', "f", 1));
+    assert_eq!(retry(&a, "pay", &forged).await["error"]["code"], -32602);
+    let moved = retry(&a, "plain", &state).await;
+    assert_eq!(moved["error"]["code"], -32602);
+    assert!(
+        moved["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("belongs to a different request"),
+        "{moved}"
+    );
+    // Hidden from alice: unknown to her, recorded with its notes.
+    let hidden = call(&a, "secret", json!({})).await;
+    assert_eq!(hidden["error"]["message"], "Unknown tool: \"secret\"");
+    assert_eq!(
+        call(&a, "admin", json!({})).await["error"]["code"],
+        toolgate_server::INSUFFICIENT_SCOPE
+    );
+    assert_eq!(call(&a, "gone", json!({})).await["result"]["isError"], true);
+    let records = log.records.lock().unwrap();
+    let seen: Vec<(&str, CallOutcome)> = records
+        .iter()
+        .map(|r| (r.tool.as_str(), r.outcome))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("pay", CallOutcome::InputRequired),
+            ("pay", CallOutcome::Ok),
+            ("pay", CallOutcome::Replayed),
+            ("pay", CallOutcome::Replayed),
+            ("pay", CallOutcome::Tampered),
+            ("plain", CallOutcome::Moved),
+            ("secret", CallOutcome::Hidden),
+            ("admin", CallOutcome::InsufficientScope),
+            ("gone", CallOutcome::Withheld),
+        ]
+    );
+    assert!(records.iter().all(|r| r.caller.as_deref() == Some("alice")));
+    assert_eq!(records[6].notes["who"], "alice");
+    assert_eq!(records[8].notes["rule"], "lock");
+    // And the server still serves.
+    drop(records);
+    assert_eq!(
+        call(&b, "pay", json!({})).await["result"]["resultType"],
+        "input_required"
+    );
+}

@@ -319,6 +319,9 @@ pub fn server_with(options: &Options) -> Result<Server, toolgate_server::Registr
                 // Paying reaches a payment provider, an open world, even
                 // though this example only records the order.
                 .open_world(true)
+                // The confirmed round pays once: its state, sent again
+                // (after the basket is refilled, say), pays nothing.
+                .single_use_rounds()
                 .handler(|State(store): State<Arc<Store>>, args: BasketRef, ctx: RequestContext| {
                     async move {
                         let view = store.with(&ctx, &args.basket_id, |b| view(&args.basket_id, b))?;
@@ -556,14 +559,35 @@ mod tests {
             .unwrap();
         assert!(message.contains("25.00"), "{message}");
         let state = r1["result"]["requestState"].clone();
-        let r2 = call(&s, 4, serde_json::json!({"name": "checkout", "arguments": args, "requestState": state,
-            "inputResponses": {"confirm_payment": {"action": "accept", "content": {"confirm": true}}}}), caps.clone()).await;
+        let confirmed = serde_json::json!({"name": "checkout", "arguments": args, "requestState": state,
+            "inputResponses": {"confirm_payment": {"action": "accept", "content": {"confirm": true}}}});
+        let r2 = call(&s, 4, confirmed.clone(), caps.clone()).await;
         assert!(
             r2["result"]["content"][0]["text"]
                 .as_str()
                 .unwrap()
                 .starts_with("Paid 25.00"),
             "{r2}"
+        );
+        // The basket refilled, the confirmed round sent again: nothing is
+        // paid, and the basket keeps its items.
+        call(&s, 7, serde_json::json!({"name": "add_item", "arguments": {"basket_id": id, "sku": "SKU-1003", "quantity": 2}}), caps.clone()).await;
+        let replay = call(&s, 8, confirmed, caps.clone()).await;
+        assert_eq!(replay["result"]["isError"], true, "{replay}");
+        assert_eq!(
+            replay["result"]["content"][0]["text"],
+            "This round of \"checkout\" was already answered: each requestState is good for one retry, so the tool did not run again. Call \"checkout\" again without requestState to start over."
+        );
+        let kept = call(
+            &s,
+            9,
+            serde_json::json!({"name": "get_basket", "arguments": args}),
+            caps.clone(),
+        )
+        .await;
+        assert_eq!(
+            kept["result"]["structuredContent"]["total_cents"], 2500,
+            "{kept}"
         );
         // Without elicitation support nothing is charged: -32021.
         let r = call(&s, 5, serde_json::json!({"name": "add_item", "arguments": {"basket_id": id, "sku": "SKU-1001"}}), caps).await;
