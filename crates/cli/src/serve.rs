@@ -84,8 +84,11 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
     if o.check {
         return Ok(check(&gateway));
     }
-    if let Some(page) = gateway.approval_page() {
+    if let (Some(page), Some(login)) = (gateway.approval_page(), gateway.approval_login()) {
         errln!("toolgate: calls waiting for approval at {page}");
+        // Only the person who reads this can decide: the link logs one
+        // browser in, once (a fresh one follows each use).
+        errln!("toolgate: log in to the approval page (once, in your browser): {login}");
     }
     if let Some(addr) = &o.metrics {
         serve_metrics(addr, gateway.metrics()).await?;

@@ -59,13 +59,17 @@ pub struct AuditRow {
     pub arguments: Option<String>,
     /// `allow`, `confirm` or `deny`.
     pub decision: Option<String>,
-    /// Which rule decided: `rule N`, `default` or `built-in default`.
+    /// Which rule decided, by place and conditions (`rule 2 (tools
+    /// ["*.pay"])`, `default (confirm)`, `built-in default (…)`), or what
+    /// withheld the tool (`lock file: …`).
     pub rule: Option<String>,
-    /// `asked`, `approved`, `declined`, `cancelled` or `replayed`.
+    /// `asked`, `approved`, `declined`, `cancelled` or `unsolicited`.
     pub confirmation: Option<String>,
     /// `ok`, `tool_error`, `invalid_arguments`, `output_invalid`,
-    /// `upstream_error`, `timeout`, `denied`, `rate_limited`, `withheld`,
-    /// `input_required` or `failed`.
+    /// `upstream_error`, `timeout`, `denied`, `declined`,
+    /// `approval_pending`, `rate_limited`, `withheld`, `input_required`,
+    /// `failed`; for a refused `requestState`: `replayed`, `moved`,
+    /// `tampered` or `expired`; `insufficient_scope`.
     pub status: String,
     /// Milliseconds from taking the call to its answer.
     pub latency_ms: f64,

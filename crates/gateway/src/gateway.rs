@@ -487,6 +487,12 @@ impl Gateway {
         self.desk.as_ref().map(|d| d.page_url())
     }
 
+    /// The approval page's one-time login link, when the page is served:
+    /// for the person only, never for a client or the model.
+    pub fn approval_login(&self) -> Option<String> {
+        self.desk.as_ref().map(|d| d.login_url())
+    }
+
     /// The audit store's file, when the store is a SQLite file.
     pub fn audit_path(&self) -> Option<&std::path::Path> {
         self.audit_file.as_deref()

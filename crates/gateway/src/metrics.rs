@@ -74,7 +74,7 @@ impl Default for Metrics {
         let confirmations = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "confirmations",
-            "Approval questions by outcome: asked, approved, declined, cancelled, replayed, unsolicited",
+            "Approval questions by outcome: asked, approved, declined, cancelled, unsolicited (replayed rounds are calls of status replayed)",
             confirmations.clone(),
         );
         let validation = Family::<ValidationLabels, Counter>::default();

@@ -74,24 +74,44 @@ fn page_of(text: &str) -> String {
         .to_owned()
 }
 
-/// The anti-forgery token of the page at `url`.
-async fn token(url: &str) -> String {
-    let (status, page) = http("GET", url, &[], None).await;
+/// Log in as the person: open the gateway's one-time link; the session
+/// cookie (`name=value`) it set.
+async fn log_in(link: &str) -> String {
+    let (status, response) = http("GET", link, &[], None).await;
+    assert_eq!(status, 303, "{response}");
+    let line = response
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .unwrap();
+    assert!(
+        line.contains("HttpOnly") && line.contains("SameSite=Strict"),
+        "{line}"
+    );
+    let pair = line.split_once(':').unwrap().1.trim();
+    pair.split(';').next().unwrap().to_owned()
+}
+
+/// `http://host:port` of `url`.
+fn origin_of(url: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap();
+    format!("http://{}", rest.split('/').next().unwrap())
+}
+
+/// The anti-forgery token of the page at `url`, for the session `cookie`.
+async fn token(url: &str, cookie: &str) -> String {
+    let (status, page) = http("GET", url, &[("Cookie", cookie)], None).await;
     assert_eq!(status, 200, "{page}");
     let at = page.find("name=\"token\" value=\"").unwrap() + 20;
     page[at..at + 32].to_owned()
 }
 
-async fn decide(url: &str, decision: &str) -> u16 {
-    let token = token(url).await;
-    http(
-        "POST",
-        url,
-        &[],
-        Some(&format!("token={token}&decision={decision}")),
-    )
-    .await
-    .0
+/// Decide as the page's own form does, in the session `cookie`.
+async fn decide(url: &str, cookie: &str, decision: &str) -> u16 {
+    let token = token(url, cookie).await;
+    let origin = origin_of(url);
+    let headers = [("Cookie", cookie), ("Origin", origin.as_str())];
+    let form = format!("token={token}&decision={decision}");
+    http("POST", url, &headers, Some(&form)).await.0
 }
 
 #[tokio::test]
@@ -104,8 +124,9 @@ async fn a_person_approves_on_the_page_and_one_identical_call_goes_through() {
         "{text}"
     );
     let url = page_of(&text);
+    let cookie = log_in(&gateway.approval_login().unwrap()).await;
     // The page shows the call as the form would, escaped.
-    let (_, page) = http("GET", &url, &[], None).await;
+    let (_, page) = http("GET", &url, &[("Cookie", &cookie)], None).await;
     assert!(
         page.contains("&quot;sku&quot;: &quot;SKU-0100&quot;"),
         "{page}"
@@ -117,7 +138,7 @@ async fn a_person_approves_on_the_page_and_one_identical_call_goes_through() {
     // Asking again before anyone decides points to the same approval.
     assert_eq!(page_of(&order(&c, "SKU-0100").await.1), url);
     assert_eq!(calls.load(Ordering::SeqCst), 0);
-    assert_eq!(decide(&url, "approve").await, 303);
+    assert_eq!(decide(&url, &cookie, "approve").await, 303);
     // Other arguments are another call.
     let (error, _) = order(&c, "SKU-0101").await;
     assert!(error);
@@ -130,7 +151,7 @@ async fn a_person_approves_on_the_page_and_one_identical_call_goes_through() {
     assert!(error && page_of(&text) != url, "{text}");
     // A denial ends the call.
     let again = page_of(&text);
-    assert_eq!(decide(&again, "deny").await, 303);
+    assert_eq!(decide(&again, &cookie, "deny").await, 303);
     let (error, text) = order(&c, "SKU-0100").await;
     assert!(error && text.contains("denied"), "{text}");
     assert_eq!(calls.load(Ordering::SeqCst), 1);
@@ -142,26 +163,32 @@ async fn forged_cross_site_and_misdirected_decisions_are_refused() {
     let (gateway, calls) = gateway().await;
     let c = client(&gateway, None).await;
     let url = page_of(&order(&c, "SKU-0200").await.1);
-    let real = token(&url).await;
+    let cookie = log_in(&gateway.approval_login().unwrap()).await;
+    let real = token(&url, &cookie).await;
     let form = format!("token={real}&decision=approve");
-    let forged = http("POST", &url, &[], Some("token=0000&decision=approve")).await;
+    let origin = origin_of(&url);
+    let same = [("Cookie", cookie.as_str()), ("Origin", origin.as_str())];
+    let forged = http("POST", &url, &same, Some("token=0000&decision=approve")).await;
     assert_eq!(forged.0, 403, "{}", forged.1);
-    let cross = http(
-        "POST",
-        &url,
-        &[("Origin", "http://evil.example")],
-        Some(&form),
-    )
-    .await;
+    let evil = [
+        ("Cookie", cookie.as_str()),
+        ("Origin", "http://evil.example"),
+    ];
+    let cross = http("POST", &url, &evil, Some(&form)).await;
     assert_eq!(cross.0, 403);
-    let site = http(
-        "POST",
-        &url,
-        &[("Sec-Fetch-Site", "cross-site")],
-        Some(&form),
-    )
-    .await;
+    let across = [
+        ("Cookie", cookie.as_str()),
+        ("Sec-Fetch-Site", "cross-site"),
+    ];
+    let site = http("POST", &url, &across, Some(&form)).await;
     assert_eq!(site.0, 403);
+    // A script sends neither Origin nor Sec-Fetch-Site: refused too.
+    let (status, said) = http("POST", &url, &[("Cookie", &cookie)], Some(&form)).await;
+    assert_eq!(status, 403);
+    assert!(
+        said.ends_with("refused: a decision must come from the approval page itself"),
+        "{said}"
+    );
     let rebound = http("GET", &url, &[("Host", "evil.example:80")], None).await;
     assert_eq!(rebound.0, 421);
     // None of them decided anything.
@@ -172,8 +199,8 @@ async fn forged_cross_site_and_misdirected_decisions_are_refused() {
 }
 
 /// A client with URL-mode elicitation only: when sent to the page, the
-/// "person" approves there, then answers `accept`.
-struct UrlPerson;
+/// person (logged in with this cookie) approves there, then answers `accept`.
+struct UrlPerson(String);
 
 impl InputHandler for UrlPerson {
     fn capabilities(&self) -> ClientCapabilities {
@@ -185,7 +212,7 @@ impl InputHandler for UrlPerson {
     ) -> BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>> {
         Box::pin(async move {
             let url = request.url.clone().unwrap();
-            assert_eq!(decide(&url, "approve").await, 303);
+            assert_eq!(decide(&url, &self.0, "approve").await, 303);
             Ok(serde_json::from_value(json!({"action": "accept"})).unwrap())
         })
     }
@@ -194,10 +221,56 @@ impl InputHandler for UrlPerson {
 #[tokio::test]
 async fn a_client_with_url_elicitation_is_sent_to_the_page() {
     let (gateway, calls) = gateway().await;
-    let c = client(&gateway, Some(UrlPerson)).await;
+    let cookie = log_in(&gateway.approval_login().unwrap()).await;
+    let c = client(&gateway, Some(UrlPerson(cookie))).await;
     let (error, text) = order(&c, "SKU-0300").await;
     assert!(!error, "{text}");
     assert!(text.contains("ordered SKU-0300"));
     assert_eq!(calls.load(Ordering::SeqCst), 1);
+    gateway.stop();
+}
+
+#[tokio::test]
+async fn the_page_shows_and_decides_nothing_without_the_persons_login() {
+    let (gateway, calls) = gateway().await;
+    let c = client(&gateway, None).await;
+    let url = page_of(&order(&c, "SKU-0400").await.1);
+    let list = url.rsplit_once('/').unwrap().0.to_owned();
+    // Knowing the address is not enough: no list, no call, no token.
+    for page in [&list, &url] {
+        let (status, body) = http("GET", page, &[], None).await;
+        assert_eq!(status, 401, "{body}");
+        assert!(body.contains("Log in to approve calls"), "{body}");
+        assert!(
+            !body.contains("SKU-0400") && !body.contains("name=\"token\""),
+            "{body}"
+        );
+    }
+    let origin = origin_of(&url);
+    let form = "token=0&decision=approve";
+    let anonymous = http("POST", &url, &[("Origin", &origin)], Some(form)).await;
+    assert_eq!(anonymous.0, 401);
+    let forged_cookie = [
+        ("Origin", origin.as_str()),
+        ("Cookie", "toolgate_approval=00"),
+    ];
+    assert_eq!(http("POST", &url, &forged_cookie, Some(form)).await.0, 401);
+    // The login link works once; the next one the gateway gives works.
+    let first = gateway.approval_login().unwrap();
+    assert!(first.starts_with(&format!("{origin}/login/")), "{first}");
+    let cookie = log_in(&first).await;
+    let (status, said) = http("GET", &first, &[], None).await;
+    assert_eq!(status, 403, "{said}");
+    assert!(said.contains("used already"), "{said}");
+    let second = gateway.approval_login().unwrap();
+    assert_ne!(first, second);
+    let other = log_in(&second).await;
+    assert_ne!(cookie, other);
+    // Nothing was decided so far; the person's session decides.
+    assert!(order(&c, "SKU-0400").await.0);
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    assert_eq!(decide(&url, &other, "approve").await, 303);
+    let (error, text) = order(&c, "SKU-0400").await;
+    assert!(!error && text.contains("ordered SKU-0400"), "{text}");
     gateway.stop();
 }

@@ -100,6 +100,12 @@ async fn a_person_approves_a_call_by_clicking_in_chromium() {
         .connect(&format!("http://127.0.0.1:{port}"))
         .await
         .unwrap();
+    // The person logs in with the link only they were shown, then opens
+    // the call's page.
+    browser
+        .goto(&gateway.approval_login().unwrap())
+        .await
+        .unwrap();
     browser.goto(&url).await.unwrap();
     let shown = browser
         .find(Locator::Css("pre"))

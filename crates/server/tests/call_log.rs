@@ -267,7 +267,7 @@ async fn a_single_use_round_runs_once_on_every_server_sharing_the_store_and_refu
         toolgate_server::INSUFFICIENT_SCOPE
     );
     assert_eq!(call(&a, "gone", json!({})).await["result"]["isError"], true);
-    let records = log.records.lock().unwrap();
+    let records = log.records.lock().unwrap().clone();
     let seen: Vec<(&str, CallOutcome)> = records
         .iter()
         .map(|r| (r.tool.as_str(), r.outcome))
@@ -290,7 +290,6 @@ async fn a_single_use_round_runs_once_on_every_server_sharing_the_store_and_refu
     assert_eq!(records[6].notes["who"], "alice");
     assert_eq!(records[8].notes["rule"], "lock");
     // And the server still serves.
-    drop(records);
     assert_eq!(
         call(&b, "pay", json!({})).await["result"]["resultType"],
         "input_required"

@@ -9,10 +9,15 @@
 //! arguments) goes through once, if the person approved; a denial ends it.
 //!
 //! The page is small, self-contained HTML: no scripts, no external assets.
-//! It is served on its own listener, loopback by default. It refuses
-//! requests whose `Host` is not the page's own (DNS rebinding), and a
-//! decision is accepted only with the page's anti-forgery token and from
-//! the page's own origin (CSRF).
+//! It is served on its own listener, loopback by default. Only the person
+//! who started the gateway can see or decide anything on it: they log in
+//! through a one-time link ([`login`]). It refuses requests whose `Host`
+//! is not the page's own (DNS rebinding), and a decision is accepted only
+//! with the session's anti-forgery token and from the page's own origin
+//! (an `Origin` naming it, or `Sec-Fetch-Site: same-origin`; a request
+//! with neither is refused).
+
+mod login;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -27,6 +32,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::confirm::new_nonce;
+use login::Logins;
 
 /// `[approval]`.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
@@ -41,6 +47,10 @@ pub struct ApprovalConfig {
     /// The address people open, when it differs from `http://LISTEN`
     /// (behind a proxy).
     pub url: Option<String>,
+    /// Where the one-time login link is written, readable by its owner
+    /// only, and rewritten with a fresh link each time one is used
+    /// (default: the link is only printed at start and logged anew).
+    pub login_file: Option<std::path::PathBuf>,
 }
 
 /// Where the page listens by default.
@@ -81,7 +91,7 @@ pub struct ApprovalDesk {
     ttl: Duration,
     base: String,
     hosts: Vec<String>,
-    token: String,
+    logins: Logins,
 }
 
 /// A call waiting for a person, as the guard sees it.
@@ -95,15 +105,27 @@ pub struct Opened {
 impl ApprovalDesk {
     /// A desk whose pages live under `base` (`http://host:port`), answering
     /// requests for the hosts `hosts` (`host:port`), forgetting entries
-    /// after `ttl`.
-    pub fn new(base: String, hosts: Vec<String>, ttl: Duration) -> Self {
-        Self {
+    /// after `ttl`; its login link also goes to `login_file`.
+    pub fn new(
+        base: String,
+        hosts: Vec<String>,
+        ttl: Duration,
+        login_file: Option<std::path::PathBuf>,
+    ) -> Result<Self, String> {
+        let base = base.trim_end_matches('/').to_owned();
+        Ok(Self {
             entries: Mutex::default(),
             ttl,
-            base: base.trim_end_matches('/').to_owned(),
+            logins: Logins::new(&base, login_file)?,
+            base,
             hosts,
-            token: new_nonce(),
-        }
+        })
+    }
+
+    /// The link that logs a browser in to the page, once. Show it only to
+    /// the person (never to a client or the model).
+    pub fn login_url(&self) -> String {
+        self.logins.link()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
@@ -192,16 +214,12 @@ impl ApprovalDesk {
         }
     }
 
-    /// The anti-forgery token the page's forms carry.
-    pub fn token(&self) -> &str {
-        &self.token
-    }
-
     /// The page's routes.
     pub fn router(self: Arc<Self>) -> axum::Router {
         axum::Router::new()
             .route("/approvals", get(list))
             .route("/approvals/{id}", get(one).post(decide))
+            .route("/login/{secret}", get(log_in))
             .with_state(self)
     }
 
@@ -230,7 +248,7 @@ impl ApprovalDesk {
         {
             hosts.push(host.to_owned());
         }
-        let desk = Arc::new(Self::new(base, hosts, ttl));
+        let desk = Arc::new(Self::new(base, hosts, ttl, config.login_file.clone())?);
         let app = desk.clone().router();
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
@@ -238,6 +256,27 @@ impl ApprovalDesk {
             }
         });
         Ok((desk, local, task.abort_handle()))
+    }
+
+    /// The session's anti-forgery token, or the answer to a request that
+    /// is not for this page or not from the logged-in person.
+    fn admit(&self, headers: &HeaderMap, deciding: bool) -> Result<String, Response> {
+        if let Some(refused) = self.refuse(headers, deciding) {
+            return Err(refused);
+        }
+        self.logins.session(headers).ok_or_else(|| {
+            let file = self.logins.file().map_or(String::new(), |f| {
+                format!(" (it is also in {})", escape(&f.display().to_string()))
+            });
+            let mut page = html(
+                "toolgate: log in to approve calls",
+                &format!(
+                    "<h1>Log in to approve calls</h1><p>Only the person who started the gateway can see and decide calls here. Open the login link <code>toolgate serve</code> printed when it started{file}; each link works once.</p>"
+                ),
+            );
+            *page.status_mut() = StatusCode::UNAUTHORIZED;
+            page
+        })
     }
 
     /// Whether a request is for this page (its `Host`), and for a decision,
@@ -251,22 +290,27 @@ impl ApprovalDesk {
             return Some(plain(StatusCode::MISDIRECTED_REQUEST, "unknown host"));
         }
         if deciding {
-            let origin_ok = headers
-                .get(header::ORIGIN)
-                .and_then(|o| o.to_str().ok())
-                .is_none_or(|o| {
-                    o.eq_ignore_ascii_case(&self.base)
-                        || self
-                            .hosts
-                            .iter()
-                            .any(|h| o.eq_ignore_ascii_case(&format!("http://{h}")))
-                });
-            let site_ok = headers
-                .get("sec-fetch-site")
-                .and_then(|s| s.to_str().ok())
-                .is_none_or(|s| s == "same-origin" || s == "none");
-            if !origin_ok || !site_ok {
-                return Some(plain(StatusCode::FORBIDDEN, "cross-site request refused"));
+            let origin = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok());
+            let origin_ok = origin.map(|o| {
+                o.eq_ignore_ascii_case(&self.base)
+                    || self
+                        .hosts
+                        .iter()
+                        .any(|h| o.eq_ignore_ascii_case(&format!("http://{h}")))
+            });
+            let site = headers.get("sec-fetch-site").and_then(|s| s.to_str().ok());
+            let site_ok = site.map(|s| s == "same-origin");
+            // A browser sends at least one of them; a request with neither
+            // is a script, and a script does not decide.
+            let from_page = match (origin_ok, site_ok) {
+                (None, None) => false,
+                (o, s) => o != Some(false) && s != Some(false),
+            };
+            if !from_page {
+                return Some(plain(
+                    StatusCode::FORBIDDEN,
+                    "refused: a decision must come from the approval page itself",
+                ));
             }
         }
         None
@@ -337,12 +381,11 @@ fn html(title: &str, body: &str) -> Response {
         .into_response()
 }
 
-fn section(desk: &ApprovalDesk, id: &str, e: &Entry) -> String {
+fn section(token: &str, id: &str, e: &Entry) -> String {
     let caller = e.caller.as_deref().unwrap_or("(no verified caller)");
     let controls = match e.status {
         Status::Waiting => format!(
-            "<form method=\"post\" action=\"/approvals/{id}\"><input type=\"hidden\" name=\"token\" value=\"{}\"><button class=\"approve\" name=\"decision\" value=\"approve\" id=\"approve-{id}\">Approve</button><button class=\"deny\" name=\"decision\" value=\"deny\" id=\"deny-{id}\">Deny</button></form>",
-            desk.token
+            "<form method=\"post\" action=\"/approvals/{id}\"><input type=\"hidden\" name=\"token\" value=\"{token}\"><button class=\"approve\" name=\"decision\" value=\"approve\" id=\"approve-{id}\">Approve</button><button class=\"deny\" name=\"decision\" value=\"deny\" id=\"deny-{id}\">Deny</button></form>"
         ),
         Status::Approved => {
             "<p><strong>Approved.</strong> The next identical call goes through.</p>".to_owned()
@@ -362,13 +405,14 @@ fn section(desk: &ApprovalDesk, id: &str, e: &Entry) -> String {
 }
 
 async fn list(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Response {
-    if let Some(refused) = desk.refuse(&headers, false) {
-        return refused;
-    }
+    let token = match desk.admit(&headers, false) {
+        Ok(token) => token,
+        Err(refused) => return refused,
+    };
     let entries = desk.lock();
     let mut ids: Vec<(&String, &Entry)> = entries.iter().collect();
     ids.sort_by_key(|(_, e)| e.opened);
-    let body: String = ids.iter().map(|(id, e)| section(&desk, id, e)).collect();
+    let body: String = ids.iter().map(|(id, e)| section(&token, id, e)).collect();
     let body = if body.is_empty() {
         "<p>No calls are waiting for approval.</p>".to_owned()
     } else {
@@ -385,16 +429,17 @@ async fn one(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = desk.refuse(&headers, false) {
-        return refused;
-    }
+    let token = match desk.admit(&headers, false) {
+        Ok(token) => token,
+        Err(refused) => return refused,
+    };
     let entries = desk.lock();
     match entries.get(&id) {
         Some(e) => html(
             "toolgate: approve this call?",
             &format!(
                 "<h1>Approve this call?</h1>{}<p><a href=\"/approvals\">All waiting calls</a></p>",
-                section(&desk, &id, e)
+                section(&token, &id, e)
             ),
         ),
         None => html(
@@ -416,10 +461,11 @@ async fn decide(
     headers: HeaderMap,
     Form(form): Form<Decision>,
 ) -> Response {
-    if let Some(refused) = desk.refuse(&headers, true) {
-        return refused;
-    }
-    if form.token != desk.token {
+    let token = match desk.admit(&headers, true) {
+        Ok(token) => token,
+        Err(refused) => return refused,
+    };
+    if form.token != token {
         return plain(
             StatusCode::FORBIDDEN,
             "this form is stale or forged: reload the page",
@@ -444,6 +490,38 @@ async fn decide(
         .into_response()
 }
 
+/// `GET /login/{secret}`: a session for the browser that opens the link.
+async fn log_in(
+    State(desk): State<Arc<ApprovalDesk>>,
+    Path(secret): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = desk.refuse(&headers, false) {
+        return refused;
+    }
+    let Some(session) = desk.logins.log_in(&secret) else {
+        return plain(
+            StatusCode::FORBIDDEN,
+            "this login link is not valid: it was used already, or is from an earlier start; use the newest link toolgate printed",
+        );
+    };
+    let cookie = format!(
+        "{}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+        login::COOKIE,
+        login::SESSION.as_secs()
+    );
+    let mut response = (
+        StatusCode::SEE_OTHER,
+        secured(),
+        [(header::LOCATION, "/approvals".to_owned())],
+    )
+        .into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,7 +531,9 @@ mod tests {
             "http://127.0.0.1:9".into(),
             vec!["127.0.0.1:9".into()],
             Duration::from_secs(60),
+            None,
         )
+        .unwrap()
     }
 
     #[test]
