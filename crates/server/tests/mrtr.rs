@@ -299,3 +299,56 @@ async fn asking_without_the_capability_is_32021() {
     let r = call(&s, 4, json!({"name": "model", "arguments": {}, "_meta": meta(json!({"sampling": {}})), "inputResponses": {"q": {"text": "hi"}}})).await;
     assert_eq!(r["error"]["code"], -32602);
 }
+
+#[tokio::test]
+async fn with_every_round_single_use_a_prompt_round_answers_once() {
+    use toolgate_server::PromptEntry;
+    use toolgate_server::protocol::types::{GetPromptResult, ResultType};
+    let rendered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = rendered.clone();
+    let server = Server::builder("s", "1")
+        .single_use_rounds()
+        .prompt(PromptEntry::new("greeting", move |_, ctx| {
+            let count = count.clone();
+            async move {
+                let mut input = ctx.inputs();
+                let form = json!({"type": "object", "properties": {"name": {"type": "string"}}});
+                let Some(_) = input.elicit("who", "Your name?", form)? else {
+                    return Err(input.ask());
+                };
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(GetPromptResult {
+                    result_type: ResultType::Complete,
+                    description: None,
+                    messages: Vec::new(),
+                    meta: None,
+                })
+            }
+        }))
+        .build()
+        .unwrap();
+    let get = |id: i64, extra: Value| {
+        let mut params = json!({"name": "greeting", "_meta": meta(elicit_caps())});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let message =
+            json!({"jsonrpc": "2.0", "id": id, "method": "prompts/get", "params": params});
+        let server = server.clone();
+        async move { common::answer(&server, &message, &TransportContext::default()).await }
+    };
+    let asked = get(1, json!({})).await;
+    let state = asked["result"]["requestState"].clone();
+    let retry = json!({"requestState": state, "inputResponses": {"who": answer("name", "Ada")}});
+    let done = get(2, retry.clone()).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let again = get(3, retry).await;
+    assert_invalid_params(&again, "this round of \"greeting\" was already answered");
+    assert_eq!(rendered.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // A new request starts over.
+    assert_eq!(
+        get(4, json!({})).await["result"]["resultType"],
+        "input_required"
+    );
+}
