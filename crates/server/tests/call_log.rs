@@ -79,6 +79,14 @@ fn server(log: Arc<Kept>) -> Server {
         .unwrap()
 }
 
+/// Each record's tool and outcome, in order.
+fn outcomes(records: &[CallRecord]) -> Vec<(&str, CallOutcome)> {
+    records
+        .iter()
+        .map(|r| (r.tool.as_str(), r.outcome))
+        .collect()
+}
+
 async fn call(server: &Server, name: &str, arguments: Value) -> Value {
     let message = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments,
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}}});
@@ -105,10 +113,7 @@ async fn every_call_that_reaches_a_tool_is_recorded_with_its_outcome_and_notes()
     // Not calls: an unknown tool, malformed params.
     call(&s, "nope", json!({})).await;
     let records = log.records.lock().unwrap();
-    let seen: Vec<(&str, CallOutcome)> = records
-        .iter()
-        .map(|r| (r.tool.as_str(), r.outcome))
-        .collect();
+    let seen = outcomes(&records);
     assert_eq!(
         seen,
         [
@@ -268,10 +273,7 @@ async fn a_single_use_round_runs_once_on_every_server_sharing_the_store_and_refu
     );
     assert_eq!(call(&a, "gone", json!({})).await["result"]["isError"], true);
     let records = log.records.lock().unwrap().clone();
-    let seen: Vec<(&str, CallOutcome)> = records
-        .iter()
-        .map(|r| (r.tool.as_str(), r.outcome))
-        .collect();
+    let seen = outcomes(&records);
     assert_eq!(
         seen,
         [
