@@ -91,7 +91,7 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
         errln!("toolgate: log in to the approval page (once, in your browser): {login}");
     }
     if let Some(addr) = &o.metrics {
-        serve_metrics(addr, gateway.metrics()).await?;
+        serve_metrics(addr, gateway.metrics(), gateway.status_routes()).await?;
     }
     let server = gateway.server();
     let served = match listener {
@@ -107,9 +107,11 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
                     "toolgate: warning: callers are not authenticated ([auth] is not configured) on a non-loopback address"
                 );
             }
+            // Health answers without credentials and names nothing.
             let http = HttpConfig {
                 bind: local,
                 auth: auth.clone(),
+                routes: Some(gateway.health_routes()),
                 ..Default::default()
             };
             tokio::select! {
@@ -130,14 +132,19 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
     Ok(exit::OK)
 }
 
-/// `/metrics` on `addr`, in the background.
-async fn serve_metrics(addr: &str, metrics: Arc<Metrics>) -> anyhow::Result<()> {
+/// `/metrics`, and the per-upstream `/status` document, on `addr`, in the
+/// background.
+async fn serve_metrics(
+    addr: &str,
+    metrics: Arc<Metrics>,
+    status: axum::Router,
+) -> anyhow::Result<()> {
     let addr = target::socket_address(addr)
         .ok_or_else(|| exit::fail(exit::USAGE, format!("--metrics {addr:?} is not HOST:PORT")))?;
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .map_err(|e| exit::fail(exit::USAGE, format!("cannot listen on {addr}: {e}")))?;
-    let app = axum::Router::new().route(
+    let app = status.route(
         "/metrics",
         axum::routing::get(move || {
             let text = metrics.encode();
@@ -153,7 +160,7 @@ async fn serve_metrics(addr: &str, metrics: Arc<Metrics>) -> anyhow::Result<()> 
         }),
     );
     let local = listener.local_addr()?;
-    errln!("toolgate: metrics at http://{local}/metrics");
+    errln!("toolgate: metrics at http://{local}/metrics, upstream status at http://{local}/status");
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "metrics endpoint stopped");
@@ -195,6 +202,7 @@ fn check(gateway: &Gateway) -> u8 {
         "TRANSPORT",
         "TOOLS",
         "WITHHELD",
+        "DENIED",
         "STATUS",
     ]);
     for column in table.column_iter_mut() {
@@ -203,6 +211,7 @@ fn check(gateway: &Gateway) -> u8 {
     let mut code = exit::OK;
     for s in gateway.status() {
         let status = match &s.error {
+            None if !s.enabled => "disabled (not started)".to_owned(),
             Some(e) => {
                 code = exit::PROTOCOL;
                 format!("failing: {}", one_line(e))
@@ -211,8 +220,10 @@ fn check(gateway: &Gateway) -> u8 {
                 if code == exit::OK {
                     code = exit::FAILED;
                 }
-                "ok, some tools withheld (see the log)".to_owned()
+                "ok, some tools withheld by the lock file (see the log)".to_owned()
             }
+            // A deliberate policy is not a failure.
+            None if s.denied > 0 => "ok, some tools denied by the policy".to_owned(),
             None => "ok".to_owned(),
         };
         table.add_row([
@@ -220,6 +231,7 @@ fn check(gateway: &Gateway) -> u8 {
             s.transport.to_owned(),
             s.offered.to_string(),
             s.withheld.to_string(),
+            s.denied.to_string(),
             status,
         ]);
     }

@@ -599,6 +599,26 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
     let r = toolgate_in(&dir, &["serve", "--check"], &[]).await;
     assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("failing"), "{}", r.stdout);
+    // A deliberate deny is reported apart, and is not a failure.
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        format!("[servers.shop]\nurl = \"http://{addr}/mcp\"\n[policy]\ndefault = \"allow\"\n[[policy.rules]]\ntools = [\"shop.fail\"]\naction = \"deny\"\n"),
+    )
+    .unwrap();
+    let r = toolgate_in(&dir, &["serve", "--check"], &[]).await;
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let row = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("shop"))
+        .unwrap_or_default();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells.get(3..5), Some(&["0", "1"][..]), "{}", r.stdout);
+    assert!(
+        row.ends_with("ok, some tools denied by the policy"),
+        "{}",
+        r.stdout
+    );
     // A rule that matches no tool is reported, and --check fails.
     std::fs::write(
         dir.join("toolgate.toml"),

@@ -117,12 +117,16 @@ pub trait AuditSink: NonceStore + Send + Sync {
     /// Where it is, for messages (a file, or a database URL without its
     /// password).
     fn location(&self) -> String;
+    /// Whether a row could be written now (for readiness).
+    fn check(&self) -> StoreFuture<()>;
     /// The same store, where the gateway's single-use rounds are spent.
     fn nonces(self: std::sync::Arc<Self>) -> crate::confirm::SharedNonces;
 }
 
 enum Job {
     Row(Box<AuditRow>, oneshot::Sender<Result<(), String>>),
+    /// Answered with the outcome of the transaction it shares.
+    Check(oneshot::Sender<Result<(), String>>),
     Nonce(String, oneshot::Sender<Result<bool, String>>),
 }
 
@@ -193,6 +197,18 @@ impl AuditSink for AuditStore {
         self.path.display().to_string()
     }
 
+    fn check(&self) -> StoreFuture<()> {
+        let jobs = self.jobs.clone();
+        Box::pin(async move {
+            let (tx, rx) = oneshot::channel();
+            jobs.send(Job::Check(tx))
+                .await
+                .map_err(|_| "the audit writer stopped".to_owned())?;
+            rx.await
+                .map_err(|_| "the audit writer stopped".to_owned())?
+        })
+    }
+
     fn nonces(self: std::sync::Arc<Self>) -> crate::confirm::SharedNonces {
         self
     }
@@ -241,6 +257,10 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                         Job::Nonce(nonce, _) => {
                             fresh[i] = spend.execute(params![nonce, now])? == 1;
                         }
+                        // Takes the write lock, as a row would.
+                        Job::Check(_) => {
+                            tx.execute("DELETE FROM nonces WHERE spent_ms < 0", [])?;
+                        }
                     }
                 }
                 if batch.iter().any(|j| matches!(j, Job::Nonce(..))) {
@@ -263,7 +283,7 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                     .err()
             };
             match job {
-                Job::Row(_, reply) => {
+                Job::Row(_, reply) | Job::Check(reply) => {
                     let _ = reply.send(failed().map_or(Ok(()), Err));
                 }
                 Job::Nonce(_, reply) => {

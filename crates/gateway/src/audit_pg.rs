@@ -230,6 +230,16 @@ impl PgStore {
         Ok(fresh)
     }
 
+    /// Whether the database answers now (for readiness).
+    pub async fn ping(&self) -> Result<(), String> {
+        let client = self.client().await?;
+        client
+            .simple_query("SELECT 1")
+            .await
+            .map(drop)
+            .map_err(|e| self.inner.fail(&e))
+    }
+
     /// Rows of the store, oldest first (what `toolgate log` shows).
     pub async fn query(&self, filter: &Filter) -> Result<Vec<AuditRow>, String> {
         let client = self.client().await?;
@@ -295,6 +305,11 @@ impl AuditSink for PgStore {
 
     fn location(&self) -> String {
         self.inner.shown.clone()
+    }
+
+    fn check(&self) -> Reply<()> {
+        let store = self.clone();
+        Box::pin(async move { store.ping().await })
     }
 
     fn nonces(self: Arc<Self>) -> crate::confirm::SharedNonces {

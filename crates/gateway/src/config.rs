@@ -2,8 +2,10 @@
 //! file desktop and editor hosts write. Both name each upstream by its key.
 //!
 //! TOML is strict: an unknown key is an error naming the key and its line.
-//! A hosts' JSON file is read as hosts read it: keys toolgate does not use
-//! (`disabled`, `autoApprove`, …) are reported once and otherwise ignored.
+//! A hosts' JSON file is read as hosts read it: `"disabled": true` keeps
+//! the entry without starting it, `autoApprove` becomes an allow rule for
+//! those tools (everything else is confirmed, the built-in default), and
+//! keys toolgate does not use are reported once and otherwise ignored.
 //! `${VAR}` in `command`, `args`, `env`, `cwd`, `url`, `headers` and
 //! `oauth` is
 //! replaced by the environment variable `VAR` (an unset one is an error);
@@ -186,10 +188,19 @@ pub struct StateConfig {
     pub ttl: Option<u64>,
 }
 
+fn yes() -> bool {
+    true
+}
+
 /// One upstream MCP server.
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
+    /// Start and serve it (default true). `false` keeps the entry without
+    /// starting it (a host's `"disabled": true`).
+    #[serde(default = "yes")]
+    #[schemars(default = "yes")]
+    pub enabled: bool,
     /// The program of a stdio server.
     pub command: Option<String>,
     /// Its arguments.
@@ -462,6 +473,37 @@ const JSON_KEYS: &[&str] = &[
     "exclude", "timeout",
 ];
 
+/// `autoApprove` of host entry `name`: the gateway names of those tools, as
+/// globs matching exactly them.
+fn auto_approve(
+    name: &str,
+    upstream: &UpstreamConfig,
+    list: Option<&Value>,
+) -> Result<Vec<String>, ConfigError> {
+    let Some(list) = list else {
+        return Ok(Vec::new());
+    };
+    let tools: Option<Vec<&str>> = list
+        .as_array()
+        .and_then(|items| items.iter().map(Value::as_str).collect());
+    let tools = tools.ok_or_else(|| {
+        err(format!(
+            "mcpServers.{name}.autoApprove is not a list of tool names"
+        ))
+    })?;
+    let globs: Vec<String> = tools
+        .iter()
+        .map(|t| glob::Pattern::escape(&crate::names::qualify(&upstream.prefix(), t)))
+        .collect();
+    tracing::info!(server = %name, tools = ?globs, "autoApprove: these run without asking (allow rule)");
+    Ok(globs)
+}
+
+/// Keys of a host's entry that toolgate reads as something of its own:
+/// `disabled` (the entry is kept, not started) and `autoApprove` (tools the
+/// host ran without asking: allow rules).
+const HOST_KEYS: &[&str] = &["disabled", "autoApprove"];
+
 impl GatewayConfig {
     /// Parse `toolgate.toml` text; `env` looks up `${VAR}`s.
     pub fn parse_toml(
@@ -509,13 +551,14 @@ impl GatewayConfig {
             ));
         };
         let mut config = GatewayConfig::default();
+        let mut auto_approved = Vec::new();
         for (name, entry) in servers {
             let Some(object) = entry.as_object() else {
                 return Err(err(format!("mcpServers.{name} is not an object")));
             };
             let ignored: Vec<&String> = object
                 .keys()
-                .filter(|k| !JSON_KEYS.contains(&k.as_str()))
+                .filter(|k| !JSON_KEYS.contains(&k.as_str()) && !HOST_KEYS.contains(&k.as_str()))
                 .collect();
             if !ignored.is_empty() {
                 tracing::warn!(server = %name, keys = ?ignored, "keys toolgate does not use; ignored");
@@ -525,9 +568,31 @@ impl GatewayConfig {
                 .filter(|(k, _)| JSON_KEYS.contains(&k.as_str()) && k.as_str() != "type")
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
-            let upstream: UpstreamConfig = serde_json::from_value(Value::Object(known))
+            let mut upstream: UpstreamConfig = serde_json::from_value(Value::Object(known))
                 .map_err(|e| err(format!("mcpServers.{name}: {e}")))?;
+            upstream.name = name.clone();
+            match object.get("disabled") {
+                None | Some(Value::Bool(false)) => {}
+                Some(Value::Bool(true)) => upstream.enabled = false,
+                Some(_) => {
+                    return Err(err(format!(
+                        "mcpServers.{name}.disabled is not true or false"
+                    )));
+                }
+            }
+            auto_approved.extend(auto_approve(name, &upstream, object.get("autoApprove"))?);
             config.servers.insert(name.clone(), upstream);
+        }
+        // What the host ran without asking runs without asking here too;
+        // everything else follows the built-in default (confirm).
+        if !auto_approved.is_empty() {
+            config.policy.rules.push(crate::policy::RuleConfig {
+                tools: auto_approved,
+                effects: Vec::new(),
+                subjects: Vec::new(),
+                scopes: Vec::new(),
+                action: crate::policy::Action::Allow,
+            });
         }
         config.finish(&env)?;
         Ok(config)
@@ -614,6 +679,17 @@ impl GatewayConfig {
             }
         }
         Ok(())
+    }
+
+    /// `[approval] login_file`, a relative path taken beside the
+    /// configuration file (as the audit store's).
+    pub fn approval_login_file(&self) -> Option<PathBuf> {
+        let file = self.approval.login_file.as_ref()?;
+        if file.is_absolute() {
+            return Some(file.clone());
+        }
+        let dir = self.source.as_deref().and_then(Path::parent);
+        Some(dir.map_or_else(|| file.clone(), |d| d.join(file)))
     }
 
     /// Where the audit store lives: `[audit] path` (relative to the
@@ -746,7 +822,47 @@ mod tests {
         .unwrap();
         assert_eq!(c.servers["fs"].args, ["-y", "x"]);
         assert_eq!(c.servers["web"].headers["A"], "s3cret");
+        assert!(c.servers["fs"].enabled && c.servers["web"].enabled);
         assert!(GatewayConfig::parse_json("{}", env).is_err());
+    }
+
+    #[test]
+    fn a_hosts_disabled_entries_stay_off_and_its_auto_approved_tools_are_allowed() {
+        use crate::policy::{Action, Policy, ToolFacts};
+        let c = GatewayConfig::parse_json(
+            r#"{"mcpServers": {"fs": {"command": "npx", "autoApprove": ["read_file", "list[1]"]},
+                               "old": {"command": "x", "disabled": true}}}"#,
+            env,
+        )
+        .unwrap();
+        assert!(!c.servers["old"].enabled && c.servers["fs"].enabled);
+        let policy = Policy::new(&c.policy).unwrap();
+        let decide = |name: &str| {
+            let tool = name.split_once('.').unwrap().1;
+            policy.decide(&ToolFacts::new(name, tool, None, None, false), None)
+        };
+        let read = decide("fs.read_file");
+        assert_eq!(read.action, Action::Allow);
+        assert_eq!(
+            read.rule,
+            r#"rule 1 (tools ["fs.read_file", "fs.list[[]1[]]"])"#
+        );
+        // Exactly those names: a glob character in a name is literal.
+        assert_eq!(decide("fs.list[1]").action, Action::Allow);
+        assert_eq!(decide("fs.list1").action, Action::Confirm);
+        assert_eq!(decide("fs.write_file").action, Action::Confirm);
+        for (text, says) in [
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "disabled": "yes"}}}"#,
+                "mcpServers.a.disabled is not true or false",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "autoApprove": "all"}}}"#,
+                "mcpServers.a.autoApprove is not a list of tool names",
+            ),
+        ] {
+            assert_eq!(GatewayConfig::parse_json(text, env).unwrap_err().0, says);
+        }
     }
 
     #[test]

@@ -130,10 +130,14 @@ pub struct UpstreamStatus {
     pub name: String,
     /// `stdio` or `http`.
     pub transport: &'static str,
+    /// Started and served (`false`: kept in the configuration, disabled).
+    pub enabled: bool,
     /// Tools offered through the gateway.
     pub offered: usize,
-    /// Tools withheld (lock, include/exclude, invalid names).
+    /// Tools withheld for the lock file or an invalid definition.
     pub withheld: usize,
+    /// Tools the policy denies to every caller (deliberate, not a fault).
+    pub denied: usize,
     /// Why it is failing, if it is.
     pub error: Option<String>,
 }
@@ -153,6 +157,8 @@ pub struct Gateway {
     server: Server,
     upstreams: Arc<Vec<Arc<Upstream>>>,
     offer: Arc<RwLock<Offer>>,
+    /// Upstreams kept in the configuration but not started.
+    disabled: Arc<Vec<UpstreamStatus>>,
     /// The policy's facts of every tool each upstream lists (offered or
     /// withheld), for finding rules that match none.
     seen: Arc<RwLock<HashMap<usize, Vec<ToolFacts>>>>,
@@ -172,6 +178,11 @@ pub struct Gateway {
     metrics: Arc<Metrics>,
 }
 
+/// Whether a withheld tool is withheld by the policy (not by the lock).
+fn is_denial(why: &Withheld) -> bool {
+    why.notes.get("status").and_then(serde_json::Value::as_str) == Some("denied")
+}
+
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(|e| e.into_inner())
 }
@@ -185,9 +196,29 @@ impl Gateway {
     /// upstream that is down does not stop the gateway: its tools appear
     /// when it is back. Name collisions do.
     pub async fn start(
-        config: GatewayConfig,
+        mut config: GatewayConfig,
         options: GatewayOptions,
     ) -> Result<Self, GatewayError> {
+        // Entries kept but not started (`enabled = false`, a host's
+        // `"disabled": true`): listed in the status, never run.
+        let disabled: Vec<UpstreamStatus> = config
+            .servers
+            .values()
+            .filter(|s| !s.enabled)
+            .map(|s| {
+                tracing::info!(server = %s.name, "disabled (enabled = false): not started");
+                UpstreamStatus {
+                    name: s.name.clone(),
+                    transport: if s.url.is_some() { "http" } else { "stdio" },
+                    enabled: false,
+                    offered: 0,
+                    withheld: 0,
+                    denied: 0,
+                    error: None,
+                }
+            })
+            .collect();
+        config.servers.retain(|_, s| s.enabled);
         let offer: Arc<RwLock<Offer>> = Arc::default();
         let answers = offer.clone();
         let policy = Arc::new(Policy::new(&config.policy)?);
@@ -266,10 +297,13 @@ impl Gateway {
         let server = builder.build()?;
         let mut tasks = Vec::new();
         let desk = if config.approval.page {
-            let (desk, addr, task) =
-                ApprovalDesk::serve(&config.approval, server.config().state_ttl)
-                    .await
-                    .map_err(GatewayError::Store)?;
+            let (desk, addr, task) = ApprovalDesk::serve(
+                &config.approval,
+                config.approval_login_file(),
+                server.config().state_ttl,
+            )
+            .await
+            .map_err(GatewayError::Store)?;
             tracing::info!(%addr, "approval page at {}", desk.page_url());
             tasks.push(task);
             Some(desk)
@@ -297,6 +331,7 @@ impl Gateway {
             server,
             upstreams: Arc::new(upstreams),
             offer,
+            disabled: Arc::new(disabled),
             seen: Arc::default(),
             lock: Arc::new(options.lock),
             watches: Arc::default(),
@@ -470,10 +505,21 @@ impl Gateway {
             .map(|(i, u)| UpstreamStatus {
                 name: u.config.name.clone(),
                 transport: u.transport_kind(),
+                enabled: true,
                 offered: offer.tools.values().filter(|t| t.upstream == i).count(),
-                withheld: offer.withheld.values().filter(|(u, _)| *u == i).count(),
+                withheld: offer
+                    .withheld
+                    .values()
+                    .filter(|(u, why)| *u == i && !is_denial(why))
+                    .count(),
+                denied: offer
+                    .withheld
+                    .values()
+                    .filter(|(u, why)| *u == i && is_denial(why))
+                    .count(),
                 error: u.last_error(),
             })
+            .chain(self.disabled.iter().cloned())
             .collect()
     }
 
@@ -485,6 +531,24 @@ impl Gateway {
     /// The approval page's list of waiting calls, when it is served.
     pub fn approval_page(&self) -> Option<String> {
         self.desk.as_ref().map(|d| d.page_url())
+    }
+
+    /// How many enabled upstreams are listed and answering.
+    pub(crate) fn upstreams_up(&self) -> usize {
+        let seen = read(&self.seen);
+        self.upstreams
+            .iter()
+            .enumerate()
+            .filter(|(i, u)| seen.contains_key(i) && u.last_error().is_none())
+            .count()
+    }
+
+    pub(crate) fn audit_sink(&self) -> Option<&Arc<dyn AuditSink>> {
+        self.audit.as_ref()
+    }
+
+    pub(crate) fn shared_limits(&self) -> Option<&Arc<crate::shared_limit::SharedLimits>> {
+        self.shared_limits.as_ref()
     }
 
     /// The approval page's one-time login link, when the page is served:
@@ -640,10 +704,15 @@ impl Gateway {
                         "The tool {name} is withheld: it was added to {} after the lock file was written. Review it, then approve it with `toolgate lock --update --config FILE --all`.",
                         config.name
                     ))),
-                    c @ Change::Changed(t, _) if *t == tool.name => Some(locked_out("lock file: definition changed", format!(
-                        "The tool {name} is withheld: its definition changed since it was locked ({}). Review the change, then approve it with `toolgate lock --update --config FILE --all`.",
-                        c.lines().join("; ")
-                    ))),
+                    // The new definition is untrusted text the lock keeps
+                    // from the model: the caller is told only that it
+                    // changed; the change itself goes to the operator.
+                    c @ Change::Changed(t, _) if *t == tool.name => {
+                        tracing::warn!(tool = %name, change = %c.lines().join("; "), "definition changed since it was locked");
+                        Some(locked_out("lock file: definition changed", format!(
+                            "The tool {name} is disabled: its definition changed since the gateway's operator approved it, and it stays disabled until they review the change (`toolgate verify`) and approve it again (`toolgate lock --update --config FILE --all`)."
+                        )))
+                    }
                     _ => None,
                 }),
                 None => None,

@@ -111,10 +111,18 @@ impl Guard {
                     trusted: self.trusted,
                     facts: &self.facts,
                 };
-                if !ctx.client_capabilities().supports_elicitation_form()
-                    && let Some(desk) = &self.desk
-                {
-                    return self.by_page(desk, ctx, input, &subject, args);
+                if !ctx.client_capabilities().supports_elicitation_form() {
+                    if let Some(desk) = &self.desk {
+                        return self.by_page(desk, ctx, input, &subject, args);
+                    }
+                    // Such hosts never declare elicitation, so `-32021`
+                    // would leave them no way forward: say what would.
+                    return refuse(
+                        "approval_unavailable",
+                        format!(
+                            "This call of {tool} needs a person's approval, and this client cannot ask for one (it declares no form elicitation), so it was not forwarded. Tell the user: the gateway's operator can turn on the approval page (`[approval] page = true`) to approve calls in a browser, or allow {tool} in `[policy]`."
+                        ),
+                    );
                 }
                 // The round that carries the answer is single-use (the
                 // server spends it before this runs), so an approval lets

@@ -32,6 +32,7 @@ pub mod confirm;
 mod forward;
 mod gateway;
 pub mod guard;
+pub mod health;
 pub mod inbound;
 pub mod metrics;
 pub mod names;

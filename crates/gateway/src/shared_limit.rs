@@ -79,6 +79,16 @@ impl SharedLimits {
         self.on_outage == crate::config::OnOutage::Allow
     }
 
+    /// Whether Redis answers now (for readiness).
+    pub async fn ping(&self) -> Result<(), String> {
+        let mut connection = self.connection.clone();
+        redis::cmd("PING")
+            .query_async::<String>(&mut connection)
+            .await
+            .map(drop)
+            .map_err(|e| format!("the rate-limit store {} is unavailable: {e}", self.shown))
+    }
+
     /// Take one call from the budget `key` of `calls` per `period`.
     pub async fn check(&self, key: &str, calls: u32, period: Duration) -> Result<Verdict, String> {
         let interval = (period.as_millis() as u64 / u64::from(calls.max(1))).max(1);

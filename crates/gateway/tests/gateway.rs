@@ -231,6 +231,8 @@ async fn a_changed_definition_is_withheld_until_it_is_locked_again() {
         text.contains("definition changed") && text.contains("toolgate lock --update"),
         "{text}"
     );
+    // The new, unapproved description never reaches the model.
+    assert!(!text.contains("ssh") && !text.contains("Orders"), "{text}");
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     // The refusal is recorded, told apart from a policy denial.
     let rows = toolgate_gateway::audit::query(&db, &Default::default()).unwrap();
@@ -674,4 +676,88 @@ async fn a_relayed_result_names_the_gateway_and_keeps_the_upstreams_other_meta()
     );
     assert_eq!(meta["example.com/tag"], "kept", "{called}");
     assert_eq!(called["content"][0]["text"], "ok");
+}
+
+#[tokio::test]
+async fn a_disabled_upstream_is_listed_as_disabled_and_never_started() {
+    let url = serve(shop(Arc::default(), "Orders an item.")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let toml = format!(
+        "[servers.shop]\nurl = \"{url}\"\n[servers.off]\nenabled = false\ncommand = \"sh\"\nargs = [\"-c\", \"touch {}\"]\n",
+        started.display()
+    );
+    let gateway = Gateway::start(config(&toml), GatewayOptions::default())
+        .await
+        .unwrap();
+    let status = gateway.status();
+    let off = status.iter().find(|s| s.name == "off").unwrap();
+    assert!(!off.enabled && off.error.is_none() && off.offered == 0);
+    assert!(
+        status
+            .iter()
+            .any(|s| s.name == "shop" && s.enabled && s.offered == 3)
+    );
+    assert!(gateway.tool_names().iter().all(|n| n.starts_with("shop.")));
+    assert!(!started.exists(), "the disabled command ran");
+    gateway.stop();
+}
+
+#[tokio::test]
+async fn health_says_whether_the_gateway_serves_and_is_ready_naming_nothing() {
+    use toolgate_server::transport::http::{HttpConfig, serve_listener};
+    let up = serve(shop(Arc::default(), "Orders an item.")).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down = closed.local_addr().unwrap();
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let toml = format!(
+        "[servers.shop]\nurl = \"{up}\"\n[servers.gone]\nurl = \"http://{down}/mcp\"\n[servers.off]\nenabled = false\ncommand = \"x\"\n[audit]\npath = {}\n",
+        toml_string(&db.display().to_string())
+    );
+    let gateway = Gateway::start(config(&toml), GatewayOptions::default())
+        .await
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let http = HttpConfig {
+        routes: Some(gateway.health_routes().merge(gateway.status_routes())),
+        ..HttpConfig::default()
+    };
+    tokio::spawn(serve_listener(gateway.server(), http, listener));
+    let (status, body) = support::http("GET", &format!("{base}/healthz"), &[], None).await;
+    assert_eq!(status, 200);
+    assert!(body.ends_with("ok\n"), "{body}");
+    let (status, body) = support::http("GET", &format!("{base}/readyz"), &[], None).await;
+    assert_eq!(status, 503, "{body}");
+    let doc: serde_json::Value =
+        serde_json::from_str(body.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(
+        doc,
+        json!({"ready": false, "upstreams_up": 1, "upstreams_down": 1, "upstreams_disabled": 1, "audit": "ok", "redis": "not configured"})
+    );
+    assert!(!body.contains("shop") && !body.contains("gone"), "{body}");
+    // The operators' document names them.
+    let (_, body) = support::http("GET", &format!("{base}/status"), &[], None).await;
+    assert!(
+        body.contains("\"name\":\"gone\"") && body.contains("\"enabled\":false"),
+        "{body}"
+    );
+    // The MCP endpoint is unaffected.
+    let c = Client::builder("t", "1")
+        .build(HttpTransport::new(format!("{base}/mcp"), HttpOptions::default()).unwrap());
+    assert!(tool_names(&c).await.contains(&"shop.order".to_owned()));
+    gateway.stop();
+    // Without the failing upstream it is ready.
+    let toml = format!("[servers.shop]\nurl = \"{up}\"\n");
+    let ready = Gateway::start(config(&toml), GatewayOptions::default())
+        .await
+        .unwrap();
+    let r = ready.readiness().await;
+    assert!(
+        r.ready && r.upstreams_up == 1 && r.audit == "disabled",
+        "{r:?}"
+    );
+    ready.stop();
 }

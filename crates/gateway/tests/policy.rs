@@ -279,23 +279,22 @@ async fn denied_tools_are_not_listed_and_a_call_says_the_policy_denies_it() {
 }
 
 #[tokio::test]
-async fn a_client_that_cannot_answer_is_told_the_capability_it_lacks() {
+async fn a_client_that_cannot_answer_is_told_what_would_let_it_through() {
     let (gateway, calls) = gateway("").await;
     let (c, _) = client(&gateway, None).await;
-    match c
-        .call_tool(
+    let refused = answer(
+        c.call_tool(
             "shop.order",
             args(json!({"sku": "SKU-0001"})),
             &CallOptions::default(),
         )
-        .await
-    {
-        Err(ClientError::Protocol(e)) => {
-            assert_eq!(e.code, -32021);
-            assert!(e.data.unwrap().to_string().contains("elicitation"));
-        }
-        other => panic!("{other:?}"),
-    }
+        .await,
+    );
+    assert_eq!(refused.is_error, Some(true));
+    assert_eq!(
+        text(&refused),
+        json!([{"type": "text", "text": "This call of \"shop.order\" needs a person's approval, and this client cannot ask for one (it declares no form elicitation), so it was not forwarded. Tell the user: the gateway's operator can turn on the approval page (`[approval] page = true`) to approve calls in a browser, or allow \"shop.order\" in `[policy]`."}]).to_string()
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     // The allowed tool still works for it.
     let ok = answer(

@@ -47,9 +47,10 @@ pub struct ApprovalConfig {
     /// The address people open, when it differs from `http://LISTEN`
     /// (behind a proxy).
     pub url: Option<String>,
-    /// Where the one-time login link is written, readable by its owner
-    /// only, and rewritten with a fresh link each time one is used
-    /// (default: the link is only printed at start and logged anew).
+    /// Where the one-time login link is written (relative to the
+    /// configuration file), readable by its owner only, and rewritten with
+    /// a fresh link each time one is used (default: the link is only
+    /// printed at start and logged anew).
     pub login_file: Option<std::path::PathBuf>,
 }
 
@@ -227,6 +228,7 @@ impl ApprovalDesk {
     /// address it is served at, and the task serving it.
     pub async fn serve(
         config: &ApprovalConfig,
+        login_file: Option<std::path::PathBuf>,
         ttl: Duration,
     ) -> Result<(Arc<Self>, SocketAddr, tokio::task::AbortHandle), String> {
         let listen = config.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
@@ -248,7 +250,7 @@ impl ApprovalDesk {
         {
             hosts.push(host.to_owned());
         }
-        let desk = Arc::new(Self::new(base, hosts, ttl, config.login_file.clone())?);
+        let desk = Arc::new(Self::new(base, hosts, ttl, login_file)?);
         let app = desk.clone().router();
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {

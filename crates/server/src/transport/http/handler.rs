@@ -160,15 +160,32 @@ pub(super) async fn metadata(axum::extract::State(state): axum::extract::State<S
 }
 
 /// A request to a path other than the endpoint's: the metadata document
-/// when authentication is on and it is asked for, else `404`.
-pub(super) fn other_path<B>(state: &State, request: &http::Request<B>) -> Response {
-    match &state.0.config.auth {
+/// when authentication is on and it is asked for, the extra routes of
+/// [`HttpConfig::routes`], else `404`.
+pub(super) async fn other_path<B>(state: &State, request: http::Request<B>) -> Response
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let config = &state.0.config;
+    match &config.auth {
         Some(auth)
             if request.method() == Method::GET && auth.serves_metadata_at(request.uri().path()) =>
         {
-            json_response(StatusCode::OK, auth.metadata())
+            return json_response(StatusCode::OK, auth.metadata());
         }
-        _ => not_found(),
+        _ => {}
+    }
+    match &config.routes {
+        Some(routes) => {
+            use tower::ServiceExt as _;
+            let request = request.map(axum::body::Body::new);
+            match routes.clone().oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+        None => not_found(),
     }
 }
 

@@ -89,6 +89,12 @@ pub struct HttpConfig {
     /// `header_timeout` when no request follows. Default 5 min; `None`
     /// keeps idle HTTP/2 connections open.
     pub idle_timeout: Option<Duration>,
+    /// Paths other than the endpoint on the same listener (health checks,
+    /// say), answered by this router. They get none of the endpoint's
+    /// checks (origin, host, token): serve only what anyone who can reach
+    /// the port may see. The endpoint's path and the metadata paths win.
+    /// Default `None`: other paths are `404`.
+    pub routes: Option<Router>,
 }
 
 impl Default for HttpConfig {
@@ -108,6 +114,7 @@ impl Default for HttpConfig {
             max_streams_per_connection: 256,
             http2_keep_alive: Some(Duration::from_secs(30)),
             idle_timeout: Some(Duration::from_secs(300)),
+            routes: None,
         }
     }
 }
@@ -175,7 +182,12 @@ pub fn router(server: Server, config: HttpConfig) -> std::io::Result<Router> {
             router = router.route(&path, axum::routing::get(handler::metadata));
         }
     }
-    Ok(router.with_state(state))
+    let extra = config.routes.clone();
+    let router = router.with_state(state);
+    Ok(match extra {
+        Some(extra) => router.merge(extra),
+        None => router,
+    })
 }
 
 /// Bind `config.bind` and serve until [`Server::shutdown`]. An invalid
@@ -256,7 +268,7 @@ pub async fn serve_listener(
                     >,
                 > = Box::pin(async move {
                     let response = if req.uri().path() != &*path {
-                        handler::other_path(&state, &req)
+                        handler::other_path(&state, req).await
                     } else {
                         handler::serve(&state, req).await
                     };
