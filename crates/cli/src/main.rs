@@ -109,12 +109,18 @@ Examples:
   toolgate tools -- npx -y @modelcontextprotocol/server-everything
   toolgate tools localhost:8080
   toolgate tools basket add_item --config mcp.json
+  toolgate tools --all --config mcp.json       # every server of the file
   toolgate tools https://mcp.example.com/mcp --json")]
     Tools {
         /// `[TARGET] [TOOL]`: the server (unless given after `--`), then a
         /// tool to show in full.
         #[arg(num_args = 0..=2, value_name = "TARGET/TOOL")]
         names: Vec<String>,
+        /// Every server of the config file, one table (also what `--config
+        /// FILE` alone does). A server that fails is reported and the rest
+        /// still listed.
+        #[arg(long)]
+        all: bool,
         /// Print the definitions as JSON.
         #[arg(long)]
         json: bool,
@@ -440,10 +446,21 @@ async fn run(command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Tools {
             names,
+            all,
             json,
             reach,
             command,
         } => {
+            let config_alone = names.is_empty() && command.is_empty() && reach.config.exists();
+            if all || config_alone {
+                if !names.is_empty() || !command.is_empty() {
+                    return Err(exit::fail(
+                        exit::USAGE,
+                        "--all lists every server of the config file; give no TARGET or COMMAND with it",
+                    ));
+                }
+                return tools::tools_of_all(&reach.reach(), json).await;
+            }
             let (target, tool) = split_names(&names, &command);
             tools::tools(
                 target.as_deref(),

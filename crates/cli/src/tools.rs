@@ -180,6 +180,69 @@ pub async fn tools(
     Ok(exit::OK)
 }
 
+/// `toolgate tools --all`: every server of the config file, one table.
+/// A server that fails is named on stderr and the rest are still listed.
+pub async fn tools_of_all(reach: &Reach, json: bool) -> anyhow::Result<u8> {
+    let mut listed = Vec::new();
+    let mut failure = exit::OK;
+    for target in target::resolve_all(reach)? {
+        let tools = match target.connect(reach, Answers::none()) {
+            Ok(conn) => conn
+                .client
+                .list_tools()
+                .await
+                .map(|tools| (tools, conn.trusted))
+                .map_err(|e| conn.fail(e, "listing tools")),
+            Err(e) => Err(e),
+        };
+        match tools {
+            Ok((tools, trusted)) => listed.push((target.name, tools, trusted)),
+            Err(e) => {
+                errln!(
+                    "toolgate: skipping {}: {}",
+                    one_line(&target.name),
+                    one_line(&format!("{e:#}"))
+                );
+                failure = failure.max(exit::for_error(&e));
+            }
+        }
+    }
+    if json {
+        let by_server: serde_json::Map<String, Value> = listed
+            .iter()
+            .map(|(server, tools, _)| Ok((server.clone(), serde_json::to_value(tools)?)))
+            .collect::<Result<_, serde_json::Error>>()?;
+        outln!("{}", serde_json::to_string_pretty(&by_server)?);
+        return Ok(failure);
+    }
+    let mut table = Table::new();
+    table
+        .load_preset(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(["SERVER", "NAME", "ARGUMENTS", "RISK", "DESCRIPTION"]);
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 2));
+    }
+    for (server, tools, trusted) in &listed {
+        for t in tools {
+            let (risk, open_world) = classify(t, *trusted);
+            let mut row = Row::from([
+                one_line(server),
+                one_line(&t.name),
+                arguments(t),
+                risk_label(risk, open_world),
+                short(t.description.as_deref().unwrap_or(""), 80),
+            ]);
+            row.max_height(1);
+            table.add_row(row);
+        }
+    }
+    for line in table.lines() {
+        outln!("{}", line.trim_end());
+    }
+    Ok(failure)
+}
+
 /// One tool in full.
 fn show(tool: &Tool, trusted: bool) {
     let (risk, open_world) = classify(tool, trusted);

@@ -501,6 +501,29 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
     // The other commands read the same file by its keys.
     let r = toolgate_in(&dir, &["tools", "shop", "--config", "toolgate.toml"], &[]).await;
     assert!(r.stdout.contains("where_am_i"), "{}", r.stdout);
+    // Without a server, every server of the file (here, one).
+    let r = toolgate_in(&dir, &["tools", "--config", "toolgate.toml"], &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let header = r.stdout.lines().next().unwrap_or_default();
+    assert!(header.starts_with("SERVER  NAME"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("shop") && l.contains("where_am_i")),
+        "{}",
+        r.stdout
+    );
+    let r = toolgate_in(
+        &dir,
+        &["tools", "--all", "--config", "toolgate.toml", "--json"],
+        &[],
+    )
+    .await;
+    let listed: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(
+        listed["shop"].as_array().is_some_and(|t| !t.is_empty()),
+        "{listed}"
+    );
 
     // The gateway over stdio, as a host would start it.
     let toolgate = env!("CARGO_BIN_EXE_toolgate");

@@ -153,7 +153,7 @@ where
     }
     let client = match upstream.client() {
         Ok(client) => client,
-        Err(down) => return Ok(Err(ClientError::Unreachable(down.reason))),
+        Err(down) => return Ok(Err(unreachable(down.reason))),
     };
     let (progress, progress_done) = progress_relay(ctx);
     let (log, log_done) = log_relay(ctx);
@@ -246,6 +246,17 @@ fn finish<T>(
             Err(input.ask())
         }
         Err(e) => Ok(Err(e)),
+    }
+}
+
+/// An upstream that cannot be used now, for the reason its last failure
+/// gave — which often is itself "cannot reach the server: …", so it is
+/// not said twice.
+fn unreachable(reason: String) -> ClientError {
+    let prefix = ClientError::Unreachable(String::new()).to_string();
+    match reason.strip_prefix(&prefix) {
+        Some(rest) => ClientError::Unreachable(rest.to_owned()),
+        None => ClientError::Unreachable(reason),
     }
 }
 
@@ -395,7 +406,7 @@ async fn forward_in_span(
         let client = match upstream.client() {
             Ok(client) => client,
             Err(down) => {
-                let e = ClientError::Unreachable(down.reason);
+                let e = unreachable(down.reason);
                 return answer(&upstream, &tool, &ctx, None, Err(e)).await;
             }
         };
@@ -718,4 +729,21 @@ fn upstream_capabilities(ctx: &RequestContext, tool_call: bool) -> ClientCapabil
         extensions.remove(toolgate_protocol::types::TASKS_EXTENSION);
     }
     capabilities
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_upstream_is_said_so_once() {
+        let first = ClientError::Unreachable("POST http://x/mcp: connection refused".into());
+        let again = unreachable(first.to_string());
+        assert_eq!(
+            again.to_string(),
+            "cannot reach the server: POST http://x/mcp: connection refused"
+        );
+        let other = unreachable("not started".into());
+        assert_eq!(other.to_string(), "cannot reach the server: not started");
+    }
 }
