@@ -372,7 +372,10 @@ fn checks_legacy(node_bin: &Path, path: &str, failures: &mut Vec<String>) -> any
         "--args",
         r#"{"a":1,"b":2}"#,
     ])?;
-    expect("gateway: nobody approves, nothing runs (exit 1)", code == 1);
+    expect(
+        "gateway: nobody approves, nothing runs (declined: exit 6)",
+        code == 6,
+    );
     let (code, out) = toolgate(&["log", "--config", &config, "--json"], path)?;
     expect(
         "gateway: toolgate log shows the approved and the declined call",

@@ -57,10 +57,8 @@ pub async fn call(
         }
     };
     let target = target::resolve(target, command, reach)?;
-    let conn = target.connect(
-        reach,
-        Answers::new(&target.name, o.answers, o.decline, o.roots),
-    )?;
+    let answers = Answers::new(&target.name, o.answers, o.decline, o.roots);
+    let conn = target.connect(reach, answers.clone())?;
     let tools = conn
         .client
         .list_tools()
@@ -121,6 +119,23 @@ pub async fn call(
                 outln!("{}", serde_json::to_string_pretty(&result)?);
             }
             errln!("tool error: {}", clean(&text));
+            // The server refused because a form it asked went unanswered:
+            // that is a decline, not the tool failing.
+            let unanswered = answers.unanswered();
+            if !unanswered.is_empty() {
+                let fields: Vec<String> = unanswered
+                    .iter()
+                    .map(|f| format!("--answer {f}=JSON"))
+                    .collect();
+                return Err(exit::fail(
+                    exit::DECLINED,
+                    format!(
+                        "declined: the server asked for {} and there was no terminal to ask on; pass {}",
+                        unanswered.join(", "),
+                        fields.join(" ")
+                    ),
+                ));
+            }
             Ok(exit::FAILED)
         }
         // A task interrupted by a lost connection runs on: say how to

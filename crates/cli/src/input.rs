@@ -41,6 +41,9 @@ struct Inner {
     enabled: bool,
     /// The roots offered; `None` declares no roots capability.
     roots: Option<Vec<PathBuf>>,
+    /// Required fields a form asked for that nobody could answer (no
+    /// terminal, no `--answer`): the form was declined for them.
+    unanswered: std::sync::Mutex<Vec<String>>,
 }
 
 impl Answers {
@@ -60,8 +63,19 @@ impl Answers {
                 interactive: term::interactive(),
                 enabled: true,
                 roots,
+                unanswered: std::sync::Mutex::default(),
             }),
         }
+    }
+
+    /// The required fields of forms declined because nobody could answer
+    /// them (empty when every form was answered or declined by choice).
+    pub fn unanswered(&self) -> Vec<String> {
+        self.inner
+            .unanswered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// For commands that only list: no input capabilities declared.
@@ -248,16 +262,23 @@ async fn form_mode(inner: &Inner, params: &Value) -> Value {
             }
             content.insert(field.name.to_owned(), value.clone());
         } else if !inner.interactive {
+            // A required field is a question for a person: its default is
+            // no answer (an approval form's `approve` defaults to false).
             match field.schema.get("default") {
+                _ if field.required => missing.push(one_line(field.name)),
                 Some(default) => {
                     content.insert(field.name.to_owned(), default.clone());
                 }
-                None if field.required => missing.push(one_line(field.name)),
                 None => {}
             }
         }
     }
     if !missing.is_empty() {
+        inner
+            .unanswered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(missing.iter().cloned());
         return declined(&format!(
             "declined: no terminal to ask on and no answer for {}; pass --answer FIELD=JSON for each",
             missing.join(", ")

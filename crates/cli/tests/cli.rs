@@ -574,8 +574,9 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
     for _ in 0..rows.len() {
         followed.next_line().await.unwrap().unwrap();
     }
-    // Declining is the default for a script: the gateway forwards nothing
-    // and says so (a tool error: exit 1).
+    // Declining is the default for a script: the approval nobody could
+    // give is declined explicitly, the gateway forwards nothing, and the
+    // command says which answer it needed (exit 6).
     let r = toolgate_in(
         &dir,
         &[
@@ -590,9 +591,14 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
         &[],
     )
     .await;
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 6, "{}", r.stderr);
     assert!(
         r.stderr.contains("Approve this tool call?") && r.stderr.contains("declined the call"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("declined: the server asked for approve and there was no terminal to ask on; pass --answer approve=JSON"),
         "{}",
         r.stderr
     );
