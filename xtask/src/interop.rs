@@ -279,6 +279,27 @@ fn checks_legacy(node_bin: &Path, path: &str, failures: &mut Vec<String>) -> any
         "server-filesystem: read_text_file reads the file",
         code == 0 && out.contains("hello from toolgate"),
     );
+    // Started with no directory, it takes its allowed directories from the
+    // roots it asks for right after `initialized`, outside any call: the
+    // CLI answers (five times, since a lost race shows only now and then).
+    for attempt in 1..=5 {
+        let argv = [
+            "call",
+            "--yes",
+            "--root",
+            root.as_str(),
+            "read_text_file",
+            "--args",
+            &format!(r#"{{"path":"{root}/hello.txt"}}"#),
+            "--",
+            filesystem.as_str(),
+        ];
+        let (code, out) = toolgate(&argv, path)?;
+        expect(
+            &format!("server-filesystem without a directory: --root reaches it (try {attempt})"),
+            code == 0 && out.contains("hello from toolgate"),
+        );
+    }
     let (code, out) = ev(&["audit"])?;
     expect(
         "server-everything: audit reports",
@@ -328,6 +349,27 @@ fn checks_legacy(node_bin: &Path, path: &str, failures: &mut Vec<String>) -> any
     expect(
         "gateway: serve --check starts and lists both",
         code == 0 && out.contains("everything") && out.contains("files"),
+    );
+    // A lock written by the CLI holds what the gateway offers: server-everything
+    // lists more tools to a client that can answer more, and the CLI lists
+    // as the gateway does, so nothing is withheld as "added after the lock".
+    let lock = root_dir.join("toolgate.lock").display().to_string();
+    let (code, _) = toolgate(
+        &["lock", "--config", &config, "--all", "--lock", &lock],
+        path,
+    )?;
+    expect("gateway: lock --all writes the lock", code == 0);
+    let (code, out) = toolgate(
+        &["serve", "--check", "--config", &config, "--lock", &lock],
+        path,
+    )?;
+    let withheld = out
+        .lines()
+        .filter(|l| l.starts_with("everything") || l.starts_with("files"))
+        .all(|l| l.split_whitespace().nth(3) == Some("0"));
+    expect(
+        "gateway: serve --check --lock withholds nothing the CLI locked",
+        code == 0 && withheld,
     );
     let (code, out) = via(&[
         "call",

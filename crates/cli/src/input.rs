@@ -39,6 +39,8 @@ struct Inner {
     interactive: bool,
     /// Declare the capabilities at all (only `call` answers questions).
     enabled: bool,
+    /// Declare what the gateway declares to its upstreams, answer nothing.
+    as_gateway: bool,
     /// The roots offered; `None` declares no roots capability.
     roots: Option<Vec<PathBuf>>,
     /// Required fields a form asked for that nobody could answer (no
@@ -62,6 +64,7 @@ impl Answers {
                 decline,
                 interactive: term::interactive(),
                 enabled: true,
+                as_gateway: false,
                 roots,
                 unanswered: std::sync::Mutex::default(),
             }),
@@ -81,6 +84,19 @@ impl Answers {
     /// For commands that only list: no input capabilities declared.
     pub fn none() -> Self {
         Self::default()
+    }
+
+    /// For commands that review or lock what `toolgate serve` will offer:
+    /// the capabilities the gateway declares to its upstreams (a server
+    /// may list more tools to such a client), and every question refused,
+    /// as the gateway refuses those that belong to no call.
+    pub fn as_gateway() -> Self {
+        Answers {
+            inner: Arc::new(Inner {
+                as_gateway: true,
+                ..Inner::default()
+            }),
+        }
     }
 }
 
@@ -106,6 +122,9 @@ fn declined(why: &str) -> Value {
 
 impl InputHandler for Answers {
     fn capabilities(&self) -> ClientCapabilities {
+        if self.inner.as_gateway {
+            return toolgate_gateway::upstream::declared_capabilities();
+        }
         if !self.inner.enabled {
             return ClientCapabilities::default();
         }
@@ -124,6 +143,9 @@ impl InputHandler for Answers {
     ) -> BoxFuture<'_, Result<ElicitResult, ClientError>> {
         Box::pin(async move {
             let inner = &self.inner;
+            if inner.as_gateway {
+                return Err(ClientError::InputUnavailable("elicitation".into()));
+            }
             errln!("\n{} asks: {}", inner.server, clean(&request.message));
             // The prompts below read the request as the JSON it came as.
             let params = serde_json::to_value(&request).unwrap_or_default();

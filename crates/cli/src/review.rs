@@ -50,7 +50,9 @@ async fn fetch(t: &Targets<'_>) -> anyhow::Result<Fetched> {
     let progress = Progress::new(targets.len());
     for target in targets {
         progress.start(&target.name);
-        let listed = match target.connect(&t.reach, Answers::none()) {
+        // Listed as the gateway lists it, so a lock file holds exactly
+        // what `toolgate serve --lock` will compare.
+        let listed = match target.connect(&t.reach, Answers::as_gateway()) {
             Ok(conn) => conn
                 .client
                 .list_tools()

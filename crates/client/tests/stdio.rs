@@ -180,3 +180,75 @@ async fn a_started_server_gets_a_minimal_environment_unless_told_to_inherit() {
         format!("pkg=[{pkg}] path=[set] mine=[given]")
     );
 }
+
+/// Offers one root.
+struct OneRoot;
+
+impl toolgate_client::InputHandler for OneRoot {
+    fn capabilities(&self) -> toolgate_server::protocol::types::ClientCapabilities {
+        serde_json::from_value(serde_json::json!({"roots": {}})).unwrap()
+    }
+    fn roots(
+        &self,
+    ) -> toolgate_client::BoxFuture<
+        '_,
+        Result<toolgate_protocol::types::ListRootsResult, ClientError>,
+    > {
+        Box::pin(async {
+            Ok(
+                serde_json::from_value(serde_json::json!({"roots": [{"uri": "file:///srv/data"}]}))
+                    .unwrap(),
+            )
+        })
+    }
+}
+
+/// A legacy server that, as server-filesystem does, asks for the roots
+/// right after `notifications/initialized` and serves each call with the
+/// roots it holds then: none, if the call overtook the answer.
+const ROOTS_SERVER: &str = r#"
+import json, sys
+roots = None
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    message = json.loads(line)
+    method, id = message.get("method"), message.get("id")
+    if method is None:
+        if id == "roots-1":
+            roots = [r["uri"] for r in message["result"]["roots"]]
+        continue
+    if method == "notifications/initialized":
+        send({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list"})
+    elif method == "initialize":
+        send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "roots", "version": "1"}}})
+    elif method == "ping":
+        send({"jsonrpc": "2.0", "id": id, "result": {}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": id, "result": {"tools": [{"name": "where", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call":
+        text = "roots: " + ", ".join(roots or [])
+        send({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}})
+    elif id is not None:
+        send({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}})
+"#;
+
+#[tokio::test]
+async fn a_legacy_server_asking_for_roots_after_initialized_has_them_before_the_first_call() {
+    let command = StdioCommand {
+        program: "python3".into(),
+        args: vec!["-c".into(), ROOTS_SERVER.into()],
+        ..Default::default()
+    };
+    let c = Client::builder("test", "1")
+        .timeout(Duration::from_secs(10))
+        .input_handler(OneRoot)
+        .build(StdioTransport::spawn(&command).unwrap());
+    let result = c
+        .call_tool("where", Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&result.content).unwrap()[0]["text"].clone();
+    assert_eq!(text, "roots: file:///srv/data");
+}

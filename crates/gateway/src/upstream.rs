@@ -123,14 +123,22 @@ pub struct Unavailable {
 /// `-32021` what it cannot answer).
 struct Relay;
 
+/// The capabilities the gateway declares to every upstream. A server may
+/// list more tools to a client that can answer more (server-everything
+/// does), so whatever reviews or locks what the gateway will offer lists
+/// with these (`toolgate lock`, `audit`, `verify`).
+pub fn declared_capabilities() -> ClientCapabilities {
+    ClientCapabilities {
+        elicitation: serde_json::from_value(serde_json::json!({"form": {}, "url": {}})).ok(),
+        sampling: Some(serde_json::Map::new()),
+        roots: Some(serde_json::Map::new()),
+        ..Default::default()
+    }
+}
+
 impl InputHandler for Relay {
     fn capabilities(&self) -> ClientCapabilities {
-        ClientCapabilities {
-            elicitation: serde_json::from_value(serde_json::json!({"form": {}, "url": {}})).ok(),
-            sampling: Some(serde_json::Map::new()),
-            roots: Some(serde_json::Map::new()),
-            ..Default::default()
-        }
+        declared_capabilities()
     }
 
     // A legacy upstream's questions in the middle of a call are relayed to

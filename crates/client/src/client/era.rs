@@ -21,6 +21,32 @@ impl Client {
         Ok(matches!(self.era().await?, Era::Legacy { .. }))
     }
 
+    /// A legacy server that uses roots asks for them right after
+    /// `notifications/initialized`, outside any request, and serves calls
+    /// against the roots it has — none yet, if a call overtakes its
+    /// question. A `ping` answered means the server has read
+    /// `initialized` (and written any question it asks there) before it;
+    /// once those questions are answered, in order ahead of the first call,
+    /// the call finds the roots. Bounded by the probe timeout; a server that
+    /// does not answer `ping` costs only that.
+    async fn settle_roots(&self, era: &Era) {
+        let bound = self.inner.probe_timeout.min(self.inner.timeout);
+        let options = CallOptions {
+            timeout: Some(bound),
+            ..Default::default()
+        };
+        if let Err(e) = self
+            .send_in(era, "ping", &Map::new(), Vec::new(), &options)
+            .await
+        {
+            tracing::debug!(server = %self.inner.name, error = %e, "ping after initialized");
+        }
+        let answered = self.transport.server_requests_answered();
+        if tokio::time::timeout(bound, answered).await.is_err() {
+            tracing::debug!(server = %self.inner.name, "questions after initialized still unanswered; going on");
+        }
+    }
+
     async fn detect_era(&self) -> Result<Era, ClientError> {
         let probe = CallOptions {
             timeout: Some(self.inner.probe_timeout.min(self.inner.timeout)),
@@ -119,6 +145,10 @@ impl Client {
             .notify(initialized, Some(version.clone()))
             .await?;
         self.transport.legacy_session_started(&version).await?;
-        Ok(Era::Legacy { version, init })
+        let era = Era::Legacy { version, init };
+        if self.inner.capabilities.roots.is_some() {
+            self.settle_roots(&era).await;
+        }
+        Ok(era)
     }
 }

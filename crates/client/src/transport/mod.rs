@@ -156,6 +156,12 @@ pub trait Transport: Send + Sync + 'static {
     fn session_notifications(&self) -> Option<tokio::sync::broadcast::Receiver<serde_json::Value>> {
         None
     }
+    /// Resolves once every request the server has sent so far has been
+    /// answered, and (stdio) the answers are queued ahead of whatever the
+    /// client sends next. The default resolves at once.
+    fn server_requests_answered(&self) -> NotifyFuture<'_> {
+        Box::pin(async { Ok(()) })
+    }
     /// The legacy handshake completed with `version` (HTTP opens the
     /// session's stream for server-initiated messages, and resolves once
     /// the server accepted or refused it).

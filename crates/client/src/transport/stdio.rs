@@ -137,6 +137,10 @@ pub struct StdioTransport {
     requests: Arc<Mutex<Option<ServerRequestHandler>>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     session: tokio::sync::broadcast::Sender<Value>,
+    /// One permit per server request being answered.
+    answering: Arc<tokio::sync::Semaphore>,
+    /// How many permits there are.
+    answer_slots: u32,
     _child: Arc<tokio::sync::Mutex<Child>>,
     _group: Group,
 }
@@ -234,6 +238,10 @@ impl StdioTransport {
         let child = Arc::new(tokio::sync::Mutex::new(child));
         let requests: Arc<Mutex<Option<ServerRequestHandler>>> = Arc::default();
         let (session, _) = tokio::sync::broadcast::channel(SESSION_NOTIFICATIONS);
+        let answer_slots = u32::try_from(limits.max_concurrent_server_requests.max(1))
+            .unwrap_or(u32::MAX)
+            .min(tokio::sync::Semaphore::MAX_PERMITS as u32);
+        let answering = Arc::new(tokio::sync::Semaphore::new(answer_slots as usize));
         tokio::spawn(read_loop(
             Reader {
                 stdout,
@@ -244,6 +252,7 @@ impl StdioTransport {
                 writer: writer.clone(),
                 program: command.program.clone(),
                 session: session.clone(),
+                answering: answering.clone(),
             },
             limits,
         ));
@@ -254,6 +263,8 @@ impl StdioTransport {
             requests,
             stderr_tail,
             session,
+            answering,
+            answer_slots,
             _child: child,
             _group: group,
         })
@@ -307,6 +318,7 @@ struct Reader {
     writer: mpsc::Sender<Vec<u8>>,
     program: String,
     session: tokio::sync::broadcast::Sender<Value>,
+    answering: Arc<tokio::sync::Semaphore>,
 }
 
 async fn read_loop(reader: Reader, limits: Limits) {
@@ -319,11 +331,9 @@ async fn read_loop(reader: Reader, limits: Limits) {
         writer,
         program,
         session,
+        answering,
     } = reader;
     let mut lines = BoundedLines::new(stdout, limits.max_message_bytes);
-    let answering = Arc::new(tokio::sync::Semaphore::new(
-        limits.max_concurrent_server_requests,
-    ));
     while let Some(line) = lines.next().await {
         let line = match line {
             Line::Line(line) => line,
@@ -466,6 +476,20 @@ impl Transport for StdioTransport {
 
     fn on_server_request(&self, handler: ServerRequestHandler) {
         *lock(&self.requests) = Some(handler);
+    }
+
+    fn server_requests_answered(&self) -> NotifyFuture<'_> {
+        Box::pin(async move {
+            // Every permit back: each request read so far has its answer
+            // queued on stdin, ahead of whatever the client sends next.
+            let all = self
+                .answering
+                .acquire_many(self.answer_slots)
+                .await
+                .map_err(|_| ClientError::ServerExited("the reader stopped".into()))?;
+            drop(all);
+            Ok(())
+        })
     }
 
     fn send(&self, request: Outgoing) -> SendFuture<'_> {

@@ -11,7 +11,7 @@
 //! The page is small, self-contained HTML: no scripts, no external assets.
 //! It is served on its own listener, loopback by default. Only the person
 //! who started the gateway can see or decide anything on it: they log in
-//! through a one-time link ([`login`]). It refuses requests whose `Host`
+//! through a one-time link (see `login.rs`). It refuses requests whose `Host`
 //! is not the page's own (DNS rebinding), and a decision is accepted only
 //! with the session's anti-forgery token and from the page's own origin
 //! (an `Origin` naming it, or `Sec-Fetch-Site: same-origin`; a request
