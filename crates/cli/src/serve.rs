@@ -238,6 +238,22 @@ fn check(gateway: &Gateway) -> u8 {
     for line in table.lines() {
         outln!("{}", line.trim_end());
     }
+    // What a failing server said last, as `toolgate call` shows it.
+    for s in gateway.status().iter().filter(|s| s.error.is_some()) {
+        if !s.stderr.is_empty() {
+            outln!();
+            outln!("{}: the last lines it wrote to stderr:", one_line(&s.name));
+            for line in &s.stderr {
+                outln!("  | {}", one_line(line));
+            }
+        }
+        if s.transport == "stdio" {
+            outln!(
+                "{}: a stdio server gets a minimal environment (PATH, HOME, locale, proxies); give it what it needs with `env`, or `inherit_env = true`",
+                one_line(&s.name)
+            );
+        }
+    }
     // A rule that matches nothing is a typo more often than a plan: under
     // `default = "allow"` the tools it meant to stop run.
     let unmatched = gateway.unmatched_rules();

@@ -628,6 +628,23 @@ async fn serve_puts_servers_behind_one_endpoint_and_check_reports_them() {
     let r = toolgate_in(&dir, &["serve", "--check"], &[]).await;
     assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("failing"), "{}", r.stdout);
+    // A stdio server that cannot start: its last words, and the hint about
+    // the environment it gets.
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        "[servers.broken]\ncommand = \"/bin/sh\"\nargs = [\"-c\", \"echo 'npm ERR! 404 no such package' >&2; exit 1\"]\n",
+    )
+    .unwrap();
+    let r = toolgate_in(&dir, &["serve", "--check"], &[]).await;
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(
+            "broken: the last lines it wrote to stderr:\n  | npm ERR! 404 no such package"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("minimal environment"), "{}", r.stdout);
     // A deliberate deny is reported apart, and is not a failure.
     std::fs::write(
         dir.join("toolgate.toml"),

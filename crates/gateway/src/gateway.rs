@@ -140,6 +140,9 @@ pub struct UpstreamStatus {
     pub denied: usize,
     /// Why it is failing, if it is.
     pub error: Option<String>,
+    /// The last lines a stdio upstream wrote to stderr (what to show when
+    /// it fails).
+    pub stderr: Vec<String>,
 }
 
 /// Many MCP servers behind one toolgate server.
@@ -215,6 +218,7 @@ impl Gateway {
                     withheld: 0,
                     denied: 0,
                     error: None,
+                    stderr: Vec::new(),
                 }
             })
             .collect();
@@ -518,6 +522,7 @@ impl Gateway {
                     .filter(|(u, why)| *u == i && is_denial(why))
                     .count(),
                 error: u.last_error(),
+                stderr: u.stderr_tail(),
             })
             .chain(self.disabled.iter().cloned())
             .collect()
