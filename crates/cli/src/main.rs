@@ -20,6 +20,7 @@
 
 mod call;
 mod exit;
+mod import;
 mod input;
 mod log;
 mod login;
@@ -295,7 +296,8 @@ lock file are withheld. The configuration is documented in docs/gateway.md.")]
         #[arg(long, value_name = "FILE")]
         lock: Option<PathBuf>,
         /// Start every upstream, list their tools, print a table and exit
-        /// (1 if tools are withheld, 3 if an upstream fails).
+        /// (1 if the lock withholds tools or a policy rule matches none, 3
+        /// if an upstream fails; tools the policy denies are not a failure).
         #[arg(long)]
         check: bool,
         /// Serve Prometheus metrics at http://ADDR/metrics (keep it on
@@ -312,6 +314,38 @@ lock file are withheld. The configuration is documented in docs/gateway.md.")]
         /// Print the configuration's JSON Schema and exit.
         #[arg(long)]
         print_schema: bool,
+    },
+    /// Turn a host's mcpServers file into a toolgate.toml, and optionally
+    /// put the host's servers behind the gateway.
+    #[command(after_help = "\
+Examples:
+  toolgate import claude-desktop                 # writes toolgate.toml
+  toolgate import --from ~/.cursor/mcp.json --output cursor.toml
+  toolgate import claude-desktop --install       # the host now starts the gateway
+
+Hosts: claude-desktop, claude-code, cursor, vscode, windsurf (their Linux and
+macOS locations). \"disabled\": true becomes enabled = false; autoApprove
+becomes an allow rule for exactly those tools; every other call is approved by
+a person first. Keys toolgate has no setting for are reported. --install
+replaces the host's entries with one that runs `toolgate serve --stdio`, after
+a backup beside the file (printed); a file whose entries already run toolgate
+is refused.")]
+    Import {
+        /// The host whose file to read.
+        #[arg(value_name = "HOST")]
+        host: Option<String>,
+        /// Read this mcpServers file instead of a host's.
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+        /// Where the configuration goes.
+        #[arg(long, value_name = "FILE", default_value = "toolgate.toml")]
+        output: PathBuf,
+        /// Also replace the host's entries with one that runs the gateway.
+        #[arg(long)]
+        install: bool,
+        /// Overwrite an existing output file.
+        #[arg(long)]
+        force: bool,
     },
     /// Authorize toolgate with a server that requires OAuth, and keep the
     /// tokens for the other commands.
@@ -565,6 +599,19 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             lock,
             json,
         } => review::verify_command(servers.targets(), &lock, json).await,
+        Command::Import {
+            host,
+            from,
+            output,
+            install,
+            force,
+        } => import::import(import::ImportArgs {
+            host,
+            from,
+            output,
+            install,
+            force,
+        }),
         Command::Serve {
             config,
             http,

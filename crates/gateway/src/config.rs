@@ -192,6 +192,20 @@ fn yes() -> bool {
     true
 }
 
+/// The prefix an upstream keyed `name` gets when it sets none: the key, with
+/// characters but letters, digits and `-` replaced by `_`.
+pub fn default_prefix(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// One upstream MCP server.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -293,17 +307,7 @@ impl UpstreamConfig {
     pub fn prefix(&self) -> String {
         match &self.prefix {
             Some(prefix) => prefix.clone(),
-            None => self
-                .name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect(),
+            None => default_prefix(&self.name),
         }
     }
 

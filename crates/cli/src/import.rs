@@ -1,0 +1,367 @@
+//! `toolgate import`: a host's `mcpServers` file becomes a `toolgate.toml`,
+//! and with `--install` the host runs its servers through the gateway.
+//!
+//! What carries over: each server's command, arguments, environment,
+//! working directory, URL and headers; `"disabled": true` as
+//! `enabled = false`; `autoApprove` (and Cline's `alwaysAllow`) as an allow
+//! rule for exactly those tools. Keys toolgate has no setting for are
+//! reported, not guessed at. Everything not auto-approved follows the
+//! gateway's built-in default: a person approves it first.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::exit;
+use crate::term::one_line;
+use crate::{errln, outln};
+
+/// A host that keeps an `mcpServers`-style file in a known place.
+struct Host {
+    /// What `toolgate import NAME` calls it.
+    name: &'static str,
+    /// Where, relative to the home directory (Linux first, then macOS).
+    paths: &'static [&'static str],
+    /// The key of its servers object.
+    key: &'static str,
+}
+
+const HOSTS: &[Host] = &[
+    Host {
+        name: "claude-desktop",
+        paths: &[
+            ".config/Claude/claude_desktop_config.json",
+            "Library/Application Support/Claude/claude_desktop_config.json",
+        ],
+        key: "mcpServers",
+    },
+    Host {
+        name: "claude-code",
+        paths: &[".claude.json"],
+        key: "mcpServers",
+    },
+    Host {
+        name: "cursor",
+        paths: &[".cursor/mcp.json"],
+        key: "mcpServers",
+    },
+    Host {
+        name: "vscode",
+        paths: &[
+            ".config/Code/User/mcp.json",
+            "Library/Application Support/Code/User/mcp.json",
+        ],
+        key: "servers",
+    },
+    Host {
+        name: "windsurf",
+        paths: &[".codeium/windsurf/mcp_config.json"],
+        key: "mcpServers",
+    },
+];
+
+/// Keys of an entry that carry over as they are.
+const CARRIED: &[&str] = &["command", "args", "env", "cwd", "url", "headers"];
+
+/// Keys read as something of toolgate's own.
+const READ: &[&str] = &["disabled", "autoApprove", "alwaysAllow", "type"];
+
+/// Options of `toolgate import`.
+pub struct ImportArgs {
+    /// A host by name, or `None` with `from`.
+    pub host: Option<String>,
+    /// The host's file, given directly.
+    pub from: Option<PathBuf>,
+    /// Where the configuration goes.
+    pub output: PathBuf,
+    /// Replace the host's entries with one that runs the gateway.
+    pub install: bool,
+    /// Overwrite an existing output file.
+    pub force: bool,
+}
+
+/// `toolgate import`.
+pub fn import(o: ImportArgs) -> anyhow::Result<u8> {
+    let (path, key) = source(&o)?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| exit::fail(exit::USAGE, format!("cannot read {}: {e}", path.display())))?;
+    let mut document: Value = serde_json::from_str(&text).map_err(|e| {
+        exit::fail(
+            exit::USAGE,
+            format!("{} is not valid JSON: {e}", path.display()),
+        )
+    })?;
+    let servers = document
+        .get(key)
+        .and_then(Value::as_object)
+        .or_else(|| document.get("mcpServers").and_then(Value::as_object))
+        .cloned()
+        .ok_or_else(|| {
+            exit::fail(
+                exit::USAGE,
+                format!("{} has no \"{key}\" object of servers", path.display()),
+            )
+        })?;
+    if let Some(name) = starts_toolgate(&servers) {
+        return Err(exit::fail(
+            exit::USAGE,
+            format!(
+                "{}: the entry {} already runs toolgate; importing it would make the gateway start itself",
+                path.display(),
+                one_line(&name)
+            ),
+        ));
+    }
+    if o.output.exists() && !o.force {
+        return Err(exit::fail(
+            exit::USAGE,
+            format!(
+                "{} exists; pass --force to replace it, or --output FILE",
+                o.output.display()
+            ),
+        ));
+    }
+    let config = to_toml(&servers, &path)?;
+    std::fs::write(&o.output, &config).map_err(|e| {
+        exit::fail(
+            exit::USAGE,
+            format!("cannot write {}: {e}", o.output.display()),
+        )
+    })?;
+    errln!(
+        "toolgate: wrote {} ({} server(s) from {})",
+        o.output.display(),
+        servers.len(),
+        path.display()
+    );
+    if !o.install {
+        outln!(
+            "Next: `toolgate serve --check --config {}`, then `toolgate import --install` to put the host's servers behind it.",
+            o.output.display()
+        );
+        return Ok(exit::OK);
+    }
+    let backup = backup_of(&path);
+    std::fs::copy(&path, &backup).map_err(|e| {
+        exit::fail(
+            exit::USAGE,
+            format!(
+                "cannot back up {} to {}: {e}",
+                path.display(),
+                backup.display()
+            ),
+        )
+    })?;
+    let config = std::path::absolute(&o.output).unwrap_or_else(|_| o.output.clone());
+    let program = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "toolgate".into());
+    let entry = json!({
+        "command": program,
+        "args": ["serve", "--stdio", "--config", config.display().to_string()],
+    });
+    let mut only = Map::new();
+    only.insert("toolgate".into(), entry);
+    if let Some(root) = document.as_object_mut() {
+        let key = if root.contains_key(key) {
+            key
+        } else {
+            "mcpServers"
+        };
+        root.insert(key.into(), Value::Object(only));
+    }
+    let written = serde_json::to_string_pretty(&document)? + "\n";
+    std::fs::write(&path, written)
+        .map_err(|e| exit::fail(exit::USAGE, format!("cannot write {}: {e}", path.display())))?;
+    outln!(
+        "Installed: {} now starts `toolgate serve --stdio --config {}`; the original is {}.",
+        path.display(),
+        config.display(),
+        backup.display()
+    );
+    Ok(exit::OK)
+}
+
+/// The host's file and the key of its servers object.
+fn source(o: &ImportArgs) -> anyhow::Result<(PathBuf, &'static str)> {
+    if let Some(from) = &o.from {
+        if o.host.is_some() {
+            return Err(exit::fail(
+                exit::USAGE,
+                "give a HOST or --from FILE, not both",
+            ));
+        }
+        return Ok((from.clone(), "mcpServers"));
+    }
+    let names: Vec<&str> = HOSTS.iter().map(|h| h.name).collect();
+    let Some(name) = &o.host else {
+        return Err(exit::fail(
+            exit::USAGE,
+            format!("name a host ({}) or pass --from FILE", names.join(", ")),
+        ));
+    };
+    let Some(host) = HOSTS.iter().find(|h| h.name == name) else {
+        return Err(exit::fail(
+            exit::USAGE,
+            format!(
+                "unknown host {:?}; known: {}",
+                one_line(name),
+                names.join(", ")
+            ),
+        ));
+    };
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .ok_or_else(|| exit::fail(exit::USAGE, "HOME is not set; pass --from FILE"))?;
+    let found = host.paths.iter().map(|p| home.join(p)).find(|p| p.exists());
+    let Some(path) = found else {
+        let looked: Vec<String> = host
+            .paths
+            .iter()
+            .map(|p| home.join(p).display().to_string())
+            .collect();
+        return Err(exit::fail(
+            exit::USAGE,
+            format!(
+                "no {} configuration at {}; pass --from FILE",
+                host.name,
+                looked.join(" or ")
+            ),
+        ));
+    };
+    Ok((path, host.key))
+}
+
+/// The name of an entry that runs toolgate, if one does.
+fn starts_toolgate(servers: &Map<String, Value>) -> Option<String> {
+    servers.iter().find_map(|(name, entry)| {
+        let command = entry.get("command")?.as_str()?;
+        let program = Path::new(command).file_name()?.to_str()?;
+        (program == "toolgate").then(|| name.clone())
+    })
+}
+
+/// `FILE.toolgate-backup`, or with a number when that exists.
+fn backup_of(path: &Path) -> PathBuf {
+    let base = format!("{}.toolgate-backup", path.display());
+    let mut candidate = PathBuf::from(&base);
+    let mut n = 1;
+    while candidate.exists() {
+        n += 1;
+        candidate = PathBuf::from(format!("{base}-{n}"));
+    }
+    candidate
+}
+
+/// The servers as a `toolgate.toml`, reporting what does not carry over.
+fn to_toml(servers: &Map<String, Value>, from: &Path) -> anyhow::Result<String> {
+    let mut tables = toml::Table::new();
+    let mut allowed = Vec::new();
+    for (name, entry) in servers {
+        let Some(entry) = entry.as_object() else {
+            return Err(exit::fail(
+                exit::USAGE,
+                format!("the entry {} is not an object", one_line(name)),
+            ));
+        };
+        let mut table = toml::Table::new();
+        for key in CARRIED {
+            if let Some(value) = entry.get(*key) {
+                let value = toml::Value::try_from(value).map_err(|e| {
+                    exit::fail(exit::USAGE, format!("{}.{key}: {e}", one_line(name)))
+                })?;
+                table.insert((*key).to_owned(), value);
+            }
+        }
+        if entry.get("disabled") == Some(&Value::Bool(true)) {
+            table.insert("enabled".into(), toml::Value::Boolean(false));
+        }
+        if entry.get("type").and_then(Value::as_str) == Some("sse") {
+            errln!(
+                "toolgate: {}: the HTTP+SSE transport (2024-11-05) is not supported by the gateway yet; the entry is kept, but it will fail until the server offers Streamable HTTP",
+                one_line(name)
+            );
+        }
+        let prefix = toolgate_gateway::config::default_prefix(name);
+        for key in ["autoApprove", "alwaysAllow"] {
+            if let Some(tools) = entry.get(key).and_then(Value::as_array) {
+                for tool in tools.iter().filter_map(Value::as_str) {
+                    allowed.push(toml::Value::String(toolgate_gateway::names::qualify(
+                        &prefix, tool,
+                    )));
+                }
+            }
+        }
+        let dropped: Vec<&str> = entry
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !CARRIED.contains(k) && !READ.contains(k))
+            .collect();
+        if !dropped.is_empty() {
+            errln!(
+                "toolgate: {}: not carried over (toolgate has no such setting): {}",
+                one_line(name),
+                dropped.join(", ")
+            );
+        }
+        tables.insert(name.clone(), toml::Value::Table(table));
+    }
+    let mut root = toml::Table::new();
+    root.insert("servers".into(), toml::Value::Table(tables));
+    if !allowed.is_empty() {
+        let mut rule = toml::Table::new();
+        rule.insert("tools".into(), toml::Value::Array(allowed));
+        rule.insert("action".into(), toml::Value::String("allow".into()));
+        let mut policy = toml::Table::new();
+        policy.insert(
+            "rules".into(),
+            toml::Value::Array(vec![toml::Value::Table(rule)]),
+        );
+        root.insert("policy".into(), toml::Value::Table(policy));
+    }
+    let body = toml::to_string(&root)?;
+    Ok(format!(
+        "# Imported from {} by `toolgate import`.\n# Calls not allowed below are approved by a person first (the built-in\n# default); see docs/gateway.md for [policy], [audit] and [approval].\n\n{body}",
+        from.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hosts_file_becomes_a_configuration_the_gateway_loads() {
+        let servers: Map<String, Value> = serde_json::from_value(json!({
+            "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"],
+                      "env": {"LOG": "1"}, "autoApprove": ["read_text_file"], "disabled": false},
+            "old": {"command": "x", "disabled": true, "transportType": "stdio"},
+            "web": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
+        }))
+        .unwrap();
+        let text = to_toml(&servers, Path::new("/home/u/.cursor/mcp.json")).unwrap();
+        let config = toolgate_gateway::config::GatewayConfig::parse_toml(&text, |v| {
+            (v == "TOKEN").then(|| "t".to_owned())
+        })
+        .unwrap();
+        assert_eq!(config.servers["files"].args[2], "/srv");
+        assert_eq!(config.servers["files"].env["LOG"], "1");
+        assert!(config.servers["files"].enabled && !config.servers["old"].enabled);
+        assert_eq!(config.servers["web"].headers["Authorization"], "Bearer t");
+        assert_eq!(config.policy.rules[0].tools, ["files.read_text_file"]);
+        assert!(
+            text.starts_with("# Imported from /home/u/.cursor/mcp.json"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_entry_that_runs_toolgate_is_found() {
+        let servers: Map<String, Value> = serde_json::from_value(json!({
+            "a": {"command": "npx"},
+            "gw": {"command": "/usr/local/bin/toolgate", "args": ["serve", "--stdio"]}
+        }))
+        .unwrap();
+        assert_eq!(starts_toolgate(&servers).as_deref(), Some("gw"));
+    }
+}
