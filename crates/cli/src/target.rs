@@ -364,6 +364,8 @@ pub struct Connection {
     /// Whether annotations count.
     pub trusted: bool,
     stderr: Option<StderrTail>,
+    /// A started server given the minimal environment (not `--inherit-env`).
+    minimal_env: bool,
 }
 
 impl Connection {
@@ -374,11 +376,25 @@ impl Connection {
             self.show_stderr();
         }
         let login = matches!(error, ClientError::LoginRequired(_));
+        // A started server that died may have missed a variable of this
+        // shell: say that it gets only a few, and how to pass the rest.
+        let exited = self.stderr.is_some()
+            && self.minimal_env
+            && matches!(
+                error,
+                ClientError::ServerExited(_) | ClientError::Transport(_)
+            );
         let error = anyhow::Error::new(error).context(format!("{what} ({})", self.name));
         if login {
             return error.context(format!(
                 "{} needs authorization: run `toolgate login {}`, then try again",
                 self.name, self.name
+            ));
+        }
+        if exited {
+            return error.context(format!(
+                "{} was started with a minimal environment (PATH, HOME, locale, proxy and CA variables, and the config's `env`); if it needs another variable, set it in `env` or pass --inherit-env (-v names the variables not passed)",
+                self.name
             ));
         }
         error
@@ -417,6 +433,7 @@ impl Target {
             name: self.name.clone(),
             trusted,
             stderr,
+            minimal_env: !(reach.inherit_env || self.entry.inherit_env),
         })
     }
 

@@ -133,6 +133,34 @@ async fn failures_before_the_call_have_their_own_exit_statuses() {
     .await;
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("| config missing"), "{}", r.stderr);
+    // A variable of this shell the server needed: it was not passed, the
+    // failure says how to pass it, and -v names it (never its value).
+    let r = toolgate_in(
+        &std::env::temp_dir(),
+        &[
+            "tools",
+            "-v",
+            "--",
+            "/bin/sh",
+            "-c",
+            "test -n \"$MY_TOKEN\" || { echo 'MY_TOKEN is not set' >&2; exit 1; }",
+        ],
+        &[("MY_TOKEN", "s3cret-value")],
+    )
+    .await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("MY_TOKEN is not set"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("minimal environment") && r.stderr.contains("--inherit-env"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("not passed to the server") && r.stderr.contains("MY_TOKEN"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("s3cret-value"), "{}", r.stderr);
 
     // An HTTP server that never answers: a timeout, 4, not an old server.
     let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();

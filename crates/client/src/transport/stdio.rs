@@ -189,6 +189,18 @@ impl StdioTransport {
     pub fn spawn_with(command: &StdioCommand, limits: Limits) -> Result<Self, ClientError> {
         let mut cmd = Command::new(&command.program);
         if !command.inherit_env {
+            // Names only, never values: what a server that fails for want
+            // of a variable did not get.
+            let mut withheld: Vec<String> = std::env::vars_os()
+                .filter_map(|(k, _)| k.into_string().ok())
+                .filter(|k| !kept_in_minimal_env(k) && !command.env.iter().any(|(e, _)| e == k))
+                .collect();
+            if !withheld.is_empty() {
+                withheld.sort();
+                tracing::info!(server = %command.program, "not passed to the server (set them in its env, or inherit the environment): {}", withheld.join(", "));
+            }
+        }
+        if !command.inherit_env {
             cmd.env_clear().envs(
                 std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(kept_in_minimal_env)),
             );
@@ -290,6 +302,14 @@ async fn read_stderr(
                 limits.max_stderr_line_bytes
             ),
         };
+        // Kept before it is logged: a failure reported meanwhile shows it.
+        {
+            let mut tail = lock(&tail);
+            if tail.len() == STDERR_TAIL {
+                tail.pop_front();
+            }
+            tail.push_back(line.clone());
+        }
         if logged < limits.max_stderr_lines {
             tracing::info!(target: "toolgate_client::server_stderr", server = %program, "{line}");
         } else if logged == limits.max_stderr_lines {
@@ -300,11 +320,6 @@ async fn read_stderr(
             );
         }
         logged = logged.saturating_add(1);
-        let mut tail = lock(&tail);
-        if tail.len() == STDERR_TAIL {
-            tail.pop_front();
-        }
-        tail.push_back(line);
     }
 }
 
