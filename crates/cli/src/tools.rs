@@ -148,29 +148,7 @@ pub async fn tools(
         outln!("{}", serde_json::to_string_pretty(&tools)?);
         return Ok(exit::OK);
     }
-    let mut table = Table::new();
-    table
-        .load_preset(presets::NOTHING)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(["NAME", "ARGUMENTS", "RISK", "DESCRIPTION"]);
-    for column in table.column_iter_mut() {
-        // No margin on the left; two spaces between columns.
-        column.set_padding((0, 2));
-    }
-    for t in &tools {
-        let (risk, open_world) = classify(t, conn.trusted);
-        let mut row = Row::from([
-            one_line(&t.name),
-            arguments(t),
-            risk_label(risk, open_world),
-            short(t.description.as_deref().unwrap_or(""), 100),
-        ]);
-        row.max_height(1);
-        table.add_row(row);
-    }
-    for line in table.lines() {
-        outln!("{}", line.trim_end());
-    }
+    print_table(&[(None, &tools, conn.trusted)]);
     if !conn.trusted {
         errln!(
             "\nrisk ignores annotations: {} is not trusted (pass --trust, or set \"trusted\": true in the config)",
@@ -215,24 +193,47 @@ pub async fn tools_of_all(reach: &Reach, json: bool) -> anyhow::Result<u8> {
         outln!("{}", serde_json::to_string_pretty(&by_server)?);
         return Ok(failure);
     }
+    let groups: Vec<(Option<&str>, &[Tool], bool)> = listed
+        .iter()
+        .map(|(server, tools, trusted)| (Some(server.as_str()), tools.as_slice(), *trusted))
+        .collect();
+    print_table(&groups);
+    Ok(failure)
+}
+
+/// Tools as a table, one row each: groups of `(server, tools, trusted)`,
+/// with a SERVER column when the groups are named.
+fn print_table(groups: &[(Option<&str>, &[Tool], bool)]) {
+    let named = groups.iter().any(|(server, _, _)| server.is_some());
+    let mut header = vec!["NAME", "ARGUMENTS", "RISK", "DESCRIPTION"];
+    if named {
+        header.insert(0, "SERVER");
+    }
     let mut table = Table::new();
     table
         .load_preset(presets::NOTHING)
         .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(["SERVER", "NAME", "ARGUMENTS", "RISK", "DESCRIPTION"]);
+        .set_header(header);
     for column in table.column_iter_mut() {
+        // No margin on the left; two spaces between columns.
         column.set_padding((0, 2));
     }
-    for (server, tools, trusted) in &listed {
-        for t in tools {
+    for (server, tools, trusted) in groups {
+        for t in *tools {
             let (risk, open_world) = classify(t, *trusted);
-            let mut row = Row::from([
-                one_line(server),
+            let mut cells = vec![
                 one_line(&t.name),
                 arguments(t),
                 risk_label(risk, open_world),
-                short(t.description.as_deref().unwrap_or(""), 80),
-            ]);
+                short(
+                    t.description.as_deref().unwrap_or(""),
+                    if named { 80 } else { 100 },
+                ),
+            ];
+            if let Some(server) = server {
+                cells.insert(0, one_line(server));
+            }
+            let mut row = Row::from(cells);
             row.max_height(1);
             table.add_row(row);
         }
@@ -240,7 +241,6 @@ pub async fn tools_of_all(reach: &Reach, json: bool) -> anyhow::Result<u8> {
     for line in table.lines() {
         outln!("{}", line.trim_end());
     }
-    Ok(failure)
 }
 
 /// One tool in full.

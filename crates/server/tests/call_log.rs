@@ -113,9 +113,8 @@ async fn every_call_that_reaches_a_tool_is_recorded_with_its_outcome_and_notes()
     // Not calls: an unknown tool, malformed params.
     call(&s, "nope", json!({})).await;
     let records = log.records.lock().unwrap();
-    let seen = outcomes(&records);
     assert_eq!(
-        seen,
+        outcomes(&records),
         [
             ("count", CallOutcome::Ok),
             ("count", CallOutcome::InvalidArguments),
@@ -273,9 +272,8 @@ async fn a_single_use_round_runs_once_on_every_server_sharing_the_store_and_refu
     );
     assert_eq!(call(&a, "gone", json!({})).await["result"]["isError"], true);
     let records = log.records.lock().unwrap().clone();
-    let seen = outcomes(&records);
     assert_eq!(
-        seen,
+        outcomes(&records),
         [
             ("pay", CallOutcome::InputRequired),
             ("pay", CallOutcome::Ok),
