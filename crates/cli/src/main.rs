@@ -314,6 +314,11 @@ lock file are withheld. The configuration is documented in docs/gateway.md.")]
         /// Print the configuration's JSON Schema and exit.
         #[arg(long)]
         print_schema: bool,
+        /// Reload the configuration when its file changes, as on SIGHUP:
+        /// only upstreams whose entries changed restart, calls in flight
+        /// finish, a file that does not load keeps the running one.
+        #[arg(long)]
+        watch: bool,
     },
     /// Turn a host's mcpServers file into a toolgate.toml, and optionally
     /// put the host's servers behind the gateway.
@@ -620,6 +625,7 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             check,
             metrics,
             print_schema,
+            watch,
             threads: _,
         } => {
             if print_schema {
@@ -638,6 +644,7 @@ async fn run(command: Command) -> anyhow::Result<u8> {
                 lock,
                 check,
                 metrics,
+                watch,
             })
             .await
         }

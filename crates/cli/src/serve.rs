@@ -28,6 +28,8 @@ pub struct ServeArgs {
     pub check: bool,
     /// Serve Prometheus metrics on this address.
     pub metrics: Option<String>,
+    /// Reload when the configuration file changes (as on SIGHUP).
+    pub watch: bool,
 }
 
 fn read_lock(path: &Path) -> anyhow::Result<LockFile> {
@@ -93,7 +95,12 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
     if let Some(addr) = &o.metrics {
         serve_metrics(addr, gateway.metrics(), gateway.status_routes()).await?;
     }
+    // SIGHUP is taken from here on (registered before the gateway says it
+    // serves, so a reload asked for right after is not a hang-up).
+    let asked = reload_requests(&o.config, o.watch);
+    let reloader = tokio::spawn(reload_on_request(gateway.clone(), o.config.clone(), asked));
     let server = gateway.server();
+    let stop = stop_signal();
     let served = match listener {
         Some(listener) => {
             let local = listener.local_addr()?;
@@ -116,14 +123,15 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
             };
             tokio::select! {
                 served = serve_listener(server.clone(), http, listener) => served,
-                () = stop_signal() => Ok(()),
+                () = stop => Ok(()),
             }
         }
         None => tokio::select! {
             served = serve_stdio(server) => served,
-            () = stop_signal() => Ok(()),
+            () = stop => Ok(()),
         },
     };
+    reloader.abort();
     gateway.stop();
     if let Some(telemetry) = &telemetry {
         telemetry.flush().await;
@@ -160,7 +168,8 @@ async fn serve_metrics(
         }),
     );
     let local = listener.local_addr()?;
-    errln!("toolgate: metrics at http://{local}/metrics, upstream status at http://{local}/status");
+    errln!("toolgate: metrics at http://{local}/metrics");
+    errln!("toolgate: upstream status at http://{local}/status");
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "metrics endpoint stopped");
@@ -169,27 +178,97 @@ async fn serve_metrics(
     Ok(())
 }
 
-/// Ctrl-C or SIGTERM: stop, so the upstreams' process groups are ended
-/// rather than left behind (they run in groups of their own, out of the
-/// terminal's reach).
-async fn stop_signal() {
+/// Reload the configuration at `path` each time it is `asked` (SIGHUP, or a
+/// change of the file). A file that does not load or a configuration that
+/// cannot work keeps the running one, and says why.
+async fn reload_on_request(
+    gateway: Gateway,
+    path: PathBuf,
+    mut asked: tokio::sync::mpsc::Receiver<()>,
+) {
+    while asked.recv().await.is_some() {
+        match GatewayConfig::load(&path) {
+            // One line each, whatever the error spans, so a log keeps it whole.
+            Err(e) => errln!(
+                "toolgate: not reloaded, the running configuration stays: {}",
+                one_line(&e.0)
+            ),
+            Ok(config) => match gateway.reload(config).await {
+                Ok(report) => errln!(
+                    "toolgate: reloaded {}: {}",
+                    path.display(),
+                    report.summary()
+                ),
+                Err(e) => errln!(
+                    "toolgate: not reloaded, the running configuration stays: {}",
+                    one_line(&e.to_string())
+                ),
+            },
+        }
+    }
+}
+
+/// A message for each SIGHUP, and with `watch` for each change of the
+/// file at `path` (its modification time or size, checked each second by
+/// path, so an editor that replaces the file is seen too).
+fn reload_requests(path: &Path, watch: bool) -> tokio::sync::mpsc::Receiver<()> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+        if let Ok(mut hup) = signal(SignalKind::hangup()) {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    // One pending request is enough: a reload reads the
+                    // file as it is then.
+                    let _ = tx.try_send(());
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            });
         }
     }
-    #[cfg(not(unix))]
-    {
+    if watch {
+        let path = path.to_owned();
+        tokio::spawn(async move {
+            let stamp = |p: &Path| {
+                std::fs::metadata(p)
+                    .ok()
+                    .map(|m| (m.modified().ok(), m.len()))
+            };
+            let mut last = stamp(&path);
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                let now = stamp(&path);
+                if now != last && now.is_some() {
+                    last = now;
+                    if tx.send(()).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+    }
+    rx
+}
+
+/// Ctrl-C or SIGTERM: stop, so the upstreams' process groups are ended
+/// rather than left behind (they run in groups of their own, out of the
+/// terminal's reach).
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    // Registered now, not when first polled: a SIGTERM that arrives just
+    // after the gateway said it serves is a clean stop too.
+    #[cfg(unix)]
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    async move {
+        #[cfg(unix)]
+        if let Some(mut term) = term {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
         let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -207,7 +207,7 @@ pub fn default_prefix(name: &str) -> String {
 }
 
 /// One upstream MCP server.
-#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// Start and serve it (default true). `false` keeps the entry without
@@ -266,7 +266,7 @@ pub struct UpstreamConfig {
 /// with a secret or a private key, or a workload identity token as a
 /// JWT-bearer grant. Tokens are obtained on the upstream's first `401` and
 /// renewed as they expire.
-#[derive(Clone, Default, Deserialize, JsonSchema)]
+#[derive(Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamOAuth {
     /// The gateway's client id at the upstream's authorization server.

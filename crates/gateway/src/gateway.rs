@@ -26,6 +26,9 @@ use crate::policy::{Action, Policy, ToolFacts};
 use crate::upstream::Others;
 use crate::upstream::Upstream;
 
+mod reload;
+pub use reload::Reloaded;
+
 /// Make upstream `i`'s entries in `offered` exactly `wanted` (key →
 /// definition): stale or changed ones are removed, new ones added; a key
 /// another upstream already has stays with it.
@@ -107,6 +110,8 @@ pub struct GatewayOptions {
 struct Offered {
     upstream: usize,
     definition: Tool,
+    /// The reload generation it was registered in.
+    generation: u64,
 }
 
 /// What the gateway offers now, and why it withholds the rest.
@@ -158,10 +163,16 @@ pub struct UpstreamStatus {
 #[derive(Clone)]
 pub struct Gateway {
     server: Server,
-    upstreams: Arc<Vec<Arc<Upstream>>>,
+    /// Upstream i is slot i, for the gateway's life: a reload replaces a
+    /// changed one in its slot, retires a removed one, appends a new one.
+    upstreams: Arc<RwLock<Arc<Vec<Arc<Upstream>>>>>,
+    /// Slots of upstreams a reload removed.
+    retired: Arc<RwLock<std::collections::HashSet<usize>>>,
+    /// Each slot's name, for records of calls refused before a handler ran.
+    names: Arc<RwLock<Vec<String>>>,
     offer: Arc<RwLock<Offer>>,
     /// Upstreams kept in the configuration but not started.
-    disabled: Arc<Vec<UpstreamStatus>>,
+    disabled: Arc<RwLock<Vec<UpstreamStatus>>>,
     /// The policy's facts of every tool each upstream lists (offered or
     /// withheld), for finding rules that match none.
     seen: Arc<RwLock<HashMap<usize, Vec<ToolFacts>>>>,
@@ -171,14 +182,40 @@ pub struct Gateway {
     watches: Arc<std::sync::Mutex<HashMap<usize, ToolWatch>>>,
     tasks: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
     desk: Option<Arc<ApprovalDesk>>,
-    policy: Arc<Policy>,
-    ratelimit: Arc<RateLimitConfig>,
+    policy: Arc<RwLock<Arc<Policy>>>,
+    ratelimit: Arc<RwLock<Arc<RateLimitConfig>>>,
+    /// Bumped by each reload: a tool registered under an older one is
+    /// registered anew (its guard holds the policy of its time).
+    generation: Arc<std::sync::atomic::AtomicU64>,
+    /// Each slot's supervisor, aborted when its upstream is replaced.
+    supervisors: Arc<std::sync::Mutex<HashMap<usize, tokio::task::AbortHandle>>>,
+    /// What a reload cannot change, as loaded: compared to say so.
+    fixed: Arc<String>,
+    /// `[policy]` and the rate-limit rules as loaded, for saying whether a
+    /// reload changed them.
+    rules: Arc<RwLock<String>>,
+    backoff: Duration,
     /// Budgets in Redis (`[ratelimit] redis`), instead of in this process.
     shared_limits: Option<Arc<crate::shared_limit::SharedLimits>>,
     audit: Option<Arc<dyn AuditSink>>,
     /// The SQLite file, when that is the store.
     audit_file: Option<std::path::PathBuf>,
     metrics: Arc<Metrics>,
+}
+
+/// The status of an entry kept but not started.
+fn disabled_status(s: &crate::config::UpstreamConfig) -> UpstreamStatus {
+    tracing::info!(server = %s.name, "disabled (enabled = false): not started");
+    UpstreamStatus {
+        name: s.name.clone(),
+        transport: if s.url.is_some() { "http" } else { "stdio" },
+        enabled: false,
+        offered: 0,
+        withheld: 0,
+        denied: 0,
+        error: None,
+        stderr: Vec::new(),
+    }
 }
 
 /// Whether a withheld tool is withheld by the policy (not by the lock).
@@ -208,26 +245,18 @@ impl Gateway {
             .servers
             .values()
             .filter(|s| !s.enabled)
-            .map(|s| {
-                tracing::info!(server = %s.name, "disabled (enabled = false): not started");
-                UpstreamStatus {
-                    name: s.name.clone(),
-                    transport: if s.url.is_some() { "http" } else { "stdio" },
-                    enabled: false,
-                    offered: 0,
-                    withheld: 0,
-                    denied: 0,
-                    error: None,
-                    stderr: Vec::new(),
-                }
-            })
+            .map(disabled_status)
             .collect();
         config.servers.retain(|_, s| s.enabled);
         let offer: Arc<RwLock<Offer>> = Arc::default();
         let answers = offer.clone();
         let policy = Arc::new(Policy::new(&config.policy)?);
+        let fixed = Arc::new(reload::fixed_sections(&config));
+        let rules = Arc::new(RwLock::new(reload::rules_of(&config)));
         // Upstream i is the i-th key: `servers` is ordered.
-        let names: Vec<String> = config.servers.keys().cloned().collect();
+        let names: Arc<RwLock<Vec<String>>> =
+            Arc::new(RwLock::new(config.servers.keys().cloned().collect()));
+        let names_of = names.clone();
         let mut server_config = options.server.clone();
         server_config.state_ttl =
             Duration::from_secs(config.state.ttl.unwrap_or(DEFAULT_STATE_TTL));
@@ -288,7 +317,7 @@ impl Gateway {
                     Some(t) => t.upstream,
                     None => offer.withheld.get(tool)?.0,
                 };
-                names.get(i).cloned()
+                read(&names_of).get(i).cloned()
             }),
         }));
         if let Some(key) = crate::state::load_key(&config.state).map_err(GatewayError::Store)? {
@@ -314,7 +343,7 @@ impl Gateway {
         } else {
             None
         };
-        let ratelimit = Arc::new(config.ratelimit.clone());
+        let ratelimit = Arc::new(RwLock::new(Arc::new(config.ratelimit.clone())));
         let shared_limits = match &config.ratelimit.redis {
             Some(url) => Some(Arc::new(
                 crate::shared_limit::SharedLimits::connect(url, config.ratelimit.on_outage)
@@ -333,32 +362,35 @@ impl Gateway {
             .collect();
         let gateway = Gateway {
             server,
-            upstreams: Arc::new(upstreams),
+            upstreams: Arc::new(RwLock::new(Arc::new(upstreams))),
+            retired: Arc::default(),
+            names,
             offer,
-            disabled: Arc::new(disabled),
+            disabled: Arc::new(RwLock::new(disabled)),
             seen: Arc::default(),
             lock: Arc::new(options.lock),
             watches: Arc::default(),
             tasks: Arc::new(std::sync::Mutex::new(tasks)),
             desk,
-            policy,
+            policy: Arc::new(RwLock::new(policy)),
             ratelimit,
+            generation: Arc::default(),
+            supervisors: Arc::default(),
+            fixed,
+            rules,
+            backoff,
             shared_limits,
             audit_file,
             audit,
             metrics,
         };
-        // Every new connection is followed for tool-list changes.
-        // (The hook holds the gateway; `stop` removes it, ending the cycle.)
-        for (i, upstream) in gateway.upstreams.iter().enumerate() {
-            let watcher = gateway.clone();
-            upstream.on_start(Some(Arc::new(move |client: &toolgate_client::Client| {
-                watcher.follow(i, client);
-            })));
+        let ups = gateway.ups();
+        for (i, upstream) in ups.iter().enumerate() {
+            gateway.watch_connections(i, upstream);
         }
         let mut listings = Vec::new();
         let mut tasks = tokio::task::JoinSet::new();
-        for (i, upstream) in gateway.upstreams.iter().enumerate() {
+        for (i, upstream) in ups.iter().enumerate() {
             let upstream = upstream.clone();
             tasks.spawn(async move { (i, upstream.list().await) });
         }
@@ -373,11 +405,7 @@ impl Gateway {
             match listed {
                 Ok(tools) => {
                     for tool in tools {
-                        all.push((
-                            qualify(&gateway.upstreams[i].config.prefix(), &tool.name),
-                            i,
-                            tool,
-                        ));
+                        all.push((qualify(&ups[i].config.prefix(), &tool.name), i, tool));
                     }
                 }
                 Err(e) => {
@@ -388,11 +416,11 @@ impl Gateway {
         check_unique(all.iter().map(|(name, i, tool)| {
             (
                 name.as_str(),
-                gateway.upstreams[*i].config.name.as_str(),
+                ups[*i].config.name.as_str(),
                 tool.name.as_str(),
             )
         }))?;
-        for i in 0..gateway.upstreams.len() {
+        for i in 0..ups.len() {
             let tools: Vec<Tool> = all
                 .iter()
                 .filter(|(_, u, _)| *u == i)
@@ -400,8 +428,8 @@ impl Gateway {
                 .collect();
             gateway.apply(i, &tools);
         }
-        for i in 0..gateway.upstreams.len() {
-            if gateway.upstreams[i].is_connected() {
+        for (i, upstream) in ups.iter().enumerate() {
+            if upstream.is_connected() {
                 gateway.refresh_others(i).await;
             }
         }
@@ -411,13 +439,37 @@ impl Gateway {
                 "policy {rule} matches no tool of any upstream that answered: check its patterns"
             );
         }
-        gateway.supervise();
+        for i in 0..ups.len() {
+            gateway.supervise(i);
+        }
         Ok(gateway)
+    }
+
+    /// The upstream slots now.
+    fn ups(&self) -> Arc<Vec<Arc<Upstream>>> {
+        read(&self.upstreams).clone()
+    }
+
+    /// The policy now.
+    fn policy(&self) -> Arc<Policy> {
+        read(&self.policy).clone()
+    }
+
+    /// Follow every new connection of slot `i` for tool-list changes.
+    /// (The hook holds the gateway; `stop` removes it, ending the cycle.)
+    fn watch_connections(&self, i: usize, upstream: &Upstream) {
+        let watcher = self.clone();
+        upstream.on_start(Some(Arc::new(move |client: &toolgate_client::Client| {
+            watcher.follow(i, client);
+        })));
     }
 
     /// Re-list upstream `i`'s prompts, resources and templates.
     async fn refresh_others(&self, i: usize) {
-        match self.upstreams[i].list_others().await {
+        let Some(upstream) = self.ups().get(i).cloned() else {
+            return;
+        };
+        match upstream.list_others().await {
             Ok(others) => self.apply_others(i, &others),
             Err(e) => tracing::warn!(error = %e, "keeping its prompts and resources offered"),
         }
@@ -427,7 +479,8 @@ impl Gateway {
     /// `others`. Prompts are prefixed like tools; resource URIs are kept,
     /// so a URI two upstreams both serve goes to the first.
     fn apply_others(&self, i: usize, others: &Others) {
-        let upstream = &self.upstreams[i];
+        let ups = self.ups();
+        let upstream = &ups[i];
         let prefix = upstream.config.prefix();
         let mut offer = write(&self.offer);
         let server = &self.server;
@@ -503,9 +556,11 @@ impl Gateway {
     /// Each upstream's state.
     pub fn status(&self) -> Vec<UpstreamStatus> {
         let offer = read(&self.offer);
-        self.upstreams
+        let retired = read(&self.retired).clone();
+        self.ups()
             .iter()
             .enumerate()
+            .filter(|(i, _)| !retired.contains(i))
             .map(|(i, u)| UpstreamStatus {
                 name: u.config.name.clone(),
                 transport: u.transport_kind(),
@@ -524,7 +579,7 @@ impl Gateway {
                 error: u.last_error(),
                 stderr: u.stderr_tail(),
             })
-            .chain(self.disabled.iter().cloned())
+            .chain(read(&self.disabled).iter().cloned())
             .collect()
     }
 
@@ -541,10 +596,13 @@ impl Gateway {
     /// How many enabled upstreams are listed and answering.
     pub(crate) fn upstreams_up(&self) -> usize {
         let seen = read(&self.seen);
-        self.upstreams
+        let retired = read(&self.retired);
+        self.ups()
             .iter()
             .enumerate()
-            .filter(|(i, u)| seen.contains_key(i) && u.last_error().is_none())
+            .filter(|(i, u)| {
+                !retired.contains(i) && seen.contains_key(i) && u.last_error().is_none()
+            })
             .count()
     }
 
@@ -577,7 +635,7 @@ impl Gateway {
     /// likely a mistyped pattern. An upstream that is down lists nothing,
     /// so rules meant for it show here until it is back.
     pub fn unmatched_rules(&self) -> Vec<String> {
-        self.policy.unmatched(read(&self.seen).values().flatten())
+        self.policy().unmatched(read(&self.seen).values().flatten())
     }
 
     /// The gateway tool names, sorted.
@@ -601,7 +659,15 @@ impl Gateway {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
-        for u in self.upstreams.iter() {
+        for task in self
+            .supervisors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+        {
+            task.1.abort();
+        }
+        for u in self.ups().iter() {
             u.on_start(None);
             u.stop();
         }
@@ -615,7 +681,9 @@ impl Gateway {
             .unwrap_or_else(|e| e.into_inner())
             .contains_key(&i);
         if followed_before {
-            self.metrics.restarted(&self.upstreams[i].config.name);
+            if let Some(u) = self.ups().get(i) {
+                self.metrics.restarted(&u.config.name);
+            }
         }
         let gateway = self.clone();
         let watch = client.watch_tools_with(move || {
@@ -630,9 +698,12 @@ impl Gateway {
 
     /// Re-list upstream `i` and bring the offer in step.
     pub async fn refresh(&self, i: usize) {
-        let Some(upstream) = self.upstreams.get(i) else {
+        let Some(upstream) = self.ups().get(i).cloned() else {
             return;
         };
+        if read(&self.retired).contains(&i) {
+            return;
+        }
         match upstream.list().await {
             Ok(tools) => self.apply(i, &tools),
             Err(e) => {
@@ -650,7 +721,7 @@ impl Gateway {
     fn publish_hints(&self) {
         let mut ttl = self.server.config().list_ttl;
         let mut private = false;
-        for client in self.upstreams.iter().filter_map(|u| u.current()) {
+        for client in self.ups().iter().filter_map(|u| u.current()) {
             for method in LISTS {
                 if let Some(h) = client.list_hints(method) {
                     ttl = ttl.min(h.ttl);
@@ -664,8 +735,12 @@ impl Gateway {
     /// Make upstream `i`'s offered tools exactly `tools` (less those its
     /// include/exclude, the lock or a name clash withhold).
     fn apply(&self, i: usize, tools: &[Tool]) {
-        let upstream = &self.upstreams[i];
+        let ups = self.ups();
+        let upstream = &ups[i];
         let config = &upstream.config;
+        let policy = self.policy();
+        let ratelimit = read(&self.ratelimit).clone();
+        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
         let locked = self
             .lock
             .as_ref()
@@ -681,8 +756,7 @@ impl Gateway {
             let facts = ToolFacts::of(&name, tool, config.trusted);
             // A refusal is recorded with what made it: the policy rule, or
             // the lock file (told apart by `decision` and `status`).
-            let denied = self
-                .policy
+            let denied = policy
                 .decide_for_all(&facts)
                 .filter(|d| d.action == Action::Deny)
                 .map(|d| {
@@ -736,7 +810,9 @@ impl Gateway {
             .collect();
         for name in current {
             let keep = match (wanted.get(&name), offer.tools.get(&name)) {
-                (Some((tool, _, None)), Some(offered)) => offered.definition == *tool,
+                (Some((tool, _, None)), Some(offered)) => {
+                    offered.definition == *tool && offered.generation == generation
+                }
                 _ => false,
             };
             if !keep {
@@ -756,9 +832,9 @@ impl Gateway {
             }
             // A tool whose refusal depends on the caller is shown only to
             // callers it is not refused to (lists become private).
-            let per_caller = self.policy.decide_for_all(&facts).is_none();
+            let per_caller = policy.decide_for_all(&facts).is_none();
             let visibility = per_caller.then(|| {
-                let policy = self.policy.clone();
+                let policy = policy.clone();
                 let facts = facts.clone();
                 move |caller: Option<&toolgate_server::AuthContext>| {
                     policy.decide(&facts, caller).action != Action::Deny
@@ -767,7 +843,7 @@ impl Gateway {
             // The caller is told the tool is unknown; the record says which
             // rule hid it.
             let hidden_notes = per_caller.then(|| {
-                let policy = self.policy.clone();
+                let policy = policy.clone();
                 let facts = facts.clone();
                 move |caller: Option<&toolgate_server::AuthContext>| {
                     let decision = policy.decide(&facts, caller);
@@ -779,7 +855,7 @@ impl Gateway {
                 }
             });
             let guard = Arc::new(Guard {
-                policy: self.policy.clone(),
+                policy: policy.clone(),
                 facts,
                 definition: tool.clone(),
                 server: config.name.clone(),
@@ -788,7 +864,7 @@ impl Gateway {
                 shared: self
                     .shared_limits
                     .clone()
-                    .map(|l| (l, self.ratelimit.per_minute(&name))),
+                    .map(|l| (l, ratelimit.per_minute(&name))),
             });
             let upstream = upstream.clone();
             let upstream_name = tool.name.clone();
@@ -799,8 +875,7 @@ impl Gateway {
                 .timeout(config.call_timeout() + Duration::from_secs(1))
                 .task_support(TaskSupport::Optional)
                 .task_started_by_handler();
-            if let Some(n) = self
-                .ratelimit
+            if let Some(n) = ratelimit
                 .per_minute(&name)
                 .filter(|_| self.shared_limits.is_none())
             {
@@ -825,6 +900,7 @@ impl Gateway {
                         Offered {
                             upstream: i,
                             definition: tool,
+                            generation,
                         },
                     );
                 }
@@ -839,29 +915,34 @@ impl Gateway {
         }
     }
 
-    /// Bring failed upstreams back: after each failure (or a failed start),
-    /// wait out the backoff and re-list, which restarts the upstream; its
-    /// tools return when it answers.
-    fn supervise(&self) {
-        for (i, upstream) in self.upstreams.iter().enumerate() {
-            let upstream = upstream.clone();
-            let gateway = self.clone();
-            let task = tokio::spawn(async move {
-                loop {
-                    if upstream.is_connected() {
-                        upstream.failure().await;
-                    }
-                    // At least a moment between attempts, whatever the
-                    // configured backoff: a dead upstream is never spun on.
-                    let wait = upstream.backoff().unwrap_or_default();
-                    tokio::time::sleep(wait.max(MIN_RETRY)).await;
-                    gateway.refresh(i).await;
+    /// Bring slot `i`'s upstream back after failures: after each failure
+    /// (or a failed start), wait out the backoff and re-list, which
+    /// restarts the upstream; its tools return when it answers. A
+    /// supervisor the slot had before (an upstream a reload replaced) ends.
+    fn supervise(&self, i: usize) {
+        let Some(upstream) = self.ups().get(i).cloned() else {
+            return;
+        };
+        let gateway = self.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                if upstream.is_connected() {
+                    upstream.failure().await;
                 }
-            });
-            self.tasks
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(task.abort_handle());
+                // At least a moment between attempts, whatever the
+                // configured backoff: a dead upstream is never spun on.
+                let wait = upstream.backoff().unwrap_or_default();
+                tokio::time::sleep(wait.max(MIN_RETRY)).await;
+                gateway.refresh(i).await;
+            }
+        });
+        let before = self
+            .supervisors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(i, task.abort_handle());
+        if let Some(before) = before {
+            before.abort();
         }
     }
 }

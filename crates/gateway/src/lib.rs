@@ -44,4 +44,4 @@ pub mod telemetry;
 pub mod upstream;
 mod upstream_task;
 
-pub use gateway::{Gateway, GatewayError, GatewayOptions, UpstreamStatus};
+pub use gateway::{Gateway, GatewayError, GatewayOptions, Reloaded, UpstreamStatus};

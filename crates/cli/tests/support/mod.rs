@@ -73,6 +73,15 @@ pub struct Serving {
 /// it says where it serves. The rest of its stderr is read away, so that
 /// it never blocks on a full pipe.
 pub async fn serve_in(dir: &Path, args: &[&str]) -> Serving {
+    serve_in_telling(dir, args).await.0
+}
+
+/// [`serve_in`], and the lines it writes to stderr after it said where it
+/// serves.
+pub async fn serve_in_telling(
+    dir: &Path,
+    args: &[&str],
+) -> (Serving, tokio::sync::mpsc::UnboundedReceiver<String>) {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(["serve", "--http", "127.0.0.1:0"])
         .args(args)
@@ -94,10 +103,16 @@ pub async fn serve_in(dir: &Path, args: &[&str]) -> Serving {
             break;
         }
     }
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Serving {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = tx.send(line);
+        }
+    });
+    let serving = Serving {
         child,
         url: url.expect("the gateway says where it serves"),
         metrics,
-    }
+    };
+    (serving, rx)
 }

@@ -1,0 +1,288 @@
+//! Reloading the configuration without a restart.
+//!
+//! The new configuration is checked first (its policy compiles, its
+//! servers are valid): a bad one changes nothing. Then only what changed
+//! moves: an upstream whose entry changed is restarted in its slot, a
+//! removed one is stopped and its tools withdrawn, a new one is started;
+//! the policy and the rate-limit rules are swapped, and every tool is
+//! registered anew under them. Calls in flight finish with what they
+//! started with; the listeners stay bound. Sections that only a restart
+//! can change (`[store]`, `[audit]`, `[state]`, `[approval]`, `[auth]`,
+//! `[telemetry]`, `[ratelimit] redis`) are named when they differ.
+
+use std::sync::atomic::Ordering;
+use std::time::SystemTime;
+
+use super::*;
+
+/// What a reload changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reloaded {
+    /// Upstreams started by it.
+    pub added: Vec<String>,
+    /// Upstreams restarted because their entry changed.
+    pub changed: Vec<String>,
+    /// Upstreams stopped because their entry is gone (or disabled).
+    pub removed: Vec<String>,
+    /// The `[policy]` or `[ratelimit]` rules differ.
+    pub rules_changed: bool,
+    /// Sections that differ but take effect only after a restart.
+    pub needs_restart: Vec<String>,
+}
+
+impl Reloaded {
+    /// One line: what changed.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        for (what, names) in [
+            ("added", &self.added),
+            ("restarted", &self.changed),
+            ("removed", &self.removed),
+        ] {
+            if !names.is_empty() {
+                parts.push(format!("{what} {}", names.join(", ")));
+            }
+        }
+        if self.rules_changed {
+            parts.push("policy and rate limits applied".into());
+        }
+        if !self.needs_restart.is_empty() {
+            parts.push(format!(
+                "{} changed but take effect after a restart",
+                self.needs_restart.join(", ")
+            ));
+        }
+        if parts.is_empty() {
+            "nothing changed".into()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+/// The sections a reload cannot change, each as it reads (secrets
+/// redacted), one per line, for comparing.
+pub(super) fn fixed_sections(config: &GatewayConfig) -> String {
+    [
+        format!("[store] {:?}", config.store),
+        format!("[audit] {:?}", config.audit),
+        format!("[state] {:?}", config.state),
+        format!("[approval] {:?}", config.approval),
+        format!("[auth] {:?}", config.auth),
+        format!("[telemetry] {:?}", config.telemetry),
+        format!(
+            "[ratelimit] redis {:?} {:?}",
+            config
+                .ratelimit
+                .redis
+                .as_deref()
+                .map(crate::audit_pg::redact),
+            config.ratelimit.on_outage
+        ),
+    ]
+    .join("\n")
+}
+
+/// `[policy]` and the rate-limit rules, as they read.
+pub(super) fn rules_of(config: &GatewayConfig) -> String {
+    format!("{:?} {:?}", config.policy, config.ratelimit.rules)
+}
+
+/// The section names of the lines that differ.
+fn differing(before: &str, after: &str) -> Vec<String> {
+    before
+        .lines()
+        .zip(after.lines())
+        .filter(|(a, b)| a != b)
+        .filter_map(|(a, _)| a.split(' ').next().map(str::to_owned))
+        .collect()
+}
+
+impl Gateway {
+    /// Apply `config` in place of the running configuration. `Err` (and
+    /// nothing changed) when it cannot work: a policy that does not
+    /// compile, tool names that would collide.
+    pub async fn reload(&self, config: GatewayConfig) -> Result<Reloaded, GatewayError> {
+        let policy = Arc::new(Policy::new(&config.policy)?);
+        let mut report = Reloaded {
+            needs_restart: differing(&self.fixed, &fixed_sections(&config)),
+            ..Reloaded::default()
+        };
+        let ups = self.ups();
+        let retired = read(&self.retired).clone();
+        let live: HashMap<&str, usize> = ups
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !retired.contains(i))
+            .map(|(i, u)| (u.config.name.as_str(), i))
+            .collect();
+        let wanted: BTreeMap<&str, &crate::config::UpstreamConfig> = config
+            .servers
+            .iter()
+            .filter(|(_, c)| c.enabled)
+            .map(|(n, c)| (n.as_str(), c))
+            .collect();
+        let mut slots: Vec<Arc<Upstream>> = ups.as_ref().clone();
+        let mut restarted = Vec::new();
+        let mut stopped = Vec::new();
+        for (name, &i) in &live {
+            match wanted.get(name) {
+                Some(c) if **c == ups[i].config => {}
+                Some(c) => {
+                    slots[i] = Upstream::new((*c).clone(), self.backoff);
+                    restarted.push(i);
+                    report.changed.push((*name).to_owned());
+                }
+                None => {
+                    stopped.push(i);
+                    report.removed.push((*name).to_owned());
+                }
+            }
+        }
+        let mut started = Vec::new();
+        for (name, c) in &wanted {
+            if !live.contains_key(name) {
+                started.push(slots.len());
+                slots.push(Upstream::new((*c).clone(), self.backoff));
+                report.added.push((*name).to_owned());
+            }
+        }
+        let rules = rules_of(&config);
+        report.rules_changed = *read(&self.rules) != rules;
+        *write(&self.rules) = rules;
+        // From here on the new configuration is the gateway's.
+        {
+            let mut names = write(&self.names);
+            names.resize(slots.len(), String::new());
+            for (i, u) in slots.iter().enumerate() {
+                names[i].clone_from(&u.config.name);
+            }
+        }
+        *write(&self.upstreams) = Arc::new(slots);
+        *write(&self.policy) = policy;
+        *write(&self.ratelimit) = Arc::new(config.ratelimit.clone());
+        *write(&self.disabled) = config
+            .servers
+            .values()
+            .filter(|s| !s.enabled)
+            .map(super::disabled_status)
+            .collect();
+        {
+            let mut retired = write(&self.retired);
+            retired.extend(stopped.iter().copied());
+            for i in restarted.iter().chain(&started) {
+                retired.remove(i);
+            }
+        }
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        for &i in &stopped {
+            self.withdraw(i);
+            ups[i].on_start(None);
+            ups[i].stop();
+        }
+        for &i in &restarted {
+            self.withdraw(i);
+            ups[i].on_start(None);
+            ups[i].stop();
+        }
+        let slots = self.ups();
+        for &i in restarted.iter().chain(&started) {
+            self.watch_connections(i, &slots[i]);
+            self.supervise(i);
+        }
+        // Every live slot is listed again and its tools registered under
+        // the new rules.
+        let mut listings = tokio::task::JoinSet::new();
+        for (i, upstream) in slots.iter().enumerate() {
+            if write(&self.retired).contains(&i) {
+                continue;
+            }
+            let upstream = upstream.clone();
+            listings.spawn(async move { (i, upstream.list().await) });
+        }
+        while let Some(joined) = listings.join_next().await {
+            match joined {
+                Ok((i, Ok(tools))) => {
+                    self.apply(i, &tools);
+                    self.refresh_others(i).await;
+                }
+                Ok((i, Err(e))) => {
+                    tracing::warn!(server = %slots[i].config.name, error = %e, "not listed after the reload; its tools appear when it is back");
+                }
+                Err(_) => {}
+            }
+        }
+        self.publish_hints();
+        self.record(&report).await;
+        Ok(report)
+    }
+
+    /// Withdraw every tool, prompt and resource of slot `i`.
+    fn withdraw(&self, i: usize) {
+        self.apply(i, &[]);
+        let mut offer = write(&self.offer);
+        offer.withheld.retain(|_, (u, _)| *u != i);
+        let server = &self.server;
+        offer.prompts.retain(|name, (u, _)| {
+            *u != i || {
+                server.remove_prompt(name);
+                false
+            }
+        });
+        offer.resources.retain(|uri, (u, _)| {
+            *u != i || {
+                server.remove_resource(uri);
+                false
+            }
+        });
+        offer.templates.retain(|t, (u, _)| {
+            *u != i || {
+                server.remove_template(t);
+                false
+            }
+        });
+        write(&self.seen).remove(&i);
+    }
+
+    /// Log the reload and write it to the audit store.
+    async fn record(&self, report: &Reloaded) {
+        let summary = report.summary();
+        tracing::info!("configuration reloaded: {summary}");
+        if let Some(store) = &self.audit {
+            let row = crate::audit::AuditRow {
+                time_ms: crate::audit::now_ms(SystemTime::now()),
+                tool: "toolgate.reload".into(),
+                arguments_digest: String::new(),
+                rule: Some(summary),
+                status: "reloaded".into(),
+                ..Default::default()
+            };
+            if let Err(e) = store.write(row).await {
+                tracing::warn!(error = %e, "the reload was not recorded in the audit store");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_says_what_moved() {
+        let r = Reloaded {
+            added: vec!["b".into()],
+            removed: vec!["c".into()],
+            rules_changed: true,
+            needs_restart: vec!["[store]".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            r.summary(),
+            "added b; removed c; policy and rate limits applied; [store] changed but take effect after a restart"
+        );
+        assert_eq!(Reloaded::default().summary(), "nothing changed");
+        let a = "[store] x\n[audit] y";
+        assert_eq!(differing(a, "[store] x\n[audit] z"), ["[audit]"]);
+    }
+}
