@@ -67,7 +67,8 @@ pub struct AuditRow {
     pub confirmation: Option<String>,
     /// `ok`, `tool_error`, `invalid_arguments`, `output_invalid`,
     /// `upstream_error`, `timeout`, `denied`, `declined`,
-    /// `approval_pending`, `rate_limited`, `withheld`, `input_required`,
+    /// `approval_pending`, `approval_unavailable`, `rate_limited`,
+    /// `withheld`, `input_required`,
     /// `failed`; for a refused `requestState`: `replayed`, `moved`,
     /// `tampered` or `expired`; `insufficient_scope`.
     pub status: String,
