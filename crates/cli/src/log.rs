@@ -48,29 +48,7 @@ pub struct LogArgs {
     pub follow: bool,
 }
 
-/// `90s`, `15m`, `2h`, `7d` (or plain seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => text.split_at(i),
-        None => (text, "s"),
-    };
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration such as 90s, 15m, 2h or 7d"))?;
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => {
-            return Err(format!(
-                "{text:?}: the unit is one of s, m, h, d (as in 90s, 15m, 2h, 7d)"
-            ));
-        }
-    };
-    Ok(Duration::from_secs(n.saturating_mul(seconds)))
-}
+use toolgate_gateway::duration::parse_duration;
 
 /// `YYYY-MM-DD hh:mm:ss.mmm` UTC, from milliseconds since the epoch.
 pub fn format_time(ms: i64) -> String {
@@ -97,8 +75,10 @@ pub fn format_time(ms: i64) -> String {
 }
 
 /// Where the rows are.
-enum Database {
+pub enum Database {
+    /// A SQLite file.
     File(PathBuf),
+    /// A `postgres://` URL.
     Postgres(String),
 }
 
@@ -106,15 +86,17 @@ fn is_postgres(text: &str) -> bool {
     text.starts_with("postgres://") || text.starts_with("postgresql://")
 }
 
-fn database(args: &LogArgs) -> Result<Database, anyhow::Error> {
-    if let Some(db) = &args.db {
+/// The audit store `--db` names, or the one of `--config` (default
+/// toolgate.toml when it exists), or toolgate-audit.db.
+pub fn database(db: Option<&Path>, config: Option<&Path>) -> Result<Database, anyhow::Error> {
+    if let Some(db) = db {
         let text = db.to_string_lossy();
         if is_postgres(&text) {
             return Ok(Database::Postgres(text.into_owned()));
         }
-        return Ok(Database::File(db.clone()));
+        return Ok(Database::File(db.to_owned()));
     }
-    let config = args.config.clone().or_else(|| {
+    let config = config.map(Path::to_owned).or_else(|| {
         Path::new("toolgate.toml")
             .exists()
             .then(|| "toolgate.toml".into())
@@ -132,6 +114,27 @@ fn database(args: &LogArgs) -> Result<Database, anyhow::Error> {
         });
     }
     Ok(Database::File(PathBuf::from("toolgate-audit.db")))
+}
+
+impl Database {
+    /// Check the file exists, or connect to PostgreSQL.
+    pub async fn open(&self) -> Result<Option<PgStore>, anyhow::Error> {
+        match self {
+            Database::File(path) if !path.exists() => Err(exit::fail(
+                exit::USAGE,
+                format!(
+                    "no audit store at {} (toolgate serve writes it; give --db FILE or --config FILE)",
+                    path.display()
+                ),
+            )),
+            Database::File(_) => Ok(None),
+            Database::Postgres(url) => Ok(Some(
+                PgStore::connect(url, false)
+                    .await
+                    .map_err(|e| exit::fail(exit::PROTOCOL, e))?,
+            )),
+        }
+    }
 }
 
 fn json_line(row: &AuditRow) -> String {
@@ -158,12 +161,17 @@ fn table(rows: &[AuditRow]) -> Table {
         ]);
     let text = |s: &Option<String>| s.as_deref().map(one_line).unwrap_or_default();
     for r in rows {
+        let confirmation = match (&r.confirmation, &r.grant) {
+            (Some(c), Some(g)) => format!("{} ({g})", one_line(c)),
+            (None, Some(g)) => g.clone(),
+            (c, None) => text(c),
+        };
         table.add_row([
             format_time(r.time_ms),
             text(&r.caller),
             one_line(&r.tool),
             text(&r.decision),
-            text(&r.confirmation),
+            confirmation,
             one_line(&r.status),
             format!("{:.1}", r.latency_ms),
         ]);
@@ -173,24 +181,8 @@ fn table(rows: &[AuditRow]) -> Table {
 
 /// Run `toolgate log`.
 pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
-    let db = database(&args)?;
-    let pg = match &db {
-        Database::File(path) if !path.exists() => {
-            return Err(exit::fail(
-                exit::USAGE,
-                format!(
-                    "no audit store at {} (toolgate serve writes it; give --db FILE or --config FILE)",
-                    path.display()
-                ),
-            ));
-        }
-        Database::File(_) => None,
-        Database::Postgres(url) => Some(
-            PgStore::connect(url, false)
-                .await
-                .map_err(|e| exit::fail(exit::PROTOCOL, e))?,
-        ),
-    };
+    let db = database(args.db.as_deref(), args.config.as_deref())?;
+    let pg = db.open().await?;
     let since_ms = match &args.since {
         Some(s) => {
             let back = parse_duration(s).map_err(|e| exit::fail(exit::USAGE, e))?;
@@ -252,17 +244,6 @@ fn print(rows: &[AuditRow], json: bool, first: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_as_people_write_them() {
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
-        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
-        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
-        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
-        assert!(parse_duration("5 weeks").is_err());
-        assert!(parse_duration("m").is_err());
-    }
 
     #[test]
     fn times_are_utc_calendar_dates() {

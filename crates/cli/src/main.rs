@@ -20,6 +20,7 @@
 
 mod call;
 mod exit;
+mod grants;
 mod import;
 mod input;
 mod log;
@@ -401,6 +402,15 @@ Examples:
   toolgate log --db /var/lib/toolgate/audit.db --tool 'basket.*' --json
   toolgate log --follow")]
     Log(log::LogArgs),
+    /// List or revoke grants: approvals of a tool for a caller, for a
+    /// while (a policy rule's `remember`).
+    #[command(after_help = "\
+Examples:
+  toolgate grants                               # those that hold now
+  toolgate grants --all --json
+  toolgate grants --revoke g-4f1c2a9e0b7d3c58
+  toolgate grants --db postgres://gw@db/audit --revoke g-4f1c2a9e0b7d3c58")]
+    Grants(grants::GrantsArgs),
     /// Encode or decode an Mcp-Name / Mcp-Param-* header value.
     #[command(after_help = "\
 Examples:
@@ -670,6 +680,7 @@ async fn run(command: Command) -> anyhow::Result<u8> {
         }
         Command::Logout { target, config } => login::logout(&target, &config_only(config)),
         Command::Log(args) => log::log(args).await,
+        Command::Grants(args) => grants::grants(args).await,
         Command::Header {
             action: HeaderAction::Encode { value },
         } => {

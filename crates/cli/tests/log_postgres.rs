@@ -203,3 +203,69 @@ async fn kill_9_under_load_loses_no_answered_call() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Grants in the shared store: what one instance granted is listed and
+/// revoked from anywhere, and no instance finds it afterwards.
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
+async fn grants_in_the_shared_postgres_store_are_listed_and_revoked() {
+    use toolgate_gateway::grants::Grant;
+    let url = std::env::var("TOOLGATE_TEST_POSTGRES").expect("run `cargo xtask scale-out`");
+    let one = Arc::new(PgStore::connect(&url, false).await.unwrap());
+    let other = Arc::new(PgStore::connect(&url, false).await.unwrap());
+    let tool = format!("grantstest{}.order", std::process::id());
+    let grant = Grant::new(
+        Some("alice"),
+        "shop",
+        &tool,
+        "rule 1",
+        std::time::Duration::from_secs(600),
+    );
+    one.grant(grant.clone()).await.unwrap();
+    let found = other
+        .granted(Some("alice".into()), tool.clone())
+        .await
+        .unwrap();
+    assert_eq!(found.as_deref(), Some(grant.id.as_str()));
+    assert_eq!(
+        other
+            .granted(Some("bob".into()), tool.clone())
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(other.granted(None, tool.clone()).await.unwrap(), None);
+    let dir = std::env::temp_dir();
+    let listed = support::toolgate_in(&dir, &["grants", "--db", &url, "--json"], &[]).await;
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert!(listed.stdout.contains(&grant.id), "{}", listed.stdout);
+    let revoked =
+        support::toolgate_in(&dir, &["grants", "--db", &url, "--revoke", &grant.id], &[]).await;
+    assert_eq!(revoked.code, 0, "{}", revoked.stderr);
+    assert!(
+        revoked
+            .stdout
+            .starts_with(&format!("revoked {}: {tool} for alice", grant.id)),
+        "{}",
+        revoked.stdout
+    );
+    assert_eq!(
+        one.granted(Some("alice".into()), tool.clone())
+            .await
+            .unwrap(),
+        None
+    );
+    let again =
+        support::toolgate_in(&dir, &["grants", "--db", &url, "--revoke", &grant.id], &[]).await;
+    assert_eq!(
+        again.stderr.trim(),
+        format!("{} had already ended (revoked)", grant.id)
+    );
+    let log = support::toolgate_in(
+        &dir,
+        &["log", "--db", &url, "--tool", "toolgate.grant", "--json"],
+        &[],
+    )
+    .await;
+    assert!(log.stdout.contains(&grant.id), "{}", log.stdout);
+}

@@ -24,6 +24,8 @@ use toolgate_server::CallRecord;
 
 use toolgate_server::{NonceStore, SpendFuture};
 
+use crate::grants::Grant;
+
 /// `[audit]`.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -63,17 +65,23 @@ pub struct AuditRow {
     /// ["*.pay"])`, `default (confirm)`, `built-in default (…)`), or what
     /// withheld the tool (`lock file: …`).
     pub rule: Option<String>,
-    /// `asked`, `approved`, `declined`, `cancelled` or `unsolicited`.
+    /// `asked`, `approved`, `granted` (let through by a grant),
+    /// `declined`, `cancelled` or `unsolicited`.
     pub confirmation: Option<String>,
     /// `ok`, `tool_error`, `invalid_arguments`, `output_invalid`,
     /// `upstream_error`, `timeout`, `denied`, `declined`,
     /// `approval_pending`, `approval_unavailable`, `rate_limited`,
     /// `withheld`, `input_required`,
     /// `failed`; for a refused `requestState`: `replayed`, `moved`,
-    /// `tampered` or `expired`; `insufficient_scope`.
+    /// `tampered` or `expired`; `insufficient_scope`; `reloaded` and
+    /// `revoked` for the rows of `toolgate.reload` and `toolgate.grant`.
     pub status: String,
     /// Milliseconds from taking the call to its answer.
     pub latency_ms: f64,
+    /// The grant this row is about: the one a person gave with this call
+    /// (`confirmation` `approved`), the one that let it through
+    /// (`granted`), or the one revoked (tool `toolgate.grant`).
+    pub grant: Option<String>,
 }
 
 const SCHEMA: &str = "
@@ -96,8 +104,27 @@ CREATE TABLE IF NOT EXISTS nonces (
     nonce TEXT PRIMARY KEY,
     spent_ms INTEGER NOT NULL
 );
-PRAGMA user_version = 1;
 ";
+
+/// The schema version this toolgate writes: 2 added grants.
+const VERSION: i32 = 2;
+
+/// Bring a store to [`VERSION`], one process at a time.
+fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let version: i32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version < 2 {
+        let has_grant_column = tx
+            .prepare("SELECT 1 FROM pragma_table_info('calls') WHERE name = 'grant_id'")?
+            .exists([])?;
+        if !has_grant_column {
+            tx.execute_batch("ALTER TABLE calls ADD COLUMN grant_id TEXT;")?;
+        }
+        tx.execute_batch(crate::grants::TABLE)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {VERSION};"))?;
+    }
+    tx.commit()
+}
 
 /// Nonces older than this are forgotten (a state that old is refused as
 /// expired by the server anyway; the margin covers clock skew between
@@ -122,6 +149,11 @@ pub trait AuditSink: NonceStore + Send + Sync {
     fn check(&self) -> StoreFuture<()>;
     /// The same store, where the gateway's single-use rounds are spent.
     fn nonces(self: std::sync::Arc<Self>) -> crate::confirm::SharedNonces;
+    /// Keep `grant`; resolves once it is durable.
+    fn grant(&self, grant: Grant) -> StoreFuture<()>;
+    /// The id of a grant that holds now for `caller` calling `tool`
+    /// (revocations by any process included).
+    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<String>>;
 }
 
 enum Job {
@@ -129,6 +161,19 @@ enum Job {
     /// Answered with the outcome of the transaction it shares.
     Check(oneshot::Sender<Result<(), String>>),
     Nonce(String, oneshot::Sender<Result<bool, String>>),
+    Grant(Box<Grant>, oneshot::Sender<Result<(), String>>),
+    Granted {
+        caller: Option<String>,
+        tool: String,
+        reply: oneshot::Sender<Result<Option<String>, String>>,
+    },
+}
+
+/// What a finished job hands back.
+enum Done {
+    Nothing,
+    Fresh(bool),
+    Found(Option<String>),
 }
 
 /// The audit store's writer.
@@ -138,19 +183,22 @@ pub struct AuditStore {
     path: PathBuf,
 }
 
-pub(crate) fn now_ms(t: SystemTime) -> i64 {
+/// Milliseconds since the Unix epoch (0 before it).
+pub fn now_ms(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
 
-/// Open (creating if needed) the database at `path` for writing.
-fn open_for_writing(path: &Path) -> Result<Connection, String> {
-    let conn = Connection::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+/// Open (creating or migrating if needed) the database at `path` for
+/// writing.
+pub(crate) fn open_for_writing(path: &Path) -> Result<Connection, String> {
+    let mut conn = Connection::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .and_then(|_| conn.pragma_update(None, "synchronous", "FULL"))
         .and_then(|_| conn.busy_timeout(Duration::from_secs(5)))
         .and_then(|_| conn.execute_batch(SCHEMA))
+        .and_then(|_| migrate(&mut conn))
         .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(conn)
 }
@@ -177,16 +225,39 @@ impl AuditStore {
     }
 }
 
-impl AuditSink for AuditStore {
-    fn write(&self, row: AuditRow) -> StoreFuture<()> {
+impl AuditStore {
+    /// Hand a job to the writer and wait for its answer.
+    fn ask<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Job,
+    ) -> StoreFuture<T> {
         let jobs = self.jobs.clone();
+        let (tx, rx) = oneshot::channel();
+        let job = job(tx);
         Box::pin(async move {
-            let (tx, rx) = oneshot::channel();
-            jobs.send(Job::Row(Box::new(row), tx))
+            jobs.send(job)
                 .await
                 .map_err(|_| "the audit writer stopped".to_owned())?;
             rx.await
                 .map_err(|_| "the audit writer stopped".to_owned())?
+        })
+    }
+}
+
+impl AuditSink for AuditStore {
+    fn write(&self, row: AuditRow) -> StoreFuture<()> {
+        self.ask(|tx| Job::Row(Box::new(row), tx))
+    }
+
+    fn grant(&self, grant: Grant) -> StoreFuture<()> {
+        self.ask(|tx| Job::Grant(Box::new(grant), tx))
+    }
+
+    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<String>> {
+        self.ask(|reply| Job::Granted {
+            caller,
+            tool,
+            reply,
         })
     }
 
@@ -199,15 +270,7 @@ impl AuditSink for AuditStore {
     }
 
     fn check(&self) -> StoreFuture<()> {
-        let jobs = self.jobs.clone();
-        Box::pin(async move {
-            let (tx, rx) = oneshot::channel();
-            jobs.send(Job::Check(tx))
-                .await
-                .map_err(|_| "the audit writer stopped".to_owned())?;
-            rx.await
-                .map_err(|_| "the audit writer stopped".to_owned())?
-        })
+        self.ask(Job::Check)
     }
 
     fn nonces(self: std::sync::Arc<Self>) -> crate::confirm::SharedNonces {
@@ -227,12 +290,12 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let mut fresh = vec![false; batch.len()];
+        let mut done: Vec<Done> = batch.iter().map(|_| Done::Nothing).collect();
         let written = (|| -> rusqlite::Result<()> {
             let tx = conn.transaction()?;
             {
                 let mut insert = tx.prepare_cached(
-                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 )?;
                 let mut spend = tx.prepare_cached(
                     "INSERT OR IGNORE INTO nonces (nonce, spent_ms) VALUES (?1, ?2)",
@@ -252,11 +315,21 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                                 r.rule,
                                 r.confirmation,
                                 r.status,
-                                r.latency_ms
+                                r.latency_ms,
+                                r.grant
                             ])?;
                         }
                         Job::Nonce(nonce, _) => {
-                            fresh[i] = spend.execute(params![nonce, now])? == 1;
+                            done[i] = Done::Fresh(spend.execute(params![nonce, now])? == 1);
+                        }
+                        Job::Grant(grant, _) => crate::grants::insert(&tx, grant)?,
+                        Job::Granted { caller, tool, .. } => {
+                            done[i] = Done::Found(crate::grants::find(
+                                &tx,
+                                caller.as_deref(),
+                                tool,
+                                now,
+                            )?);
                         }
                         // Takes the write lock, as a row would.
                         Job::Check(_) => {
@@ -276,7 +349,7 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
         if let Err(e) = &written {
             tracing::error!(error = %e, "audit store write failed");
         }
-        for (job, fresh) in batch.drain(..).zip(fresh) {
+        for (job, done) in batch.drain(..).zip(done) {
             let failed = || {
                 written
                     .as_ref()
@@ -284,11 +357,19 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                     .err()
             };
             match job {
-                Job::Row(_, reply) | Job::Check(reply) => {
+                Job::Row(_, reply) | Job::Check(reply) | Job::Grant(_, reply) => {
                     let _ = reply.send(failed().map_or(Ok(()), Err));
                 }
                 Job::Nonce(_, reply) => {
+                    let fresh = matches!(done, Done::Fresh(true));
                     let _ = reply.send(failed().map_or(Ok(fresh), Err));
+                }
+                Job::Granted { reply, .. } => {
+                    let found = match done {
+                        Done::Found(found) => found,
+                        _ => None,
+                    };
+                    let _ = reply.send(failed().map_or(Ok(found), Err));
                 }
             }
         }
@@ -297,15 +378,7 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
 
 impl NonceStore for AuditStore {
     fn spend(&self, nonce: String) -> SpendFuture {
-        let jobs = self.jobs.clone();
-        Box::pin(async move {
-            let (tx, rx) = oneshot::channel();
-            jobs.send(Job::Nonce(nonce, tx))
-                .await
-                .map_err(|_| "the audit writer stopped".to_owned())?;
-            rx.await
-                .map_err(|_| "the audit writer stopped".to_owned())?
-        })
+        self.ask(|tx| Job::Nonce(nonce, tx))
     }
 }
 
@@ -331,6 +404,7 @@ pub fn row_of(record: &CallRecord) -> AuditRow {
         confirmation: note(notes, "confirmation"),
         status: note(notes, "status").unwrap_or_else(|| record.outcome.as_str().to_owned()),
         latency_ms: record.elapsed.as_secs_f64() * 1000.0,
+        grant: note(notes, "grant"),
     }
 }
 
@@ -363,10 +437,15 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
         Some(g) => Some(glob::Pattern::new(g).map_err(|e| format!("--tool {g:?}: {e}"))?),
         None => None,
     };
+    // A store written before grants existed has no grant column.
+    let version: i32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| format!("{}: not a toolgate audit store ({e})", path.display()))?;
+    let grant = if version >= 2 { "grant_id" } else { "NULL" };
     let mut stmt = conn
-        .prepare(
-            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) ORDER BY id DESC",
-        )
+        .prepare(&format!(
+            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, {grant} FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) ORDER BY id DESC"
+        ))
         .map_err(|e| format!("{}: not a toolgate audit store ({e})", path.display()))?;
     let rows = stmt
         .query_map(
@@ -390,6 +469,7 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
                     confirmation: r.get(9)?,
                     status: r.get(10)?,
                     latency_ms: r.get(11)?,
+                    grant: r.get(12)?,
                 })
             },
         )
@@ -490,6 +570,40 @@ mod tests {
         assert_eq!(b.spend("n1".into()).await, Ok(false));
         assert_eq!(a.spend("n1".into()).await, Ok(false));
         assert_eq!(b.spend("n2".into()).await, Ok(true));
+    }
+
+    #[tokio::test]
+    async fn a_store_from_before_grants_is_read_and_then_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute_batch("PRAGMA user_version = 1; INSERT INTO calls (time_ms, tool, arguments_digest, status, latency_ms) VALUES (1, 'a.t', 'd', 'ok', 1.0);")
+                .unwrap();
+        }
+        // `toolgate log` reads it as it is.
+        let rows = query(&path, &Filter::default()).unwrap();
+        assert_eq!((rows.len(), rows[0].grant.clone()), (1, None));
+        assert!(crate::grants::list(&path, true).unwrap().is_empty());
+        // The gateway brings it up to date, keeping the rows.
+        let store = AuditStore::open(&path, false).unwrap();
+        let grant = Grant::new(None, "a", "a.t", "rule 1", Duration::from_secs(60));
+        store.grant(grant.clone()).await.unwrap();
+        store
+            .write(AuditRow {
+                grant: Some(grant.id.clone()),
+                ..row("a.t", "confirm")
+            })
+            .await
+            .unwrap();
+        let rows = query(&path, &Filter::default()).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].grant.as_deref(), Some(grant.id.as_str()));
+        assert_eq!(
+            store.granted(None, "a.t".into()).await.unwrap(),
+            Some(grant.id)
+        );
     }
 
     #[test]

@@ -19,10 +19,12 @@ use tokio::sync::Mutex;
 use tokio_postgres::Client;
 
 use crate::audit::{AuditRow, AuditSink, Filter, NONCE_MARGIN, now_ms};
+use crate::grants::{Grant, Revoked};
 use toolgate_server::{NonceStore, SpendFuture};
 
 /// Migrations in order; the database records how many ran.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
 CREATE TABLE IF NOT EXISTS toolgate_calls (
     id BIGSERIAL PRIMARY KEY,
     time_ms BIGINT NOT NULL,
@@ -42,7 +44,22 @@ CREATE TABLE IF NOT EXISTS toolgate_nonces (
     nonce TEXT PRIMARY KEY,
     spent_ms BIGINT NOT NULL
 );
-"];
+",
+    "
+ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS grant_id TEXT;
+CREATE TABLE IF NOT EXISTS toolgate_grants (
+    id TEXT PRIMARY KEY,
+    created_ms BIGINT NOT NULL,
+    expires_ms BIGINT NOT NULL,
+    revoked_ms BIGINT,
+    caller TEXT,
+    upstream TEXT,
+    tool TEXT NOT NULL,
+    rule TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolgate_grants_tool ON toolgate_grants (tool);
+",
+];
 
 /// The advisory lock key of migrations ("toolgate" in ASCII).
 const MIGRATION_LOCK: i64 = 0x746f_6f6c_6761_7465;
@@ -186,7 +203,7 @@ impl PgStore {
         let client = self.client().await?;
         client
             .execute(
-                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 &[
                     &r.time_ms,
                     &r.caller,
@@ -199,6 +216,7 @@ impl PgStore {
                     &r.confirmation,
                     &r.status,
                     &r.latency_ms,
+                    &r.grant,
                 ],
             )
             .await
@@ -249,7 +267,7 @@ impl PgStore {
         };
         let rows = client
             .query(
-                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) ORDER BY id DESC LIMIT $5",
+                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) ORDER BY id DESC LIMIT $5",
                 &[
                     &filter.after_id.unwrap_or(0),
                     &filter.since_ms.unwrap_or(0),
@@ -278,9 +296,106 @@ impl PgStore {
                 confirmation: r.get(9),
                 status: r.get(10),
                 latency_ms: r.get(11),
+                grant: r.get(12),
             })
         });
         crate::audit::newest(rows, tool.as_ref(), filter.limit)
+    }
+}
+
+const GRANT_COLUMNS: &str = "id, created_ms, expires_ms, revoked_ms, caller, upstream, tool, rule";
+
+fn grant_of(r: &tokio_postgres::Row) -> Grant {
+    Grant {
+        id: r.get(0),
+        created_ms: r.get(1),
+        expires_ms: r.get(2),
+        revoked_ms: r.get(3),
+        caller: r.get(4),
+        upstream: r.get(5),
+        tool: r.get(6),
+        rule: r.get(7),
+    }
+}
+
+impl PgStore {
+    async fn insert_grant(&self, g: &Grant) -> Result<(), String> {
+        let client = self.client().await?;
+        client
+            .execute(
+                &format!("INSERT INTO toolgate_grants ({GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"),
+                &[
+                    &g.id,
+                    &g.created_ms,
+                    &g.expires_ms,
+                    &g.revoked_ms,
+                    &g.caller,
+                    &g.upstream,
+                    &g.tool,
+                    &g.rule,
+                ],
+            )
+            .await
+            .map(drop)
+            .map_err(|e| self.inner.fail(&e))
+    }
+
+    async fn find_grant(&self, caller: Option<&str>, tool: &str) -> Result<Option<String>, String> {
+        let client = self.client().await?;
+        let now = now_ms(SystemTime::now());
+        client
+            .query_opt(
+                "SELECT id FROM toolgate_grants WHERE tool = $1 AND caller IS NOT DISTINCT FROM $2 AND revoked_ms IS NULL AND expires_ms > $3 ORDER BY expires_ms DESC LIMIT 1",
+                &[&tool, &caller, &now],
+            )
+            .await
+            .map(|row| row.map(|r| r.get(0)))
+            .map_err(|e| self.inner.fail(&e))
+    }
+
+    /// The grants that hold now, or with `all` every one kept, oldest
+    /// first (what `toolgate grants` shows).
+    pub async fn grants(&self, all: bool) -> Result<Vec<Grant>, String> {
+        let client = self.client().await?;
+        let now = now_ms(SystemTime::now());
+        let rows = client
+            .query(
+                &format!("SELECT {GRANT_COLUMNS} FROM toolgate_grants WHERE $1 OR (revoked_ms IS NULL AND expires_ms > $2) ORDER BY created_ms, id"),
+                &[&all, &now],
+            )
+            .await
+            .map_err(|e| self.inner.fail(&e))?;
+        Ok(rows.iter().map(grant_of).collect())
+    }
+
+    /// Revoke the grant `id`, and record the revocation as a row
+    /// (`toolgate.grant`, status `revoked`), in one statement.
+    pub async fn revoke(&self, id: &str) -> Result<Revoked, String> {
+        let client = self.client().await?;
+        let now = now_ms(SystemTime::now());
+        let revoked = client
+            .query_opt(
+                &format!(
+                    "WITH r AS (UPDATE toolgate_grants SET revoked_ms = $1 WHERE id = $2 AND revoked_ms IS NULL AND expires_ms > $1 RETURNING {GRANT_COLUMNS}), \
+                     logged AS (INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, rule, status, latency_ms, grant_id) \
+                     SELECT $1, caller, upstream, 'toolgate.grant', '', 'revoked grant for ' || tool, 'revoked', 0, id FROM r) \
+                     SELECT {GRANT_COLUMNS} FROM r"
+                ),
+                &[&now, &id],
+            )
+            .await
+            .map_err(|e| self.inner.fail(&e))?;
+        if let Some(row) = revoked {
+            return Ok(Revoked::Now(grant_of(&row)));
+        }
+        let found = client
+            .query_opt(
+                &format!("SELECT {GRANT_COLUMNS} FROM toolgate_grants WHERE id = $1"),
+                &[&id],
+            )
+            .await
+            .map_err(|e| self.inner.fail(&e))?;
+        Ok(found.map_or(Revoked::Unknown, |r| Revoked::Already(grant_of(&r))))
     }
 }
 
@@ -314,6 +429,16 @@ impl AuditSink for PgStore {
 
     fn nonces(self: Arc<Self>) -> crate::confirm::SharedNonces {
         self
+    }
+
+    fn grant(&self, grant: Grant) -> Reply<()> {
+        let store = self.clone();
+        Box::pin(async move { store.insert_grant(&grant).await })
+    }
+
+    fn granted(&self, caller: Option<String>, tool: String) -> Reply<Option<String>> {
+        let store = self.clone();
+        Box::pin(async move { store.find_grant(caller.as_deref(), &tool).await })
     }
 }
 

@@ -596,6 +596,7 @@ impl GatewayConfig {
                 subjects: Vec::new(),
                 scopes: Vec::new(),
                 action: crate::policy::Action::Allow,
+                remember: None,
             });
         }
         config.finish(&env)?;

@@ -17,6 +17,7 @@
 //!   sent again.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -82,15 +83,48 @@ pub struct Subject<'a> {
     pub facts: &'a ToolFacts,
 }
 
+/// The wider choice a rule's `remember` adds to the form.
+pub struct Remember<'a> {
+    /// How long the grant would last.
+    pub span: Duration,
+    /// Who it would be for (the caller's verified subject).
+    pub caller: Option<&'a str>,
+}
+
+impl Remember<'_> {
+    /// `This tool, any arguments, for alice, for the next hour`.
+    pub fn label(&self) -> String {
+        let whom = match self.caller {
+            Some(caller) => format!(" for {},", shown(caller, 100)),
+            None => String::new(),
+        };
+        format!(
+            "This tool, any arguments,{whom} for {}",
+            crate::duration::the_next(self.span)
+        )
+    }
+}
+
+/// The person's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// What they did.
+    pub verdict: Verdict,
+    /// They approved the tool for a while, not only this call.
+    pub remember: bool,
+}
+
 /// Ask for approval (`Ok(None)`: not answered yet, end the round with
-/// [`Inputs::ask`]). Fails with `-32021` when the client cannot answer a
+/// [`Inputs::ask`]); with `remember`, the form also offers approving the
+/// tool for a while. Fails with `-32021` when the client cannot answer a
 /// form.
 pub fn ask(
     input: &mut Inputs,
     subject: &Subject<'_>,
     arguments: &Map<String, Value>,
-) -> Result<Option<Verdict>, ToolError> {
-    let schema = json!({
+    remember: Option<&Remember<'_>>,
+) -> Result<Option<Answer>, ToolError> {
+    let mut schema = json!({
         "type": "object",
         "properties": {
             "approve": {
@@ -102,24 +136,36 @@ pub fn ask(
         },
         "required": ["approve"]
     });
+    if let (Some(remember), Some(properties)) = (remember, schema["properties"].as_object_mut()) {
+        properties.insert(
+            "scope".into(),
+            json!({
+                "type": "string",
+                "title": "Approve for",
+                "oneOf": [
+                    {"const": "call", "title": "This call only"},
+                    {"const": "tool", "title": remember.label()}
+                ],
+                "default": "call"
+            }),
+        );
+    }
     let Some(answer) = input.elicit(APPROVE_KEY, &question(subject, arguments), schema)? else {
         return Ok(None);
     };
-    Ok(Some(match answer.action {
-        ElicitAction::Accept => {
-            let approve = answer
-                .content
-                .as_ref()
-                .and_then(|c| c.get("approve"))
-                .and_then(Value::as_bool);
-            if approve == Some(true) {
-                Verdict::Approved
-            } else {
-                Verdict::Declined
-            }
+    let field = |name: &str| answer.content.as_ref().and_then(|c| c.get(name));
+    let verdict = match answer.action {
+        ElicitAction::Accept if field("approve").and_then(Value::as_bool) == Some(true) => {
+            Verdict::Approved
         }
-        ElicitAction::Decline => Verdict::Declined,
+        ElicitAction::Accept | ElicitAction::Decline => Verdict::Declined,
         ElicitAction::Cancel => Verdict::Cancelled,
+    };
+    Ok(Some(Answer {
+        verdict,
+        remember: verdict == Verdict::Approved
+            && remember.is_some()
+            && field("scope").and_then(Value::as_str) == Some("tool"),
     }))
 }
 

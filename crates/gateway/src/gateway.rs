@@ -289,6 +289,11 @@ impl Gateway {
                 ),
             };
         let audit_file = audit_file.filter(|_| config.store.url.is_none());
+        if audit.is_none() && config.policy.rules.iter().any(|r| r.remember.is_some()) {
+            tracing::warn!(
+                "[policy] rules with remember offer only \"this call only\": grants are kept in the audit store, and [audit] is disabled"
+            );
+        }
         // Every round the gateway seals is forwarded once: a replayed
         // state (an approval, or an upstream's question answered) is
         // refused before it reaches the guard or the upstream.
@@ -861,6 +866,7 @@ impl Gateway {
                 server: config.name.clone(),
                 trusted: config.trusted,
                 desk: self.desk.clone(),
+                grants: self.audit.clone(),
                 shared: self
                     .shared_limits
                     .clone()

@@ -16,7 +16,9 @@ use toolgate_server::{
 };
 
 use crate::approval::{ApprovalDesk, Status};
-use crate::confirm::{self, Subject, Verdict};
+use crate::audit::AuditSink;
+use crate::confirm::{self, Remember, Subject, Verdict};
+use crate::grants::Grant;
 use crate::policy::{Action, Policy, ToolFacts};
 
 /// One gateway tool's guard.
@@ -36,6 +38,9 @@ pub struct Guard {
     /// Budgets kept in Redis, with this tool's per-caller limit (calls
     /// per minute), when `[ratelimit] redis` is set.
     pub shared: Option<(Arc<crate::shared_limit::SharedLimits>, Option<u32>)>,
+    /// Where grants are kept (the audit store); without one, a rule's
+    /// `remember` is not offered.
+    pub grants: Option<Arc<dyn AuditSink>>,
 }
 
 /// The guard's verdict on this round.
@@ -93,6 +98,29 @@ impl Guard {
                 Ok(Admission::approved())
             }
             Action::Confirm => {
+                let caller = ctx.auth().and_then(AuthContext::subject);
+                // A grant counts only while the policy still lets this
+                // rule remember, so tightening the policy ends it.
+                let grants = self.grants.as_ref().filter(|_| decision.remember.is_some());
+                if let Some(store) = grants {
+                    match store
+                        .granted(caller.map(str::to_owned), self.facts.name.clone())
+                        .await
+                    {
+                        Ok(Some(id)) => {
+                            ctx.note("confirmation", "granted");
+                            ctx.note("grant", id);
+                            return Ok(Admission::approved());
+                        }
+                        Ok(None) => {}
+                        // Without the store, the person is asked.
+                        Err(e) => tracing::warn!(error = %e, "grants could not be read"),
+                    }
+                }
+                let remember = decision
+                    .remember
+                    .filter(|_| grants.is_some())
+                    .map(|span| Remember { span, caller });
                 let subject = Subject {
                     server: &self.server,
                     tool: &self.facts.name,
@@ -113,7 +141,17 @@ impl Guard {
                 };
                 if !ctx.client_capabilities().supports_elicitation_form() {
                     if let Some(desk) = &self.desk {
-                        return self.by_page(desk, ctx, input, &subject, args);
+                        return self
+                            .by_page(
+                                desk,
+                                ctx,
+                                input,
+                                &subject,
+                                args,
+                                remember.as_ref(),
+                                &decision.rule,
+                            )
+                            .await;
                     }
                     // Such hosts never declare elicitation, so `-32021`
                     // would leave them no way forward: say what would.
@@ -128,11 +166,12 @@ impl Guard {
                 // server spends it before this runs), so an approval lets
                 // one call through however often its state is re-sent.
                 let asked = kept.get("asked") == Some(&Value::Bool(true));
-                let Some(verdict) = confirm::ask(input, &subject, args)? else {
+                let Some(answer) = confirm::ask(input, &subject, args, remember.as_ref())? else {
                     ctx.note("confirmation", "asked");
                     input.remember(json!({ "asked": true }));
                     return Err(std::mem::replace(input, ctx.inputs()).ask());
                 };
+                let verdict = answer.verdict;
                 ctx.note("confirmation", verdict.as_str());
                 match verdict {
                     Verdict::Declined | Verdict::Cancelled => refuse(
@@ -153,9 +192,35 @@ impl Guard {
                             ),
                         )
                     }
-                    Verdict::Approved => Ok(Admission::approved()),
+                    Verdict::Approved => {
+                        if let Some(remember) = remember.as_ref().filter(|_| answer.remember) {
+                            self.grant(ctx, remember, &decision.rule).await;
+                        }
+                        Ok(Admission::approved())
+                    }
                 }
             }
+        }
+    }
+
+    /// Keep the person's approval of this tool for this caller; the call
+    /// goes through even if it cannot be kept (it was approved).
+    async fn grant(&self, ctx: &RequestContext, remember: &Remember<'_>, rule: &str) {
+        let Some(store) = &self.grants else { return };
+        let grant = Grant::new(
+            remember.caller,
+            &self.server,
+            &self.facts.name,
+            rule,
+            remember.span,
+        );
+        let id = grant.id.clone();
+        match store.grant(grant).await {
+            Ok(()) => {
+                tracing::info!(tool = %self.facts.name, grant = %id, "approved for {}", crate::duration::the_next(remember.span));
+                ctx.note("grant", id);
+            }
+            Err(e) => tracing::warn!(error = %e, "the grant was not kept; this call goes through"),
         }
     }
 
@@ -163,19 +228,27 @@ impl Guard {
     /// call (same caller, tool and arguments) goes through once after an
     /// approval. A client with URL-mode elicitation is sent to the page;
     /// any other is told to have the user open it.
-    fn by_page(
+    #[allow(clippy::too_many_arguments)]
+    async fn by_page(
         &self,
         desk: &ApprovalDesk,
         ctx: &RequestContext,
         input: &mut Inputs,
         subject: &Subject<'_>,
         args: &Map<String, Value>,
+        remember: Option<&Remember<'_>>,
+        rule: &str,
     ) -> Result<Admission, ToolError> {
         let tool = quote(&self.facts.name);
         let digest = arguments_digest(&Value::Object(args.clone()));
         let caller = ctx.auth().and_then(AuthContext::subject);
-        let decided = |status: Status| {
-            if status == Status::Approved {
+        let decided = async |status: Status| {
+            if status == Status::Remembered
+                && let Some(remember) = remember
+            {
+                self.grant(ctx, remember, rule).await;
+            }
+            if matches!(status, Status::Approved | Status::Remembered) {
                 ctx.note("confirmation", "approved");
                 Admission::approved()
             } else {
@@ -187,10 +260,17 @@ impl Guard {
             }
         };
         if let Some(status) = desk.take(caller, &self.facts.name, &digest) {
-            return Ok(decided(status));
+            return Ok(decided(status).await);
         }
         let question = confirm::question(subject, args);
-        let opened = desk.open(caller, &self.facts.name, &self.server, &digest, &question);
+        let opened = desk.open(
+            caller,
+            &self.facts.name,
+            &self.server,
+            &digest,
+            &question,
+            remember.map(Remember::label),
+        );
         if ctx.client_capabilities().supports_elicitation_url() {
             let message = format!(
                 "The gateway needs your approval of a call to {tool}: review it on the approval page, approve or deny it there, then come back."
@@ -202,7 +282,7 @@ impl Guard {
                 return Err(std::mem::replace(input, ctx.inputs()).ask());
             };
             if let Some(status) = desk.take(caller, &self.facts.name, &digest) {
-                return Ok(decided(status));
+                return Ok(decided(status).await);
             }
             if answer.action != ElicitAction::Accept {
                 ctx.note("confirmation", "declined");

@@ -26,6 +26,7 @@
 //! ```
 
 use std::fmt;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,8 @@ use toolgate_review::{Effect, classify_effects};
 use toolgate_server::AuthContext;
 
 use crate::config::ConfigError;
+use crate::duration::parse_duration;
+use crate::grants::LONGEST;
 
 /// What happens to a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
@@ -92,6 +95,11 @@ pub struct RuleConfig {
     pub scopes: Vec<String>,
     /// What a matching call gets.
     pub action: Action,
+    /// With `action = "confirm"`: the approval form also offers "this
+    /// tool, any arguments, for this caller, for the next …" (`15m`, `1h`,
+    /// at most `24h`). The grant is kept in the audit store and revoked
+    /// with `toolgate grants --revoke ID`.
+    pub remember: Option<String>,
 }
 
 struct Rule {
@@ -100,6 +108,7 @@ struct Rule {
     subjects: Vec<glob::Pattern>,
     scopes: Vec<String>,
     action: Action,
+    remember: Option<Duration>,
     /// `rule N (tools […]; …)`: which rule, by its conditions.
     described: String,
 }
@@ -224,6 +233,9 @@ pub struct Decision {
     /// The reason with the rule's conditions (`rule 2 (tools ["rec.*"])`):
     /// what the audit store records.
     pub rule: String,
+    /// How long a person may approve the tool for this caller at once
+    /// (the rule's `remember`), when the action is confirm.
+    pub remember: Option<Duration>,
 }
 
 /// The compiled `[policy]`.
@@ -252,7 +264,30 @@ impl Policy {
         };
         let mut rules = Vec::new();
         for (i, rule) in config.rules.iter().enumerate() {
+            let remember = match &rule.remember {
+                None => None,
+                Some(_) if rule.action != Action::Confirm => {
+                    return Err(ConfigError(format!(
+                        "policy rule {}: remember applies to approvals, so only to action = \"confirm\" (this rule says {:?})",
+                        i + 1,
+                        rule.action.to_string()
+                    )));
+                }
+                Some(text) => {
+                    let span = parse_duration(text).map_err(|e| {
+                        ConfigError(format!("policy rule {}: remember: {e}", i + 1))
+                    })?;
+                    if span < Duration::from_secs(60) || span > LONGEST {
+                        return Err(ConfigError(format!(
+                            "policy rule {}: remember = {text:?}: give between 1m and 24h (a longer approval is an allow rule)",
+                            i + 1
+                        )));
+                    }
+                    Some(span)
+                }
+            };
             rules.push(Rule {
+                remember,
                 tools: compile(i, &rule.tools)?,
                 effects: rule.effects.clone(),
                 subjects: compile(i, &rule.subjects)?,
@@ -271,10 +306,12 @@ impl Policy {
         match self.default {
             Some(action) => Decision {
                 action,
+                remember: None,
                 reason: "default".into(),
                 rule: format!("default ({action})"),
             },
             None => Decision {
+                remember: None,
                 action: if tool.trusted_read_only {
                     Action::Allow
                 } else {
@@ -289,6 +326,7 @@ impl Policy {
     fn by_rule(i: usize, rule: &Rule) -> Decision {
         Decision {
             action: rule.action,
+            remember: rule.remember,
             reason: format!("rule {}", i + 1),
             rule: rule.described.clone(),
         }
@@ -418,6 +456,30 @@ mod tests {
             .decide_for_all(&facts("fs.delete_file", None, false))
             .unwrap();
         assert_eq!(d.action, Action::Deny);
+    }
+
+    #[test]
+    fn remember_is_for_confirm_rules_and_bounded() {
+        let p = policy("[[rules]]\ntools = [\"b.*\"]\naction = \"confirm\"\nremember = \"1h\"\n");
+        let d = p.decide(&facts("b.pay", None, false), None);
+        assert_eq!(d.remember, Some(Duration::from_secs(3600)));
+        assert_eq!(p.decide(&facts("c.pay", None, false), None).remember, None);
+        let error = |text: &str| {
+            let config: PolicyConfig = toml::from_str(text).unwrap();
+            Policy::new(&config).err().unwrap().0
+        };
+        assert_eq!(
+            error("[[rules]]\naction = \"allow\"\nremember = \"1h\"\n"),
+            "policy rule 1: remember applies to approvals, so only to action = \"confirm\" (this rule says \"allow\")"
+        );
+        assert_eq!(
+            error("[[rules]]\naction = \"confirm\"\nremember = \"2d\"\n"),
+            "policy rule 1: remember = \"2d\": give between 1m and 24h (a longer approval is an allow rule)"
+        );
+        assert!(
+            error("[[rules]]\naction = \"confirm\"\nremember = \"an hour\"\n")
+                .starts_with("policy rule 1: remember: \"an hour\" is not a duration")
+        );
     }
 
     #[test]

@@ -274,3 +274,56 @@ async fn the_page_shows_and_decides_nothing_without_the_persons_login() {
     assert!(!error && text.contains("ordered SKU-0400"), "{text}");
     gateway.stop();
 }
+
+#[tokio::test]
+async fn on_the_page_a_person_can_approve_the_tool_for_the_next_hour() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let url = serve(shop(calls.clone(), "Orders an item.")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let gateway = Gateway::start(
+        config(&format!(
+            "[servers.shop]\nurl = \"{url}\"\n[audit]\npath = {}\n[policy]\ndefault = \"confirm\"\n[[policy.rules]]\ntools = [\"shop.order\"]\naction = \"confirm\"\nremember = \"1h\"\n[approval]\npage = true\nlisten = \"127.0.0.1:0\"\n",
+            support::toml_string(&db.display().to_string())
+        )),
+        GatewayOptions::default(),
+    )
+    .await
+    .unwrap();
+    let c = client(&gateway, None).await;
+    let page = page_of(&order(&c, "SKU-0300").await.1);
+    let cookie = log_in(&gateway.approval_login().unwrap()).await;
+    let (_, shown) = http("GET", &page, &[("Cookie", &cookie)], None).await;
+    assert!(
+        shown.contains(">Approve: This tool, any arguments, for the next hour</button>"),
+        "{shown}"
+    );
+    assert_eq!(decide(&page, &cookie, "remember").await, 303);
+    assert_eq!(
+        order(&c, "SKU-0300").await,
+        (false, "ordered SKU-0300".into())
+    );
+    // Any arguments now, with no page in between.
+    assert_eq!(
+        order(&c, "SKU-0301").await,
+        (false, "ordered SKU-0301".into())
+    );
+    let rows = toolgate_gateway::audit::query(&db, &Default::default()).unwrap();
+    let last: Vec<_> = rows
+        .iter()
+        .rev()
+        .take(2)
+        .map(|r| (r.confirmation.as_deref(), r.grant.is_some()))
+        .collect();
+    assert_eq!(last, [(Some("granted"), true), (Some("approved"), true)]);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // A decision the page did not offer is refused: `shop.pay` has no remember.
+    let (error, text) = outcome(
+        c.call_tool("shop.pay", args(json!({})), &CallOptions::default())
+            .await,
+    );
+    assert!(error, "{text}");
+    let pay_page = page_of(&text);
+    assert_eq!(decide(&pay_page, &cookie, "remember").await, 409);
+    gateway.stop();
+}

@@ -6,9 +6,8 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::json;
 use tokio::net::TcpListener;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
@@ -17,26 +16,7 @@ use toolgate_gateway::audit::{AuditRow, Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
 
-use support::{config, http, serve, shop, tool_names};
-
-const ISSUER: &str = "https://auth.test";
-const PRIVATE_KEY: &[u8] = include_bytes!("../../../testdata/auth/rsa-private.pem");
-
-fn token(subject: &str, audience: &str, scopes: &str) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let mut header = Header::new(Algorithm::RS256);
-    header.kid = Some("test-rsa-1".into());
-    let claims = json!({"iss": ISSUER, "aud": audience, "sub": subject, "scope": scopes, "iat": now, "exp": now + 600});
-    encode(
-        &header,
-        &claims,
-        &EncodingKey::from_rsa_pem(PRIVATE_KEY).unwrap(),
-    )
-    .unwrap()
-}
+use support::{ISSUER, config, http, serve, shop, token, tool_names};
 
 fn caller(url: &str, token: Option<String>) -> Client {
     let options = HttpOptions {

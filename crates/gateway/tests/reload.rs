@@ -111,6 +111,7 @@ async fn a_reload_moves_only_what_changed_and_calls_in_flight_finish() {
             subjects: Vec::new(),
             scopes: Vec::new(),
             action: toolgate_gateway::policy::Action::Deny,
+            remember: None,
         });
     let e = gateway.reload(broken).await.unwrap_err();
     assert!(e.to_string().contains("policy rule 1: glob \"[\""), "{e}");

@@ -64,6 +64,9 @@ pub enum Status {
     Waiting,
     /// Approved: the next identical call goes through.
     Approved,
+    /// Approved for the tool, for a while (the rule's `remember`): the
+    /// next identical call goes through and leaves a grant.
+    Remembered,
     /// Denied: the next identical call is refused.
     Denied,
 }
@@ -74,6 +77,9 @@ struct Entry {
     server: String,
     caller: Option<String>,
     question: String,
+    /// The wider approval the page may offer ("This tool, any arguments,
+    /// for the next hour"), when the policy allows it.
+    remember: Option<String>,
     opened: Instant,
     status: Status,
 }
@@ -157,7 +163,8 @@ impl ApprovalDesk {
         entries.remove(&id).map(|e| e.status)
     }
 
-    /// Open (or find the open) pending approval of this call.
+    /// Open (or find the open) pending approval of this call; with
+    /// `remember`, the page also offers that wider approval.
     pub fn open(
         &self,
         caller: Option<&str>,
@@ -165,6 +172,7 @@ impl ApprovalDesk {
         server: &str,
         digest: &str,
         question: &str,
+        remember: Option<String>,
     ) -> Opened {
         let key = CallKey {
             caller: caller.map(str::to_owned),
@@ -187,6 +195,7 @@ impl ApprovalDesk {
                         server: server.to_owned(),
                         caller: caller.map(str::to_owned),
                         question: question.to_owned(),
+                        remember,
                         opened: Instant::now(),
                         status: Status::Waiting,
                     },
@@ -200,15 +209,17 @@ impl ApprovalDesk {
         }
     }
 
-    /// Decide a waiting approval (what the page's buttons do).
-    pub fn decide(&self, id: &str, approve: bool) -> bool {
+    /// Decide a waiting approval (what the page's buttons do): `false`
+    /// when it is not waiting, or `Remembered` was not offered.
+    pub fn decide(&self, id: &str, status: Status) -> bool {
         match self.lock().get_mut(id) {
             Some(e) if e.status == Status::Waiting => {
-                e.status = if approve {
-                    Status::Approved
-                } else {
-                    Status::Denied
-                };
+                if status == Status::Waiting
+                    || (status == Status::Remembered && e.remember.is_none())
+                {
+                    return false;
+                }
+                e.status = status;
                 true
             }
             _ => false,
@@ -385,13 +396,23 @@ fn html(title: &str, body: &str) -> Response {
 
 fn section(token: &str, id: &str, e: &Entry) -> String {
     let caller = e.caller.as_deref().unwrap_or("(no verified caller)");
+    let wider = e.remember.as_deref().map_or_else(String::new, |label| {
+        format!(
+            "<button class=\"approve\" name=\"decision\" value=\"remember\" id=\"remember-{id}\">Approve: {}</button>",
+            escape(label)
+        )
+    });
     let controls = match e.status {
         Status::Waiting => format!(
-            "<form method=\"post\" action=\"/approvals/{id}\"><input type=\"hidden\" name=\"token\" value=\"{token}\"><button class=\"approve\" name=\"decision\" value=\"approve\" id=\"approve-{id}\">Approve</button><button class=\"deny\" name=\"decision\" value=\"deny\" id=\"deny-{id}\">Deny</button></form>"
+            "<form method=\"post\" action=\"/approvals/{id}\"><input type=\"hidden\" name=\"token\" value=\"{token}\"><button class=\"approve\" name=\"decision\" value=\"approve\" id=\"approve-{id}\">Approve this call</button>{wider}<button class=\"deny\" name=\"decision\" value=\"deny\" id=\"deny-{id}\">Deny</button></form>"
         ),
         Status::Approved => {
             "<p><strong>Approved.</strong> The next identical call goes through.</p>".to_owned()
         }
+        Status::Remembered => format!(
+            "<p><strong>Approved: {}.</strong> The next identical call goes through and starts it; <code>toolgate grants --revoke</code> ends it.</p>",
+            escape(e.remember.as_deref().unwrap_or_default())
+        ),
         Status::Denied => {
             "<p><strong>Denied.</strong> The next identical call is refused.</p>".to_owned()
         }
@@ -473,12 +494,18 @@ async fn decide(
             "this form is stale or forged: reload the page",
         );
     }
-    let approve = match form.decision.as_str() {
-        "approve" => true,
-        "deny" => false,
-        _ => return plain(StatusCode::BAD_REQUEST, "decision is approve or deny"),
+    let status = match form.decision.as_str() {
+        "approve" => Status::Approved,
+        "remember" => Status::Remembered,
+        "deny" => Status::Denied,
+        _ => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                "decision is approve, remember or deny",
+            );
+        }
     };
-    if !desk.decide(&id, approve) {
+    if !desk.decide(&id, status) {
         return plain(
             StatusCode::CONFLICT,
             "this call was already decided, or expired",
@@ -541,19 +568,20 @@ mod tests {
     #[test]
     fn an_approval_is_taken_once_and_only_by_the_same_call() {
         let d = desk();
-        let a = d.open(Some("alice"), "t", "s", "d1", "q");
-        let again = d.open(Some("alice"), "t", "s", "d1", "q");
+        let a = d.open(Some("alice"), "t", "s", "d1", "q", None);
+        let again = d.open(Some("alice"), "t", "s", "d1", "q", None);
         assert_eq!(a.id, again.id, "one pending entry per call");
         assert_eq!(a.url, format!("http://127.0.0.1:9/approvals/{}", a.id));
         assert_eq!(d.take(Some("alice"), "t", "d1"), None, "still waiting");
-        assert!(d.decide(&a.id, true));
-        assert!(!d.decide(&a.id, false), "decided once");
+        assert!(!d.decide(&a.id, Status::Remembered), "not offered");
+        assert!(d.decide(&a.id, Status::Approved));
+        assert!(!d.decide(&a.id, Status::Denied), "decided once");
         assert_eq!(d.take(Some("bob"), "t", "d1"), None);
         assert_eq!(d.take(Some("alice"), "t", "d2"), None);
         assert_eq!(d.take(Some("alice"), "t", "d1"), Some(Status::Approved));
         assert_eq!(d.take(Some("alice"), "t", "d1"), None, "spent");
-        let b = d.open(None, "t", "s", "d1", "q");
-        assert!(d.decide(&b.id, false));
+        let b = d.open(None, "t", "s", "d1", "q", None);
+        assert!(d.decide(&b.id, Status::Denied));
         assert_eq!(d.take(None, "t", "d1"), Some(Status::Denied));
     }
 

@@ -271,3 +271,25 @@ impl Pipe {
         serde_json::from_str(&line).unwrap()
     }
 }
+
+/// The issuer of [`token`]'s tokens (its keys are in testdata/auth).
+pub const ISSUER: &str = "https://auth.test";
+
+/// A signed access token for `subject`, for `audience`, with `scopes`.
+pub fn token(subject: &str, audience: &str, scopes: &str) -> String {
+    use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+    const PRIVATE_KEY: &[u8] = include_bytes!("../../../../testdata/auth/rsa-private.pem");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some("test-rsa-1".into());
+    let claims = json!({"iss": ISSUER, "aud": audience, "sub": subject, "scope": scopes, "iat": now, "exp": now + 600});
+    encode(
+        &header,
+        &claims,
+        &EncodingKey::from_rsa_pem(PRIVATE_KEY).unwrap(),
+    )
+    .unwrap()
+}

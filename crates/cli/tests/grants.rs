@@ -1,0 +1,120 @@
+//! `toolgate grants`: the approvals people gave for a tool, listed and
+//! revoked; each revocation is in `toolgate log`.
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use toolgate_gateway::audit::{AuditSink, AuditStore};
+use toolgate_gateway::grants::Grant;
+
+/// `toolgate ARGS --db DB` in `dir`.
+async fn grants_in(dir: &std::path::Path, db: &str, args: &[&str]) -> support::Run {
+    let mut all = args.to_vec();
+    all.extend(["--db", db]);
+    support::toolgate_in(dir, &all, &[]).await
+}
+
+#[tokio::test]
+async fn grants_are_listed_revoked_once_and_the_revocation_is_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let store = AuditStore::open(&db, false).unwrap();
+    let hour = Duration::from_secs(3600);
+    let alice = Grant::new(
+        Some("alice"),
+        "shop",
+        "shop.order",
+        "rule 1 (tools [\"shop.order\"])",
+        hour,
+    );
+    let anyone = Grant::new(
+        None,
+        "shop",
+        "shop.pay",
+        "rule 2 (tools [\"shop.pay\"])",
+        hour,
+    );
+    store.grant(alice.clone()).await.unwrap();
+    store.grant(anyone.clone()).await.unwrap();
+    let path = db.display().to_string();
+    let here = dir.path();
+
+    let listed = grants_in(here, &path, &["grants"]).await;
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    for shown in [
+        &alice.id,
+        &anyone.id,
+        "alice",
+        "every caller without credentials",
+        "shop.order",
+        "active",
+    ] {
+        assert!(
+            listed.stdout.contains(shown),
+            "{shown} in {}",
+            listed.stdout
+        );
+    }
+    let json = grants_in(here, &path, &["grants", "--json"]).await;
+    let first: serde_json::Value =
+        serde_json::from_str(json.stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(first["id"], alice.id.as_str());
+    assert_eq!(first["state"], "active");
+    assert_eq!(first["rule"], "rule 1 (tools [\"shop.order\"])");
+
+    let id = alice.id.as_str();
+    let revoked = grants_in(here, &path, &["grants", "--revoke", id]).await;
+    assert_eq!(revoked.code, 0, "{}", revoked.stderr);
+    assert!(
+        revoked.stdout.starts_with(&format!(
+            "revoked {id}: shop.order for alice (it was good until "
+        )),
+        "{}",
+        revoked.stdout
+    );
+    let again = grants_in(here, &path, &["grants", "--revoke", id]).await;
+    assert_eq!(
+        (again.code, again.stderr.trim()),
+        (0, format!("{id} had already ended (revoked)").as_str())
+    );
+    let unknown = grants_in(here, &path, &["grants", "--revoke", "g-0000000000000000"]).await;
+    assert_eq!(unknown.code, 2);
+    assert_eq!(
+        unknown.stderr.trim(),
+        "toolgate: no grant \"g-0000000000000000\" in this audit store (toolgate grants --all lists them)"
+    );
+
+    // Only the other one holds now; --all shows both.
+    let now = grants_in(here, &path, &["grants", "--json"]).await;
+    assert_eq!(now.stdout.lines().count(), 1);
+    assert!(now.stdout.contains(&anyone.id));
+    let all = grants_in(here, &path, &["grants", "--all"]).await;
+    assert!(
+        all.stdout.contains("revoked") && all.stdout.contains(&anyone.id),
+        "{}",
+        all.stdout
+    );
+
+    let log = grants_in(here, &path, &["log", "--json"]).await;
+    let row: serde_json::Value = serde_json::from_str(log.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(row["tool"], "toolgate.grant");
+    assert_eq!(row["status"], "revoked");
+    assert_eq!(row["grant"], id);
+    assert_eq!(row["caller"], "alice");
+    let table = grants_in(here, &path, &["log"]).await;
+    assert!(table.stdout.contains(id), "{}", table.stdout);
+}
+
+#[tokio::test]
+async fn a_store_that_is_not_there_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = support::toolgate_in(dir.path(), &["grants", "--db", "nowhere.db"], &[]).await;
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr.trim(),
+        "toolgate: no audit store at nowhere.db (toolgate serve writes it; give --db FILE or --config FILE)"
+    );
+}
