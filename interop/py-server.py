@@ -2,7 +2,8 @@
 check toolgate-client against a third-party 2026-07-28 implementation.
 
 `python py-server.py` serves stdio; `python py-server.py --http PORT` serves
-Streamable HTTP on 127.0.0.1 at /mcp.
+Streamable HTTP on 127.0.0.1 at /mcp; `python py-server.py --sse PORT` serves
+the deprecated HTTP+SSE transport (2024-11-05) at /sse.
 """
 
 import sys
@@ -23,7 +24,10 @@ def fail() -> str:
 
 
 if __name__ == "__main__":
-    if "--http" in sys.argv:
+    if "--sse" in sys.argv:
+        port = int(sys.argv[sys.argv.index("--sse") + 1])
+        server.run("sse", host="127.0.0.1", port=port)
+    elif "--http" in sys.argv:
         port = int(sys.argv[sys.argv.index("--http") + 1])
         server.run("streamable-http", host="127.0.0.1", port=port, json_response=True)
     else:

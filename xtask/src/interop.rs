@@ -209,9 +209,10 @@ pub fn run() -> anyhow::Result<()> {
         let url = format!("http://127.0.0.1:{port}/mcp");
         check(label, &[&url], &path, &mut failures)?;
     }
+    checks_old_sse(&node_bin, &python, &py_script, &path, &mut failures)?;
     checks_legacy(&node_bin, &path, &mut failures)?;
     checks_ts1_client(&node_bin, &path, &mut failures)?;
-    let total = 16 + 9 + 1 + 2;
+    let total = 16 + 8 + 3 + 9 + 1 + 2;
     println!(
         "interop: {} passed, {} failed",
         total - failures.len(),
@@ -219,6 +220,103 @@ pub fn run() -> anyhow::Result<()> {
     );
     if !failures.is_empty() {
         bail!("interop checks failed:\n{}", failures.join("\n"));
+    }
+    Ok(())
+}
+
+/// Start `program ARGS… PORT` on a free port; its guard, and the port.
+fn start_on_free_port(
+    label: &str,
+    program: &str,
+    args: &[&str],
+    path: &str,
+) -> anyhow::Result<(ChildGuard, u16)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let child = Command::new(program)
+        .args(args)
+        .arg(port.to_string())
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {label}"))?;
+    let guard = ChildGuard(child);
+    wait_for(SocketAddr::from(([127, 0, 0, 1], port)), label)?;
+    Ok((guard, port))
+}
+
+/// Servers on the deprecated HTTP+SSE transport (2024-11-05), written with
+/// the Python SDK and the TypeScript SDK 1.x: the CLI detects it from the
+/// URL alone; the gateway serves them, one chosen by `transport = "sse"`,
+/// one detected.
+fn checks_old_sse(
+    node_bin: &Path,
+    python: &str,
+    py_script: &str,
+    path: &str,
+    failures: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let ts1_sse = install_ts1(node_bin)?.with_file_name("ts1-sse-server.mjs");
+    std::fs::copy(root().join("interop/ts1-sse-server.mjs"), &ts1_sse)?;
+    let ts1_sse = ts1_sse.display().to_string();
+    let node = node_bin.join("node").display().to_string();
+    let py_label = "Python SDK, HTTP+SSE (2024-11-05)";
+    let (_py, py_port) = start_on_free_port(py_label, python, &[py_script, "--sse"], path)?;
+    let ts_label = "TypeScript SDK 1.x, HTTP+SSE (2024-11-05)";
+    let (_ts, ts_port) = start_on_free_port(ts_label, &node, &[&ts1_sse], path)?;
+    let py_url = format!("http://127.0.0.1:{py_port}/sse");
+    let ts_url = format!("http://127.0.0.1:{ts_port}/sse");
+    check(py_label, &[&py_url], path, failures)?;
+    check(ts_label, &[&ts_url], path, failures)?;
+
+    let scratch = ScratchDir::new("toolgate-interop-sse")?;
+    let config = scratch.path().join("toolgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[servers.py]\nurl = {py_url:?}\ntransport = \"sse\"\n[servers.ts]\nurl = {ts_url:?}\n[policy]\ndefault = \"allow\"\n"
+        ),
+    )?;
+    let config = config.display().to_string();
+    let gateway_bin = root().join("target/debug/toolgate").display().to_string();
+    let mut expect = |what: &str, ok: bool| {
+        eprintln!(
+            "{} gateway over HTTP+SSE: {what}",
+            if ok { "ok  " } else { "FAIL" }
+        );
+        if !ok {
+            failures.push(format!("gateway over HTTP+SSE: {what}"));
+        }
+    };
+    let (code, out) = toolgate(&["serve", "--check", "--config", &config], path)?;
+    expect(
+        "serve --check lists both upstreams' tools",
+        code == 0
+            && out.lines().any(|l| l.starts_with("py "))
+            && out.lines().any(|l| l.starts_with("ts ")),
+    );
+    for (tool, label) in [("py.add", "chosen"), ("ts.add", "detected")] {
+        let argv = [
+            "call",
+            "--yes",
+            tool,
+            "--args",
+            r#"{"a":2,"b":3}"#,
+            "--",
+            gateway_bin.as_str(),
+            "serve",
+            "--stdio",
+            "--config",
+            config.as_str(),
+        ];
+        let (code, out) = toolgate(&argv, path)?;
+        expect(
+            &format!("{tool} ({label}) prints 5"),
+            code == 0 && out.lines().next() == Some("5"),
+        );
     }
     Ok(())
 }

@@ -276,11 +276,9 @@ fn to_toml(servers: &Map<String, Value>, from: &Path) -> anyhow::Result<String> 
         if entry.get("disabled") == Some(&Value::Bool(true)) {
             table.insert("enabled".into(), toml::Value::Boolean(false));
         }
+        // The deprecated HTTP+SSE transport (2024-11-05), by name.
         if entry.get("type").and_then(Value::as_str) == Some("sse") {
-            errln!(
-                "toolgate: {}: the HTTP+SSE transport (2024-11-05) is not supported by the gateway yet; the entry is kept, but it will fail until the server offers Streamable HTTP",
-                one_line(name)
-            );
+            table.insert("transport".into(), toml::Value::String("sse".into()));
         }
         let prefix = toolgate_gateway::config::default_prefix(name);
         for key in ["autoApprove", "alwaysAllow"] {
@@ -336,7 +334,8 @@ mod tests {
             "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"],
                       "env": {"LOG": "1"}, "autoApprove": ["read_text_file"], "disabled": false},
             "old": {"command": "x", "disabled": true, "transportType": "stdio"},
-            "web": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
+            "web": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+            "hosted": {"type": "sse", "url": "https://old.example.com/sse"}
         }))
         .unwrap();
         let text = to_toml(&servers, Path::new("/home/u/.cursor/mcp.json")).unwrap();
@@ -349,6 +348,11 @@ mod tests {
         assert!(config.servers["files"].enabled && !config.servers["old"].enabled);
         assert_eq!(config.servers["web"].headers["Authorization"], "Bearer t");
         assert_eq!(config.policy.rules[0].tools, ["files.read_text_file"]);
+        assert_eq!(
+            config.servers["hosted"].transport,
+            Some(toolgate_gateway::config::HttpKind::Sse)
+        );
+        assert!(text.contains("transport = \"sse\""), "{text}");
         assert!(
             text.starts_with("# Imported from /home/u/.cursor/mcp.json"),
             "{text}"

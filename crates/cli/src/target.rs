@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use sha2::{Digest as _, Sha256};
-use toolgate_client::transport::http::{HttpOptions, HttpTransport};
+use toolgate_client::transport::http::{HttpOptions, HttpTransport, SseMode};
 use toolgate_client::transport::stdio::{StderrTail, StdioCommand, StdioTransport};
 use toolgate_client::{Client, ClientBuilder, ClientError};
 use toolgate_gateway::config::{GatewayConfig, UpstreamConfig};
@@ -35,6 +35,8 @@ pub struct ServerEntry {
     pub headers: BTreeMap<String, String>,
     /// Trust this server's annotations (default false).
     pub trusted: bool,
+    /// Whether the URL may be (or is) a 2024-11-05 HTTP+SSE server.
+    pub sse: SseMode,
 }
 
 impl From<UpstreamConfig> for ServerEntry {
@@ -48,6 +50,7 @@ impl From<UpstreamConfig> for ServerEntry {
             url: c.url,
             headers: c.headers,
             trusted: c.trusted,
+            sse: toolgate_gateway::config::HttpKind::sse_mode(c.transport),
         }
     }
 }
@@ -465,6 +468,7 @@ impl Target {
                 connect_timeout: None,
                 limits: Default::default(),
                 oauth: if by_hand { None } else { crate::login::kept() },
+                sse: self.entry.sse,
             };
             let transport = HttpTransport::new(url.clone(), options)
                 .with_context(|| format!("cannot use {url}"))?;

@@ -250,8 +250,11 @@ enum Era {
     Legacy { version: String, init: Value },
 }
 
-/// Legacy revisions this client can fall back to, newest first.
-const LEGACY_SPOKEN: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+/// Legacy revisions this client can fall back to, newest first. (A
+/// 2024-11-05 server's tools, calls and content are a subset of
+/// 2025-03-26's; its HTTP+SSE transport is
+/// [`SseMode`](crate::transport::http::SseMode).)
+const LEGACY_SPOKEN: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 struct Inner {
     era: tokio::sync::OnceCell<Era>,
@@ -465,6 +468,13 @@ impl Client {
 
     pub(crate) fn transport(&self) -> &Arc<dyn Transport> {
         &self.transport
+    }
+
+    /// How the server is reached: Streamable HTTP, stdio, or the
+    /// deprecated HTTP+SSE transport (once detected, after the first
+    /// request).
+    pub fn transport_kind(&self) -> crate::transport::TransportKind {
+        self.transport.kind()
     }
 
     /// Forget the known tool definitions (they are re-listed on next use).

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A configuration problem, said so a person can fix it.
@@ -229,8 +229,15 @@ pub struct UpstreamConfig {
     /// Give it the gateway's whole environment instead of the minimal one.
     #[serde(default)]
     pub inherit_env: bool,
-    /// The Streamable HTTP endpoint of a remote server (either era).
+    /// The HTTP endpoint of a remote server: Streamable HTTP (either era),
+    /// or the event stream of a server on the deprecated 2024-11-05
+    /// HTTP+SSE transport (detected, or see `transport`).
     pub url: Option<String>,
+    /// How to speak to `url`: `streamable-http` or `sse` (the deprecated
+    /// 2024-11-05 HTTP+SSE transport). Default: Streamable HTTP, falling
+    /// back to HTTP+SSE as the spec's backwards-compatibility section
+    /// describes.
+    pub transport: Option<HttpKind>,
     /// Extra HTTP headers sent to it (credentials for the upstream; never
     /// the caller's token).
     #[serde(default)]
@@ -260,6 +267,29 @@ pub struct UpstreamConfig {
     #[serde(skip)]
     #[schemars(skip)]
     pub name: String,
+}
+
+/// `transport` of an HTTP upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum HttpKind {
+    /// Streamable HTTP only.
+    StreamableHttp,
+    /// The deprecated HTTP+SSE transport of 2024-11-05 (the `url` is its
+    /// event stream, often `/sse`).
+    Sse,
+}
+
+impl HttpKind {
+    /// What the client transport does with it (`None`: detect).
+    pub fn sse_mode(kind: Option<Self>) -> toolgate_client::transport::http::SseMode {
+        use toolgate_client::transport::http::SseMode;
+        match kind {
+            None => SseMode::Detect,
+            Some(HttpKind::StreamableHttp) => SseMode::Never,
+            Some(HttpKind::Sse) => SseMode::Only,
+        }
+    }
 }
 
 /// The gateway's own OAuth client at an upstream: `client_credentials`
@@ -370,6 +400,11 @@ impl UpstreamConfig {
         if self.timeout == Some(0) {
             return Err(err(format!(
                 "server {name:?}: timeout must be at least 1 second"
+            )));
+        }
+        if self.transport.is_some() && self.url.is_none() {
+            return Err(err(format!(
+                "server {name:?}: transport applies to HTTP servers (give a url)"
             )));
         }
         if let Some(o) = &self.oauth {
@@ -575,6 +610,10 @@ impl GatewayConfig {
             let mut upstream: UpstreamConfig = serde_json::from_value(Value::Object(known))
                 .map_err(|e| err(format!("mcpServers.{name}: {e}")))?;
             upstream.name = name.clone();
+            // Hosts name the deprecated HTTP+SSE transport `"type": "sse"`.
+            if object.get("type").and_then(Value::as_str) == Some("sse") {
+                upstream.transport = Some(HttpKind::Sse);
+            }
             match object.get("disabled") {
                 None | Some(Value::Bool(false)) => {}
                 Some(Value::Bool(true)) => upstream.enabled = false,
@@ -811,6 +850,14 @@ mod tests {
                 "unknown variant `teleport`",
             ),
             ("[audit]\npth = \"x.db\"\n", "unknown field `pth`"),
+            (
+                "[servers.a]\ncommand = \"x\"\ntransport = \"sse\"\n",
+                "server \"a\": transport applies to HTTP servers (give a url)",
+            ),
+            (
+                "[servers.a]\nurl = \"http://h/sse\"\ntransport = \"websocket\"\n",
+                "unknown variant `websocket`, expected `streamable-http` or `sse`",
+            ),
         ] {
             let e = GatewayConfig::parse_toml(text, env).unwrap_err().0;
             assert!(e.contains(says), "{text:?}: {e}");
@@ -829,6 +876,14 @@ mod tests {
         assert_eq!(c.servers["web"].headers["A"], "s3cret");
         assert!(c.servers["fs"].enabled && c.servers["web"].enabled);
         assert!(GatewayConfig::parse_json("{}", env).is_err());
+        // A host's `"type": "sse"` is the deprecated HTTP+SSE transport.
+        let old = GatewayConfig::parse_json(
+            r#"{"mcpServers": {"old": {"type": "sse", "url": "https://h/sse"}, "new": {"type": "http", "url": "https://h/mcp"}}}"#,
+            env,
+        )
+        .unwrap();
+        assert_eq!(old.servers["old"].transport, Some(HttpKind::Sse));
+        assert_eq!(old.servers["new"].transport, None);
     }
 
     #[test]

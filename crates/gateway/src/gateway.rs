@@ -133,7 +133,7 @@ struct Offer {
 pub struct UpstreamStatus {
     /// Its name (the configuration key).
     pub name: String,
-    /// `stdio` or `http`.
+    /// `stdio`, `http` or `sse`.
     pub transport: &'static str,
     /// Started and served (`false`: kept in the configuration, disabled).
     pub enabled: bool,
@@ -208,7 +208,11 @@ fn disabled_status(s: &crate::config::UpstreamConfig) -> UpstreamStatus {
     tracing::info!(server = %s.name, "disabled (enabled = false): not started");
     UpstreamStatus {
         name: s.name.clone(),
-        transport: if s.url.is_some() { "http" } else { "stdio" },
+        transport: match (&s.url, s.transport) {
+            (None, _) => "stdio",
+            (Some(_), Some(crate::config::HttpKind::Sse)) => "sse",
+            (Some(_), _) => "http",
+        },
         enabled: false,
         offered: 0,
         withheld: 0,

@@ -205,12 +205,16 @@ impl Upstream {
         self.failed.notified().await;
     }
 
-    /// `"stdio"` or `"http"`.
+    /// `"stdio"`, `"http"`, or `"sse"` (the deprecated HTTP+SSE
+    /// transport, chosen or detected).
     pub fn transport_kind(&self) -> &'static str {
-        if self.config.url.is_some() {
-            "http"
-        } else {
-            "stdio"
+        use toolgate_client::transport::TransportKind;
+        let connected = lock(&self.link).client.as_ref().map(Client::transport_kind);
+        match connected {
+            Some(TransportKind::Sse) => "sse",
+            _ if self.config.transport == Some(crate::config::HttpKind::Sse) => "sse",
+            _ if self.config.url.is_some() => "http",
+            _ => "stdio",
         }
     }
 
@@ -246,6 +250,7 @@ impl Upstream {
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
                 oauth: c.oauth.as_ref().map(oauth).transpose()?,
+                sse: crate::config::HttpKind::sse_mode(c.transport),
                 ..Default::default()
             };
             return Ok((

@@ -53,6 +53,11 @@ impl Client {
             progress: None,
             ..Default::default()
         };
+        // An HTTP+SSE endpoint is a 2024-11-05 server's: it knows only the
+        // handshake.
+        if self.transport.kind() == TransportKind::Sse {
+            return self.handshake().await;
+        }
         match self
             .send_in(
                 &Era::Modern,
@@ -99,6 +104,11 @@ impl Client {
                 tracing::info!(server = %self.inner.name, probe = %e, "not a modern server; trying the initialize handshake")
             }
         }
+        self.handshake().await
+    }
+
+    /// The legacy `initialize` handshake.
+    async fn handshake(&self) -> Result<Era, ClientError> {
         let mut params = Map::new();
         params.insert("protocolVersion".into(), Value::from(LEGACY_SPOKEN[0]));
         params.insert(

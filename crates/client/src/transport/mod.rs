@@ -6,6 +6,7 @@
 pub mod http;
 mod limits;
 mod lines;
+mod router;
 pub mod stdio;
 
 pub use limits::Limits;
@@ -112,6 +113,10 @@ pub enum TransportKind {
     Http,
     /// A child process over stdio.
     Stdio,
+    /// The deprecated HTTP+SSE transport of 2024-11-05: messages posted to
+    /// an endpoint, answers on one event stream (an initialize-handshake
+    /// server only).
+    Sse,
 }
 
 /// The future a transport returns.

@@ -8,21 +8,20 @@
 //! exits, every pending request fails at once with the exit status.
 //! Dropping the transport kills the child.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
-use toolgate_protocol::RequestId;
-use toolgate_protocol::jsonrpc::encode_notification;
 
 use super::lines::{BoundedLines, Line};
+use super::router::Router;
 use super::{
-    Inbound, Limits, NotifyFuture, Outgoing, Pending, SendFuture, ServerRequestHandler, Transport,
+    Limits, NotifyFuture, Outgoing, Pending, SendFuture, ServerRequestHandler, Transport,
     TransportKind,
 };
 use crate::ClientError;
@@ -108,8 +107,6 @@ fn kept_in_minimal_env(name: &str) -> bool {
     name.starts_with("LC_") || MINIMAL_ENV.iter().any(|k| k.eq_ignore_ascii_case(name))
 }
 
-type Routes = Arc<Mutex<HashMap<RequestId, mpsc::Sender<Result<Inbound, ClientError>>>>>;
-
 /// How many of the child's last stderr lines are kept for error reports.
 const STDERR_TAIL: usize = 20;
 
@@ -125,22 +122,11 @@ impl StderrTail {
     }
 }
 
-/// Session notifications kept for a follower that fell behind (it then
-/// learns it missed some, and re-lists).
-const SESSION_NOTIFICATIONS: usize = 64;
-
 /// The stdio transport.
 pub struct StdioTransport {
-    writer: mpsc::Sender<Vec<u8>>,
-    routes: Routes,
+    router: Router,
     exited: Arc<Mutex<Option<String>>>,
-    requests: Arc<Mutex<Option<ServerRequestHandler>>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
-    session: tokio::sync::broadcast::Sender<Value>,
-    /// One permit per server request being answered.
-    answering: Arc<tokio::sync::Semaphore>,
-    /// How many permits there are.
-    answer_slots: u32,
     _child: Arc<tokio::sync::Mutex<Child>>,
     _group: Group,
 }
@@ -245,38 +231,23 @@ impl StdioTransport {
                 }
             }
         });
-        let routes: Routes = Arc::default();
+        let router = Router::new(writer, &limits);
         let exited = Arc::new(Mutex::new(None));
         let child = Arc::new(tokio::sync::Mutex::new(child));
-        let requests: Arc<Mutex<Option<ServerRequestHandler>>> = Arc::default();
-        let (session, _) = tokio::sync::broadcast::channel(SESSION_NOTIFICATIONS);
-        let answer_slots = u32::try_from(limits.max_concurrent_server_requests.max(1))
-            .unwrap_or(u32::MAX)
-            .min(tokio::sync::Semaphore::MAX_PERMITS as u32);
-        let answering = Arc::new(tokio::sync::Semaphore::new(answer_slots as usize));
         tokio::spawn(read_loop(
             Reader {
                 stdout,
-                routes: routes.clone(),
+                router: router.clone(),
                 exited: exited.clone(),
                 child: child.clone(),
-                requests: requests.clone(),
-                writer: writer.clone(),
                 program: command.program.clone(),
-                session: session.clone(),
-                answering: answering.clone(),
             },
             limits,
         ));
         Ok(Self {
-            writer,
-            routes,
+            router,
             exited,
-            requests,
             stderr_tail,
-            session,
-            answering,
-            answer_slots,
             _child: child,
             _group: group,
         })
@@ -326,27 +297,19 @@ async fn read_stderr(
 /// What the stdout reader works with.
 struct Reader {
     stdout: tokio::process::ChildStdout,
-    routes: Routes,
+    router: Router,
     exited: Arc<Mutex<Option<String>>>,
     child: Arc<tokio::sync::Mutex<Child>>,
-    requests: Arc<Mutex<Option<ServerRequestHandler>>>,
-    writer: mpsc::Sender<Vec<u8>>,
     program: String,
-    session: tokio::sync::broadcast::Sender<Value>,
-    answering: Arc<tokio::sync::Semaphore>,
 }
 
 async fn read_loop(reader: Reader, limits: Limits) {
     let Reader {
         stdout,
-        routes,
+        router,
         exited,
         child,
-        requests,
-        writer,
         program,
-        session,
-        answering,
     } = reader;
     let mut lines = BoundedLines::new(stdout, limits.max_message_bytes);
     while let Some(line) = lines.next().await {
@@ -357,104 +320,24 @@ async fn read_loop(reader: Reader, limits: Limits) {
                 // told, so every pending one fails; the codec skips to the
                 // next line and the server stays usable for new requests.
                 tracing::warn!(server = %program, "a message over max_message_bytes was dropped");
-                let pending: Vec<_> = lock(&routes).drain().collect();
-                for (_, tx) in pending {
-                    let _ = tx
-                        .send(Err(ClientError::LimitExceeded {
-                            server: program.clone(),
-                            limit: "max_message_bytes",
-                            detail: format!(
-                                "a message larger than {} bytes",
-                                limits.max_message_bytes
-                            ),
-                        }))
-                        .await;
-                }
+                router
+                    .fail_all(|| ClientError::LimitExceeded {
+                        server: program.clone(),
+                        limit: "max_message_bytes",
+                        detail: format!("a message larger than {} bytes", limits.max_message_bytes),
+                    })
+                    .await;
                 continue;
             }
         };
         if line.trim_ascii().is_empty() {
             continue;
         }
-        let value: Value = match serde_json::from_slice(&line) {
-            Ok(v) => v,
+        match serde_json::from_slice::<Value>(&line) {
+            Ok(value) => router.dispatch(value).await,
             Err(e) => {
-                tracing::warn!(error = %e, "the server wrote a line that is not JSON; ignored");
-                continue;
+                tracing::warn!(error = %e, "the server wrote a line that is not JSON; ignored")
             }
-        };
-        if let (Some(method), Some(id)) = (
-            value.get("method").and_then(Value::as_str),
-            value.get("id").and_then(RequestId::from_value),
-        ) {
-            // A request from a legacy server (ping, roots, sampling, elicitation).
-            let Ok(permit) = answering.clone().try_acquire_owned() else {
-                let refusal = super::busy(limits.max_concurrent_server_requests);
-                let bytes = toolgate_protocol::jsonrpc::encode_error(Some(&id), &refusal);
-                // Awaited: a flood of requests slows the server down.
-                let _ = writer.send(bytes).await;
-                continue;
-            };
-            let handler = lock(&requests).clone();
-            let (method, params, writer) = (
-                method.to_owned(),
-                value.get("params").cloned().unwrap_or(Value::Null),
-                writer.clone(),
-            );
-            tokio::spawn(async move {
-                let _permit = permit;
-                let outcome = match (&handler, method.as_str()) {
-                    (_, "ping") => Ok(json!({})),
-                    (Some(h), _) => h(method.clone(), params, None).await,
-                    (None, _) => Err(toolgate_protocol::RpcError::method_not_found(&method)),
-                };
-                let bytes = match outcome {
-                    Ok(result) => toolgate_protocol::jsonrpc::encode_result(&id, &result),
-                    Err(error) => toolgate_protocol::jsonrpc::encode_error(Some(&id), &error),
-                };
-                let _ = writer.send(bytes).await;
-            });
-            continue;
-        }
-        let target = if value.get("method").is_some() {
-            // A notification: route by progress token or subscription id.
-            value
-                .pointer("/params/progressToken")
-                .or_else(|| value.pointer("/params/_meta/io.modelcontextprotocol~1subscriptionId"))
-                .or_else(|| {
-                    (value["method"] == "notifications/cancelled")
-                        .then(|| value.pointer("/params/requestId"))
-                        .flatten()
-                })
-                .and_then(RequestId::from_value)
-                .map(|id| (id, Inbound::Notification(value.clone())))
-        } else {
-            value
-                .get("id")
-                .and_then(RequestId::from_value)
-                .map(|id| (id, Inbound::Response(value.clone())))
-        };
-        match target {
-            Some((id, inbound)) => {
-                // A response ends its request: forget the route first, so
-                // dropping the request later cancels nothing.
-                let sender = match inbound {
-                    Inbound::Response(_) => lock(&routes).remove(&id),
-                    Inbound::Notification(_) => lock(&routes).get(&id).cloned(),
-                };
-                match sender {
-                    Some(tx) => {
-                        let _ = tx.send(Ok(inbound)).await;
-                    }
-                    None => tracing::debug!(%id, "a message for a request no longer pending"),
-                }
-            }
-            // A notification of the session (a legacy server's list
-            // changes): to whoever follows them; nobody may.
-            None if value.get("method").is_some() => {
-                let _ = session.send(value);
-            }
-            None => tracing::debug!(message = %value, "an unrouted message from the server"),
         }
     }
     // The server closed stdout: it has exited or is about to.
@@ -463,12 +346,9 @@ async fn read_loop(reader: Reader, limits: Limits) {
         Err(e) => format!("unknown status: {e}"),
     };
     *lock(&exited) = Some(status.clone());
-    let pending: Vec<_> = lock(&routes).drain().collect();
-    for (_, tx) in pending {
-        let _ = tx
-            .send(Err(ClientError::ServerExited(status.clone())))
-            .await;
-    }
+    router
+        .fail_all(|| ClientError::ServerExited(status.clone()))
+        .await;
 }
 
 impl Transport for StdioTransport {
@@ -477,34 +357,25 @@ impl Transport for StdioTransport {
     }
 
     fn session_notifications(&self) -> Option<tokio::sync::broadcast::Receiver<Value>> {
-        Some(self.session.subscribe())
+        Some(self.router.session_notifications())
     }
 
     fn notify(&self, body: Vec<u8>, _legacy: Option<String>) -> NotifyFuture<'_> {
         Box::pin(async move {
-            self.writer
-                .send(body)
-                .await
-                .map_err(|_| ClientError::ServerExited("stdin closed".into()))
+            if self.router.write(body).await {
+                Ok(())
+            } else {
+                Err(ClientError::ServerExited("stdin closed".into()))
+            }
         })
     }
 
     fn on_server_request(&self, handler: ServerRequestHandler) {
-        *lock(&self.requests) = Some(handler);
+        self.router.on_server_request(handler);
     }
 
     fn server_requests_answered(&self) -> NotifyFuture<'_> {
-        Box::pin(async move {
-            // Every permit back: each request read so far has its answer
-            // queued on stdin, ahead of whatever the client sends next.
-            let all = self
-                .answering
-                .acquire_many(self.answer_slots)
-                .await
-                .map_err(|_| ClientError::ServerExited("the reader stopped".into()))?;
-            drop(all);
-            Ok(())
-        })
+        Box::pin(self.router.server_requests_answered())
     }
 
     fn send(&self, request: Outgoing) -> SendFuture<'_> {
@@ -512,25 +383,15 @@ impl Transport for StdioTransport {
             if let Some(status) = lock(&self.exited).clone() {
                 return Err(ClientError::ServerExited(status));
             }
-            let (tx, rx) = mpsc::channel(64);
-            lock(&self.routes).insert(request.id.clone(), tx);
-            if self.writer.send(request.body).await.is_err() {
-                lock(&self.routes).remove(&request.id);
+            let rx = self.router.expect(request.id.clone());
+            if !self.router.write(request.body).await {
+                self.router.forget(&request.id);
                 let status = lock(&self.exited)
                     .clone()
                     .unwrap_or_else(|| "stdin closed".into());
                 return Err(ClientError::ServerExited(status));
             }
-            let (routes, writer, id) = (self.routes.clone(), self.writer.clone(), request.id);
-            let on_drop = Box::new(move || {
-                if lock(&routes).remove(&id).is_some() {
-                    let params = json!({"requestId": id, "reason": "cancelled by the client"});
-                    let _ = writer.try_send(encode_notification(
-                        "notifications/cancelled",
-                        Some(&params),
-                    ));
-                }
-            });
+            let on_drop = self.router.cancel_on_drop(request.id);
             Ok(Pending::stream(rx, Some(on_drop)))
         })
     }

@@ -13,6 +13,7 @@
 //! a proxy named by `HTTP_PROXY`, `HTTPS_PROXY` or `ALL_PROXY` is used,
 //! with `NO_PROXY` honoured.
 
+mod old_sse;
 mod sse;
 mod wire;
 
@@ -56,6 +57,25 @@ pub struct HttpOptions {
     /// OAuth: tokens obtained, renewed and stepped up as the server asks
     /// (instead of `bearer_token`).
     pub oauth: Option<crate::auth::OAuth>,
+    /// Whether the URL may be a server on the deprecated 2024-11-05
+    /// HTTP+SSE transport (default: detected).
+    pub sse: SseMode,
+}
+
+/// Whether an endpoint may speak the deprecated HTTP+SSE transport of
+/// 2024-11-05.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SseMode {
+    /// Detected as the spec's backwards-compatibility section describes:
+    /// when the first `POST` is answered `400`, `404` or `405` without a
+    /// modern JSON-RPC error, a `GET` that opens an event stream whose
+    /// first event is `endpoint` switches the transport to HTTP+SSE.
+    #[default]
+    Detect,
+    /// The URL is such a server's event stream: HTTP+SSE from the start.
+    Only,
+    /// Streamable HTTP only.
+    Never,
 }
 
 /// How often a legacy response stream is resumed before giving up.
@@ -66,6 +86,10 @@ const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 /// The Streamable HTTP transport.
 pub struct HttpTransport {
     shared: Arc<Shared>,
+    /// The HTTP+SSE session, once the server turned out to need one.
+    old: tokio::sync::OnceCell<old_sse::Session>,
+    /// Whether the URL was tried for HTTP+SSE already (it is tried once).
+    probed: std::sync::atomic::AtomicBool,
     /// Stops the legacy session's standalone stream when the transport goes.
     stop: CancellationToken,
 }
@@ -142,17 +166,100 @@ impl HttpTransport {
                 notes: tokio::sync::broadcast::channel(64).0,
             }),
             stop: CancellationToken::new(),
+            old: tokio::sync::OnceCell::new(),
+            probed: std::sync::atomic::AtomicBool::new(false),
         })
     }
+
+    /// The HTTP+SSE session: opened now with [`SseMode::Only`], else the
+    /// one detected, if any.
+    async fn old_session(&self) -> Result<Option<&old_sse::Session>, ClientError> {
+        if self.shared.options.sse != SseMode::Only {
+            return Ok(self.old.get());
+        }
+        self.old
+            .get_or_try_init(|| async {
+                match self.open_old().await? {
+                    old_sse::Opened::Session(session) => Ok(session),
+                    old_sse::Opened::NotSse(why) => Err(ClientError::Unreachable(format!(
+                        "{} is not an HTTP+SSE (2024-11-05) endpoint: {why}",
+                        self.shared.server
+                    ))),
+                }
+            })
+            .await
+            .map(Some)
+    }
+
+    async fn open_old(&self) -> Result<old_sse::Opened, ClientError> {
+        let wait = self
+            .shared
+            .options
+            .connect_timeout
+            .unwrap_or(Duration::from_secs(10));
+        old_sse::Session::open(&self.shared, wait, self.stop.child_token()).await
+    }
+
+    /// After a first `POST` answered `status` with `body`: whether the
+    /// server is an HTTP+SSE one (then the session is open).
+    async fn detect_old(&self, status: http::StatusCode, body: &[u8]) -> Option<&old_sse::Session> {
+        let may_be_old = self.shared.options.sse == SseMode::Detect
+            && matches!(status.as_u16(), 400 | 404 | 405)
+            && self.shared.session().is_none()
+            && !is_modern_refusal(body);
+        if !may_be_old || self.probed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return self.old.get();
+        }
+        match self.open_old().await {
+            Ok(old_sse::Opened::Session(session)) => {
+                let _ = self.old.set(session);
+            }
+            Ok(old_sse::Opened::NotSse(why)) => {
+                tracing::debug!(server = %self.shared.server, %why, "not an HTTP+SSE server either");
+            }
+            Err(e) => {
+                tracing::debug!(server = %self.shared.server, error = %e, "not an HTTP+SSE server either");
+            }
+        }
+        self.old.get()
+    }
+}
+
+/// Whether `body` is a JSON-RPC error a modern server sends (unsupported
+/// version, unknown method, a header that does not match): then the
+/// endpoint is no HTTP+SSE server.
+fn is_modern_refusal(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| serde_json::from_value::<RpcError>(v.get("error")?.clone()).ok())
+        .is_some_and(|e| {
+            e.is_modern_protocol_error() || e.code == toolgate_protocol::codes::METHOD_NOT_FOUND
+        })
 }
 
 impl Transport for HttpTransport {
     fn kind(&self) -> TransportKind {
-        TransportKind::Http
+        if self.old.initialized() || self.shared.options.sse == SseMode::Only {
+            TransportKind::Sse
+        } else {
+            TransportKind::Http
+        }
     }
 
     fn on_server_request(&self, handler: ServerRequestHandler) {
+        if let Some(session) = self.old.get() {
+            session.router().on_server_request(handler.clone());
+        }
         *lock(&self.shared.requests) = Some(handler);
+    }
+
+    fn server_requests_answered(&self) -> super::NotifyFuture<'_> {
+        Box::pin(async move {
+            match self.old.get() {
+                Some(session) => session.router().server_requests_answered().await,
+                None => Ok(()),
+            }
+        })
     }
 
     fn session_notifications(&self) -> Option<tokio::sync::broadcast::Receiver<Value>> {
@@ -160,6 +267,10 @@ impl Transport for HttpTransport {
     }
 
     fn legacy_session_started(&self, version: &str) -> super::NotifyFuture<'_> {
+        // An HTTP+SSE session's stream is open already.
+        if self.old.initialized() {
+            return Box::pin(async { Ok(()) });
+        }
         let (opened, ready) = tokio::sync::oneshot::channel();
         tokio::spawn(standalone(
             self.shared.clone(),
@@ -192,11 +303,19 @@ impl Transport for HttpTransport {
     }
 
     fn notify(&self, body: Vec<u8>, legacy: Option<String>) -> super::NotifyFuture<'_> {
-        Box::pin(async move { self.shared.post_message(body, legacy.as_deref()).await })
+        Box::pin(async move {
+            if let Some(session) = self.old_session().await? {
+                return session.notify(&self.shared, body).await;
+            }
+            self.shared.post_message(body, legacy.as_deref()).await
+        })
     }
 
     fn send(&self, mut request: Outgoing) -> SendFuture<'_> {
         Box::pin(async move {
+            if let Some(session) = self.old_session().await? {
+                return session.send(&self.shared, request).await;
+            }
             let version = request
                 .legacy
                 .clone()
@@ -218,7 +337,8 @@ impl Transport for HttpTransport {
             for (k, v) in request.headers.iter() {
                 out.add(k, v)?;
             }
-            out.body = bytes::Bytes::from(std::mem::take(&mut request.body));
+            let body = bytes::Bytes::from(std::mem::take(&mut request.body));
+            out.body = body.clone();
             let response = shared.execute(out).await?;
             let status = response.status();
             shared.refused(&response)?;
@@ -250,6 +370,19 @@ impl Transport for HttpTransport {
                 return Ok(Pending::stream(rx, Some(Box::new(move || task.abort()))));
             }
             let bytes = shared.body(response).await?;
+            if let Some(session) = self.detect_old(status, &bytes).await {
+                // Such a server knows only the initialize handshake, and
+                // some never answer a method they do not know: say so here
+                // rather than wait for it.
+                if request.method == "server/discover" {
+                    let refusal = RpcError::method_not_found(&request.method);
+                    let value = serde_json::from_slice(&encode_error(Some(&request.id), &refusal))
+                        .unwrap_or(Value::Null);
+                    return Ok(Pending::answered(Ok(Inbound::Response(value))));
+                }
+                request.body = body.to_vec();
+                return session.send(shared, request).await;
+            }
             let value: Value = serde_json::from_slice(&bytes).map_err(|_| {
                 let shown: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
                 if status.is_success() {
@@ -292,10 +425,20 @@ impl Shared {
     /// the current token (and a DPoP proof for the URL it goes to), and a
     /// `401` or `403` is answered by authorizing and sending again, a
     /// bounded number of times.
-    async fn execute(&self, mut out: Outbound) -> Result<Reply, ClientError> {
+    async fn execute(&self, out: Outbound) -> Result<Reply, ClientError> {
+        self.execute_at(out, None).await
+    }
+
+    /// [`Shared::execute`], to `at` (within the endpoint's origin) rather
+    /// than the endpoint.
+    async fn execute_at(
+        &self,
+        mut out: Outbound,
+        at: Option<url::Url>,
+    ) -> Result<Reply, ClientError> {
         self.common(&mut out)?;
         let mut attempt = crate::auth::Attempt::default();
-        let mut location: Option<url::Url> = None;
+        let mut location: Option<url::Url> = at;
         let mut hops = 0;
         loop {
             let mut this = out.clone();

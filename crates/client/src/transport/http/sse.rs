@@ -20,6 +20,8 @@ use crate::transport::Limits;
 pub(super) struct Event {
     /// The `data` lines, joined with newlines (may be empty: a priming event).
     pub(super) data: String,
+    /// Its `event` type, when it named one (the default is `message`).
+    pub(super) kind: Option<String>,
 }
 
 /// What the stream told us beyond events.
@@ -42,7 +44,10 @@ pub(super) struct Events<S> {
     after_cr: bool,
     data: String,
     has_data: bool,
+    kind: Option<String>,
     events: usize,
+    /// Events allowed on this stream.
+    max_events: usize,
     limits: Limits,
     server: Arc<str>,
 }
@@ -60,10 +65,19 @@ where
             after_cr: false,
             data: String::new(),
             has_data: false,
+            kind: None,
             events: 0,
+            max_events: limits.max_events_per_response,
             limits: limits.clone(),
             server,
         }
+    }
+
+    /// A stream that lasts as long as a session (the 2024-11-05 HTTP+SSE
+    /// transport's): its events are not counted, each is still bounded.
+    pub(super) fn lasting(mut self) -> Self {
+        self.max_events = usize::MAX;
+        self
     }
 
     fn over(&self, limit: &'static str, detail: String) -> ClientError {
@@ -122,6 +136,7 @@ where
     fn line(&mut self, raw: &[u8], cursor: &mut Cursor) -> Result<Option<Event>, ClientError> {
         let line = String::from_utf8_lossy(raw);
         if line.is_empty() {
+            let kind = self.kind.take();
             if !self.has_data {
                 return Ok(None);
             }
@@ -131,7 +146,7 @@ where
                 return Ok(None);
             }
             self.events += 1;
-            if self.events > self.limits.max_events_per_response {
+            if self.events > self.max_events {
                 return Err(self.over(
                     "max_events_per_response",
                     format!(
@@ -140,7 +155,7 @@ where
                     ),
                 ));
             }
-            return Ok(Some(Event { data }));
+            return Ok(Some(Event { data, kind }));
         }
         if line.starts_with(':') {
             return Ok(None);
@@ -167,6 +182,7 @@ where
                 self.has_data = true;
             }
             "id" if !value.contains('\0') => cursor.last_id = Some(value.to_owned()),
+            "event" => self.kind = Some(value.to_owned()),
             "retry" => {
                 if let Ok(ms) = value.parse::<u64>() {
                     cursor.retry = Some(Duration::from_millis(ms).min(self.limits.max_retry_delay));
