@@ -193,19 +193,7 @@ pub fn run() -> anyhow::Result<()> {
         ("TypeScript SDK v2, HTTP", &node, &ts_script),
         ("Python SDK, HTTP", &python, &py_script),
     ] {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let child = Command::new(program)
-            .args([script.as_str(), "--http", &port.to_string()])
-            .env("PATH", &path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {label}"))?;
-        let _guard = ChildGuard(child);
-        wait_for(SocketAddr::from(([127, 0, 0, 1], port)), label)?;
+        let (_guard, port) = start_on_free_port(label, program, &[script, "--http"], &path)?;
         let url = format!("http://127.0.0.1:{port}/mcp");
         check(label, &[&url], &path, &mut failures)?;
     }

@@ -73,7 +73,8 @@ pub struct AuditRow {
     /// `approval_pending`, `approval_unavailable`, `rate_limited`,
     /// `withheld`, `input_required`,
     /// `failed`; for a refused `requestState`: `replayed`, `moved`,
-    /// `tampered` or `expired`; `insufficient_scope`; `reloaded` and
+    /// `tampered` or `expired`; `insufficient_scope`; `loop` (stopped by
+    /// `[loops]`); `reloaded` and
     /// `revoked` for the rows of `toolgate.reload` and `toolgate.grant`.
     pub status: String,
     /// Milliseconds from taking the call to its answer.

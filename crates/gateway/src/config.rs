@@ -64,6 +64,9 @@ pub struct GatewayConfig {
     /// Calls per minute, per caller and tool.
     #[serde(default)]
     pub ratelimit: RateLimitConfig,
+    /// A model that keeps retrying a failing call is stopped.
+    #[serde(default)]
+    pub loops: crate::loops::LoopsConfig,
     /// How `requestState` is sealed (approvals and relayed questions).
     #[serde(default)]
     pub state: StateConfig,
@@ -667,6 +670,7 @@ impl GatewayConfig {
             upstream.expand(env)?;
         }
         crate::policy::Policy::new(&self.policy)?;
+        crate::loops::Loops::new(&self.loops)?;
         for (i, rule) in self.ratelimit.rules.iter().enumerate() {
             if rule.per_minute == 0 {
                 return Err(err(format!(

@@ -372,6 +372,15 @@ async fn forward_in_span(
             return Ok(error(text));
         }
     }
+    // A call going round a loop is stopped before anyone is asked.
+    if guard.loops.is_on() {
+        let digest = toolgate_server::arguments_digest(&Value::Object(args.clone()));
+        let caller = ctx.auth().and_then(|a| a.subject());
+        if let Some(text) = guard.loops.check(caller, &guard.facts.name, &digest) {
+            ctx.note("status", "loop");
+            return Ok(error(text));
+        }
+    }
     let mut input = ctx.inputs();
     let carry = match guard.admit(&ctx, &mut input, &args).await? {
         Admission::Forward { carry } => carry,
@@ -484,9 +493,14 @@ async fn answer(
                 None => Vec::new(),
             };
             if violations.is_empty() {
+                if result.is_error == Some(true) {
+                    let said = result.content.iter().find_map(|c| c.as_text());
+                    ctx.note("failure", said.unwrap_or("a tool error"));
+                }
                 return Ok(ToolReply::Complete(result));
             }
             ctx.note("status", "output_invalid");
+            ctx.note("failure", "its result broke the tool's outputSchema");
             let list: Vec<String> = violations.iter().map(ToString::to_string).collect();
             tracing::warn!(%server, %tool, violations = %list.join("; "), "upstream result breaks its outputSchema; withheld");
             Ok(error(format!(
@@ -498,10 +512,12 @@ async fn answer(
         // The upstream refused the request itself: pass its answer on.
         Err(ClientError::Protocol(e)) => {
             ctx.note("status", "upstream_error");
+            ctx.note("failure", e.message.as_str());
             Err(ToolError::protocol(e))
         }
         Err(e @ (ClientError::ServerExited(_) | ClientError::Transport(_))) => {
             ctx.note("status", "upstream_error");
+            ctx.note("failure", format!("the upstream server {server} failed"));
             Ok(error(format!(
                 "The upstream server {server} failed during the call ({e}); the gateway restarts it. Its tools cannot be used until it is back; the gateway's other servers are not affected."
             )))
@@ -513,6 +529,7 @@ async fn answer(
                 "upstream_error"
             };
             ctx.note("status", status);
+            ctx.note("failure", e.to_string());
             Ok(error(failure(&server, &quote(tool), &e)))
         }
     }

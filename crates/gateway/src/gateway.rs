@@ -198,6 +198,8 @@ pub struct Gateway {
     /// Budgets in Redis (`[ratelimit] redis`), instead of in this process.
     shared_limits: Option<Arc<crate::shared_limit::SharedLimits>>,
     audit: Option<Arc<dyn AuditSink>>,
+    /// Failures counted to stop loops (`[loops]`).
+    loops: Arc<crate::loops::Loops>,
     /// The SQLite file, when that is the store.
     audit_file: Option<std::path::PathBuf>,
     metrics: Arc<Metrics>,
@@ -317,9 +319,11 @@ impl Gateway {
             });
         let metrics = Arc::new(Metrics::default());
         let tools_of = offer.clone();
+        let loops = Arc::new(crate::loops::Loops::new(&config.loops)?);
         builder = builder.call_log(Arc::new(Recorder {
             store: audit.clone(),
             metrics: metrics.clone(),
+            loops: loops.clone(),
             upstream_of: Arc::new(move |tool| {
                 let offer = read(&tools_of);
                 let i = match offer.tools.get(tool) {
@@ -391,6 +395,7 @@ impl Gateway {
             shared_limits,
             audit_file,
             audit,
+            loops,
             metrics,
         };
         let ups = gateway.ups();
@@ -871,6 +876,7 @@ impl Gateway {
                 trusted: config.trusted,
                 desk: self.desk.clone(),
                 grants: self.audit.clone(),
+                loops: self.loops.clone(),
                 shared: self
                     .shared_limits
                     .clone()

@@ -41,6 +41,8 @@ pub struct Guard {
     /// Where grants are kept (the audit store); without one, a rule's
     /// `remember` is not offered.
     pub grants: Option<Arc<dyn AuditSink>>,
+    /// Failures counted to stop loops (`[loops]`).
+    pub loops: Arc<crate::loops::Loops>,
 }
 
 /// The guard's verdict on this round.

@@ -36,6 +36,7 @@ pub mod grants;
 pub mod guard;
 pub mod health;
 pub mod inbound;
+pub mod loops;
 pub mod metrics;
 pub mod names;
 mod parked;

@@ -170,6 +170,8 @@ pub struct Recorder {
     /// Names the upstream of calls refused before the gateway's handler
     /// ran (invalid arguments, rate limits, withheld tools).
     pub upstream_of: UpstreamOf,
+    /// Where failures are counted (`[loops]`).
+    pub loops: Arc<crate::loops::Loops>,
 }
 
 impl CallLog for Recorder {
@@ -185,6 +187,16 @@ impl CallLog for Recorder {
         }
         let row = row_of(&record);
         self.metrics.count(&row, record.elapsed);
+        self.loops.observe(
+            row.caller.as_deref(),
+            &row.tool,
+            &row.arguments_digest,
+            &row.status,
+            record
+                .notes
+                .get("failure")
+                .and_then(serde_json::Value::as_str),
+        );
         match &self.store {
             Some(store) => store.write(row),
             None => Box::pin(async { Ok(()) }),

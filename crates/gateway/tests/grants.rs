@@ -8,75 +8,19 @@
 mod support;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{args, config, serve, shop, token};
+use support::{Person, args, config, serve, shop, token};
 use tokio::net::TcpListener;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_client::{BoxFuture, CallOptions, Client, ClientError, InputHandler};
+use toolgate_client::{CallOptions, Client, ClientError};
 use toolgate_gateway::audit::{AuditRow, Filter, query};
 use toolgate_gateway::grants::{self, Revoked};
 use toolgate_gateway::{Gateway, GatewayOptions};
-use toolgate_protocol::types::ClientCapabilities;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
-
-/// Answers every question as told, and keeps what it was asked.
-#[derive(Clone)]
-struct Person {
-    answer: Value,
-    asked: Arc<Mutex<Vec<Value>>>,
-}
-
-impl Person {
-    fn new(answer: Value) -> Self {
-        Self {
-            answer,
-            asked: Arc::default(),
-        }
-    }
-
-    /// The gateway's approval questions it was asked (not the shop's own).
-    fn approvals(&self) -> Vec<Value> {
-        let asked = self.asked.lock().unwrap();
-        asked
-            .iter()
-            .filter(|q| {
-                q["message"]
-                    .as_str()
-                    .is_some_and(|m| m.starts_with("Approve this tool call?"))
-            })
-            .cloned()
-            .collect()
-    }
-
-    fn times_asked(&self) -> usize {
-        self.approvals().len()
-    }
-
-    fn last_schema(&self) -> Value {
-        self.approvals().last().unwrap()["requestedSchema"].clone()
-    }
-}
-
-impl InputHandler for Person {
-    fn capabilities(&self) -> ClientCapabilities {
-        serde_json::from_value(json!({"elicitation": {}})).unwrap()
-    }
-    fn elicit(
-        &self,
-        request: toolgate_protocol::types::ElicitRequestParams,
-    ) -> BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>> {
-        self.asked
-            .lock()
-            .unwrap()
-            .push(serde_json::to_value(&request).unwrap());
-        let answer = serde_json::from_value(self.answer.clone()).unwrap();
-        Box::pin(async move { Ok(answer) })
-    }
-}
 
 const POLICY: &str = r#"[policy]
 default = "allow"

@@ -11,37 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use support::{Pipe, args, config, refused, serve, shop, tool_names};
+use support::{Person, Pipe, args, config, refused, serve, shop, tool_names};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_client::{
-    BoxFuture, CallOptions, CallRound, Client, ClientError, InputHandler, RoundInput,
-};
+use toolgate_client::{CallOptions, CallRound, Client, ClientError, RoundInput};
 use toolgate_gateway::audit::{AuditRow, Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
-use toolgate_protocol::types::{CallToolResult, ClientCapabilities};
-
-/// Answers the approval question as told, and keeps what it was asked.
-struct Person {
-    answer: Value,
-    asked: Arc<Mutex<Vec<Value>>>,
-}
-
-impl InputHandler for Person {
-    fn capabilities(&self) -> ClientCapabilities {
-        serde_json::from_value(json!({"elicitation": {}})).unwrap()
-    }
-    fn elicit(
-        &self,
-        request: toolgate_protocol::types::ElicitRequestParams,
-    ) -> BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>> {
-        self.asked
-            .lock()
-            .unwrap()
-            .push(serde_json::to_value(&request).unwrap());
-        let answer = serde_json::from_value(self.answer.clone()).unwrap();
-        Box::pin(async move { Ok(answer) })
-    }
-}
+use toolgate_protocol::types::CallToolResult;
 
 async fn client(gateway: &Gateway, answer: Option<Value>) -> (Client, Arc<Mutex<Vec<Value>>>) {
     let url = serve(gateway.server()).await;

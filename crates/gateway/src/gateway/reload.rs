@@ -24,7 +24,7 @@ pub struct Reloaded {
     pub changed: Vec<String>,
     /// Upstreams stopped because their entry is gone (or disabled).
     pub removed: Vec<String>,
-    /// The `[policy]` or `[ratelimit]` rules differ.
+    /// The `[policy]`, `[ratelimit]` or `[loops]` rules differ.
     pub rules_changed: bool,
     /// Sections that differ but take effect only after a restart.
     pub needs_restart: Vec<String>,
@@ -85,7 +85,10 @@ pub(super) fn fixed_sections(config: &GatewayConfig) -> String {
 
 /// `[policy]` and the rate-limit rules, as they read.
 pub(super) fn rules_of(config: &GatewayConfig) -> String {
-    format!("{:?} {:?}", config.policy, config.ratelimit.rules)
+    format!(
+        "{:?} {:?} {:?}",
+        config.policy, config.ratelimit.rules, config.loops
+    )
 }
 
 /// The section names of the lines that differ.
@@ -104,6 +107,8 @@ impl Gateway {
     /// compile, tool names that would collide.
     pub async fn reload(&self, config: GatewayConfig) -> Result<Reloaded, GatewayError> {
         let policy = Arc::new(Policy::new(&config.policy)?);
+        // Checked now, so a bad `[loops]` changes nothing.
+        crate::loops::Loops::new(&config.loops)?;
         let mut report = Reloaded {
             needs_restart: differing(&self.fixed, &fixed_sections(&config)),
             ..Reloaded::default()
@@ -161,6 +166,7 @@ impl Gateway {
         *write(&self.upstreams) = Arc::new(slots);
         *write(&self.policy) = policy;
         *write(&self.ratelimit) = Arc::new(config.ratelimit.clone());
+        self.loops.configure(&config.loops)?;
         *write(&self.disabled) = config
             .servers
             .values()

@@ -293,3 +293,59 @@ pub fn token(subject: &str, audience: &str, scopes: &str) -> String {
     )
     .unwrap()
 }
+
+/// Answers every question as told, and keeps what it was asked.
+#[derive(Clone)]
+pub struct Person {
+    pub answer: Value,
+    pub asked: Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl Person {
+    pub fn new(answer: Value) -> Self {
+        Self {
+            answer,
+            asked: Arc::default(),
+        }
+    }
+
+    /// The gateway's approval questions it was asked (not an upstream's own).
+    pub fn approvals(&self) -> Vec<Value> {
+        let asked = self.asked.lock().unwrap();
+        asked
+            .iter()
+            .filter(|q| {
+                q["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("Approve this tool call?"))
+            })
+            .cloned()
+            .collect()
+    }
+
+    pub fn times_asked(&self) -> usize {
+        self.approvals().len()
+    }
+
+    /// The form of the last approval question.
+    pub fn last_schema(&self) -> Value {
+        self.approvals().last().unwrap()["requestedSchema"].clone()
+    }
+}
+
+impl InputHandler for Person {
+    fn capabilities(&self) -> ClientCapabilities {
+        serde_json::from_value(json!({"elicitation": {}})).unwrap()
+    }
+    fn elicit(
+        &self,
+        request: toolgate_protocol::types::ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&request).unwrap());
+        let answer = serde_json::from_value(self.answer.clone()).unwrap();
+        Box::pin(async move { Ok(answer) })
+    }
+}
