@@ -44,34 +44,19 @@ pub struct LogArgs {
     #[arg(long)]
     pub json: bool,
     /// Keep printing new calls as they are recorded.
-    #[arg(long, short)]
+    #[arg(long, short, conflicts_with = "spend")]
     pub follow: bool,
+    /// What calls cost under `[[budget]]`: the sums by UTC day, caller and
+    /// tool (of the calls the other options select).
+    #[arg(long)]
+    pub spend: bool,
 }
 
 use toolgate_gateway::duration::parse_duration;
 
 /// `YYYY-MM-DD hh:mm:ss.mmm` UTC, from milliseconds since the epoch.
 pub fn format_time(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{millis:03}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    toolgate_gateway::duration::utc(ms, true)
 }
 
 /// Where the rows are.
@@ -209,6 +194,12 @@ pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
         (Database::File(path), None) => query(path, filter).map_err(|e| exit::fail(exit::USAGE, e)),
         (Database::Postgres(_), None) => Ok(Vec::new()),
     };
+    if args.spend {
+        filter.limit = None;
+        let rows = read(&filter).await?;
+        print_spend(&rows, args.json);
+        return Ok(exit::OK);
+    }
     let rows = read(&filter).await?;
     print(&rows, args.json, true);
     if !args.follow {
@@ -227,6 +218,48 @@ pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
             print(&rows, args.json, false);
         }
     }
+}
+
+/// Sums of what charged calls cost, by UTC day, caller and tool.
+fn print_spend(rows: &[AuditRow], json: bool) {
+    let mut sums: std::collections::BTreeMap<(String, String, String), (u64, f64)> =
+        std::collections::BTreeMap::new();
+    for r in rows {
+        let Some(cost) = r.cost else { continue };
+        let day = format_time(r.time_ms)[..10].to_owned();
+        let caller = r.caller.clone().unwrap_or_else(|| "-".into());
+        let sum = sums.entry((day, caller, r.tool.clone())).or_default();
+        sum.0 += 1;
+        sum.1 += cost;
+    }
+    if sums.is_empty() {
+        errln!("no charged calls recorded that match");
+        return;
+    }
+    if json {
+        for ((day, caller, tool), (calls, spent)) in &sums {
+            outln!(
+                "{}",
+                serde_json::json!({"day": day, "caller": caller, "tool": tool, "calls": calls, "spent": spent})
+            );
+        }
+        return;
+    }
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(["day (UTC)", "caller", "tool", "charged calls", "spent"]);
+    for ((day, caller, tool), (calls, spent)) in &sums {
+        table.add_row([
+            day.clone(),
+            one_line(caller),
+            one_line(tool),
+            calls.to_string(),
+            format!("{spent}"),
+        ]);
+    }
+    outln!("{table}");
 }
 
 fn print(rows: &[AuditRow], json: bool, first: bool) {

@@ -400,7 +400,8 @@ Examples:
   toolgate log                                  # the store toolgate.toml names
   toolgate log --since 1h --decision confirm
   toolgate log --db /var/lib/toolgate/audit.db --tool 'basket.*' --json
-  toolgate log --follow")]
+  toolgate log --follow
+  toolgate log --spend --since 30d")]
     Log(log::LogArgs),
     /// List or revoke grants: approvals of a tool for a caller, for a
     /// while (a policy rule's `remember`).

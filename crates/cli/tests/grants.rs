@@ -118,3 +118,50 @@ async fn a_store_that_is_not_there_is_named() {
         "toolgate: no audit store at nowhere.db (toolgate serve writes it; give --db FILE or --config FILE)"
     );
 }
+
+#[tokio::test]
+async fn log_spend_sums_what_charged_calls_cost_by_day_caller_and_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let store = AuditStore::open(&db, false).unwrap();
+    // 2026-12-03 10:00 UTC, and the next day.
+    let day = 1_796_292_000_000_i64;
+    for (time_ms, caller, cost) in [
+        (day, "alice", Some(25.0)),
+        (day + 60_000, "alice", Some(25.0)),
+        (day + 120_000, "alice", None),
+        (day + 86_400_000, "bob", Some(2.5)),
+    ] {
+        let row = toolgate_gateway::audit::AuditRow {
+            time_ms,
+            caller: Some(caller.into()),
+            tool: "rich.lookup".into(),
+            arguments_digest: "d".into(),
+            status: "ok".into(),
+            cost,
+            ..Default::default()
+        };
+        store.write(row).await.unwrap();
+    }
+    let path = db.display().to_string();
+    let json = grants_in(dir.path(), &path, &["log", "--spend", "--json"]).await;
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let lines: Vec<serde_json::Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            serde_json::json!({"day": "2026-12-03", "caller": "alice", "tool": "rich.lookup", "calls": 2, "spent": 50.0}),
+            serde_json::json!({"day": "2026-12-04", "caller": "bob", "tool": "rich.lookup", "calls": 1, "spent": 2.5}),
+        ]
+    );
+    let table = grants_in(dir.path(), &path, &["log", "--spend", "--caller", "bob"]).await;
+    assert!(
+        table.stdout.contains("2026-12-04") && !table.stdout.contains("alice"),
+        "{}",
+        table.stdout
+    );
+}

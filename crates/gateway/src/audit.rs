@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OpenFlags, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -24,6 +24,7 @@ use toolgate_server::CallRecord;
 
 use toolgate_server::{NonceStore, SpendFuture};
 
+use crate::budget::{Ledger, SpendKey};
 use crate::grants::Grant;
 
 /// `[audit]`.
@@ -74,7 +75,7 @@ pub struct AuditRow {
     /// `withheld`, `input_required`,
     /// `failed`; for a refused `requestState`: `replayed`, `moved`,
     /// `tampered` or `expired`; `insufficient_scope`; `loop` (stopped by
-    /// `[loops]`); `reloaded` and
+    /// `[loops]`); `over_budget` (`[[budget]]`); `reloaded` and
     /// `revoked` for the rows of `toolgate.reload` and `toolgate.grant`.
     pub status: String,
     /// Milliseconds from taking the call to its answer.
@@ -83,6 +84,8 @@ pub struct AuditRow {
     /// (`confirmation` `approved`), the one that let it through
     /// (`granted`), or the one revoked (tool `toolgate.grant`).
     pub grant: Option<String>,
+    /// What the call cost, under its `[[budget]]`, when it was charged.
+    pub cost: Option<f64>,
 }
 
 const SCHEMA: &str = "
@@ -107,8 +110,19 @@ CREATE TABLE IF NOT EXISTS nonces (
 );
 ";
 
-/// The schema version this toolgate writes: 2 added grants.
-const VERSION: i32 = 2;
+/// The schema version this toolgate writes: 2 added grants, 3 budgets.
+const VERSION: i32 = 3;
+
+/// What each budget's callers spent, per period (schema version 3).
+const SPEND: &str = "
+CREATE TABLE IF NOT EXISTS spend (
+    budget TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    period TEXT NOT NULL,
+    amount REAL NOT NULL,
+    PRIMARY KEY (budget, scope, period)
+);
+";
 
 /// Bring a store to [`VERSION`], one process at a time.
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -122,6 +136,17 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
             tx.execute_batch("ALTER TABLE calls ADD COLUMN grant_id TEXT;")?;
         }
         tx.execute_batch(crate::grants::TABLE)?;
+    }
+    if version < 3 {
+        let has_cost_column = tx
+            .prepare("SELECT 1 FROM pragma_table_info('calls') WHERE name = 'cost'")?
+            .exists([])?;
+        if !has_cost_column {
+            tx.execute_batch("ALTER TABLE calls ADD COLUMN cost REAL;")?;
+        }
+        tx.execute_batch(SPEND)?;
+    }
+    if version < VERSION {
         tx.execute_batch(&format!("PRAGMA user_version = {VERSION};"))?;
     }
     tx.commit()
@@ -155,6 +180,8 @@ pub trait AuditSink: NonceStore + Send + Sync {
     /// The id of a grant that holds now for `caller` calling `tool`
     /// (revocations by any process included).
     fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<String>>;
+    /// The same store, where budgets' spending is kept.
+    fn ledger(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn Ledger>;
 }
 
 enum Job {
@@ -168,6 +195,8 @@ enum Job {
         tool: String,
         reply: oneshot::Sender<Result<Option<String>, String>>,
     },
+    Spent(Vec<SpendKey>, oneshot::Sender<Result<Vec<f64>, String>>),
+    Charge(Vec<SpendKey>, f64, oneshot::Sender<Result<(), String>>),
 }
 
 /// What a finished job hands back.
@@ -175,6 +204,7 @@ enum Done {
     Nothing,
     Fresh(bool),
     Found(Option<String>),
+    Amounts(Vec<f64>),
 }
 
 /// The audit store's writer.
@@ -277,6 +307,20 @@ impl AuditSink for AuditStore {
     fn nonces(self: std::sync::Arc<Self>) -> crate::confirm::SharedNonces {
         self
     }
+
+    fn ledger(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn Ledger> {
+        self
+    }
+}
+
+impl Ledger for AuditStore {
+    fn spent(&self, keys: Vec<SpendKey>) -> StoreFuture<Vec<f64>> {
+        self.ask(|tx| Job::Spent(keys, tx))
+    }
+
+    fn charge(&self, keys: Vec<SpendKey>, amount: f64) -> StoreFuture<()> {
+        self.ask(|tx| Job::Charge(keys, amount, tx))
+    }
 }
 
 /// Write what arrives, one transaction per batch of what is waiting.
@@ -296,7 +340,7 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
             let tx = conn.transaction()?;
             {
                 let mut insert = tx.prepare_cached(
-                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 )?;
                 let mut spend = tx.prepare_cached(
                     "INSERT OR IGNORE INTO nonces (nonce, spent_ms) VALUES (?1, ?2)",
@@ -317,13 +361,35 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                                 r.confirmation,
                                 r.status,
                                 r.latency_ms,
-                                r.grant
+                                r.grant,
+                                r.cost
                             ])?;
                         }
                         Job::Nonce(nonce, _) => {
                             done[i] = Done::Fresh(spend.execute(params![nonce, now])? == 1);
                         }
                         Job::Grant(grant, _) => crate::grants::insert(&tx, grant)?,
+                        Job::Spent(keys, _) => {
+                            let mut read = tx.prepare_cached(
+                                "SELECT amount FROM spend WHERE budget = ?1 AND scope = ?2 AND period = ?3",
+                            )?;
+                            let mut amounts = Vec::with_capacity(keys.len());
+                            for k in keys {
+                                let amount: Option<f64> = read
+                                    .query_row(params![k.budget, k.scope, k.period], |r| r.get(0))
+                                    .optional()?;
+                                amounts.push(amount.unwrap_or(0.0));
+                            }
+                            done[i] = Done::Amounts(amounts);
+                        }
+                        Job::Charge(keys, amount, _) => {
+                            let mut add = tx.prepare_cached(
+                                "INSERT INTO spend (budget, scope, period, amount) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (budget, scope, period) DO UPDATE SET amount = amount + excluded.amount",
+                            )?;
+                            for k in keys {
+                                add.execute(params![k.budget, k.scope, k.period, amount])?;
+                            }
+                        }
                         Job::Granted { caller, tool, .. } => {
                             done[i] = Done::Found(crate::grants::find(
                                 &tx,
@@ -358,12 +424,22 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                     .err()
             };
             match job {
-                Job::Row(_, reply) | Job::Check(reply) | Job::Grant(_, reply) => {
+                Job::Row(_, reply)
+                | Job::Check(reply)
+                | Job::Grant(_, reply)
+                | Job::Charge(_, _, reply) => {
                     let _ = reply.send(failed().map_or(Ok(()), Err));
                 }
                 Job::Nonce(_, reply) => {
                     let fresh = matches!(done, Done::Fresh(true));
                     let _ = reply.send(failed().map_or(Ok(fresh), Err));
+                }
+                Job::Spent(_, reply) => {
+                    let amounts = match done {
+                        Done::Amounts(a) => a,
+                        _ => Vec::new(),
+                    };
+                    let _ = reply.send(failed().map_or(Ok(amounts), Err));
                 }
                 Job::Granted { reply, .. } => {
                     let found = match done {
@@ -406,6 +482,7 @@ pub fn row_of(record: &CallRecord) -> AuditRow {
         status: note(notes, "status").unwrap_or_else(|| record.outcome.as_str().to_owned()),
         latency_ms: record.elapsed.as_secs_f64() * 1000.0,
         grant: note(notes, "grant"),
+        cost: notes.get("cost").and_then(Value::as_f64),
     }
 }
 
@@ -443,9 +520,10 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(|e| format!("{}: not a toolgate audit store ({e})", path.display()))?;
     let grant = if version >= 2 { "grant_id" } else { "NULL" };
+    let cost = if version >= 3 { "cost" } else { "NULL" };
     let mut stmt = conn
         .prepare(&format!(
-            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, {grant} FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) ORDER BY id DESC"
+            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, {grant}, {cost} FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) ORDER BY id DESC"
         ))
         .map_err(|e| format!("{}: not a toolgate audit store ({e})", path.display()))?;
     let rows = stmt
@@ -471,6 +549,7 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
                     status: r.get(10)?,
                     latency_ms: r.get(11)?,
                     grant: r.get(12)?,
+                    cost: r.get(13)?,
                 })
             },
         )

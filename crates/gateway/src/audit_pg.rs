@@ -19,6 +19,7 @@ use tokio::sync::Mutex;
 use tokio_postgres::Client;
 
 use crate::audit::{AuditRow, AuditSink, Filter, NONCE_MARGIN, now_ms};
+use crate::budget::{Ledger, SpendKey};
 use crate::grants::{Grant, Revoked};
 use toolgate_server::{NonceStore, SpendFuture};
 
@@ -58,6 +59,16 @@ CREATE TABLE IF NOT EXISTS toolgate_grants (
     rule TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS toolgate_grants_tool ON toolgate_grants (tool);
+",
+    "
+ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS cost DOUBLE PRECISION;
+CREATE TABLE IF NOT EXISTS toolgate_spend (
+    budget TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    period TEXT NOT NULL,
+    amount DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (budget, scope, period)
+);
 ",
 ];
 
@@ -203,7 +214,7 @@ impl PgStore {
         let client = self.client().await?;
         client
             .execute(
-                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                 &[
                     &r.time_ms,
                     &r.caller,
@@ -217,6 +228,7 @@ impl PgStore {
                     &r.status,
                     &r.latency_ms,
                     &r.grant,
+                    &r.cost,
                 ],
             )
             .await
@@ -267,7 +279,7 @@ impl PgStore {
         };
         let rows = client
             .query(
-                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) ORDER BY id DESC LIMIT $5",
+                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) ORDER BY id DESC LIMIT $5",
                 &[
                     &filter.after_id.unwrap_or(0),
                     &filter.since_ms.unwrap_or(0),
@@ -297,6 +309,7 @@ impl PgStore {
                 status: r.get(10),
                 latency_ms: r.get(11),
                 grant: r.get(12),
+                cost: r.get(13),
             })
         });
         crate::audit::newest(rows, tool.as_ref(), filter.limit)
@@ -439,6 +452,50 @@ impl AuditSink for PgStore {
     fn granted(&self, caller: Option<String>, tool: String) -> Reply<Option<String>> {
         let store = self.clone();
         Box::pin(async move { store.find_grant(caller.as_deref(), &tool).await })
+    }
+
+    fn ledger(self: Arc<Self>) -> Arc<dyn Ledger> {
+        self
+    }
+}
+
+impl Ledger for PgStore {
+    fn spent(&self, keys: Vec<SpendKey>) -> Reply<Vec<f64>> {
+        let store = self.clone();
+        Box::pin(async move {
+            let client = store.client().await?;
+            let mut amounts = Vec::with_capacity(keys.len());
+            for k in &keys {
+                let row = client
+                    .query_opt(
+                        "SELECT amount FROM toolgate_spend WHERE budget = $1 AND scope = $2 AND period = $3",
+                        &[&k.budget, &k.scope, &k.period],
+                    )
+                    .await
+                    .map_err(|e| store.inner.fail(&e))?;
+                amounts.push(row.map_or(0.0, |r| r.get::<_, f64>(0)));
+            }
+            Ok(amounts)
+        })
+    }
+
+    fn charge(&self, keys: Vec<SpendKey>, amount: f64) -> Reply<()> {
+        let store = self.clone();
+        Box::pin(async move {
+            let client = store.client().await?;
+            // One statement per key: each increment is atomic, so instances
+            // charging together never lose one another's spending.
+            for k in &keys {
+                client
+                    .execute(
+                        "INSERT INTO toolgate_spend (budget, scope, period, amount) VALUES ($1, $2, $3, $4) ON CONFLICT (budget, scope, period) DO UPDATE SET amount = toolgate_spend.amount + EXCLUDED.amount",
+                        &[&k.budget, &k.scope, &k.period, &amount],
+                    )
+                    .await
+                    .map_err(|e| store.inner.fail(&e))?;
+            }
+            Ok(())
+        })
     }
 }
 

@@ -67,6 +67,9 @@ pub struct GatewayConfig {
     /// A model that keeps retrying a failing call is stopped.
     #[serde(default)]
     pub loops: crate::loops::LoopsConfig,
+    /// What calls cost, and caps on what callers spend.
+    #[serde(default)]
+    pub budget: Vec<crate::budget::BudgetConfig>,
     /// How `requestState` is sealed (approvals and relayed questions).
     #[serde(default)]
     pub state: StateConfig,
@@ -671,6 +674,7 @@ impl GatewayConfig {
         }
         crate::policy::Policy::new(&self.policy)?;
         crate::loops::Loops::new(&self.loops)?;
+        crate::budget::Budgets::new(&self.budget)?;
         for (i, rule) in self.ratelimit.rules.iter().enumerate() {
             if rule.per_minute == 0 {
                 return Err(err(format!(

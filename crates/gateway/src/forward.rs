@@ -381,6 +381,24 @@ async fn forward_in_span(
             return Ok(error(text));
         }
     }
+    // Nor is a call its budget cannot pay for (nobody is asked either).
+    let spend = match &guard.budget {
+        Some(budget) => {
+            let caller = ctx.auth().and_then(|a| a.subject());
+            let now = crate::audit::now_ms(std::time::SystemTime::now());
+            match budget
+                .admit(&*guard.ledger, &guard.facts.name, caller, now)
+                .await
+            {
+                Ok(keys) => Some(keys),
+                Err(text) => {
+                    ctx.note("status", "over_budget");
+                    return Ok(error(text));
+                }
+            }
+        }
+        None => None,
+    };
     let mut input = ctx.inputs();
     let carry = match guard.admit(&ctx, &mut input, &args).await? {
         Admission::Forward { carry } => carry,
@@ -429,7 +447,8 @@ async fn forward_in_span(
             remember_task,
         )
         .await?;
-        return answer(&upstream, &tool, &ctx, Some(client), outcome).await;
+        let reply = answer(&upstream, &tool, &ctx, Some(client), outcome).await;
+        return charged(&guard, &ctx, spend, reply).await;
     }
     let name = tool.clone();
     let mut checker: Option<Client> = None;
@@ -471,7 +490,30 @@ async fn forward_in_span(
         (Ok(UpCall::Result(result)), _) => Ok(result),
         (Err(e), _) => Err(e),
     };
-    answer(&upstream, &tool, &ctx, checker, outcome).await
+    let reply = answer(&upstream, &tool, &ctx, checker, outcome).await;
+    charged(&guard, &ctx, spend, reply).await
+}
+
+/// Charge a finished call to its budget: what it cost (nothing when it
+/// failed), under the keys its admission named; the cost goes in its row.
+async fn charged(
+    guard: &Guard,
+    ctx: &RequestContext,
+    keys: Option<Vec<crate::budget::SpendKey>>,
+    reply: Result<ToolReply, ToolError>,
+) -> Result<ToolReply, ToolError> {
+    if let (Some(budget), Some(keys), Ok(ToolReply::Complete(result))) =
+        (&guard.budget, keys, &reply)
+    {
+        let cost = budget.cost_of(result);
+        if cost > 0.0 {
+            ctx.note("cost", cost);
+            if let Err(e) = guard.ledger.charge(keys, cost).await {
+                tracing::warn!(tool = %guard.facts.name, error = %e, "a call's cost was not recorded in the budget");
+            }
+        }
+    }
+    reply
 }
 
 /// The caller's answer for a relayed call's outcome: the result once it

@@ -200,6 +200,10 @@ pub struct Gateway {
     audit: Option<Arc<dyn AuditSink>>,
     /// Failures counted to stop loops (`[loops]`).
     loops: Arc<crate::loops::Loops>,
+    /// `[[budget]]`, swapped by a reload.
+    budgets: Arc<RwLock<Arc<crate::budget::Budgets>>>,
+    /// Where spending is kept: the audit store, or this process.
+    ledger: Arc<dyn crate::budget::Ledger>,
     /// The SQLite file, when that is the store.
     audit_file: Option<std::path::PathBuf>,
     metrics: Arc<Metrics>,
@@ -393,6 +397,13 @@ impl Gateway {
             rules,
             backoff,
             shared_limits,
+            budgets: Arc::new(RwLock::new(Arc::new(crate::budget::Budgets::new(
+                &config.budget,
+            )?))),
+            ledger: match &audit {
+                Some(store) => store.clone().ledger(),
+                None => Arc::new(crate::budget::MemoryLedger::default()),
+            },
             audit_file,
             audit,
             loops,
@@ -754,6 +765,7 @@ impl Gateway {
         let config = &upstream.config;
         let policy = self.policy();
         let ratelimit = read(&self.ratelimit).clone();
+        let budgets = read(&self.budgets).clone();
         let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
         let locked = self
             .lock
@@ -868,6 +880,7 @@ impl Gateway {
                     notes
                 }
             });
+            let budget = budgets.of(&name);
             let guard = Arc::new(Guard {
                 policy: policy.clone(),
                 facts,
@@ -877,6 +890,8 @@ impl Gateway {
                 desk: self.desk.clone(),
                 grants: self.audit.clone(),
                 loops: self.loops.clone(),
+                budget: budget.clone(),
+                ledger: self.ledger.clone(),
                 shared: self
                     .shared_limits
                     .clone()
@@ -886,7 +901,16 @@ impl Gateway {
             let upstream_name = tool.name.clone();
             // A call becomes a gateway task only when its upstream made it
             // one, after any approval and upstream rounds in the request.
-            let mut entry = ToolDef::from_tool(tool.clone())
+            // The model reads the terms with the description, to plan.
+            let mut shown = tool.clone();
+            if let Some(budget) = &budget {
+                let terms = budget.terms();
+                shown.description = Some(match shown.description.take() {
+                    Some(d) if !d.trim().is_empty() => format!("{}\n\n{terms}", d.trim_end()),
+                    _ => terms,
+                });
+            }
+            let mut entry = ToolDef::from_tool(shown)
                 .rename(name.clone())
                 .timeout(config.call_timeout() + Duration::from_secs(1))
                 .task_support(TaskSupport::Optional)

@@ -43,6 +43,10 @@ pub struct Guard {
     pub grants: Option<Arc<dyn AuditSink>>,
     /// Failures counted to stop loops (`[loops]`).
     pub loops: Arc<crate::loops::Loops>,
+    /// The tool's `[[budget]]`, if it has one.
+    pub budget: Option<Arc<crate::budget::Budget>>,
+    /// Where spending is kept.
+    pub ledger: Arc<dyn crate::budget::Ledger>,
 }
 
 /// The guard's verdict on this round.

@@ -27,6 +27,7 @@
 pub mod approval;
 pub mod audit;
 pub mod audit_pg;
+pub mod budget;
 pub mod config;
 pub mod confirm;
 pub mod duration;

@@ -47,6 +47,13 @@ pub struct Metrics {
     confirmations: Family<OutcomeLabels, Counter>,
     validation: Family<ValidationLabels, Counter>,
     restarts: Family<UpstreamLabels, Counter>,
+    spent: Family<SpendLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SpendLabels {
+    upstream: String,
+    tool: String,
 }
 
 fn latency_histogram() -> Histogram {
@@ -89,6 +96,12 @@ impl Default for Metrics {
             "Connections to an upstream after its first",
             restarts.clone(),
         );
+        let spent = Family::<SpendLabels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "spent",
+            "What calls cost under their [[budget]], by upstream and tool (in each budget's unit)",
+            spent.clone(),
+        );
         Self {
             registry,
             calls,
@@ -96,6 +109,7 @@ impl Default for Metrics {
             confirmations,
             validation,
             restarts,
+            spent,
         }
     }
 }
@@ -127,6 +141,14 @@ impl Metrics {
                     outcome: outcome.clone(),
                 })
                 .inc();
+        }
+        if let Some(cost) = row.cost.filter(|c| *c > 0.0) {
+            self.spent
+                .get_or_create(&SpendLabels {
+                    upstream: upstream.clone(),
+                    tool: row.tool.clone(),
+                })
+                .inc_by(cost);
         }
         if matches!(row.status.as_str(), "invalid_arguments" | "output_invalid") {
             self.validation

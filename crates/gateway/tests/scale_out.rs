@@ -205,3 +205,47 @@ async fn instances_starting_together_migrate_the_schema_once() {
         "{bad}"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
+async fn two_instances_share_one_budget() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let upstream = serve(shop(calls.clone(), "Orders an item.")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("state.key");
+    std::fs::write(&key, "f".repeat(64)).unwrap();
+    let budget = format!(
+        "[policy]\ndefault = \"allow\"\n[[budget]]\ntools = [\"shop.order\"]\nname = \"orders-{}\"\ncost = 1\ntotal = {{ amount = 10, per = \"day\" }}\n",
+        std::process::id()
+    );
+    let a = instance(&upstream, &key, &budget).await;
+    let b = instance(&upstream, &key, &budget).await;
+    let (ca, cb) = (downstream(&a).await, downstream(&b).await);
+    let mut sent = 0;
+    let mut refused = 0;
+    for i in 0..16 {
+        let c = if i % 2 == 0 { &ca } else { &cb };
+        match c
+            .call_tool(
+                "shop.order",
+                args(json!({"sku": "SKU-0042"})),
+                &CallOptions::default(),
+            )
+            .await
+        {
+            Ok(_) => sent += 1,
+            Err(toolgate_client::ClientError::Tool { text, .. }) => {
+                assert!(
+                    text.contains("is spent: 10 of 10 credits per day for all callers together"),
+                    "{text}"
+                );
+                refused += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!((sent, refused), (10, 6));
+    assert_eq!(calls.load(Ordering::SeqCst), 10);
+    a.stop();
+    b.stop();
+}

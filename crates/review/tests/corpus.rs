@@ -28,7 +28,7 @@ use toolgate_review::{Effects, ServerTools, audit};
 /// The rules a reviewer's judgement can disagree with.
 const SCORED: &[&str] = &[
     "TG-N003", "TG-D003", "TG-D005", "TG-E001", "TG-E003", "TG-E004", "TG-S004", "TG-S008",
-    "TG-S009", "TG-O001", "TG-O002",
+    "TG-S009", "TG-O001", "TG-O002", "TG-O003",
 ];
 
 /// Minimum precision and recall, per rule or effect with at least

@@ -423,6 +423,16 @@ fn outputs() {
     let with_lifetime = json!({"name": "create_session", "description": "Creates a browser session and returns its id. Sessions expire after 30 minutes of inactivity.",
         "inputSchema": {"type": "object", "additionalProperties": false}, "annotations": {"destructiveHint": false}});
     assert!(!rules(with_lifetime).contains(&"TG-O002"));
+    let unpriced = json!({"name": "buy_credits", "description": "Buys prepaid credits for the account.",
+        "inputSchema": {"type": "object", "properties": {"quantity": {"type": "integer"}}, "additionalProperties": false}});
+    assert!(rules(unpriced).contains(&"TG-O003"));
+    let priced = json!({"name": "buy_credits", "description": "Buys prepaid credits for the account at $0.01 each.",
+        "inputSchema": {"type": "object", "properties": {"quantity": {"type": "integer"}}, "additionalProperties": false}});
+    assert!(!rules(priced).contains(&"TG-O003"));
+    // Only a tool that spends is asked to state a cost.
+    let lookup = json!({"name": "get_forecast", "description": "Returns the forecast for a city.",
+        "inputSchema": {"type": "object", "additionalProperties": false}});
+    assert!(!rules(lookup).contains(&"TG-O003"));
 }
 
 #[test]

@@ -86,8 +86,8 @@ pub(super) fn fixed_sections(config: &GatewayConfig) -> String {
 /// `[policy]` and the rate-limit rules, as they read.
 pub(super) fn rules_of(config: &GatewayConfig) -> String {
     format!(
-        "{:?} {:?} {:?}",
-        config.policy, config.ratelimit.rules, config.loops
+        "{:?} {:?} {:?} {:?}",
+        config.policy, config.ratelimit.rules, config.loops, config.budget
     )
 }
 
@@ -107,8 +107,9 @@ impl Gateway {
     /// compile, tool names that would collide.
     pub async fn reload(&self, config: GatewayConfig) -> Result<Reloaded, GatewayError> {
         let policy = Arc::new(Policy::new(&config.policy)?);
-        // Checked now, so a bad `[loops]` changes nothing.
+        // Checked now, so a bad `[loops]` or `[[budget]]` changes nothing.
         crate::loops::Loops::new(&config.loops)?;
+        let budgets = Arc::new(crate::budget::Budgets::new(&config.budget)?);
         let mut report = Reloaded {
             needs_restart: differing(&self.fixed, &fixed_sections(&config)),
             ..Reloaded::default()
@@ -167,6 +168,7 @@ impl Gateway {
         *write(&self.policy) = policy;
         *write(&self.ratelimit) = Arc::new(config.ratelimit.clone());
         self.loops.configure(&config.loops)?;
+        *write(&self.budgets) = budgets;
         *write(&self.disabled) = config
             .servers
             .values()

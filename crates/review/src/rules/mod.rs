@@ -176,6 +176,12 @@ pub const RULES: &[Rule] = &[
         summary: "Creation tool does not state its handle's lifetime",
         rationale: "Stateful handles should say how long they live so the model can plan.",
     },
+    Rule {
+        id: "TG-O003",
+        severity: Severity::Medium,
+        summary: "A tool that spends does not say what a call costs",
+        rationale: "A description that states the cost and its terms (per call, on success only, nothing on a miss) lets the model plan the cheaper path; without it, it cannot weigh one call against another.",
+    },
 ];
 
 /// One tool under review.

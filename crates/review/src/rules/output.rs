@@ -47,7 +47,32 @@ const LIFETIME_WORDS: &[&str] = &[
     "lives",
 ];
 
+/// Words by which a description states what a call costs, or its terms.
+const COST_WORDS: &[&str] = &[
+    "cost", "costs", "price", "prices", "priced", "pricing", "fee", "fees", "charge", "charges",
+    "charged", "charging", "billed", "billing", "free", "total", "amount", "usd", "eur", "gbp",
+    "paid", "payable", "tariff", "rate", "rates",
+];
+
 pub(crate) fn check(s: &Subject<'_>, effects: &Effects, out: &mut Vec<Finding>) {
+    if effects.has(Effect::Spend) {
+        let description = s.tool.description.as_deref().unwrap_or("");
+        let stated = description.contains(['$', '€', '£'])
+            || words(description)
+                .iter()
+                .any(|w| COST_WORDS.contains(&w.as_str()));
+        if !stated {
+            out.push(s.finding(
+                "TG-O003",
+                "the tool spends money but its description does not say what a call costs",
+                format!(
+                    "{}; description: {description:?}",
+                    effects.explain(&[Effect::Spend])
+                ),
+                "state what a call costs and when, e.g. \"Costs 25 credits per successful lookup; nothing when nothing is found\" or \"Charges the basket's total to the saved card\", so the model can plan the cheaper path",
+            ));
+        }
+    }
     let name_words = words(&s.tool.name);
     let first = name_words.first().map(String::as_str).unwrap_or("");
     // The name's verb, wherever it stands (`slack_get_users`, `github.list_issues`).

@@ -1,0 +1,555 @@
+//! Budgets: what calls cost, and a cap on what callers can spend.
+//!
+//! A good tool description states what the tool costs, so the model can
+//! plan the cheaper path; operators need the other half, a cap. Each
+//! `[[budget]]` names tools by glob, what a successful call costs (a fixed
+//! `cost`, or `cost_from` the result's `_meta`), and caps per caller and
+//! in total, per UTC minute, hour, day or month. A call that would go over
+//! a cap is not forwarded: an `isError` says which budget, what is spent,
+//! what is left and when it resets. A failed call (`isError`, an upstream
+//! error) costs nothing. The terms are appended to the tool's description.
+//!
+//! Spending is kept in a [`Ledger`]: the audit store (SQLite, or
+//! PostgreSQL shared by instances, each charge one atomic increment, so
+//! instances together overspend by at most the calls in flight), or this
+//! process's memory without one. Each charged call's row carries its
+//! `cost` (`toolgate log --spend`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use toolgate_protocol::quote::quote;
+use toolgate_protocol::types::CallToolResult;
+
+use crate::audit::StoreFuture;
+use crate::config::ConfigError;
+
+/// One `[[budget]]`.
+#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetConfig {
+    /// Globs on the gateway tool name; the first budget whose globs match
+    /// a tool is its budget.
+    pub tools: Vec<String>,
+    /// What the budget is called in answers and in the store (default: its
+    /// globs, joined with commas). Spending is kept under this name, so
+    /// keep it when editing the globs.
+    pub name: Option<String>,
+    /// What one successful call costs.
+    pub cost: Option<f64>,
+    /// Where the result says what it cost instead: `_meta/KEY`, a number
+    /// in the result's `_meta` (a missing or unreadable one costs 0, and is
+    /// logged).
+    pub cost_from: Option<String>,
+    /// The unit, in answers and descriptions (default `credits`).
+    pub unit: Option<String>,
+    /// The most one caller may spend per period (callers without a verified
+    /// subject share one).
+    pub per_caller: Option<Cap>,
+    /// The most all callers together may spend per period.
+    pub total: Option<Cap>,
+}
+
+/// A cap: `{ amount = 1000, per = "day" }`.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Cap {
+    /// The most that may be spent in one period.
+    pub amount: f64,
+    /// The period (UTC, calendar-aligned).
+    pub per: Period,
+}
+
+/// A budget's period, in UTC: a day starts at midnight, a month on the 1st.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Period {
+    /// A clock minute.
+    Minute,
+    /// A clock hour.
+    Hour,
+    /// A UTC day.
+    Day,
+    /// A calendar month.
+    Month,
+}
+
+use crate::duration::{civil_from_days, days_from_civil};
+
+impl Period {
+    /// The period holding `now_ms`: its label (`2026-12-03`, `2026-12`,
+    /// `2026-12-03T11`, `2026-12-03T11:52`) and when the next begins (ms).
+    pub fn at(self, now_ms: i64) -> (String, i64) {
+        let secs = now_ms.div_euclid(1000);
+        let days = secs.div_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        let in_day = secs.rem_euclid(86_400);
+        let (hh, mm) = (in_day / 3600, in_day % 3600 / 60);
+        match self {
+            Period::Minute => (
+                format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}"),
+                (secs - secs.rem_euclid(60) + 60) * 1000,
+            ),
+            Period::Hour => (
+                format!("{y:04}-{m:02}-{d:02}T{hh:02}"),
+                (secs - secs.rem_euclid(3600) + 3600) * 1000,
+            ),
+            Period::Day => (format!("{y:04}-{m:02}-{d:02}"), (days + 1) * 86_400_000),
+            Period::Month => {
+                let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+                (
+                    format!("{y:04}-{m:02}"),
+                    days_from_civil(ny, nm, 1) * 86_400_000,
+                )
+            }
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Period::Minute => "minute",
+            Period::Hour => "hour",
+            Period::Day => "day",
+            Period::Month => "month",
+        }
+    }
+}
+
+/// What is spent, where: a budget, a scope (a caller's subject, `-` for
+/// callers without one, `*` for everyone), a period label.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SpendKey {
+    /// The budget's name.
+    pub budget: String,
+    /// Whose spending.
+    pub scope: String,
+    /// Which period.
+    pub period: String,
+}
+
+/// Where spending is kept.
+pub trait Ledger: Send + Sync {
+    /// What is spent under each key (0 for a key never charged).
+    fn spent(&self, keys: Vec<SpendKey>) -> StoreFuture<Vec<f64>>;
+    /// Add `amount` under each key, atomically per key.
+    fn charge(&self, keys: Vec<SpendKey>, amount: f64) -> StoreFuture<()>;
+}
+
+/// Spending kept in this process (no audit store).
+#[derive(Default)]
+pub struct MemoryLedger(Mutex<HashMap<SpendKey, f64>>);
+
+impl Ledger for MemoryLedger {
+    fn spent(&self, keys: Vec<SpendKey>) -> StoreFuture<Vec<f64>> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let out = keys
+            .iter()
+            .map(|k| map.get(k).copied().unwrap_or(0.0))
+            .collect();
+        Box::pin(async move { Ok(out) })
+    }
+
+    fn charge(&self, keys: Vec<SpendKey>, amount: f64) -> StoreFuture<()> {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for k in keys {
+            *map.entry(k).or_insert(0.0) += amount;
+        }
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// One compiled budget.
+#[derive(Debug)]
+pub struct Budget {
+    name: String,
+    tools: Vec<glob::Pattern>,
+    cost: Cost,
+    unit: String,
+    per_caller: Option<Cap>,
+    total: Option<Cap>,
+}
+
+#[derive(Debug)]
+enum Cost {
+    Fixed(f64),
+    /// A key of the result's `_meta`.
+    Reported(String),
+}
+
+/// `25`, `2.5`.
+fn amount(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n}")
+    }
+}
+
+/// The caps' scopes and keys for `caller`, at `now_ms`, with each cap and
+/// when its period ends.
+struct Scoped {
+    key: SpendKey,
+    cap: Cap,
+    reset_ms: i64,
+    whose: String,
+}
+
+impl Budget {
+    fn scoped(&self, caller: Option<&str>, now_ms: i64) -> Vec<Scoped> {
+        let mut out = Vec::new();
+        if let Some(cap) = self.per_caller {
+            let (period, reset_ms) = cap.per.at(now_ms);
+            out.push(Scoped {
+                key: SpendKey {
+                    budget: self.name.clone(),
+                    scope: caller.unwrap_or("-").to_owned(),
+                    period,
+                },
+                cap,
+                reset_ms,
+                whose: match caller {
+                    Some(c) => format!("for this caller ({c})"),
+                    None => "for callers without credentials".to_owned(),
+                },
+            });
+        }
+        if let Some(cap) = self.total {
+            let (period, reset_ms) = cap.per.at(now_ms);
+            out.push(Scoped {
+                key: SpendKey {
+                    budget: self.name.clone(),
+                    scope: "*".to_owned(),
+                    period,
+                },
+                cap,
+                reset_ms,
+                whose: "for all callers together".to_owned(),
+            });
+        }
+        out
+    }
+
+    /// Before a call: `Err` with the model's answer when it would go over
+    /// a cap (a fixed cost that does not fit, or a reported one with the
+    /// cap already reached); `Ok` with the keys to charge afterwards.
+    pub async fn admit(
+        &self,
+        ledger: &dyn Ledger,
+        tool: &str,
+        caller: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Vec<SpendKey>, String> {
+        let scoped = self.scoped(caller, now_ms);
+        let keys: Vec<SpendKey> = scoped.iter().map(|s| s.key.clone()).collect();
+        let spent = ledger.spent(keys.clone()).await.map_err(|e| {
+            tracing::warn!(error = %e, "budget spending could not be read; the call is refused");
+            format!(
+                "The gateway cannot check the budget of {} right now (its store is unavailable), so the call was not forwarded. Try again shortly.",
+                quote(tool)
+            )
+        })?;
+        let next = match self.cost {
+            Cost::Fixed(n) => n,
+            Cost::Reported(_) => 0.0,
+        };
+        for (s, spent) in scoped.iter().zip(spent) {
+            let over = match self.cost {
+                Cost::Fixed(_) => spent + next > s.cap.amount,
+                Cost::Reported(_) => spent >= s.cap.amount,
+            };
+            if over {
+                let left = (s.cap.amount - spent).max(0.0);
+                return Err(format!(
+                    "The budget {:?} is spent: {} of {} {unit} per {} {} (left: {}{}), so this call of {} was not forwarded. It resets at {} UTC. Tell the user, or wait until then.",
+                    self.name,
+                    amount(spent),
+                    amount(s.cap.amount),
+                    s.cap.per.word(),
+                    s.whose,
+                    amount(left),
+                    match self.cost {
+                        Cost::Fixed(n) => format!("; a call costs {}", amount(n)),
+                        Cost::Reported(_) => String::new(),
+                    },
+                    quote(tool),
+                    crate::duration::utc(s.reset_ms, false),
+                    unit = self.unit,
+                ));
+            }
+        }
+        Ok(keys)
+    }
+
+    /// What a finished call costs: nothing when it failed.
+    pub fn cost_of(&self, result: &CallToolResult) -> f64 {
+        if result.is_error == Some(true) {
+            return 0.0;
+        }
+        match &self.cost {
+            Cost::Fixed(n) => *n,
+            Cost::Reported(key) => {
+                let found = result
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.get(key))
+                    .and_then(Value::as_f64)
+                    .filter(|n| n.is_finite() && *n >= 0.0);
+                found.unwrap_or_else(|| {
+                    tracing::warn!(budget = %self.name, %key, "the result says no cost in _meta; charged 0");
+                    0.0
+                })
+            }
+        }
+    }
+
+    /// The terms, as the model reads them after the tool's description.
+    pub fn terms(&self) -> String {
+        let cost = match &self.cost {
+            Cost::Fixed(n) => format!(
+                "Costs {} {} per successful call; nothing when the call fails.",
+                amount(*n),
+                self.unit
+            ),
+            Cost::Reported(_) => format!(
+                "Each successful call costs what the server reports, in {}; nothing when the call fails.",
+                self.unit
+            ),
+        };
+        let caps: Vec<String> = [
+            self.per_caller.map(|c| {
+                format!(
+                    "{} {} per {} for each caller",
+                    amount(c.amount),
+                    self.unit,
+                    c.per.word()
+                )
+            }),
+            self.total.map(|c| {
+                format!(
+                    "{} {} per {} in all",
+                    amount(c.amount),
+                    self.unit,
+                    c.per.word()
+                )
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        format!("{cost} Budget: {}.", caps.join("; "))
+    }
+}
+
+/// The compiled `[[budget]]` list.
+#[derive(Debug, Default)]
+pub struct Budgets(Vec<Arc<Budget>>);
+
+impl Budgets {
+    /// Compile and check `[[budget]]`.
+    pub fn new(configs: &[BudgetConfig]) -> Result<Self, ConfigError> {
+        let mut out = Vec::new();
+        let mut names = std::collections::HashSet::new();
+        for (i, c) in configs.iter().enumerate() {
+            let at = |what: String| ConfigError(format!("budget {}: {what}", i + 1));
+            if c.tools.is_empty() {
+                return Err(at("tools is empty; name the tools it covers".into()));
+            }
+            let tools = c
+                .tools
+                .iter()
+                .map(|g| {
+                    if let Some(why) = crate::policy::unsupported(g) {
+                        return Err(at(format!("glob {g:?}: {why}")));
+                    }
+                    glob::Pattern::new(g).map_err(|e| at(format!("glob {g:?}: {e}")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let cost = match (c.cost, &c.cost_from) {
+                (Some(n), None) if n.is_finite() && n >= 0.0 => Cost::Fixed(n),
+                (Some(n), None) => {
+                    return Err(at(format!("cost {n} is not a number of 0 or more")));
+                }
+                (None, Some(path)) => match path.strip_prefix("_meta/") {
+                    Some(key) if !key.is_empty() => Cost::Reported(key.to_owned()),
+                    _ => {
+                        return Err(at(format!(
+                            "cost_from {path:?}: write _meta/KEY, a key of the result's _meta"
+                        )));
+                    }
+                },
+                (Some(_), Some(_)) => return Err(at("give cost or cost_from, not both".into())),
+                (None, None) => {
+                    return Err(at("give cost (per successful call) or cost_from".into()));
+                }
+            };
+            if c.per_caller.is_none() && c.total.is_none() {
+                return Err(at(
+                    "give per_caller or total (or both): a budget caps spending".into(),
+                ));
+            }
+            for cap in [c.per_caller, c.total].into_iter().flatten() {
+                if !(cap.amount.is_finite() && cap.amount > 0.0) {
+                    return Err(at(format!("amount {} must be more than 0", cap.amount)));
+                }
+            }
+            let name = c.name.clone().unwrap_or_else(|| c.tools.join(","));
+            if !names.insert(name.clone()) {
+                return Err(at(format!("the name {name:?} is another budget's too")));
+            }
+            out.push(Arc::new(Budget {
+                name,
+                tools,
+                cost,
+                unit: c.unit.clone().unwrap_or_else(|| "credits".into()),
+                per_caller: c.per_caller,
+                total: c.total,
+            }));
+        }
+        Ok(Self(out))
+    }
+
+    /// The budget of the gateway tool `name`, if any.
+    pub fn of(&self, name: &str) -> Option<Arc<Budget>> {
+        self.0
+            .iter()
+            .find(|b| b.tools.iter().any(|p| p.matches(name)))
+            .cloned()
+    }
+
+    /// Whether no budget is set.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budgets(text: &str) -> Result<Budgets, String> {
+        #[derive(Deserialize)]
+        struct File {
+            budget: Vec<BudgetConfig>,
+        }
+        let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
+        Budgets::new(&file.budget).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn periods_are_utc_calendar_periods() {
+        // 2026-12-31 23:59:30.500 UTC
+        let t =
+            days_from_civil(2026, 12, 31) * 86_400_000 + (23 * 3600 + 59 * 60 + 30) * 1000 + 500;
+        assert_eq!(civil_from_days(days_from_civil(2024, 2, 29)), (2024, 2, 29));
+        let (label, next) = Period::Month.at(t);
+        assert_eq!(
+            (label.as_str(), next),
+            ("2026-12", days_from_civil(2027, 1, 1) * 86_400_000)
+        );
+        assert_eq!(Period::Day.at(t).0, "2026-12-31");
+        assert_eq!(
+            Period::Day.at(t).1,
+            days_from_civil(2027, 1, 1) * 86_400_000
+        );
+        assert_eq!(Period::Hour.at(t).0, "2026-12-31T23");
+        let (minute, next) = Period::Minute.at(t);
+        assert_eq!(minute, "2026-12-31T23:59");
+        assert_eq!(next, days_from_civil(2027, 1, 1) * 86_400_000);
+    }
+
+    #[tokio::test]
+    async fn a_call_that_does_not_fit_is_refused_with_what_is_spent_and_when_it_resets() {
+        let b = budgets(
+            "[[budget]]\ntools = [\"rich.*\"]\ncost = 25\nper_caller = { amount = 60, per = \"day\" }\ntotal = { amount = 1000, per = \"month\" }\n",
+        )
+        .unwrap();
+        let budget = b.of("rich.lookup").unwrap();
+        assert!(b.of("poor.lookup").is_none());
+        let ledger = MemoryLedger::default();
+        let now = days_from_civil(2026, 12, 3) * 86_400_000 + 3_600_000;
+        for _ in 0..2 {
+            let keys = budget
+                .admit(&ledger, "rich.lookup", Some("alice"), now)
+                .await
+                .unwrap();
+            ledger.charge(keys, 25.0).await.unwrap();
+        }
+        let said = budget
+            .admit(&ledger, "rich.lookup", Some("alice"), now)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            said,
+            "The budget \"rich.*\" is spent: 50 of 60 credits per day for this caller (alice) (left: 10; a call costs 25), so this call of \"rich.lookup\" was not forwarded. It resets at 2026-12-04 00:00:00 UTC. Tell the user, or wait until then."
+        );
+        // Another caller has a budget of their own; the total still counts both.
+        assert!(
+            budget
+                .admit(&ledger, "rich.lookup", Some("bob"), now)
+                .await
+                .is_ok()
+        );
+        assert_eq!(
+            budget.terms(),
+            "Costs 25 credits per successful call; nothing when the call fails. Budget: 60 credits per day for each caller; 1000 credits per month in all."
+        );
+    }
+
+    #[test]
+    fn a_failed_call_costs_nothing_and_a_reported_cost_is_read_from_meta() {
+        let b = budgets(
+            "[[budget]]\ntools = [\"*\"]\ncost_from = \"_meta/com.example/credits\"\ntotal = { amount = 5, per = \"hour\" }\n",
+        )
+        .unwrap();
+        let budget = b.of("x.y").unwrap();
+        let result: CallToolResult = serde_json::from_value(serde_json::json!({
+            "content": [], "_meta": {"com.example/credits": 3.5}
+        }))
+        .unwrap();
+        assert_eq!(budget.cost_of(&result), 3.5);
+        let failed: CallToolResult = serde_json::from_value(serde_json::json!({
+            "content": [], "isError": true, "_meta": {"com.example/credits": 3.5}
+        }))
+        .unwrap();
+        assert_eq!(budget.cost_of(&failed), 0.0);
+        let silent: CallToolResult =
+            serde_json::from_value(serde_json::json!({"content": []})).unwrap();
+        assert_eq!(budget.cost_of(&silent), 0.0);
+    }
+
+    #[test]
+    fn bad_budgets_are_named() {
+        for (text, says) in [
+            (
+                "[[budget]]\ntools = [\"a.*\"]\ntotal = { amount = 5, per = \"day\" }\n",
+                "budget 1: give cost (per successful call) or cost_from",
+            ),
+            (
+                "[[budget]]\ntools = [\"a.*\"]\ncost = 1\n",
+                "budget 1: give per_caller or total (or both): a budget caps spending",
+            ),
+            (
+                "[[budget]]\ntools = [\"a.*\"]\ncost = 1\ncost_from = \"_meta/x\"\ntotal = { amount = 5, per = \"day\" }\n",
+                "budget 1: give cost or cost_from, not both",
+            ),
+            (
+                "[[budget]]\ntools = [\"a.*\"]\ncost_from = \"meta.x\"\ntotal = { amount = 5, per = \"day\" }\n",
+                "budget 1: cost_from \"meta.x\": write _meta/KEY, a key of the result's _meta",
+            ),
+            (
+                "[[budget]]\ntools = [\"a.*\"]\ncost = 1\ntotal = { amount = 0, per = \"day\" }\n",
+                "budget 1: amount 0 must be more than 0",
+            ),
+            (
+                "[[budget]]\ntools = [\"a.*\"]\ncost = 1\ntotal = { amount = 5, per = \"week\" }\n",
+                "unknown variant `week`",
+            ),
+        ] {
+            let e = budgets(text).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+    }
+}

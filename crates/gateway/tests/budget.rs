@@ -1,0 +1,185 @@
+//! `[[budget]]`: what calls cost, told to the model with the description;
+//! a call that would go over a cap is not forwarded and the model is told
+//! what is spent, what is left and when it resets; a failed call costs
+//! nothing; spending survives a restart (the audit store keeps it).
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use support::{args, config, downstream, serve};
+use toolgate_client::{CallOptions, Client, ClientError};
+use toolgate_gateway::audit::{Filter, query};
+use toolgate_gateway::{Gateway, GatewayOptions};
+use toolgate_server::{Server, ToolDef, ToolError};
+
+#[derive(Deserialize, JsonSchema)]
+struct Lookup {
+    phone: String,
+}
+
+/// A paid lookup: finds `555-…` numbers (a hit), nothing else (a miss);
+/// counts the calls that reach it. `report` adds what it cost to `_meta`.
+fn lookup(calls: Arc<AtomicUsize>) -> Server {
+    Server::builder("rich", "1")
+        .tool(
+            ToolDef::new("lookup")
+                .description("Finds a person by phone number.")
+                .handler(move |a: Lookup| {
+                    let calls = calls.clone();
+                    async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        if a.phone.starts_with("555-") {
+                            Ok(format!("found {}", a.phone))
+                        } else {
+                            Err(ToolError::new(format!("nobody has {}", a.phone)))
+                        }
+                    }
+                }),
+        )
+        .build()
+        .unwrap()
+}
+
+const BUDGET: &str = "[[budget]]\ntools = [\"rich.*\"]\ncost = 25\nper_caller = { amount = 60, per = \"day\" }\ntotal = { amount = 1000, per = \"month\" }\n";
+
+async fn start(upstream: &str, db: &Path) -> (Gateway, Client) {
+    let gateway = Gateway::start(
+        config(&format!(
+            "[servers.rich]\nurl = \"{upstream}\"\n[audit]\npath = {}\n{BUDGET}",
+            support::toml_string(&db.display().to_string())
+        )),
+        GatewayOptions::default(),
+    )
+    .await
+    .unwrap();
+    let c = downstream(&gateway).await;
+    (gateway, c)
+}
+
+async fn call(c: &Client, phone: &str) -> (bool, String) {
+    let result = match c
+        .call_tool(
+            "rich.lookup",
+            args(json!({ "phone": phone })),
+            &CallOptions::default(),
+        )
+        .await
+    {
+        Ok(r) => r,
+        Err(ClientError::Tool { result, .. }) => *result,
+        Err(e) => panic!("{e}"),
+    };
+    let text = result.content[0].as_text().unwrap_or_default().to_owned();
+    (result.is_error != Some(true), text)
+}
+
+#[tokio::test]
+async fn calls_are_charged_misses_are_free_and_a_call_over_the_cap_is_not_sent() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let upstream = serve(lookup(calls.clone())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let (gateway, c) = start(&upstream, &db).await;
+
+    // The model reads the terms with the description.
+    let tools = c.list_tools().await.unwrap();
+    assert_eq!(
+        tools[0].description.as_deref(),
+        Some(
+            "Finds a person by phone number.\n\nCosts 25 credits per successful call; nothing when the call fails. Budget: 60 credits per day for each caller; 1000 credits per month in all."
+        )
+    );
+
+    // Try the phone first: a miss costs nothing; two hits cost 50.
+    assert!(!call(&c, "nope").await.0);
+    assert!(call(&c, "555-0100").await.0);
+    assert!(call(&c, "555-0101").await.0);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    let costs: Vec<Option<f64>> = query(&db, &Filter::default())
+        .unwrap()
+        .iter()
+        .map(|r| r.cost)
+        .collect();
+    assert_eq!(costs, [None, Some(25.0), Some(25.0)]);
+
+    // A third hit would cost 75 of 60: not sent, and the model is told.
+    let (ok, text) = call(&c, "555-0102").await;
+    assert!(!ok);
+    assert!(
+        text.starts_with("The budget \"rich.*\" is spent: 50 of 60 credits per day for callers without credentials (left: 10; a call costs 25), so this call of \"rich.lookup\" was not forwarded. It resets at "),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(" 00:00:00 UTC. Tell the user, or wait until then."),
+        "{text}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    let last = query(&db, &Filter::default()).unwrap().pop().unwrap();
+    assert_eq!((last.status.as_str(), last.cost), ("over_budget", None));
+    assert!(
+        gateway
+            .metrics()
+            .encode()
+            .contains("toolgate_spent_total{upstream=\"rich\",tool=\"rich.lookup\"} 50.0"),
+        "{}",
+        gateway.metrics().encode()
+    );
+    gateway.stop();
+
+    // A restart in the middle of the day: what was spent is still spent.
+    let (gateway, c) = start(&upstream, &db).await;
+    let (ok, text) = call(&c, "555-0103").await;
+    assert!(!ok && text.contains("is spent: 50 of 60"), "{text}");
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    gateway.stop();
+}
+
+#[tokio::test]
+async fn a_cost_the_result_reports_is_charged() {
+    let upstream = serve(
+        Server::builder("meter", "1")
+            .tool(ToolDef::new("query").description("Runs a query.").handler(
+                |_: toolgate_server::NoArgs| async move {
+                    let mut result = toolgate_protocol::types::CallToolResult::text("rows");
+                    result.meta =
+                        Some(serde_json::from_value(json!({"com.example/credits": 4})).unwrap());
+                    result
+                },
+            ))
+            .build()
+            .unwrap(),
+    )
+    .await;
+    let gateway = Gateway::start(
+        config(&format!(
+            "[servers.m]\nurl = \"{upstream}\"\n[[budget]]\ntools = [\"m.*\"]\ncost_from = \"_meta/com.example/credits\"\nunit = \"credits\"\ntotal = {{ amount = 10, per = \"hour\" }}\n"
+        )),
+        GatewayOptions::default(),
+    )
+    .await
+    .unwrap();
+    let c = downstream(&gateway).await;
+    let options = CallOptions::default();
+    let run = || c.call_tool("m.query", serde_json::Map::new(), &options);
+    // 4, 8, 12: the third goes over, so the fourth is refused (a reported
+    // cost is known only afterwards).
+    for _ in 0..3 {
+        assert!(run().await.is_ok());
+    }
+    match run().await {
+        Err(ClientError::Tool { text, .. }) => assert!(
+            text.starts_with("The budget \"m.*\" is spent: 12 of 10 credits per hour for all callers together (left: 0), so this call of \"m.query\" was not forwarded."),
+            "{text}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    gateway.stop();
+}
