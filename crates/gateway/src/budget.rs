@@ -492,6 +492,30 @@ mod tests {
                 .await
                 .is_ok()
         );
+        // The next day, Alice's budget is whole again (the month's total is not).
+        let tomorrow = now + 86_400_000;
+        let keys = budget
+            .admit(&ledger, "rich.lookup", Some("alice"), tomorrow)
+            .await
+            .unwrap();
+        assert_eq!(keys[0].period, "2026-12-04");
+        assert_eq!(keys[1].period, "2026-12");
+        ledger.charge(keys, 25.0).await.unwrap();
+        let spent = ledger
+            .spent(
+                budget
+                    .scoped(None, tomorrow)
+                    .into_iter()
+                    .map(|s| s.key)
+                    .collect(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            spent,
+            [0.0, 75.0],
+            "anonymous callers' day, and everyone's month"
+        );
         assert_eq!(
             budget.terms(),
             "Costs 25 credits per successful call; nothing when the call fails. Budget: 60 credits per day for each caller; 1000 credits per month in all."
