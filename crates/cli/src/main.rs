@@ -306,6 +306,11 @@ lock file are withheld. The configuration is documented in docs/gateway.md.")]
         /// count).
         #[arg(long, value_name = "ADDR")]
         metrics: Option<String>,
+        /// Serve the console at http://ADDR/console (as `[console] listen`;
+        /// keep it on loopback): upstreams, tools, approvals, calls,
+        /// grants and the configuration, behind a one-time login link.
+        #[arg(long, value_name = "ADDR")]
+        console: Option<String>,
         /// Worker threads (default: one per CPU core, and one thread in all
         /// on a machine of two cores or fewer). With 1 the gateway runs on
         /// a single thread, which spends the least CPU per call where it
@@ -635,6 +640,7 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             lock,
             check,
             metrics,
+            console,
             print_schema,
             watch,
             threads: _,
@@ -655,6 +661,7 @@ async fn run(command: Command) -> anyhow::Result<u8> {
                 lock,
                 check,
                 metrics,
+                console,
                 watch,
             })
             .await

@@ -30,6 +30,8 @@ pub struct ServeArgs {
     pub metrics: Option<String>,
     /// Reload when the configuration file changes (as on SIGHUP).
     pub watch: bool,
+    /// Serve the console on this address.
+    pub console: Option<String>,
 }
 
 fn read_lock(path: &Path) -> anyhow::Result<LockFile> {
@@ -53,7 +55,12 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
             "say where to serve: --http ADDR (Streamable HTTP at /mcp) or --stdio (one host); or --check",
         ));
     }
-    let config = GatewayConfig::load(&o.config).map_err(|e| exit::fail(exit::USAGE, e.0))?;
+    let mut config = GatewayConfig::load(&o.config).map_err(|e| exit::fail(exit::USAGE, e.0))?;
+    if let Some(addr) = &o.console {
+        let mut console = config.console.take().unwrap_or_default();
+        console.listen = Some(addr.clone());
+        config.console = Some(console);
+    }
     let auth = match (&config.auth, &o.http) {
         (Some(auth), Some(_)) => Some(Arc::new(
             auth.resource_server()
@@ -86,7 +93,10 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
     if o.check {
         return Ok(check(&gateway));
     }
-    if let (Some(page), Some(login)) = (gateway.approval_page(), gateway.approval_login()) {
+    if let (Some(console), Some(login)) = (gateway.console_url(), gateway.approval_login()) {
+        errln!("toolgate: console at {console}");
+        errln!("toolgate: log in to the console (once, in your browser): {login}");
+    } else if let (Some(page), Some(login)) = (gateway.approval_page(), gateway.approval_login()) {
         errln!("toolgate: calls waiting for approval at {page}");
         // Only the person who reads this can decide: the link logs one
         // browser in, once (a fresh one follows each use).

@@ -182,6 +182,12 @@ pub trait AuditSink: NonceStore + Send + Sync {
     fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<String>>;
     /// The same store, where budgets' spending is kept.
     fn ledger(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn Ledger>;
+    /// Rows, oldest first, as `toolgate log` reads them.
+    fn rows(&self, filter: Filter) -> StoreFuture<Vec<AuditRow>>;
+    /// The grants that hold now, or with `all` every one kept.
+    fn grants(&self, all: bool) -> StoreFuture<Vec<Grant>>;
+    /// Revoke the grant `id` (and record it).
+    fn revoke(&self, id: String) -> StoreFuture<crate::grants::Revoked>;
 }
 
 enum Job {
@@ -310,6 +316,33 @@ impl AuditSink for AuditStore {
 
     fn ledger(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn Ledger> {
         self
+    }
+
+    fn rows(&self, filter: Filter) -> StoreFuture<Vec<AuditRow>> {
+        let path = self.path.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || query(&path, &filter))
+                .await
+                .map_err(|e| format!("reading the audit store: {e}"))?
+        })
+    }
+
+    fn grants(&self, all: bool) -> StoreFuture<Vec<Grant>> {
+        let path = self.path.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || crate::grants::list(&path, all))
+                .await
+                .map_err(|e| format!("reading the audit store: {e}"))?
+        })
+    }
+
+    fn revoke(&self, id: String) -> StoreFuture<crate::grants::Revoked> {
+        let path = self.path.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || crate::grants::revoke(&path, &id))
+                .await
+                .map_err(|e| format!("writing the audit store: {e}"))?
+        })
     }
 }
 

@@ -457,6 +457,21 @@ impl AuditSink for PgStore {
     fn ledger(self: Arc<Self>) -> Arc<dyn Ledger> {
         self
     }
+
+    fn rows(&self, filter: Filter) -> Reply<Vec<AuditRow>> {
+        let store = self.clone();
+        Box::pin(async move { store.query(&filter).await })
+    }
+
+    fn grants(&self, all: bool) -> Reply<Vec<Grant>> {
+        let store = self.clone();
+        Box::pin(async move { PgStore::grants(&store, all).await })
+    }
+
+    fn revoke(&self, id: String) -> Reply<Revoked> {
+        let store = self.clone();
+        Box::pin(async move { PgStore::revoke(&store, &id).await })
+    }
 }
 
 impl Ledger for PgStore {

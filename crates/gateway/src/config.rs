@@ -86,6 +86,9 @@ pub struct GatewayConfig {
     /// The approval page, for clients that cannot show a form.
     #[serde(default)]
     pub approval: crate::approval::ApprovalConfig,
+    /// The console: upstreams, tools, approvals, calls, grants and the
+    /// configuration, in a browser (off unless given).
+    pub console: Option<crate::approval::console::ConsoleConfig>,
     /// Verified callers over HTTP (JWT bearer tokens); without it, callers
     /// are anonymous and the gateway should stay on loopback.
     pub auth: Option<crate::inbound::AuthConfig>,

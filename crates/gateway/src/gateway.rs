@@ -27,7 +27,9 @@ use crate::upstream::Others;
 use crate::upstream::Upstream;
 
 mod reload;
+mod views;
 pub use reload::Reloaded;
+pub use views::ToolView;
 
 /// Make upstream `i`'s entries in `offered` exactly `wanted` (key →
 /// definition): stale or changed ones are removed, new ones added; a key
@@ -182,6 +184,11 @@ pub struct Gateway {
     watches: Arc<std::sync::Mutex<HashMap<usize, ToolWatch>>>,
     tasks: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
     desk: Option<Arc<ApprovalDesk>>,
+    /// Calls from clients that cannot show a form go to the approval page
+    /// (`[approval] page`; the console alone only shows it).
+    page_for_calls: bool,
+    /// The console's views are served (`[console]`).
+    console: bool,
     policy: Arc<RwLock<Arc<Policy>>>,
     ratelimit: Arc<RwLock<Arc<RateLimitConfig>>>,
     /// Bumped by each reload: a tool registered under an older one is
@@ -200,6 +207,8 @@ pub struct Gateway {
     audit: Option<Arc<dyn AuditSink>>,
     /// Failures counted to stop loops (`[loops]`).
     loops: Arc<crate::loops::Loops>,
+    /// The configuration running now (the console shows it).
+    running: Arc<RwLock<Arc<GatewayConfig>>>,
     /// `[[budget]]`, swapped by a reload.
     budgets: Arc<RwLock<Arc<crate::budget::Budgets>>>,
     /// Where spending is kept: the audit store, or this process.
@@ -249,6 +258,7 @@ impl Gateway {
         mut config: GatewayConfig,
         options: GatewayOptions,
     ) -> Result<Self, GatewayError> {
+        let running = Arc::new(RwLock::new(Arc::new(config.clone())));
         // Entries kept but not started (`enabled = false`, a host's
         // `"disabled": true`): listed in the status, never run.
         let disabled: Vec<UpstreamStatus> = config
@@ -346,9 +356,11 @@ impl Gateway {
         }
         let server = builder.build()?;
         let mut tasks = Vec::new();
-        let desk = if config.approval.page {
+        // The console serves the approval page among its views.
+        let desk = if config.approval.page || config.console.is_some() {
             let (desk, addr, task) = ApprovalDesk::serve(
                 &config.approval,
+                config.console.as_ref(),
                 config.approval_login_file(),
                 server.config().state_ttl,
             )
@@ -389,6 +401,8 @@ impl Gateway {
             watches: Arc::default(),
             tasks: Arc::new(std::sync::Mutex::new(tasks)),
             desk,
+            page_for_calls: config.approval.page,
+            console: config.console.is_some(),
             policy: Arc::new(RwLock::new(policy)),
             ratelimit,
             generation: Arc::default(),
@@ -397,6 +411,7 @@ impl Gateway {
             rules,
             backoff,
             shared_limits,
+            running,
             budgets: Arc::new(RwLock::new(Arc::new(crate::budget::Budgets::new(
                 &config.budget,
             )?))),
@@ -409,6 +424,9 @@ impl Gateway {
             loops,
             metrics,
         };
+        if let Some(desk) = gateway.desk.as_ref().filter(|_| gateway.console) {
+            desk.attach(gateway.clone());
+        }
         let ups = gateway.ups();
         for (i, upstream) in ups.iter().enumerate() {
             gateway.watch_connections(i, upstream);
@@ -573,105 +591,11 @@ impl Gateway {
         );
     }
 
-    /// The downstream server: serve it over HTTP or stdio.
-    pub fn server(&self) -> Server {
-        self.server.clone()
-    }
-
-    /// Each upstream's state.
-    pub fn status(&self) -> Vec<UpstreamStatus> {
-        let offer = read(&self.offer);
-        let retired = read(&self.retired).clone();
-        self.ups()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !retired.contains(i))
-            .map(|(i, u)| UpstreamStatus {
-                name: u.config.name.clone(),
-                transport: u.transport_kind(),
-                enabled: true,
-                offered: offer.tools.values().filter(|t| t.upstream == i).count(),
-                withheld: offer
-                    .withheld
-                    .values()
-                    .filter(|(u, why)| *u == i && !is_denial(why))
-                    .count(),
-                denied: offer
-                    .withheld
-                    .values()
-                    .filter(|(u, why)| *u == i && is_denial(why))
-                    .count(),
-                error: u.last_error(),
-                stderr: u.stderr_tail(),
-            })
-            .chain(read(&self.disabled).iter().cloned())
-            .collect()
-    }
-
-    /// The gateway's metrics (serve [`Metrics::encode`] at `/metrics`).
-    pub fn metrics(&self) -> Arc<Metrics> {
-        self.metrics.clone()
-    }
-
-    /// The approval page's list of waiting calls, when it is served.
-    pub fn approval_page(&self) -> Option<String> {
-        self.desk.as_ref().map(|d| d.page_url())
-    }
-
-    /// How many enabled upstreams are listed and answering.
-    pub(crate) fn upstreams_up(&self) -> usize {
-        let seen = read(&self.seen);
-        let retired = read(&self.retired);
-        self.ups()
-            .iter()
-            .enumerate()
-            .filter(|(i, u)| {
-                !retired.contains(i) && seen.contains_key(i) && u.last_error().is_none()
-            })
-            .count()
-    }
-
-    pub(crate) fn audit_sink(&self) -> Option<&Arc<dyn AuditSink>> {
-        self.audit.as_ref()
-    }
-
-    pub(crate) fn shared_limits(&self) -> Option<&Arc<crate::shared_limit::SharedLimits>> {
-        self.shared_limits.as_ref()
-    }
-
-    /// The approval page's one-time login link, when the page is served:
-    /// for the person only, never for a client or the model.
-    pub fn approval_login(&self) -> Option<String> {
-        self.desk.as_ref().map(|d| d.login_url())
-    }
-
-    /// The audit store's file, when the store is a SQLite file.
-    pub fn audit_path(&self) -> Option<&std::path::Path> {
-        self.audit_file.as_deref()
-    }
-
-    /// Where the audit store is (a file, or a database URL without its
-    /// password), when there is one.
-    pub fn audit_location(&self) -> Option<String> {
-        self.audit.as_ref().map(|a| a.location())
-    }
-
-    /// Policy rules (described) that match no tool any upstream listed:
-    /// likely a mistyped pattern. An upstream that is down lists nothing,
-    /// so rules meant for it show here until it is back.
-    pub fn unmatched_rules(&self) -> Vec<String> {
-        self.policy().unmatched(read(&self.seen).values().flatten())
-    }
-
-    /// The gateway tool names, sorted.
-    pub fn tool_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = read(&self.offer).tools.keys().cloned().collect();
-        names.sort();
-        names
-    }
-
     /// Stop every upstream (a stdio upstream's whole process group ends).
     pub fn stop(&self) {
+        if let Some(desk) = &self.desk {
+            desk.detach();
+        }
         for task in self
             .tasks
             .lock()
@@ -887,7 +811,7 @@ impl Gateway {
                 definition: tool.clone(),
                 server: config.name.clone(),
                 trusted: config.trusted,
-                desk: self.desk.clone(),
+                desk: self.desk.clone().filter(|_| self.page_for_calls),
                 grants: self.audit.clone(),
                 loops: self.loops.clone(),
                 budget: budget.clone(),

@@ -48,4 +48,4 @@ pub mod telemetry;
 pub mod upstream;
 mod upstream_task;
 
-pub use gateway::{Gateway, GatewayError, GatewayOptions, Reloaded, UpstreamStatus};
+pub use gateway::{Gateway, GatewayError, GatewayOptions, Reloaded, ToolView, UpstreamStatus};

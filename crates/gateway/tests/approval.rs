@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::json;
-use support::{args, config, http, serve, shop};
+use support::{args, config, http, log_in, origin_of, page_token, serve, shop};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{BoxFuture, CallOptions, Client, ClientError, InputHandler};
 use toolgate_gateway::{Gateway, GatewayOptions};
@@ -74,40 +74,9 @@ fn page_of(text: &str) -> String {
         .to_owned()
 }
 
-/// Log in as the person: open the gateway's one-time link; the session
-/// cookie (`name=value`) it set.
-async fn log_in(link: &str) -> String {
-    let (status, response) = http("GET", link, &[], None).await;
-    assert_eq!(status, 303, "{response}");
-    let line = response
-        .lines()
-        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
-        .unwrap();
-    assert!(
-        line.contains("HttpOnly") && line.contains("SameSite=Strict"),
-        "{line}"
-    );
-    let pair = line.split_once(':').unwrap().1.trim();
-    pair.split(';').next().unwrap().to_owned()
-}
-
-/// `http://host:port` of `url`.
-fn origin_of(url: &str) -> String {
-    let rest = url.strip_prefix("http://").unwrap();
-    format!("http://{}", rest.split('/').next().unwrap())
-}
-
-/// The anti-forgery token of the page at `url`, for the session `cookie`.
-async fn token(url: &str, cookie: &str) -> String {
-    let (status, page) = http("GET", url, &[("Cookie", cookie)], None).await;
-    assert_eq!(status, 200, "{page}");
-    let at = page.find("name=\"token\" value=\"").unwrap() + 20;
-    page[at..at + 32].to_owned()
-}
-
 /// Decide as the page's own form does, in the session `cookie`.
 async fn decide(url: &str, cookie: &str, decision: &str) -> u16 {
-    let token = token(url, cookie).await;
+    let token = page_token(url, cookie).await;
     let origin = origin_of(url);
     let headers = [("Cookie", cookie), ("Origin", origin.as_str())];
     let form = format!("token={token}&decision={decision}");
@@ -164,7 +133,7 @@ async fn forged_cross_site_and_misdirected_decisions_are_refused() {
     let c = client(&gateway, None).await;
     let url = page_of(&order(&c, "SKU-0200").await.1);
     let cookie = log_in(&gateway.approval_login().unwrap()).await;
-    let real = token(&url, &cookie).await;
+    let real = page_token(&url, &cookie).await;
     let form = format!("token={real}&decision=approve");
     let origin = origin_of(&url);
     let same = [("Cookie", cookie.as_str()), ("Origin", origin.as_str())];
@@ -240,7 +209,10 @@ async fn the_page_shows_and_decides_nothing_without_the_persons_login() {
     for page in [&list, &url] {
         let (status, body) = http("GET", page, &[], None).await;
         assert_eq!(status, 401, "{body}");
-        assert!(body.contains("Log in to approve calls"), "{body}");
+        assert!(
+            body.contains("Only the person who started the gateway can see and act here"),
+            "{body}"
+        );
         assert!(
             !body.contains("SKU-0400") && !body.contains("name=\"token\""),
             "{body}"

@@ -17,6 +17,7 @@
 //! (an `Origin` naming it, or `Sec-Fetch-Site: same-origin`; a request
 //! with neither is refused).
 
+pub mod console;
 mod login;
 
 use std::collections::HashMap;
@@ -95,6 +96,10 @@ struct CallKey {
 /// Pending approvals and the page that decides them.
 pub struct ApprovalDesk {
     entries: Mutex<HashMap<String, Entry>>,
+    /// The gateway whose console this is, when `[console]` is on.
+    console: Mutex<Option<crate::Gateway>>,
+    /// What the console's last reload said.
+    reloaded: Mutex<Option<String>>,
     ttl: Duration,
     base: String,
     hosts: Vec<String>,
@@ -122,6 +127,8 @@ impl ApprovalDesk {
         let base = base.trim_end_matches('/').to_owned();
         Ok(Self {
             entries: Mutex::default(),
+            console: Mutex::default(),
+            reloaded: Mutex::default(),
             ttl,
             logins: Logins::new(&base, login_file)?,
             base,
@@ -145,6 +152,11 @@ impl ApprovalDesk {
     /// The page listing every pending approval.
     pub fn page_url(&self) -> String {
         format!("{}/approvals", self.base)
+    }
+
+    /// The console's overview (served when a gateway is attached).
+    pub fn console_url(&self) -> String {
+        format!("{}/console", self.base)
     }
 
     /// Take the decision on this call, if there is one: an approval is
@@ -226,9 +238,49 @@ impl ApprovalDesk {
         }
     }
 
+    /// Serve the console's views of `gateway` beside the approval page.
+    pub fn attach(&self, gateway: crate::Gateway) {
+        *self.console.lock().unwrap_or_else(|e| e.into_inner()) = Some(gateway);
+    }
+
+    /// Stop serving the console's views (the gateway stops).
+    pub fn detach(&self) {
+        self.console
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+
+    fn console(&self) -> Option<crate::Gateway> {
+        self.console
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn last_reload(&self) -> Option<String> {
+        self.reloaded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn said_reload(&self, said: String) {
+        *self.reloaded.lock().unwrap_or_else(|e| e.into_inner()) = Some(said);
+    }
+
     /// The page's routes.
     pub fn router(self: Arc<Self>) -> axum::Router {
+        use axum::routing::post;
         axum::Router::new()
+            .route("/", get(home))
+            .route("/console", get(console::overview))
+            .route("/console/tools", get(console::tools))
+            .route("/console/calls", get(console::calls))
+            .route("/console/grants", get(console::grants))
+            .route("/console/grants/{id}/revoke", post(console::revoke))
+            .route("/console/config", get(console::config))
+            .route("/console/config/reload", post(console::reload))
             .route("/approvals", get(list))
             .route("/approvals/{id}", get(one).post(decide))
             .route("/login/{secret}", get(log_in))
@@ -236,23 +288,33 @@ impl ApprovalDesk {
     }
 
     /// Bind `listen` and serve the page in the background: the desk, the
-    /// address it is served at, and the task serving it.
+    /// address it is served at, and the task serving it. With `console`,
+    /// the console's address and URL are used, and its views served.
     pub async fn serve(
         config: &ApprovalConfig,
+        console: Option<&console::ConsoleConfig>,
         login_file: Option<std::path::PathBuf>,
         ttl: Duration,
     ) -> Result<(Arc<Self>, SocketAddr, tokio::task::AbortHandle), String> {
-        let listen = config.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+        let (section, listen, url) = match console {
+            Some(c) => (
+                "[console]",
+                c.listen.as_deref().unwrap_or(console::DEFAULT_LISTEN),
+                c.url.clone(),
+            ),
+            None => (
+                "[approval]",
+                config.listen.as_deref().unwrap_or(DEFAULT_LISTEN),
+                config.url.clone(),
+            ),
+        };
         let listener = tokio::net::TcpListener::bind(listen)
             .await
-            .map_err(|e| format!("[approval] cannot listen on {listen}: {e}"))?;
+            .map_err(|e| format!("{section} cannot listen on {listen}: {e}"))?;
         let local = listener
             .local_addr()
-            .map_err(|e| format!("[approval] {listen}: {e}"))?;
-        let base = config
-            .url
-            .clone()
-            .unwrap_or_else(|| format!("http://{local}"));
+            .map_err(|e| format!("{section} {listen}: {e}"))?;
+        let base = url.unwrap_or_else(|| format!("http://{local}"));
         let mut hosts = vec![local.to_string(), format!("localhost:{}", local.port())];
         if let Some(host) = base
             .split("://")
@@ -282,9 +344,9 @@ impl ApprovalDesk {
                 format!(" (it is also in {})", escape(&f.display().to_string()))
             });
             let mut page = html(
-                "toolgate: log in to approve calls",
+                "toolgate: log in",
                 &format!(
-                    "<h1>Log in to approve calls</h1><p>Only the person who started the gateway can see and decide calls here. Open the login link <code>toolgate serve</code> printed when it started{file}; each link works once.</p>"
+                    "<h1>Log in</h1><p>Only the person who started the gateway can see and act here. Open the login link <code>toolgate serve</code> printed when it started{file}; each link works once.</p>"
                 ),
             );
             *page.status_mut() = StatusCode::UNAUTHORIZED;
@@ -371,10 +433,12 @@ fn escape(text: &str) -> String {
     out
 }
 
-const STYLE: &str = "body{font:15px/1.4 system-ui,sans-serif;max-width:50rem;margin:2rem auto;padding:0 1rem;color:#111}\
+const STYLE: &str = "body{font:15px/1.4 system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;color:#111}\
 pre{white-space:pre-wrap;background:#f4f4f4;padding:.75rem;border-radius:4px}\
 section{border:1px solid #ccc;border-radius:6px;padding:0 1rem 1rem;margin:1rem 0}\
 button{font-size:1rem;padding:.4rem 1.2rem;margin-right:.5rem}\
+table{border-collapse:collapse;width:100%;margin:1rem 0}td,th{border-bottom:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}\
+nav{margin-bottom:1rem}.good{color:#1a7f37}.bad{color:#cf222e}\
 .approve{background:#1a7f37;color:#fff;border:0}.deny{background:#cf222e;color:#fff;border:0}";
 
 fn html(title: &str, body: &str) -> Response {
@@ -441,10 +505,30 @@ async fn list(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Resp
     } else {
         body
     };
+    let nav = if desk.console().is_some() {
+        console::nav("/approvals")
+    } else {
+        String::new()
+    };
     html(
         "toolgate: calls waiting for approval",
-        &format!("<h1>Calls waiting for approval</h1>{body}"),
+        &format!("{nav}<h1>Calls waiting for approval</h1>{body}"),
     )
+}
+
+/// `GET /`: the console when it is on, else the approval page.
+async fn home(State(desk): State<Arc<ApprovalDesk>>) -> Response {
+    let to = if desk.console().is_some() {
+        "/console"
+    } else {
+        "/approvals"
+    };
+    (
+        StatusCode::SEE_OTHER,
+        secured(),
+        [(header::LOCATION, to.to_owned())],
+    )
+        .into_response()
 }
 
 async fn one(

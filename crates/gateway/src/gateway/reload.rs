@@ -68,6 +68,7 @@ pub(super) fn fixed_sections(config: &GatewayConfig) -> String {
         format!("[audit] {:?}", config.audit),
         format!("[state] {:?}", config.state),
         format!("[approval] {:?}", config.approval),
+        format!("[console] {:?}", config.console),
         format!("[auth] {:?}", config.auth),
         format!("[telemetry] {:?}", config.telemetry),
         format!(
@@ -105,7 +106,12 @@ impl Gateway {
     /// Apply `config` in place of the running configuration. `Err` (and
     /// nothing changed) when it cannot work: a policy that does not
     /// compile, tool names that would collide.
-    pub async fn reload(&self, config: GatewayConfig) -> Result<Reloaded, GatewayError> {
+    pub async fn reload(&self, mut config: GatewayConfig) -> Result<Reloaded, GatewayError> {
+        // A console started by `serve --console` is not in the file: it
+        // stays as it runs.
+        if config.console.is_none() {
+            config.console.clone_from(&read(&self.running).console);
+        }
         let policy = Arc::new(Policy::new(&config.policy)?);
         // Checked now, so a bad `[loops]` or `[[budget]]` changes nothing.
         crate::loops::Loops::new(&config.loops)?;
@@ -169,6 +175,7 @@ impl Gateway {
         *write(&self.ratelimit) = Arc::new(config.ratelimit.clone());
         self.loops.configure(&config.loops)?;
         *write(&self.budgets) = budgets;
+        *write(&self.running) = Arc::new(config.clone());
         *write(&self.disabled) = config
             .servers
             .values()

@@ -349,3 +349,34 @@ impl InputHandler for Person {
         Box::pin(async move { Ok(answer) })
     }
 }
+
+/// Log in as the person: open the gateway's one-time link; the session
+/// cookie (`name=value`) it set.
+pub async fn log_in(link: &str) -> String {
+    let (status, response) = http("GET", link, &[], None).await;
+    assert_eq!(status, 303, "{response}");
+    let line = response
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .unwrap();
+    assert!(
+        line.contains("HttpOnly") && line.contains("SameSite=Strict"),
+        "{line}"
+    );
+    let pair = line.split_once(':').unwrap().1.trim();
+    pair.split(';').next().unwrap().to_owned()
+}
+
+/// `http://host:port` of `url`.
+pub fn origin_of(url: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap();
+    format!("http://{}", rest.split('/').next().unwrap())
+}
+
+/// The anti-forgery token of the page at `url`, for the session `cookie`.
+pub async fn page_token(url: &str, cookie: &str) -> String {
+    let (status, page) = http("GET", url, &[("Cookie", cookie)], None).await;
+    assert_eq!(status, 200, "{page}");
+    let at = page.find("name=\"token\" value=\"").unwrap() + 20;
+    page[at..at + 32].to_owned()
+}

@@ -1,0 +1,177 @@
+//! What the gateway shows: its server, each upstream's state, its tools,
+//! metrics, stores and pages (for `serve --check`, `/status`, the console).
+
+use std::sync::Arc;
+
+use toolgate_protocol::types::Tool;
+use toolgate_server::Server;
+
+use super::{Gateway, UpstreamStatus, is_denial, read};
+use crate::audit::AuditSink;
+use crate::metrics::Metrics;
+use crate::policy::{Decision, ToolFacts};
+
+/// A tool as the console shows it.
+#[derive(Clone, Debug)]
+pub struct ToolView {
+    /// The gateway name.
+    pub name: String,
+    /// Its upstream's name.
+    pub upstream: String,
+    /// The upstream's definition.
+    pub definition: Tool,
+    /// What the policy decides for every caller (`None`: it depends on
+    /// the caller).
+    pub decision: Option<Decision>,
+    /// Effects beyond reading, as the review reads them.
+    pub effects: Vec<String>,
+}
+
+impl Gateway {
+    /// The downstream server: serve it over HTTP or stdio.
+    pub fn server(&self) -> Server {
+        self.server.clone()
+    }
+
+    /// Each upstream's state.
+    pub fn status(&self) -> Vec<UpstreamStatus> {
+        let offer = read(&self.offer);
+        let retired = read(&self.retired).clone();
+        self.ups()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !retired.contains(i))
+            .map(|(i, u)| UpstreamStatus {
+                name: u.config.name.clone(),
+                transport: u.transport_kind(),
+                enabled: true,
+                offered: offer.tools.values().filter(|t| t.upstream == i).count(),
+                withheld: offer
+                    .withheld
+                    .values()
+                    .filter(|(u, why)| *u == i && !is_denial(why))
+                    .count(),
+                denied: offer
+                    .withheld
+                    .values()
+                    .filter(|(u, why)| *u == i && is_denial(why))
+                    .count(),
+                error: u.last_error(),
+                stderr: u.stderr_tail(),
+            })
+            .chain(read(&self.disabled).iter().cloned())
+            .collect()
+    }
+
+    /// The gateway's metrics (serve [`Metrics::encode`] at `/metrics`).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// The approval page's list of waiting calls, when it is served.
+    pub fn approval_page(&self) -> Option<String> {
+        self.desk.as_ref().map(|d| d.page_url())
+    }
+
+    /// The console's overview, when `[console]` is on.
+    pub fn console_url(&self) -> Option<String> {
+        self.desk
+            .as_ref()
+            .filter(|_| self.console)
+            .map(|d| d.console_url())
+    }
+
+    /// How many enabled upstreams are listed and answering.
+    pub(crate) fn upstreams_up(&self) -> usize {
+        let seen = read(&self.seen);
+        let retired = read(&self.retired);
+        self.ups()
+            .iter()
+            .enumerate()
+            .filter(|(i, u)| {
+                !retired.contains(i) && seen.contains_key(i) && u.last_error().is_none()
+            })
+            .count()
+    }
+
+    pub(crate) fn audit_sink(&self) -> Option<&Arc<dyn AuditSink>> {
+        self.audit.as_ref()
+    }
+
+    pub(crate) fn shared_limits(&self) -> Option<&Arc<crate::shared_limit::SharedLimits>> {
+        self.shared_limits.as_ref()
+    }
+
+    /// The approval page's one-time login link, when the page is served:
+    /// for the person only, never for a client or the model.
+    pub fn approval_login(&self) -> Option<String> {
+        self.desk.as_ref().map(|d| d.login_url())
+    }
+
+    /// The audit store's file, when the store is a SQLite file.
+    pub fn audit_path(&self) -> Option<&std::path::Path> {
+        self.audit_file.as_deref()
+    }
+
+    /// Where the audit store is (a file, or a database URL without its
+    /// password), when there is one.
+    pub fn audit_location(&self) -> Option<String> {
+        self.audit.as_ref().map(|a| a.location())
+    }
+
+    /// Policy rules (described) that match no tool any upstream listed:
+    /// likely a mistyped pattern. An upstream that is down lists nothing,
+    /// so rules meant for it show here until it is back.
+    pub fn unmatched_rules(&self) -> Vec<String> {
+        self.policy().unmatched(read(&self.seen).values().flatten())
+    }
+
+    /// The gateway tool names, sorted.
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = read(&self.offer).tools.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Every offered tool, by name; and the withheld ones with what a
+    /// caller is told.
+    pub fn tool_views(&self) -> (Vec<ToolView>, Vec<(String, String)>) {
+        let offer = read(&self.offer);
+        let names = read(&self.names);
+        let policy = self.policy();
+        let ups = self.ups();
+        let mut tools: Vec<ToolView> = offer
+            .tools
+            .iter()
+            .map(|(name, t)| {
+                let trusted = ups.get(t.upstream).is_some_and(|u| u.config.trusted);
+                let facts = ToolFacts::of(name, &t.definition, trusted);
+                ToolView {
+                    name: name.clone(),
+                    upstream: names.get(t.upstream).cloned().unwrap_or_default(),
+                    decision: policy.decide_for_all(&facts),
+                    effects: facts
+                        .effects
+                        .iter()
+                        .filter(|e| **e != toolgate_review::Effect::Read)
+                        .map(|e| e.label().to_owned())
+                        .collect(),
+                    definition: t.definition.clone(),
+                }
+            })
+            .collect();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut withheld: Vec<(String, String)> = offer
+            .withheld
+            .iter()
+            .map(|(name, (_, why))| (name.clone(), why.text.clone()))
+            .collect();
+        withheld.sort();
+        (tools, withheld)
+    }
+
+    /// The configuration running now (as last loaded or reloaded).
+    pub fn running_config(&self) -> Arc<crate::config::GatewayConfig> {
+        read(&self.running).clone()
+    }
+}
