@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use support::{args, config, downstream, serve};
+use support::{config, downstream, serve};
 use toolgate_client::{CallOptions, Client, ClientError};
 use toolgate_gateway::audit::{Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
@@ -65,20 +65,7 @@ async fn start(upstream: &str, db: &Path) -> (Gateway, Client) {
 }
 
 async fn call(c: &Client, phone: &str) -> (bool, String) {
-    let result = match c
-        .call_tool(
-            "rich.lookup",
-            args(json!({ "phone": phone })),
-            &CallOptions::default(),
-        )
-        .await
-    {
-        Ok(r) => r,
-        Err(ClientError::Tool { result, .. }) => *result,
-        Err(e) => panic!("{e}"),
-    };
-    let text = result.content[0].as_text().unwrap_or_default().to_owned();
-    (result.is_error != Some(true), text)
+    support::outcome_of(c, "rich.lookup", json!({ "phone": phone })).await
 }
 
 #[tokio::test]

@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Person, args, config, serve, shop, token};
+use support::{Person, config, serve, shop, token};
 use tokio::net::TcpListener;
+use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_client::{CallOptions, Client, ClientError};
 use toolgate_gateway::audit::{AuditRow, Filter, query};
 use toolgate_gateway::grants::{self, Revoked};
 use toolgate_gateway::{Gateway, GatewayOptions};
@@ -93,16 +93,7 @@ fn caller(url: &str, subject: &str, person: &Person) -> Client {
 
 /// Whether the call went through, and its text.
 async fn call(c: &Client, tool: &str, arguments: Value) -> (bool, String) {
-    let result = match c
-        .call_tool(tool, args(arguments), &CallOptions::default())
-        .await
-    {
-        Ok(r) => r,
-        Err(ClientError::Tool { result, .. }) => *result,
-        Err(e) => panic!("{e}"),
-    };
-    let text = result.content[0].as_text().unwrap_or_default().to_owned();
-    (result.is_error != Some(true), text)
+    support::outcome_of(c, tool, arguments).await
 }
 
 fn last_row(db: &Path) -> AuditRow {

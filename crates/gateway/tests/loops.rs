@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use support::{args, config, downstream, serve};
-use toolgate_client::{CallOptions, Client, ClientError};
+use support::{config, downstream, serve};
+use toolgate_client::Client;
 use toolgate_gateway::audit::{Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_server::{Server, ToolDef, ToolError};
@@ -49,20 +49,7 @@ fn weather(calls: Arc<AtomicUsize>, down: Arc<AtomicBool>) -> Server {
 }
 
 async fn call(c: &Client, city: &str) -> (bool, String) {
-    let result = match c
-        .call_tool(
-            "w.weather",
-            args(json!({ "city": city })),
-            &CallOptions::default(),
-        )
-        .await
-    {
-        Ok(r) => r,
-        Err(ClientError::Tool { result, .. }) => *result,
-        Err(e) => panic!("{e}"),
-    };
-    let text = result.content[0].as_text().unwrap_or_default().to_owned();
-    (result.is_error != Some(true), text)
+    support::outcome_of(c, "w.weather", json!({ "city": city })).await
 }
 
 #[tokio::test]

@@ -73,6 +73,29 @@ fn gateway(desk: &ApprovalDesk) -> Result<crate::Gateway, Response> {
     })
 }
 
+/// For a view: the session's anti-forgery token and the gateway, or the
+/// answer to a request not from the logged-in person.
+fn viewing(desk: &ApprovalDesk, headers: &HeaderMap) -> Result<(String, crate::Gateway), Response> {
+    let token = desk.admit(headers, false)?;
+    Ok((token, gateway(desk)?))
+}
+
+/// For an act: the gateway, when the request comes from the console's own
+/// page with the session's token.
+fn acting(
+    desk: &ApprovalDesk,
+    headers: &HeaderMap,
+    token: &str,
+) -> Result<crate::Gateway, Response> {
+    if desk.admit(headers, true)? != token {
+        return Err(plain(
+            StatusCode::FORBIDDEN,
+            "this form is stale or forged: reload the page",
+        ));
+    }
+    gateway(desk)
+}
+
 fn page(title: &str, here: &str, body: &str) -> Response {
     html(
         &format!("toolgate: {title}"),
@@ -97,11 +120,8 @@ pub(super) async fn overview(
     State(desk): State<Arc<ApprovalDesk>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = desk.admit(&headers, false) {
-        return refused;
-    }
-    let gateway = match gateway(&desk) {
-        Ok(g) => g,
+    let (_, gateway) = match viewing(&desk, &headers) {
+        Ok(v) => v,
         Err(r) => return r,
     };
     let upstreams: Vec<Vec<String>> = gateway
@@ -178,11 +198,8 @@ pub(super) async fn overview(
 /// `GET /console/tools`: every offered tool, what it can do and what the
 /// policy decides; the withheld ones and why.
 pub(super) async fn tools(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Response {
-    if let Err(refused) = desk.admit(&headers, false) {
-        return refused;
-    }
-    let gateway = match gateway(&desk) {
-        Ok(g) => g,
+    let (_, gateway) = match viewing(&desk, &headers) {
+        Ok(v) => v,
         Err(r) => return r,
     };
     let (offered, withheld) = gateway.tool_views();
@@ -253,11 +270,8 @@ pub(super) async fn calls(
     headers: HeaderMap,
     Query(q): Query<CallsQuery>,
 ) -> Response {
-    if let Err(refused) = desk.admit(&headers, false) {
-        return refused;
-    }
-    let gateway = match gateway(&desk) {
-        Ok(g) => g,
+    let (_, gateway) = match viewing(&desk, &headers) {
+        Ok(v) => v,
         Err(r) => return r,
     };
     let keep = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
@@ -312,12 +326,8 @@ pub(super) async fn calls(
 
 /// `GET /console/grants`: the grants that hold, each revocable.
 pub(super) async fn grants(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Response {
-    let token = match desk.admit(&headers, false) {
-        Ok(token) => token,
-        Err(refused) => return refused,
-    };
-    let gateway = match gateway(&desk) {
-        Ok(g) => g,
+    let (token, gateway) = match viewing(&desk, &headers) {
+        Ok(v) => v,
         Err(r) => return r,
     };
     let Some(store) = gateway.audit_sink() else {
@@ -374,17 +384,7 @@ pub(super) async fn revoke(
     headers: HeaderMap,
     Form(form): Form<Token>,
 ) -> Response {
-    match desk.admit(&headers, true) {
-        Ok(token) if token == form.token => {}
-        Ok(_) => {
-            return plain(
-                StatusCode::FORBIDDEN,
-                "this form is stale or forged: reload the page",
-            );
-        }
-        Err(refused) => return refused,
-    }
-    let gateway = match gateway(&desk) {
+    let gateway = match acting(&desk, &headers, &form.token) {
         Ok(g) => g,
         Err(r) => return r,
     };
@@ -518,12 +518,8 @@ fn summary(c: &GatewayConfig) -> String {
 
 /// `GET /console/config`.
 pub(super) async fn config(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Response {
-    let token = match desk.admit(&headers, false) {
-        Ok(token) => token,
-        Err(refused) => return refused,
-    };
-    let gateway = match gateway(&desk) {
-        Ok(g) => g,
+    let (token, gateway) = match viewing(&desk, &headers) {
+        Ok(v) => v,
         Err(r) => return r,
     };
     let running = gateway.running_config();
@@ -555,17 +551,7 @@ pub(super) async fn reload(
     headers: HeaderMap,
     Form(form): Form<Token>,
 ) -> Response {
-    match desk.admit(&headers, true) {
-        Ok(token) if token == form.token => {}
-        Ok(_) => {
-            return plain(
-                StatusCode::FORBIDDEN,
-                "this form is stale or forged: reload the page",
-            );
-        }
-        Err(refused) => return refused,
-    }
-    let gateway = match gateway(&desk) {
+    let gateway = match acting(&desk, &headers, &form.token) {
         Ok(g) => g,
         Err(r) => return r,
     };

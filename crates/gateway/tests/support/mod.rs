@@ -380,3 +380,22 @@ pub async fn page_token(url: &str, cookie: &str) -> String {
     let at = page.find("name=\"token\" value=\"").unwrap() + 20;
     page[at..at + 32].to_owned()
 }
+
+/// Call `tool` with `arguments`: whether it succeeded, and its first text
+/// (a tool error is an answer here, not a failure of the test).
+pub async fn outcome_of(c: &Client, tool: &str, arguments: Value) -> (bool, String) {
+    let result = match c
+        .call_tool(
+            tool,
+            args(arguments),
+            &toolgate_client::CallOptions::default(),
+        )
+        .await
+    {
+        Ok(r) => r,
+        Err(ClientError::Tool { result, .. }) => *result,
+        Err(e) => panic!("{e}"),
+    };
+    let text = result.content[0].as_text().unwrap_or_default().to_owned();
+    (result.is_error != Some(true), text)
+}
