@@ -4,6 +4,10 @@
 //!   pathological-schema and audit-speed runs (release), the official
 //!   conformance suite, then the interoperability checks. This is what
 //!   `.ci/run` calls.
+//! - `cargo xtask check`: the quick loop — format check, clippy (`-D
+//!   warnings`) and every test that needs no network, no service and no
+//!   install (those needing PostgreSQL, Redis or Chromium are `#[ignore]`d
+//!   and run by `scale-out` and `browser`). The first part of `ci`.
 //! - `cargo xtask conformance [SCENARIO...]`: only the conformance run.
 //! - `cargo xtask interop`: `toolgate` against servers built with the
 //!   official TypeScript (npm) and Python (PyPI) SDKs, over stdio and HTTP.
@@ -82,8 +86,8 @@ fn cargo_with(args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
     run(&mut cmd)
 }
 
-fn ci() -> anyhow::Result<()> {
-    ONE_SHOT.store(true, Ordering::Relaxed);
+/// Format, lints and the tests that need nothing outside the workspace.
+fn check() -> anyhow::Result<()> {
     cargo(&["fmt", "--all", "--check"])?;
     cargo(&[
         "clippy",
@@ -94,7 +98,12 @@ fn ci() -> anyhow::Result<()> {
         "-D",
         "warnings",
     ])?;
-    cargo(&["test", "--workspace", "--all-features"])?;
+    cargo(&["test", "--workspace", "--all-features"])
+}
+
+fn ci() -> anyhow::Result<()> {
+    ONE_SHOT.store(true, Ordering::Relaxed);
+    check()?;
     // The crate docs are the guided tour: a broken link fails like a
     // broken test (their examples ran as doctests above).
     cargo_with(
@@ -174,6 +183,7 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("check") => check(),
         Some("conformance") => conformance::run(&args[1..]),
         Some("interop") => interop::run(),
         Some("bench") => bench(&args[1..]),
@@ -182,7 +192,7 @@ fn main() -> anyhow::Result<()> {
         Some("scale-out") => services::scale_out(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | conformance [SCENARIO...] | interop | bench | fuzz [--secs N] [--asan] [TARGET...] | browser | scale-out>"
+                "usage: cargo xtask <ci | check | conformance [SCENARIO...] | interop | bench | fuzz [--secs N] [--asan] [TARGET...] | browser | scale-out>"
             );
             std::process::exit(2);
         }
