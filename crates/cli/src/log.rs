@@ -146,11 +146,7 @@ fn table(rows: &[AuditRow]) -> Table {
         ]);
     let text = |s: &Option<String>| s.as_deref().map(one_line).unwrap_or_default();
     for r in rows {
-        let confirmation = match (&r.confirmation, &r.grant) {
-            (Some(c), Some(g)) => format!("{} ({g})", one_line(c)),
-            (None, Some(g)) => g.clone(),
-            (c, None) => text(c),
-        };
+        let confirmation = one_line(&r.confirmation_shown());
         table.add_row([
             format_time(r.time_ms),
             text(&r.caller),

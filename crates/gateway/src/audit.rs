@@ -496,6 +496,19 @@ fn note(notes: &Map<String, Value>, key: &str) -> Option<String> {
     notes.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
+impl AuditRow {
+    /// The confirmation with the grant it made or used, as tables show it:
+    /// `approved (g-…)`, `granted (g-…)`, a grant alone, or nothing.
+    pub fn confirmation_shown(&self) -> String {
+        match (&self.confirmation, &self.grant) {
+            (Some(c), Some(g)) => format!("{c} ({g})"),
+            (Some(c), None) => c.clone(),
+            (None, Some(g)) => g.clone(),
+            (None, None) => String::new(),
+        }
+    }
+}
+
 /// The row for a call record: the gateway's notes (`upstream`,
 /// `decision`, `rule`, `confirmation`, `status`) on top of what the
 /// server saw.

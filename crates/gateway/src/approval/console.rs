@@ -247,11 +247,7 @@ fn cell(v: &Option<String>) -> String {
 }
 
 fn call_row(r: &AuditRow) -> Vec<String> {
-    let confirmation = match (&r.confirmation, &r.grant) {
-        (Some(c), Some(g)) => format!("{} ({})", escape(c), escape(g)),
-        (c, None) => cell(c),
-        (None, Some(g)) => escape(g),
-    };
+    let confirmation = escape(&r.confirmation_shown());
     vec![
         crate::duration::utc(r.time_ms, true),
         cell(&r.caller),
