@@ -175,12 +175,12 @@ pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
         None => None,
     };
     let mut filter = Filter {
-        after_id: None,
         since_ms,
         tool: args.tool.clone(),
         caller: args.caller.clone(),
         decision: args.decision.clone(),
         limit: Some(args.limit),
+        ..Filter::default()
     };
     let read = async |filter: &Filter| match (&db, &pg) {
         (_, Some(pg)) => pg

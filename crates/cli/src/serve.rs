@@ -85,6 +85,7 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
         };
     let options = GatewayOptions {
         lock,
+        lock_file: o.lock.clone(),
         ..Default::default()
     };
     let gateway = Gateway::start(config, options)

@@ -76,7 +76,9 @@ pub struct AuditRow {
     /// `failed`; for a refused `requestState`: `replayed`, `moved`,
     /// `tampered` or `expired`; `insufficient_scope`; `loop` (stopped by
     /// `[loops]`); `over_budget` (`[[budget]]`); `reloaded` and
-    /// `revoked` for the rows of `toolgate.reload` and `toolgate.grant`.
+    /// `revoked` for the rows of `toolgate.reload` and `toolgate.grant`;
+    /// `locked` for `toolgate.lock` (a definition approved on the console,
+    /// `caller` who approved it, `arguments_digest` its digest).
     pub status: String,
     /// Milliseconds from taking the call to its answer.
     pub latency_ms: f64,
@@ -537,6 +539,8 @@ pub fn row_of(record: &CallRecord) -> AuditRow {
 pub struct Filter {
     /// Rows after this id (for following).
     pub after_id: Option<i64>,
+    /// Rows before this id (for paging back, or one row by its id).
+    pub before_id: Option<i64>,
     /// Rows at or after this time (ms since the epoch).
     pub since_ms: Option<i64>,
     /// A glob on the tool name.
@@ -569,7 +573,7 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
     let cost = if version >= 3 { "cost" } else { "NULL" };
     let mut stmt = conn
         .prepare(&format!(
-            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, {grant}, {cost} FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) ORDER BY id DESC"
+            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, {grant}, {cost} FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) AND id < ?5 ORDER BY id DESC"
         ))
         .map_err(|e| format!("{}: not a toolgate audit store ({e})", path.display()))?;
     let rows = stmt
@@ -578,7 +582,8 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
                 filter.after_id.unwrap_or(0),
                 filter.since_ms.unwrap_or(0),
                 filter.caller,
-                filter.decision
+                filter.decision,
+                filter.before_id.unwrap_or(i64::MAX)
             ],
             |r| {
                 Ok(AuditRow {

@@ -279,7 +279,7 @@ impl PgStore {
         };
         let rows = client
             .query(
-                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) ORDER BY id DESC LIMIT $5",
+                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) AND id < $6 ORDER BY id DESC LIMIT $5",
                 &[
                     &filter.after_id.unwrap_or(0),
                     &filter.since_ms.unwrap_or(0),
@@ -290,6 +290,7 @@ impl PgStore {
                         (None, Some(n)) => i64::try_from(n).unwrap_or(i64::MAX),
                         _ => i64::MAX,
                     },
+                    &filter.before_id.unwrap_or(i64::MAX),
                 ],
             )
             .await

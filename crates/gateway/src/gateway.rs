@@ -26,8 +26,11 @@ use crate::policy::{Action, Policy, ToolFacts};
 use crate::upstream::Others;
 use crate::upstream::Upstream;
 
+mod lock;
 mod reload;
 mod views;
+
+pub use lock::{Drift, NotApproved};
 pub use reload::Reloaded;
 pub use views::ToolView;
 
@@ -99,6 +102,10 @@ pub struct GatewayOptions {
     /// Approved definitions: tools that differ from it, or are not in it,
     /// are withheld.
     pub lock: Option<LockFile>,
+    /// Where the lock file is: approving a definition on the console
+    /// writes it back there (without it, the approval lasts until the
+    /// gateway stops).
+    pub lock_file: Option<std::path::PathBuf>,
     /// The downstream server's settings (limits, timeouts, state key).
     pub server: ServerConfig,
     /// The first wait before restarting a failed upstream (default
@@ -150,6 +157,10 @@ pub struct UpstreamStatus {
     /// The last lines a stdio upstream wrote to stderr (what to show when
     /// it fails).
     pub stderr: Vec<String>,
+    /// How many times it was restarted since the gateway started.
+    pub restarts: u64,
+    /// While it is down: the wait before the next attempt to restart it.
+    pub retry_in: Option<Duration>,
 }
 
 /// Many MCP servers behind one toolgate server.
@@ -178,7 +189,12 @@ pub struct Gateway {
     /// The policy's facts of every tool each upstream lists (offered or
     /// withheld), for finding rules that match none.
     seen: Arc<RwLock<HashMap<usize, Vec<ToolFacts>>>>,
-    lock: Arc<Option<LockFile>>,
+    /// The lock file, as loaded or as the console last approved.
+    lock: Arc<RwLock<Option<LockFile>>>,
+    lock_file: Option<Arc<std::path::PathBuf>>,
+    /// Tools withheld because their definition differs from the lock, or
+    /// is not in it: what the console shows and may approve.
+    drift: Arc<RwLock<HashMap<String, lock::Drift>>>,
     /// One watch per upstream, on its current connection (a new one
     /// replaces, and so ends, the old).
     watches: Arc<std::sync::Mutex<HashMap<usize, ToolWatch>>>,
@@ -234,6 +250,8 @@ fn disabled_status(s: &crate::config::UpstreamConfig) -> UpstreamStatus {
         denied: 0,
         error: None,
         stderr: Vec::new(),
+        restarts: 0,
+        retry_in: None,
     }
 }
 
@@ -397,7 +415,9 @@ impl Gateway {
             offer,
             disabled: Arc::new(RwLock::new(disabled)),
             seen: Arc::default(),
-            lock: Arc::new(options.lock),
+            lock: Arc::new(RwLock::new(options.lock)),
+            lock_file: options.lock_file.map(Arc::new),
+            drift: Arc::default(),
             watches: Arc::default(),
             tasks: Arc::new(std::sync::Mutex::new(tasks)),
             desk,
@@ -691,11 +711,8 @@ impl Gateway {
         let ratelimit = read(&self.ratelimit).clone();
         let budgets = read(&self.budgets).clone();
         let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
-        let locked = self
-            .lock
-            .as_ref()
-            .as_ref()
-            .map(|lock| lock.servers.get(&config.name));
+        let lock = read(&self.lock).clone();
+        let locked = lock.as_ref().map(|lock| lock.servers.get(&config.name));
         let changes: Vec<Change> = match locked {
             Some(Some(server)) => compare(server, tools),
             _ => Vec::new(),
@@ -750,6 +767,12 @@ impl Gateway {
         }
         let facts = wanted.values().map(|(_, f, _)| f.clone()).collect();
         write(&self.seen).insert(i, facts);
+        let drifted = lock::drifted(i, &config.name, &wanted, &changes);
+        {
+            let mut drift = write(&self.drift);
+            drift.retain(|_, d| d.upstream != i);
+            drift.extend(drifted);
+        }
         let mut offer = write(&self.offer);
         // Remove what is gone or changed.
         let current: Vec<String> = offer

@@ -48,4 +48,6 @@ pub mod telemetry;
 pub mod upstream;
 mod upstream_task;
 
-pub use gateway::{Gateway, GatewayError, GatewayOptions, Reloaded, ToolView, UpstreamStatus};
+pub use gateway::{
+    Drift, Gateway, GatewayError, GatewayOptions, NotApproved, Reloaded, ToolView, UpstreamStatus,
+};

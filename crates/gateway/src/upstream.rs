@@ -102,6 +102,8 @@ struct Link {
     failed: Option<(Instant, Duration)>,
     /// What went wrong last, for errors and `serve --check`.
     last_error: Option<String>,
+    /// Connections started so far (the first, then each restart).
+    starts: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -223,6 +225,12 @@ impl Upstream {
         lock(&self.link).last_error.clone()
     }
 
+    /// How many times it was restarted (connections started after the
+    /// first).
+    pub fn restarts(&self) -> u64 {
+        lock(&self.link).starts.saturating_sub(1)
+    }
+
     /// The last lines a stdio upstream wrote to stderr.
     pub fn stderr_tail(&self) -> Vec<String> {
         lock(&self.link)
@@ -287,6 +295,7 @@ impl Upstream {
             Ok((client, stderr)) => {
                 link.client = Some(client.clone());
                 link.stderr = stderr;
+                link.starts += 1;
                 drop(link);
                 let hook = lock(&self.on_start).clone();
                 if let Some(hook) = hook {

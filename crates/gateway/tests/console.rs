@@ -14,10 +14,11 @@ use std::time::Duration;
 use serde_json::json;
 use support::{args, downstream, http, log_in, origin_of, page_token, serve, shop};
 use toolgate_client::CallOptions;
-use toolgate_gateway::audit::{AuditSink, AuditStore};
+use toolgate_gateway::audit::{AuditSink, AuditStore, Filter, query};
 use toolgate_gateway::config::GatewayConfig;
 use toolgate_gateway::grants::{self, Grant};
 use toolgate_gateway::{Gateway, GatewayOptions};
+use toolgate_review::lock::{LockFile, lock_definition};
 
 const POLICY: &str = "[policy]\ndefault = \"allow\"\n";
 
@@ -39,6 +40,12 @@ fn file_text(upstream: &str, db: &std::path::Path, policy: &str) -> String {
 }
 
 async fn start() -> Console {
+    start_with(|_| GatewayOptions::default()).await
+}
+
+/// A console whose gateway's options `options` makes (given the test's
+/// directory).
+async fn start_with(options: impl FnOnce(&std::path::Path) -> GatewayOptions) -> Console {
     let upstream = serve(shop(
         Arc::new(AtomicUsize::new(0)),
         "Orders an item. <script>alert('owned')</script>\u{1b}[2J",
@@ -49,9 +56,7 @@ async fn start() -> Console {
     let file = dir.path().join("toolgate.toml");
     std::fs::write(&file, file_text(&upstream, &db, POLICY)).unwrap();
     let config = GatewayConfig::load(&file).unwrap();
-    let gateway = Gateway::start(config, GatewayOptions::default())
-        .await
-        .unwrap();
+    let gateway = Gateway::start(config, options(dir.path())).await.unwrap();
     let overview = gateway.console_url().unwrap();
     let base = overview.trim_end_matches("/console").to_owned();
     let cookie = log_in(&gateway.approval_login().unwrap()).await;
@@ -79,13 +84,18 @@ impl Console {
 
     /// Post the form of the page at `page` to `path`, as the page does.
     async fn post(&self, page: &str, path: &str) -> u16 {
+        self.post_form(page, path, "").await.0
+    }
+
+    /// The same, with the form's other fields `fields` (`&k=v…`).
+    async fn post_form(&self, page: &str, path: &str, fields: &str) -> (u16, String) {
         let token = page_token(&format!("{}{page}", self.base), &self.cookie).await;
         let origin = origin_of(&self.base);
         let headers = [
             ("Cookie", self.cookie.as_str()),
             ("Origin", origin.as_str()),
         ];
-        let form = format!("token={token}");
+        let form = format!("token={token}{fields}");
         http(
             "POST",
             &format!("{}{path}", self.base),
@@ -93,7 +103,6 @@ impl Console {
             Some(&form),
         )
         .await
-        .0
     }
 }
 
@@ -269,5 +278,206 @@ async fn a_grant_is_revoked_and_the_file_reloaded_from_the_console() {
         "{config}"
     );
     assert!(c.gateway.tool_names().contains(&"shop.order".to_owned()));
+    c.gateway.stop();
+}
+
+/// The value of the hidden input `name` in the form of `section` (an id)
+/// of `page`.
+fn hidden(page: &str, section: &str, name: &str) -> String {
+    let at = page.find(&format!("id=\"{section}\"")).unwrap();
+    let rest = &page[at..];
+    let key = format!("name=\"{name}\" value=\"");
+    let from = rest.find(&key).unwrap() + key.len();
+    rest[from..from + rest[from..].find('"').unwrap()].to_owned()
+}
+
+#[tokio::test]
+async fn a_drifted_definition_is_shown_and_approved_from_the_console() {
+    // The lock file approved another `order`, and knows neither `pay` nor
+    // `greet`.
+    let mut lock = LockFile::default();
+    let old = json!({"name": "order", "description": "Orders an item.", "inputSchema": {"type": "object"}});
+    lock.servers
+        .entry("shop".into())
+        .or_default()
+        .tools
+        .insert("order".into(), lock_definition(&old));
+    let mut lock_path = std::path::PathBuf::new();
+    let c = start_with(|dir| {
+        lock_path = dir.join("toolgate.lock");
+        std::fs::write(&lock_path, lock.render()).unwrap();
+        GatewayOptions {
+            lock: Some(lock.clone()),
+            lock_file: Some(lock_path.clone()),
+            ..GatewayOptions::default()
+        }
+    })
+    .await;
+    assert!(c.gateway.tool_names().is_empty());
+
+    let (_, tools) = c.get("/console/tools").await;
+    assert!(
+        tools.contains("<h2>Not approved in the lock file</h2>"),
+        "{tools}"
+    );
+    assert!(
+        tools.contains("<p>Withheld: its definition changed since it was approved.</p>"),
+        "{tools}"
+    );
+    assert!(
+        tools.contains("<p>Withheld: its server added it after the lock file was written.</p>"),
+        "{tools}"
+    );
+    // The change, field by field, with the upstream's text escaped.
+    let at = tools.find("id=\"drift-shop-order\"").unwrap();
+    let section = &tools[at..at + tools[at..].find("</section>").unwrap()];
+    assert!(section.contains("description"), "{section}");
+    assert!(section.contains("&lt;script&gt;"), "{section}");
+    assert!(
+        !tools.contains("<script>alert") && !tools.contains('\u{1b}'),
+        "{tools}"
+    );
+
+    // Another definition than the one shown is refused; nothing changes.
+    let (status, said) = c
+        .post_form(
+            "/console/tools",
+            "/console/tools/approve",
+            "&tool=shop.order&digest=sha256%3A00",
+        )
+        .await;
+    assert_eq!(status, 409, "{said}");
+    assert!(
+        said.contains("changed again since this page showed it"),
+        "{said}"
+    );
+    assert!(c.gateway.tool_names().is_empty());
+
+    let digest = hidden(&tools, "drift-shop-order", "digest");
+    let form = format!("&tool=shop.order&digest={}", digest.replace(':', "%3A"));
+    let (status, _) = c
+        .post_form("/console/tools", "/console/tools/approve", &form)
+        .await;
+    assert_eq!(status, 303);
+    // Offered again; the file on disk has it; the audit store says who.
+    assert_eq!(c.gateway.tool_names(), ["shop.order"]);
+    let written = LockFile::parse(&std::fs::read_to_string(&lock_path).unwrap()).unwrap();
+    assert_eq!(written.servers["shop"].tools["order"].digest, digest);
+    let rows = query(
+        &c.db,
+        &Filter {
+            tool: Some("toolgate.lock".into()),
+            ..Filter::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].status, "locked");
+    assert_eq!(rows[0].caller.as_deref(), Some("console"));
+    assert_eq!(rows[0].arguments_digest, digest);
+    // Approving it twice is refused: it is no longer withheld.
+    let (status, said) = c
+        .post_form("/console/tools", "/console/tools/approve", &form)
+        .await;
+    assert_eq!(status, 409, "{said}");
+    let (_, tools) = c.get("/console/tools").await;
+    assert!(!tools.contains("id=\"drift-shop-order\""), "{tools}");
+    assert!(tools.contains("id=\"drift-shop-pay\""), "{tools}");
+    c.gateway.stop();
+}
+
+#[tokio::test]
+async fn one_call_in_full_the_hour_drawn_and_new_calls_followed_live() {
+    let c = start().await;
+    let client = downstream(&c.gateway).await;
+    let order = |sku: &'static str| {
+        let client = client.clone();
+        async move {
+            client
+                .call_tool(
+                    "shop.order",
+                    args(json!({ "sku": sku })),
+                    &CallOptions::default(),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    order("SKU-0001").await;
+    let first = query(&c.db, &Filter::default()).unwrap();
+    let id = first.last().unwrap().id;
+
+    let (status, one) = c.get(&format!("/console/calls/{id}")).await;
+    assert_eq!(status, 200, "{one}");
+    assert!(one.contains("<dt>tool</dt><dd>shop.order</dd>"), "{one}");
+    assert!(one.contains("<dt>upstream</dt><dd>shop</dd>"), "{one}");
+    assert!(one.contains("set [audit] arguments = true"), "{one}");
+    // Bad addresses and filters get a short answer, and the console serves on.
+    for (path, want) in [
+        ("/console/calls/abc", 404),
+        ("/console/calls/999999", 404),
+        ("/console/calls?since=yesterday", 400),
+        ("/console/calls?tool=%5B", 400),
+    ] {
+        let (status, page) = c.get(path).await;
+        assert_eq!(status, want, "{path}: {page}");
+    }
+    let (_, bad) = c.get("/console/calls?since=yesterday").await;
+    assert!(bad.contains("since: "), "{bad}");
+
+    let (_, overview) = c.get("/console").await;
+    assert!(overview.contains("id=\"per-minute\""), "{overview}");
+    assert!(overview.contains("1 allowed</title>"), "{overview}");
+    assert!(
+        overview.contains("<h2>Latency, the last hour</h2>")
+            && overview.contains("<td>shop</td><td>1</td>"),
+        "{overview}"
+    );
+
+    // The page links its one script, which the policy lets run from here
+    // only; the script is served from the binary.
+    let (_, calls) = c.get("/console/calls").await;
+    assert!(calls.contains("<script src=\"/console/assets/console.js\" defer></script>"));
+    assert!(calls.contains("script-src 'self'"), "{calls}");
+    assert!(
+        calls.contains(&format!("data-live=\"/console/calls/live?after={id}\"")),
+        "{calls}"
+    );
+    let (status, script) = c.get("/console/assets/console.js").await;
+    assert_eq!(status, 200);
+    assert!(script.contains("text/javascript") && script.contains("EventSource"));
+    // Without the session, the stream is refused like every view.
+    let (status, _) = http("GET", &format!("{}/console/calls/live", c.base), &[], None).await;
+    assert_eq!(status, 401);
+
+    // Following: the stream opened after the first call carries the next.
+    toolgate_client::install_default_tls_provider();
+    let mut live = reqwest::Client::new()
+        .get(format!(
+            "{}/console/calls/live?after={id}&tool=shop.*",
+            c.base
+        ))
+        .header("Cookie", &c.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200);
+    order("SKU-0002").await;
+    let mut seen = String::new();
+    let event = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(chunk) = live.chunk().await.unwrap() {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("event: calls") && seen.contains("\n\n") {
+                return seen.clone();
+            }
+        }
+        seen.clone()
+    })
+    .await
+    .unwrap();
+    assert!(event.contains("event: calls"), "{event}");
+    assert!(event.contains(&format!("id: {}", id + 1)), "{event}");
+    assert!(event.contains("\"shop.order\""), "{event}");
+    assert!(!event.contains(&format!("\"id\":{id},")), "{event}");
     c.gateway.stop();
 }

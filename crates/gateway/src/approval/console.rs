@@ -4,23 +4,27 @@
 //! With `[console] listen`, the approval desk is served there with these
 //! views beside the approval page, behind the same one-time login,
 //! host check and per-session anti-forgery token: the overview (each
-//! upstream's state, the last hour's calls by status), the tools (effects,
-//! the policy's decision, withheld tools and why), the calls (the audit
-//! store, filtered), the grants (revocable), and the configuration (secrets
-//! left out, with a reload button). Every page is server-rendered HTML
-//! without script; every value from an upstream or a caller is escaped.
+//! upstream's state and restarts, the last hour's calls per minute by
+//! outcome and each upstream's latency, see `chart.rs`), the tools
+//! (effects, the policy's decision, withheld tools and why, and the
+//! definitions the lock file withholds with their change and a button that
+//! approves exactly the one shown), the calls (`calls.rs`), the grants
+//! (revocable), and the configuration (secrets left out, the last reloads,
+//! a reload button). Pages are server-rendered HTML; every value from an
+//! upstream or a caller is escaped. The one script, on the calls view, only
+//! adds live rows.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use axum::extract::{Form, Path, Query, State};
+use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::{ApprovalDesk, escape, html, plain, secured};
-use crate::audit::{AuditRow, Filter, now_ms};
+use crate::audit::{Filter, now_ms};
 use crate::config::GatewayConfig;
 use crate::grants::Revoked;
 
@@ -75,7 +79,10 @@ fn gateway(desk: &ApprovalDesk) -> Result<crate::Gateway, Response> {
 
 /// For a view: the session's anti-forgery token and the gateway, or the
 /// answer to a request not from the logged-in person.
-fn viewing(desk: &ApprovalDesk, headers: &HeaderMap) -> Result<(String, crate::Gateway), Response> {
+pub(super) fn viewing(
+    desk: &ApprovalDesk,
+    headers: &HeaderMap,
+) -> Result<(String, crate::Gateway), Response> {
     let token = desk.admit(headers, false)?;
     Ok((token, gateway(desk)?))
 }
@@ -96,14 +103,14 @@ fn acting(
     gateway(desk)
 }
 
-fn page(title: &str, here: &str, body: &str) -> Response {
+pub(super) fn page(title: &str, here: &str, body: &str) -> Response {
     html(
         &format!("toolgate: {title}"),
         &format!("{}<h1>{}</h1>{body}", nav(here), escape(title)),
     )
 }
 
-fn table(head: &[&str], rows: Vec<Vec<String>>) -> String {
+pub(super) fn table(head: &[&str], rows: Vec<Vec<String>>) -> String {
     let head: String = head.iter().map(|h| format!("<th>{h}</th>")).collect();
     let body: String = rows
         .into_iter()
@@ -131,7 +138,11 @@ pub(super) async fn overview(
             let state = if !s.enabled {
                 "disabled".to_owned()
             } else if let Some(e) = &s.error {
-                format!("<span class=\"bad\">down</span>: {}", escape(e))
+                let next = match s.retry_in {
+                    Some(w) if !w.is_zero() => format!(" (restarting in {} s)", w.as_secs() + 1),
+                    _ => " (restarting at the next call)".to_owned(),
+                };
+                format!("<span class=\"bad\">down</span>{next}: {}", escape(e))
             } else {
                 "<span class=\"good\">up</span>".to_owned()
             };
@@ -147,6 +158,7 @@ pub(super) async fn overview(
                 s.offered.to_string(),
                 s.withheld.to_string(),
                 s.denied.to_string(),
+                s.restarts.to_string(),
             ]
         })
         .collect();
@@ -158,32 +170,21 @@ pub(super) async fn overview(
             "tools",
             "withheld",
             "denied",
+            "restarts",
         ],
         upstreams,
     );
     body.push_str("<h2>The last hour</h2>");
     match gateway.audit_sink() {
         Some(store) => {
+            let now = now_ms(SystemTime::now());
             let filter = Filter {
-                since_ms: Some(now_ms(SystemTime::now()) - 3_600_000),
+                since_ms: Some(now - 3_600_000),
+                limit: Some(HOUR_ROWS),
                 ..Filter::default()
             };
             match store.rows(filter).await {
-                Ok(rows) => {
-                    let mut by: BTreeMap<String, usize> = BTreeMap::new();
-                    for r in rows.iter().filter(|r| !r.tool.starts_with("toolgate.")) {
-                        *by.entry(r.status.clone()).or_default() += 1;
-                    }
-                    if by.is_empty() {
-                        body.push_str("<p>No calls in the last hour.</p>");
-                    } else {
-                        let rows = by
-                            .into_iter()
-                            .map(|(status, n)| vec![escape(&status), n.to_string()])
-                            .collect();
-                        body.push_str(&table(&["status", "calls"], rows));
-                    }
-                }
+                Ok(rows) => body.push_str(&last_hour(&rows, now)),
                 Err(e) => body.push_str(&format!(
                     "<p>The audit store cannot be read: {}</p>",
                     escape(&e)
@@ -195,10 +196,42 @@ pub(super) async fn overview(
     page("Overview", "/console", &body)
 }
 
+/// The overview reads at most this many of the last hour's rows (the
+/// newest): enough for its charts, bounded for a busy gateway.
+const HOUR_ROWS: usize = 20_000;
+
+/// The last hour's calls: per minute by outcome, counts by status, and
+/// each upstream's latency.
+fn last_hour(rows: &[crate::audit::AuditRow], now: i64) -> String {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for r in super::chart::calls(rows) {
+        *by.entry(r.status.clone()).or_default() += 1;
+    }
+    if by.is_empty() {
+        return "<p>No calls in the last hour.</p>".to_owned();
+    }
+    let mut out = String::new();
+    if rows.len() >= HOUR_ROWS {
+        out.push_str(&format!("<p>Drawn from the newest {HOUR_ROWS} rows.</p>"));
+    }
+    out.push_str(&super::chart::per_minute(rows, now));
+    let statuses = by
+        .into_iter()
+        .map(|(status, n)| vec![escape(&status), n.to_string()])
+        .collect();
+    out.push_str(&table(&["status", "calls"], statuses));
+    let latency = super::chart::latency_rows(rows);
+    if !latency.is_empty() {
+        out.push_str("<h2>Latency, the last hour</h2>");
+        out.push_str(&table(&["upstream", "calls", "p50 ms", "p99 ms"], latency));
+    }
+    out
+}
+
 /// `GET /console/tools`: every offered tool, what it can do and what the
 /// policy decides; the withheld ones and why.
 pub(super) async fn tools(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Response {
-    let (_, gateway) = match viewing(&desk, &headers) {
+    let (token, gateway) = match viewing(&desk, &headers) {
         Ok(v) => v,
         Err(r) => return r,
     };
@@ -223,102 +256,96 @@ pub(super) async fn tools(State(desk): State<Arc<ApprovalDesk>>, headers: Header
         &["tool", "upstream", "effects", "policy", "description"],
         rows,
     );
+    let drift = gateway.drift();
+    if !drift.is_empty() {
+        body.push_str("<h2>Not approved in the lock file</h2>");
+        for (name, d) in &drift {
+            body.push_str(&drifted(&token, name, d));
+        }
+    }
+    let withheld: Vec<Vec<String>> = withheld
+        .into_iter()
+        .filter(|(name, _)| !drift.iter().any(|(n, _)| n == name))
+        .map(|(name, why)| vec![format!("<code>{}</code>", escape(&name)), escape(&why)])
+        .collect();
     if !withheld.is_empty() {
         body.push_str("<h2>Withheld</h2>");
-        let rows = withheld
-            .into_iter()
-            .map(|(name, why)| vec![format!("<code>{}</code>", escape(&name)), escape(&why)])
-            .collect();
-        body.push_str(&table(&["tool", "what a caller is told"], rows));
+        body.push_str(&table(&["tool", "what a caller is told"], withheld));
     }
     page("Tools", "/console/tools", &body)
 }
 
-/// The calls view's filters.
-#[derive(Deserialize, Default)]
-pub(super) struct CallsQuery {
-    tool: Option<String>,
-    caller: Option<String>,
-    decision: Option<String>,
+/// One tool the lock file withholds: why, the field-by-field change or
+/// the whole new definition, and the button that approves exactly it.
+fn drifted(token: &str, name: &str, d: &crate::Drift) -> String {
+    let why = match d.kind {
+        "changed" => "its definition changed since it was approved",
+        "added" => "its server added it after the lock file was written",
+        _ => "its server is not in the lock file",
+    };
+    let shown = if d.changes.is_empty() {
+        serde_json::to_string_pretty(&d.definition).unwrap_or_default()
+    } else {
+        d.changes.join("\n")
+    };
+    let id = name.replace(|c: char| !c.is_ascii_alphanumeric(), "-");
+    format!(
+        "<section id=\"drift-{id}\"><h3><code>{}</code> <small>on {}</small></h3><p>Withheld: {why}.</p><pre class=\"diff\">{}</pre><form method=\"post\" action=\"/console/tools/approve\"><input type=\"hidden\" name=\"token\" value=\"{token}\"><input type=\"hidden\" name=\"tool\" value=\"{}\"><input type=\"hidden\" name=\"digest\" value=\"{}\"><button class=\"approve\" id=\"lock-{id}\">Approve this definition</button> <small>{}</small></form></section>",
+        escape(name),
+        escape(&d.server),
+        escape(&shown),
+        escape(name),
+        escape(&d.digest),
+        escape(&d.digest),
+    )
 }
 
-fn cell(v: &Option<String>) -> String {
-    v.as_deref().map(escape).unwrap_or_default()
+/// The approve-definition form.
+#[derive(Deserialize)]
+pub(super) struct ApproveDefinition {
+    token: String,
+    tool: String,
+    digest: String,
 }
 
-fn call_row(r: &AuditRow) -> Vec<String> {
-    let confirmation = escape(&r.confirmation_shown());
-    vec![
-        crate::duration::utc(r.time_ms, true),
-        cell(&r.caller),
-        escape(&r.tool),
-        cell(&r.decision),
-        confirmation,
-        escape(&r.status),
-        r.cost.map(|c| c.to_string()).unwrap_or_default(),
-        format!("{:.1}", r.latency_ms),
-    ]
-}
-
-/// `GET /console/calls`: the newest 100 calls, filtered.
-pub(super) async fn calls(
+/// `POST /console/tools/approve`: the definition shown goes into the lock
+/// file, and the tool is offered again.
+pub(super) async fn approve_definition(
     State(desk): State<Arc<ApprovalDesk>>,
     headers: HeaderMap,
-    Query(q): Query<CallsQuery>,
+    Form(form): Form<ApproveDefinition>,
 ) -> Response {
-    let (_, gateway) = match viewing(&desk, &headers) {
-        Ok(v) => v,
+    let gateway = match acting(&desk, &headers, &form.token) {
+        Ok(g) => g,
         Err(r) => return r,
     };
-    let keep = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
-    let filter = Filter {
-        tool: keep(q.tool.clone()),
-        caller: keep(q.caller.clone()),
-        decision: keep(q.decision.clone()),
-        limit: Some(100),
-        ..Filter::default()
-    };
-    let form = format!(
-        "<form method=\"get\" action=\"/console/calls\">tool <input name=\"tool\" value=\"{}\"> caller <input name=\"caller\" value=\"{}\"> decision <input name=\"decision\" value=\"{}\"> <button>Filter</button></form>",
-        cell(&q.tool),
-        cell(&q.caller),
-        cell(&q.decision)
-    );
-    let Some(store) = gateway.audit_sink() else {
-        return page(
-            "Calls",
-            "/console/calls",
-            "<p>No audit store: nothing is recorded.</p>",
-        );
-    };
-    let body = match store.rows(filter).await {
-        Ok(mut rows) => {
-            rows.reverse();
-            let rows = rows.iter().map(call_row).collect();
-            format!(
-                "{form}{}",
-                table(
-                    &[
-                        "time (UTC)",
-                        "caller",
-                        "tool",
-                        "decision",
-                        "confirmation",
-                        "status",
-                        "cost",
-                        "ms"
-                    ],
-                    rows
-                )
+    match gateway
+        .approve_definition(&form.tool, &form.digest, CONSOLE_PERSON)
+        .await
+    {
+        Ok(()) => back("/console/tools"),
+        Err(e @ crate::NotApproved::Write(..)) => {
+            tracing::warn!(error = %e, "a definition could not be approved");
+            plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the lock file cannot be written; see the gateway's log",
             )
         }
-        Err(e) => format!(
-            "{form}<p>The audit store cannot be read: {}</p>",
-            escape(&e)
+        Err(crate::NotApproved::Moved(_)) => plain(
+            StatusCode::CONFLICT,
+            "the definition changed again since this page showed it: reload the page and review it anew",
         ),
-    };
-    page("Calls", "/console/calls", &body)
+        Err(crate::NotApproved::Unknown(_)) => plain(
+            StatusCode::CONFLICT,
+            "this tool is not withheld by the lock file now (approved already?): reload the page",
+        ),
+    }
 }
+
+/// Who acts on the console, as the audit store records it: whoever holds
+/// the login link (`toolgate serve` shows it only to the person who
+/// started the gateway).
+pub const CONSOLE_PERSON: &str = "console";
 
 /// `GET /console/grants`: the grants that hold, each revocable.
 pub(super) async fn grants(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Response {
@@ -364,7 +391,7 @@ pub(super) struct Token {
     token: String,
 }
 
-fn back(to: &str) -> Response {
+pub(super) fn back(to: &str) -> Response {
     (
         StatusCode::SEE_OTHER,
         secured(),
@@ -533,8 +560,38 @@ pub(super) async fn config(State(desk): State<Arc<ApprovalDesk>>, headers: Heade
     let said = desk.last_reload().map_or_else(String::new, |s| {
         format!("<p><strong>Last reload:</strong> {}</p>", escape(&s))
     });
+    let history = match gateway.audit_sink() {
+        Some(store) => {
+            let filter = Filter {
+                tool: Some("toolgate.reload".into()),
+                limit: Some(10),
+                ..Filter::default()
+            };
+            match store.rows(filter).await {
+                Ok(rows) if rows.is_empty() => String::new(),
+                Ok(rows) => {
+                    let rows = rows
+                        .iter()
+                        .rev()
+                        .map(|r| {
+                            vec![
+                                crate::duration::utc(r.time_ms, false),
+                                escape(r.rule.as_deref().unwrap_or("")),
+                            ]
+                        })
+                        .collect();
+                    format!(
+                        "<h2>The last reloads</h2>{}",
+                        table(&["time (UTC)", "what changed"], rows)
+                    )
+                }
+                Err(e) => format!("<p>The audit store cannot be read: {}</p>", escape(&e)),
+            }
+        }
+        None => String::new(),
+    };
     let body = format!(
-        "<p>From {}.</p>{said}{reload}<pre>{}</pre>",
+        "<p>From {}.</p>{said}{reload}<pre>{}</pre>{history}",
         escape(&source),
         escape(&summary(&running))
     );

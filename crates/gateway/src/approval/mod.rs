@@ -17,6 +17,8 @@
 //! (an `Origin` naming it, or `Sec-Fetch-Site: same-origin`; a request
 //! with neither is refused).
 
+mod calls;
+mod chart;
 pub mod console;
 mod login;
 
@@ -276,7 +278,11 @@ impl ApprovalDesk {
             .route("/", get(home))
             .route("/console", get(console::overview))
             .route("/console/tools", get(console::tools))
-            .route("/console/calls", get(console::calls))
+            .route("/console/tools/approve", post(console::approve_definition))
+            .route("/console/calls", get(calls::calls))
+            .route("/console/calls/live", get(calls::live))
+            .route("/console/calls/{id}", get(calls::one))
+            .route("/console/assets/console.js", get(calls::script))
             .route("/console/grants", get(console::grants))
             .route("/console/grants/{id}/revoke", post(console::revoke))
             .route("/console/config", get(console::config))
@@ -402,7 +408,7 @@ fn secured() -> [(header::HeaderName, HeaderValue); 5] {
         (
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(
-                "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+                "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
             ),
         ),
         (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),

@@ -257,6 +257,7 @@ impl Gateway {
             }
         });
         write(&self.seen).remove(&i);
+        write(&self.drift).retain(|_, d| d.upstream != i);
     }
 
     /// Log the reload and write it to the audit store.

@@ -58,6 +58,8 @@ impl Gateway {
                     .count(),
                 error: u.last_error(),
                 stderr: u.stderr_tail(),
+                restarts: u.restarts(),
+                retry_in: u.last_error().and(u.backoff()),
             })
             .chain(read(&self.disabled).iter().cloned())
             .collect()
