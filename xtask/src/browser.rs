@@ -1,8 +1,10 @@
-//! `cargo xtask browser`: the approval page driven in headless Chromium.
+//! `cargo xtask browser`: the approval page and the console driven in
+//! headless Chromium.
 //!
 //! Installs Debian's `chromium` and `chromium-driver` when they are
 //! missing (a new machine starts bare), then runs the gateway's browser
-//! test. The screenshot it takes is left in `target/browser-artifacts/`.
+//! tests. The screenshots they take (one per view) are left in
+//! `target/browser-artifacts/`.
 
 use std::path::Path;
 
@@ -30,14 +32,14 @@ pub fn run_browser() -> anyhow::Result<()> {
         "toolgate-gateway",
         "--test",
         "approval_browser",
+        "--test",
+        "console_browser",
         "--",
         "--ignored",
     ])?;
     eprintln!(
-        "browser: screenshot at {}",
-        root()
-            .join("target/browser-artifacts/approval-page.png")
-            .display()
+        "browser: screenshots in {}",
+        root().join("target/browser-artifacts").display()
     );
     Ok(())
 }

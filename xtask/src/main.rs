@@ -11,9 +11,9 @@
 //! - `cargo xtask conformance [SCENARIO...]`: only the conformance run.
 //! - `cargo xtask interop`: `toolgate` against servers built with the
 //!   official TypeScript (npm) and Python (PyPI) SDKs, over stdio and HTTP.
-//! - `cargo xtask browser`: the gateway's approval page driven in headless
-//!   Chromium (Debian's `chromium` and `chromium-driver`, installed when
-//!   missing); the screenshot stays in `target/browser-artifacts/`.
+//! - `cargo xtask browser`: the gateway's approval page and console driven
+//!   in headless Chromium (Debian's `chromium` and `chromium-driver`,
+//!   installed when missing); screenshots stay in `target/browser-artifacts/`.
 //! - `cargo xtask scale-out`: the gateway's shared-state tests (audit store
 //!   and approvals in PostgreSQL, two instances) against a PostgreSQL this
 //!   task installs (Debian's `postgresql`) when missing and starts on
