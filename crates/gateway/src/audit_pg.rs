@@ -70,6 +70,23 @@ CREATE TABLE IF NOT EXISTS toolgate_spend (
     PRIMARY KEY (budget, scope, period)
 );
 ",
+    "
+CREATE TABLE IF NOT EXISTS toolgate_approvals (
+    id TEXT PRIMARY KEY,
+    opened_ms BIGINT NOT NULL,
+    caller TEXT,
+    tool TEXT NOT NULL,
+    server TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    question TEXT NOT NULL,
+    remember TEXT,
+    status TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS toolgate_approvals_waiting
+    ON toolgate_approvals (tool, digest, COALESCE(caller, ''), (caller IS NULL))
+    WHERE status = 'waiting';
+CREATE INDEX IF NOT EXISTS toolgate_approvals_call ON toolgate_approvals (tool, digest);
+",
 ];
 
 /// The advisory lock key of migrations ("toolgate" in ASCII).
@@ -126,6 +143,12 @@ impl Inner {
 }
 
 impl PgStore {
+    /// What to say when `e` ends an operation (the database named, its
+    /// password left out).
+    pub(crate) fn fail(&self, e: &tokio_postgres::Error) -> String {
+        self.inner.fail(e)
+    }
+
     /// Connect to `url`, create or migrate the schema. Fails when the
     /// database cannot be reached: a gateway told to share its state
     /// does not start without it.
@@ -150,7 +173,7 @@ impl PgStore {
     }
 
     /// The open connection, or a new one.
-    async fn client(&self) -> Result<Arc<Client>, String> {
+    pub(crate) async fn client(&self) -> Result<Arc<Client>, String> {
         let mut slot = self.inner.client.lock().await;
         if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(client.clone());

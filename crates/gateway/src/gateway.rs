@@ -13,7 +13,7 @@ use toolgate_server::{
     PromptEntry, RateLimit, ResourceEntry, Server, ServerConfig, TemplateEntry, ToolDef, Withheld,
 };
 
-use crate::approval::ApprovalDesk;
+use crate::approval::{ApprovalDesk, MemoryPending, Pending};
 use crate::audit::{AuditSink, AuditStore};
 use crate::audit_pg::PgStore;
 use crate::config::{GatewayConfig, RateLimitConfig};
@@ -301,14 +301,19 @@ impl Gateway {
         let audit_file = config
             .audit_path()
             .filter(|_| config.source.is_some() || config.audit.path.is_some());
+        // Pending approvals are shared when the store is.
+        let mut pending: Arc<dyn Pending> = Arc::new(MemoryPending::new(server_config.state_ttl));
         let (audit, nonces): (Option<Arc<dyn AuditSink>>, SharedNonces) =
             match (&config.store.url, &audit_file) {
                 (Some(url), _) if !config.audit.disabled => {
-                    let store = Arc::new(
-                        PgStore::connect(url, config.audit.arguments)
-                            .await
-                            .map_err(GatewayError::Store)?,
-                    );
+                    let store = PgStore::connect(url, config.audit.arguments)
+                        .await
+                        .map_err(GatewayError::Store)?;
+                    pending = Arc::new(crate::pending_pg::PgPending::new(
+                        store.clone(),
+                        server_config.state_ttl,
+                    ));
+                    let store = Arc::new(store);
                     (Some(store.clone()), store.nonces())
                 }
                 (_, Some(path)) => {
@@ -380,7 +385,7 @@ impl Gateway {
                 &config.approval,
                 config.console.as_ref(),
                 config.approval_login_file(),
-                server.config().state_ttl,
+                pending,
             )
             .await
             .map_err(GatewayError::Store)?;

@@ -265,18 +265,35 @@ impl Guard {
                 ))
             }
         };
-        if let Some(status) = desk.take(caller, &self.facts.name, &digest) {
-            return Ok(decided(status).await);
+        // When the pending approvals cannot be reached (a shared store
+        // down), nothing goes through and nothing is asked.
+        let unreachable = |e: String| {
+            tracing::warn!(error = %e, "the pending approvals cannot be reached");
+            ctx.note("status", "approval_unavailable");
+            Admission::Refuse(format!(
+                "This call of {tool} needs a person's approval, and the gateway cannot reach its pending approvals now, so it was not forwarded. Try again in a moment."
+            ))
+        };
+        match desk.take(caller, &self.facts.name, &digest).await {
+            Ok(Some(status)) => return Ok(decided(status).await),
+            Ok(None) => {}
+            Err(e) => return Ok(unreachable(e)),
         }
         let question = confirm::question(subject, args);
-        let opened = desk.open(
-            caller,
-            &self.facts.name,
-            &self.server,
-            &digest,
-            &question,
-            remember.map(Remember::label),
-        );
+        let opened = match desk
+            .open(
+                caller,
+                &self.facts.name,
+                &self.server,
+                &digest,
+                &question,
+                remember.map(Remember::label),
+            )
+            .await
+        {
+            Ok(opened) => opened,
+            Err(e) => return Ok(unreachable(e)),
+        };
         if ctx.client_capabilities().supports_elicitation_url() {
             let message = format!(
                 "The gateway needs your approval of a call to {tool}: review it on the approval page, approve or deny it there, then come back."
@@ -287,8 +304,10 @@ impl Guard {
                 ctx.note("confirmation", "asked");
                 return Err(std::mem::replace(input, ctx.inputs()).ask());
             };
-            if let Some(status) = desk.take(caller, &self.facts.name, &digest) {
-                return Ok(decided(status).await);
+            match desk.take(caller, &self.facts.name, &digest).await {
+                Ok(Some(status)) => return Ok(decided(status).await),
+                Ok(None) => {}
+                Err(e) => return Ok(unreachable(e)),
             }
             if answer.action != ElicitAction::Accept {
                 ctx.note("confirmation", "declined");

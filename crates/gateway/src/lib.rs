@@ -41,6 +41,7 @@ pub mod loops;
 pub mod metrics;
 pub mod names;
 mod parked;
+mod pending_pg;
 pub mod policy;
 pub mod shared_limit;
 pub mod state;

@@ -249,3 +249,88 @@ async fn two_instances_share_one_budget() {
     a.stop();
     b.stop();
 }
+
+/// A client that cannot show a form, through `gateway`: its person
+/// approves on the approval page.
+async fn formless(gateway: &Gateway) -> Client {
+    use toolgate_client::transport::http::{HttpOptions, HttpTransport};
+    Client::builder("formless", "1")
+        .timeout(std::time::Duration::from_secs(10))
+        .build(HttpTransport::new(serve(gateway.server()).await, HttpOptions::default()).unwrap())
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
+async fn two_instances_show_the_same_approvals_and_calls_and_one_approval_lets_one_call_through() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let upstream = serve(shop(calls.clone(), "Orders an item.")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("state.key");
+    std::fs::write(&key, "e".repeat(64)).unwrap();
+    // A tool of its own, so rows and approvals of other tests do not mix.
+    let policy = "[policy]\ndefault = \"allow\"\n[[policy.rules]]\ntools = [\"shop.greet\"]\naction = \"confirm\"\n[approval]\npage = true\n[console]\nlisten = \"127.0.0.1:0\"\n";
+    let a = instance(&upstream, &key, policy).await;
+    let b = instance(&upstream, &key, policy).await;
+    let (ca, cb) = (formless(&a).await, formless(&b).await);
+    let greet = async |c: &Client| support::outcome_of(c, "shop.greet", json!({})).await;
+
+    // Asked through A; B's page shows it.
+    let (ok, asked) = greet(&ca).await;
+    assert!(!ok, "{asked}");
+    let id = asked
+        .rsplit("/approvals/")
+        .next()
+        .unwrap()
+        .trim()
+        .to_owned();
+    let b_base = b
+        .console_url()
+        .unwrap()
+        .trim_end_matches("/console")
+        .to_owned();
+    let cookie = support::log_in(&b.approval_login().unwrap()).await;
+    let (status, page) = support::http(
+        "GET",
+        &format!("{b_base}/approvals"),
+        &[("Cookie", &cookie)],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains(&format!("id=\"approve-{id}\"")), "{page}");
+
+    // Approved on B.
+    let token = support::page_token(&format!("{b_base}/approvals/{id}"), &cookie).await;
+    let origin = support::origin_of(&b_base);
+    let (status, said) = support::http(
+        "POST",
+        &format!("{b_base}/approvals/{id}"),
+        &[("Cookie", &cookie), ("Origin", &origin)],
+        Some(&format!("token={token}&decision=approve")),
+    )
+    .await;
+    assert_eq!(status, 303, "{said}");
+
+    // Retried on both at once: exactly one goes through.
+    let (ra, rb) = tokio::join!(greet(&ca), greet(&cb));
+    let through = [&ra, &rb].iter().filter(|(ok, _)| *ok).count();
+    assert_eq!(through, 1, "{ra:?} {rb:?}");
+    let (_, other) = if ra.0 { rb } else { ra };
+    assert!(other.contains("needs a person's approval"), "{other}");
+
+    // B's console follows A's calls: they are in the one store.
+    let (_, calls_page) = support::http(
+        "GET",
+        &format!("{b_base}/console/calls?tool=shop.greet&since=10m"),
+        &[("Cookie", &cookie)],
+        None,
+    )
+    .await;
+    assert!(calls_page.contains("<td>shop.greet</td>"), "{calls_page}");
+    assert!(
+        calls_page.contains("<td>approved</td><td>ok</td>"),
+        "{calls_page}"
+    );
+    a.stop();
+    b.stop();
+}

@@ -21,11 +21,10 @@ mod calls;
 mod chart;
 pub mod console;
 mod login;
+pub mod pending;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -36,6 +35,7 @@ use serde::Deserialize;
 
 use crate::confirm::new_nonce;
 use login::Logins;
+pub use pending::{MemoryPending, Pending, Waiting};
 
 /// `[approval]`.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
@@ -74,35 +74,13 @@ pub enum Status {
     Denied,
 }
 
-struct Entry {
-    key: CallKey,
-    tool: String,
-    server: String,
-    caller: Option<String>,
-    question: String,
-    /// The wider approval the page may offer ("This tool, any arguments,
-    /// for the next hour"), when the policy allows it.
-    remember: Option<String>,
-    opened: Instant,
-    status: Status,
-}
-
-/// Who calls what with which arguments.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct CallKey {
-    caller: Option<String>,
-    tool: String,
-    digest: String,
-}
-
 /// Pending approvals and the page that decides them.
 pub struct ApprovalDesk {
-    entries: Mutex<HashMap<String, Entry>>,
+    pending: Arc<dyn Pending>,
     /// The gateway whose console this is, when `[console]` is on.
     console: Mutex<Option<crate::Gateway>>,
     /// What the console's last reload said.
     reloaded: Mutex<Option<String>>,
-    ttl: Duration,
     base: String,
     hosts: Vec<String>,
     logins: Logins,
@@ -118,20 +96,19 @@ pub struct Opened {
 
 impl ApprovalDesk {
     /// A desk whose pages live under `base` (`http://host:port`), answering
-    /// requests for the hosts `hosts` (`host:port`), forgetting entries
-    /// after `ttl`; its login link also goes to `login_file`.
+    /// requests for the hosts `hosts` (`host:port`), keeping its pending
+    /// approvals in `pending`; its login link also goes to `login_file`.
     pub fn new(
         base: String,
         hosts: Vec<String>,
-        ttl: Duration,
+        pending: Arc<dyn Pending>,
         login_file: Option<std::path::PathBuf>,
     ) -> Result<Self, String> {
         let base = base.trim_end_matches('/').to_owned();
         Ok(Self {
-            entries: Mutex::default(),
+            pending,
             console: Mutex::default(),
             reloaded: Mutex::default(),
-            ttl,
             logins: Logins::new(&base, login_file)?,
             base,
             hosts,
@@ -142,13 +119,6 @@ impl ApprovalDesk {
     /// the person (never to a client or the model).
     pub fn login_url(&self) -> String {
         self.logins.link()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let ttl = self.ttl;
-        entries.retain(|_, e| e.opened.elapsed() <= ttl);
-        entries
     }
 
     /// The page listing every pending approval.
@@ -163,23 +133,24 @@ impl ApprovalDesk {
 
     /// Take the decision on this call, if there is one: an approval is
     /// spent by taking it (one call), a denial ends with it.
-    pub fn take(&self, caller: Option<&str>, tool: &str, digest: &str) -> Option<Status> {
-        let key = CallKey {
-            caller: caller.map(str::to_owned),
-            tool: tool.to_owned(),
-            digest: digest.to_owned(),
-        };
-        let mut entries = self.lock();
-        let id = entries
-            .iter()
-            .find(|(_, e)| e.key == key && e.status != Status::Waiting)
-            .map(|(id, _)| id.clone())?;
-        entries.remove(&id).map(|e| e.status)
+    pub async fn take(
+        &self,
+        caller: Option<&str>,
+        tool: &str,
+        digest: &str,
+    ) -> Result<Option<Status>, String> {
+        self.pending
+            .take(
+                caller.map(str::to_owned),
+                tool.to_owned(),
+                digest.to_owned(),
+            )
+            .await
     }
 
     /// Open (or find the open) pending approval of this call; with
     /// `remember`, the page also offers that wider approval.
-    pub fn open(
+    pub async fn open(
         &self,
         caller: Option<&str>,
         tool: &str,
@@ -187,57 +158,29 @@ impl ApprovalDesk {
         digest: &str,
         question: &str,
         remember: Option<String>,
-    ) -> Opened {
-        let key = CallKey {
+    ) -> Result<Opened, String> {
+        let entry = Waiting {
+            id: new_nonce(),
             caller: caller.map(str::to_owned),
             tool: tool.to_owned(),
+            server: server.to_owned(),
             digest: digest.to_owned(),
+            question: question.to_owned(),
+            remember,
+            opened_ms: crate::audit::now_ms(std::time::SystemTime::now()),
+            status: Status::Waiting,
         };
-        let mut entries = self.lock();
-        let id = match entries
-            .iter()
-            .find(|(_, e)| e.key == key && e.status == Status::Waiting)
-        {
-            Some((id, _)) => id.clone(),
-            None => {
-                let id = new_nonce();
-                entries.insert(
-                    id.clone(),
-                    Entry {
-                        key,
-                        tool: tool.to_owned(),
-                        server: server.to_owned(),
-                        caller: caller.map(str::to_owned),
-                        question: question.to_owned(),
-                        remember,
-                        opened: Instant::now(),
-                        status: Status::Waiting,
-                    },
-                );
-                id
-            }
-        };
-        Opened {
+        let id = self.pending.open(entry).await?;
+        Ok(Opened {
             url: format!("{}/approvals/{id}", self.base),
             id,
-        }
+        })
     }
 
     /// Decide a waiting approval (what the page's buttons do): `false`
     /// when it is not waiting, or `Remembered` was not offered.
-    pub fn decide(&self, id: &str, status: Status) -> bool {
-        match self.lock().get_mut(id) {
-            Some(e) if e.status == Status::Waiting => {
-                if status == Status::Waiting
-                    || (status == Status::Remembered && e.remember.is_none())
-                {
-                    return false;
-                }
-                e.status = status;
-                true
-            }
-            _ => false,
-        }
+    pub async fn decide(&self, id: &str, status: Status) -> Result<bool, String> {
+        self.pending.decide(id.to_owned(), status).await
     }
 
     /// Serve the console's views of `gateway` beside the approval page.
@@ -300,7 +243,7 @@ impl ApprovalDesk {
         config: &ApprovalConfig,
         console: Option<&console::ConsoleConfig>,
         login_file: Option<std::path::PathBuf>,
-        ttl: Duration,
+        pending: Arc<dyn Pending>,
     ) -> Result<(Arc<Self>, SocketAddr, tokio::task::AbortHandle), String> {
         let (section, listen, url) = match console {
             Some(c) => (
@@ -329,7 +272,7 @@ impl ApprovalDesk {
         {
             hosts.push(host.to_owned());
         }
-        let desk = Arc::new(Self::new(base, hosts, ttl, login_file)?);
+        let desk = Arc::new(Self::new(base, hosts, pending, login_file)?);
         let app = desk.clone().router();
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
@@ -398,6 +341,16 @@ impl ApprovalDesk {
     }
 }
 
+/// The answer when the store of pending approvals cannot be reached (the
+/// reason goes to the log, not to the page).
+fn unavailable(e: &str) -> Response {
+    tracing::warn!(error = %e, "the pending approvals cannot be read or written");
+    plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the pending approvals cannot be reached now; try again",
+    )
+}
+
 fn plain(status: StatusCode, text: &'static str) -> Response {
     (status, secured(), text).into_response()
 }
@@ -464,7 +417,8 @@ fn html(title: &str, body: &str) -> Response {
         .into_response()
 }
 
-fn section(token: &str, id: &str, e: &Entry) -> String {
+fn section(token: &str, e: &Waiting) -> String {
+    let id = &e.id;
     let caller = e.caller.as_deref().unwrap_or("(no verified caller)");
     let wider = e.remember.as_deref().map_or_else(String::new, |label| {
         format!(
@@ -492,7 +446,7 @@ fn section(token: &str, id: &str, e: &Entry) -> String {
         escape(&e.tool),
         escape(&e.server),
         escape(caller),
-        e.opened.elapsed().as_secs(),
+        (crate::audit::now_ms(std::time::SystemTime::now()) - e.opened_ms).max(0) / 1000,
         escape(&e.question)
     )
 }
@@ -502,10 +456,11 @@ async fn list(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Resp
         Ok(token) => token,
         Err(refused) => return refused,
     };
-    let entries = desk.lock();
-    let mut ids: Vec<(&String, &Entry)> = entries.iter().collect();
-    ids.sort_by_key(|(_, e)| e.opened);
-    let body: String = ids.iter().map(|(id, e)| section(&token, id, e)).collect();
+    let entries = match desk.pending.all().await {
+        Ok(entries) => entries,
+        Err(e) => return unavailable(&e),
+    };
+    let body: String = entries.iter().map(|e| section(&token, e)).collect();
     let body = if body.is_empty() {
         "<p>No calls are waiting for approval.</p>".to_owned()
     } else {
@@ -546,13 +501,16 @@ async fn one(
         Ok(token) => token,
         Err(refused) => return refused,
     };
-    let entries = desk.lock();
-    match entries.get(&id) {
+    let entries = match desk.pending.all().await {
+        Ok(entries) => entries,
+        Err(e) => return unavailable(&e),
+    };
+    match entries.iter().find(|e| e.id == id) {
         Some(e) => html(
             "toolgate: approve this call?",
             &format!(
                 "<h1>Approve this call?</h1>{}<p><a href=\"/approvals\">All waiting calls</a></p>",
-                section(&token, &id, e)
+                section(&token, e)
             ),
         ),
         None => html(
@@ -595,11 +553,15 @@ async fn decide(
             );
         }
     };
-    if !desk.decide(&id, status) {
-        return plain(
-            StatusCode::CONFLICT,
-            "this call was already decided, or expired",
-        );
+    match desk.decide(&id, status).await {
+        Ok(true) => {}
+        Ok(false) => {
+            return plain(
+                StatusCode::CONFLICT,
+                "this call was already decided, or expired",
+            );
+        }
+        Err(e) => return unavailable(&e),
     }
     (
         StatusCode::SEE_OTHER,
@@ -644,35 +606,48 @@ async fn log_in(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn desk() -> ApprovalDesk {
         ApprovalDesk::new(
             "http://127.0.0.1:9".into(),
             vec!["127.0.0.1:9".into()],
-            Duration::from_secs(60),
+            Arc::new(MemoryPending::new(Duration::from_secs(60))),
             None,
         )
         .unwrap()
     }
 
-    #[test]
-    fn an_approval_is_taken_once_and_only_by_the_same_call() {
+    #[tokio::test]
+    async fn an_approval_is_taken_once_and_only_by_the_same_call() {
         let d = desk();
-        let a = d.open(Some("alice"), "t", "s", "d1", "q", None);
-        let again = d.open(Some("alice"), "t", "s", "d1", "q", None);
+        let open = async |caller: Option<&str>, digest: &str| {
+            d.open(caller, "t", "s", digest, "q", None).await.unwrap()
+        };
+        let take =
+            async |caller: Option<&str>, digest: &str| d.take(caller, "t", digest).await.unwrap();
+        let a = open(Some("alice"), "d1").await;
+        let again = open(Some("alice"), "d1").await;
         assert_eq!(a.id, again.id, "one pending entry per call");
         assert_eq!(a.url, format!("http://127.0.0.1:9/approvals/{}", a.id));
-        assert_eq!(d.take(Some("alice"), "t", "d1"), None, "still waiting");
-        assert!(!d.decide(&a.id, Status::Remembered), "not offered");
-        assert!(d.decide(&a.id, Status::Approved));
-        assert!(!d.decide(&a.id, Status::Denied), "decided once");
-        assert_eq!(d.take(Some("bob"), "t", "d1"), None);
-        assert_eq!(d.take(Some("alice"), "t", "d2"), None);
-        assert_eq!(d.take(Some("alice"), "t", "d1"), Some(Status::Approved));
-        assert_eq!(d.take(Some("alice"), "t", "d1"), None, "spent");
-        let b = d.open(None, "t", "s", "d1", "q", None);
-        assert!(d.decide(&b.id, Status::Denied));
-        assert_eq!(d.take(None, "t", "d1"), Some(Status::Denied));
+        assert_eq!(take(Some("alice"), "d1").await, None, "still waiting");
+        assert!(
+            !d.decide(&a.id, Status::Remembered).await.unwrap(),
+            "not offered"
+        );
+        assert!(d.decide(&a.id, Status::Approved).await.unwrap());
+        assert!(
+            !d.decide(&a.id, Status::Denied).await.unwrap(),
+            "decided once"
+        );
+        assert_eq!(take(Some("bob"), "d1").await, None);
+        assert_eq!(take(Some("alice"), "d2").await, None);
+        assert_eq!(take(Some("alice"), "d1").await, Some(Status::Approved));
+        assert_eq!(take(Some("alice"), "d1").await, None, "spent");
+        let b = open(None, "d1").await;
+        assert!(d.decide(&b.id, Status::Denied).await.unwrap());
+        assert_eq!(take(Some("alice"), "d1").await, None, "another caller's");
+        assert_eq!(take(None, "d1").await, Some(Status::Denied));
     }
 
     #[test]
