@@ -381,11 +381,24 @@ impl Gateway {
         let mut tasks = Vec::new();
         // The console serves the approval page among its views.
         let desk = if config.approval.page || config.console.is_some() {
+            // With [auth], an operator may log in to the console with
+            // their own token.
+            let operator = match (&config.auth, &config.console) {
+                (Some(auth), Some(console)) => Some(crate::approval::Operator {
+                    verifier: Arc::new(auth.verifier()?),
+                    scope: console
+                        .operator_scope
+                        .clone()
+                        .unwrap_or_else(|| crate::approval::console::OPERATOR_SCOPE.to_owned()),
+                }),
+                _ => None,
+            };
             let (desk, addr, task) = ApprovalDesk::serve(
                 &config.approval,
                 config.console.as_ref(),
                 config.approval_login_file(),
                 pending,
+                operator,
             )
             .await
             .map_err(GatewayError::Store)?;

@@ -53,12 +53,7 @@ impl AuthConfig {
     /// The resource server that checks every HTTP request.
     pub fn resource_server(&self) -> Result<ResourceServer, ConfigError> {
         let fail = |e: String| ConfigError(format!("[auth]: {e}"));
-        let verifier = if self.jwks.starts_with("https://") || self.jwks.starts_with("http://") {
-            JwtVerifier::from_jwks_url(&self.jwks, &self.issuer, &self.audience)
-        } else {
-            JwtVerifier::from_jwks_file(PathBuf::from(&self.jwks), &self.issuer, &self.audience)
-        }
-        .map_err(|e| fail(format!("jwks {}: {e}", self.jwks)))?;
+        let verifier = self.verifier()?;
         let mut rs = ResourceServer::new(&self.audience, verifier).map_err(fail)?;
         let servers = if self.authorization_servers.is_empty() {
             std::slice::from_ref(&self.issuer)
@@ -69,5 +64,16 @@ impl AuthConfig {
             rs = rs.authorization_server(issuer.clone());
         }
         Ok(rs.scopes_supported(self.scopes_supported.iter().cloned()))
+    }
+
+    /// The verifier of tokens issued for the gateway (callers' tokens, and
+    /// an operator's for the console).
+    pub fn verifier(&self) -> Result<JwtVerifier, ConfigError> {
+        if self.jwks.starts_with("https://") || self.jwks.starts_with("http://") {
+            JwtVerifier::from_jwks_url(&self.jwks, &self.issuer, &self.audience)
+        } else {
+            JwtVerifier::from_jwks_file(PathBuf::from(&self.jwks), &self.issuer, &self.audience)
+        }
+        .map_err(|e| ConfigError(format!("[auth]: jwks {}: {e}", self.jwks)))
     }
 }

@@ -46,6 +46,14 @@ async fn start() -> Console {
 /// A console whose gateway's options `options` makes (given the test's
 /// directory).
 async fn start_with(options: impl FnOnce(&std::path::Path) -> GatewayOptions) -> Console {
+    start_custom(POLICY, options).await
+}
+
+/// The same, with `sections` (the policy, and more) in its file.
+async fn start_custom(
+    sections: &str,
+    options: impl FnOnce(&std::path::Path) -> GatewayOptions,
+) -> Console {
     let upstream = serve(shop(
         Arc::new(AtomicUsize::new(0)),
         "Orders an item. <script>alert('owned')</script>\u{1b}[2J",
@@ -54,7 +62,7 @@ async fn start_with(options: impl FnOnce(&std::path::Path) -> GatewayOptions) ->
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("audit.db");
     let file = dir.path().join("toolgate.toml");
-    std::fs::write(&file, file_text(&upstream, &db, POLICY)).unwrap();
+    std::fs::write(&file, file_text(&upstream, &db, sections)).unwrap();
     let config = GatewayConfig::load(&file).unwrap();
     let gateway = Gateway::start(config, options(dir.path())).await.unwrap();
     let overview = gateway.console_url().unwrap();
@@ -480,4 +488,116 @@ async fn one_call_in_full_the_hour_drawn_and_new_calls_followed_live() {
     assert!(event.contains("\"shop.order\""), "{event}");
     assert!(!event.contains(&format!("\"id\":{id},")), "{event}");
     c.gateway.stop();
+}
+
+#[tokio::test]
+async fn with_auth_an_operator_logs_in_with_a_token_carrying_the_operator_scope() {
+    let jwks =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/auth/jwks.json");
+    const AUDIENCE: &str = "https://gateway.test/mcp";
+    let sections = format!(
+        "{POLICY}[auth]\nissuer = \"{}\"\naudience = \"{AUDIENCE}\"\njwks = {}\n",
+        support::ISSUER,
+        support::toml_string(&jwks.display().to_string())
+    );
+    // The lock file withholds `order`, so there is something to approve.
+    let mut lock = LockFile::default();
+    lock.servers.entry("shop".into()).or_default().tools.insert(
+        "order".into(),
+        lock_definition(&json!({"name": "order", "inputSchema": {"type": "object"}})),
+    );
+    let c = start_custom(&sections, |_| GatewayOptions {
+        lock: Some(lock.clone()),
+        ..GatewayOptions::default()
+    })
+    .await;
+    let origin = origin_of(&c.base);
+    let login = format!("{}/login", c.base);
+    // The page without a session points at the token login too.
+    let (status, page) = http("GET", &format!("{}/console", c.base), &[], None).await;
+    assert_eq!(status, 401);
+    assert!(
+        page.contains("<a href=\"/login\">log in with your token</a>"),
+        "{page}"
+    );
+    let (status, form) = http("GET", &login, &[], None).await;
+    assert_eq!(status, 200);
+    assert!(form.contains("name=\"token\""), "{form}");
+
+    let post = async |token: &str, origin: Option<&str>| {
+        let mut headers = vec![];
+        if let Some(o) = origin {
+            headers.push(("Origin", o));
+        }
+        http("POST", &login, &headers, Some(&format!("token={token}"))).await
+    };
+    let good = support::token("olivia", AUDIENCE, "tools:call toolgate:operator");
+    // Not from the page itself (another site logging the browser in): refused.
+    assert_eq!(post(&good, None).await.0, 403);
+    assert_eq!(post(&good, Some("http://evil.example")).await.0, 403);
+    // Not a token of this gateway's issuer, or for another audience.
+    let (status, said) = post("not.a.jwt", Some(&origin)).await;
+    assert_eq!(status, 401, "{said}");
+    assert!(
+        said.contains("This token is not valid for this gateway"),
+        "{said}"
+    );
+    let elsewhere = support::token("olivia", "https://other.test/mcp", "toolgate:operator");
+    assert_eq!(post(&elsewhere, Some(&origin)).await.0, 401);
+    // A valid token without the operator scope.
+    let caller = support::token("carl", AUDIENCE, "tools:call");
+    let (status, said) = post(&caller, Some(&origin)).await;
+    assert_eq!(status, 403, "{said}");
+    assert!(
+        said.contains("lacks the operator scope toolgate:operator"),
+        "{said}"
+    );
+
+    // The operator's token opens a session; what they approve is theirs.
+    let (status, answer) = post(&format!("Bearer%20{good}"), Some(&origin)).await;
+    assert_eq!(status, 303, "{answer}");
+    let set = answer
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .unwrap();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let max_age: u64 = set
+        .split("Max-Age=")
+        .nth(1)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(max_age <= 600, "the session ends with the token: {set}");
+    let cookie = set
+        .split_once(':')
+        .unwrap()
+        .1
+        .trim()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let operator = Console { cookie, ..c };
+    let (status, tools) = operator.get("/console/tools").await;
+    assert_eq!(status, 200);
+    let digest = hidden(&tools, "drift-shop-order", "digest");
+    let form = format!("&tool=shop.order&digest={}", digest.replace(':', "%3A"));
+    let (status, _) = operator
+        .post_form("/console/tools", "/console/tools/approve", &form)
+        .await;
+    assert_eq!(status, 303);
+    let rows = query(
+        &operator.db,
+        &Filter {
+            tool: Some("toolgate.lock".into()),
+            ..Filter::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(rows[0].caller.as_deref(), Some("olivia"));
+    operator.gateway.stop();
 }

@@ -38,7 +38,14 @@ pub struct ConsoleConfig {
     pub listen: Option<String>,
     /// The address people open, when it differs from `http://LISTEN`.
     pub url: Option<String>,
+    /// With `[auth]`: the scope a person's token must carry to log in with
+    /// it (at `/login`), beside the one-time link (default
+    /// `toolgate:operator`). Their subject is recorded as who acted.
+    pub operator_scope: Option<String>,
 }
+
+/// The scope an operator's token carries by default.
+pub const OPERATOR_SCOPE: &str = "toolgate:operator";
 
 /// Where the console listens by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8791";
@@ -319,8 +326,9 @@ pub(super) async fn approve_definition(
         Ok(g) => g,
         Err(r) => return r,
     };
+    let who = desk.who(&headers);
     match gateway
-        .approve_definition(&form.tool, &form.digest, CONSOLE_PERSON)
+        .approve_definition(&form.tool, &form.digest, &who)
         .await
     {
         Ok(()) => back("/console/tools"),
@@ -341,11 +349,6 @@ pub(super) async fn approve_definition(
         ),
     }
 }
-
-/// Who acts on the console, as the audit store records it: whoever holds
-/// the login link (`toolgate serve` shows it only to the person who
-/// started the gateway).
-pub const CONSOLE_PERSON: &str = "console";
 
 /// `GET /console/grants`: the grants that hold, each revocable.
 pub(super) async fn grants(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Response {

@@ -29,8 +29,15 @@ pub(super) const SESSION: Duration = Duration::from_secs(12 * 3600);
 struct Session {
     /// The anti-forgery token its forms carry.
     token: String,
-    started: Instant,
+    /// Who it is, as the audit store records their acts.
+    who: String,
+    /// When it ends.
+    until: Instant,
 }
+
+/// Who logged in with the one-time link: whoever holds it (`toolgate
+/// serve` shows it only to the person who started the gateway).
+pub const LINK_PERSON: &str = "console";
 
 /// The login secret and the sessions it opened.
 pub(super) struct Logins {
@@ -67,7 +74,8 @@ impl Logins {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.sessions.retain(|_, s| s.started.elapsed() <= SESSION);
+        let now = Instant::now();
+        state.sessions.retain(|_, s| s.until > now);
         state
     }
 
@@ -95,13 +103,7 @@ impl Logins {
                 return None;
             }
             state.secret = new_nonce();
-            let id = new_nonce();
-            let session = Session {
-                token: new_nonce(),
-                started: Instant::now(),
-            };
-            state.sessions.insert(id.clone(), session);
-            id
+            Self::open(&mut state, LINK_PERSON.to_owned(), SESSION)
         };
         let link = self.link();
         match self.publish() {
@@ -113,8 +115,34 @@ impl Logins {
         Some(session)
     }
 
+    fn open(state: &mut State, who: String, lasts: Duration) -> String {
+        let id = new_nonce();
+        let session = Session {
+            token: new_nonce(),
+            who,
+            until: Instant::now() + lasts.min(SESSION),
+        };
+        state.sessions.insert(id.clone(), session);
+        id
+    }
+
+    /// A session for `who` (an operator whose token was verified), lasting
+    /// `lasts` at most; its id.
+    pub(super) fn log_in_as(&self, who: String, lasts: Duration) -> String {
+        Self::open(&mut self.lock(), who, lasts)
+    }
+
     /// The anti-forgery token of the session the request's cookie names.
     pub(super) fn session(&self, headers: &HeaderMap) -> Option<String> {
+        self.find(headers, |s| s.token.clone())
+    }
+
+    /// Who the session the request's cookie names is.
+    pub(super) fn who(&self, headers: &HeaderMap) -> Option<String> {
+        self.find(headers, |s| s.who.clone())
+    }
+
+    fn find<T>(&self, headers: &HeaderMap, take: impl Fn(&Session) -> T) -> Option<T> {
         let state = self.lock();
         headers
             .get_all(header::COOKIE)
@@ -128,7 +156,7 @@ impl Logins {
                     .sessions
                     .iter()
                     .find(|(known, _)| same(known, id))
-                    .map(|(_, s)| s.token.clone())
+                    .map(|(_, s)| take(s))
             })
     }
 

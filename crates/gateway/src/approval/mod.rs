@@ -21,6 +21,7 @@ mod calls;
 mod chart;
 pub mod console;
 mod login;
+mod operator;
 pub mod pending;
 
 use std::net::SocketAddr;
@@ -35,6 +36,7 @@ use serde::Deserialize;
 
 use crate::confirm::new_nonce;
 use login::Logins;
+pub use operator::Operator;
 pub use pending::{MemoryPending, Pending, Waiting};
 
 /// `[approval]`.
@@ -84,6 +86,8 @@ pub struct ApprovalDesk {
     base: String,
     hosts: Vec<String>,
     logins: Logins,
+    /// With `[auth]`: who may log in with a token.
+    operator: Option<Operator>,
 }
 
 /// A call waiting for a person, as the guard sees it.
@@ -112,6 +116,7 @@ impl ApprovalDesk {
             logins: Logins::new(&base, login_file)?,
             base,
             hosts,
+            operator: None,
         })
     }
 
@@ -214,6 +219,14 @@ impl ApprovalDesk {
         *self.reloaded.lock().unwrap_or_else(|e| e.into_inner()) = Some(said);
     }
 
+    /// Who the request's session is, as the audit store records their
+    /// acts: the operator's subject, or `console` for the login link.
+    fn who(&self, headers: &HeaderMap) -> String {
+        self.logins
+            .who(headers)
+            .unwrap_or_else(|| login::LINK_PERSON.to_owned())
+    }
+
     /// The page's routes.
     pub fn router(self: Arc<Self>) -> axum::Router {
         use axum::routing::post;
@@ -232,6 +245,7 @@ impl ApprovalDesk {
             .route("/console/config/reload", post(console::reload))
             .route("/approvals", get(list))
             .route("/approvals/{id}", get(one).post(decide))
+            .route("/login", get(operator::form).post(operator::log_in))
             .route("/login/{secret}", get(log_in))
             .with_state(self)
     }
@@ -244,6 +258,7 @@ impl ApprovalDesk {
         console: Option<&console::ConsoleConfig>,
         login_file: Option<std::path::PathBuf>,
         pending: Arc<dyn Pending>,
+        operator: Option<Operator>,
     ) -> Result<(Arc<Self>, SocketAddr, tokio::task::AbortHandle), String> {
         let (section, listen, url) = match console {
             Some(c) => (
@@ -272,7 +287,9 @@ impl ApprovalDesk {
         {
             hosts.push(host.to_owned());
         }
-        let desk = Arc::new(Self::new(base, hosts, pending, login_file)?);
+        let mut desk = Self::new(base, hosts, pending, login_file)?;
+        desk.operator = operator;
+        let desk = Arc::new(desk);
         let app = desk.clone().router();
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
@@ -292,10 +309,15 @@ impl ApprovalDesk {
             let file = self.logins.file().map_or(String::new(), |f| {
                 format!(" (it is also in {})", escape(&f.display().to_string()))
             });
+            let token = if self.operator.is_some() {
+                " Or <a href=\"/login\">log in with your token</a>."
+            } else {
+                ""
+            };
             let mut page = html(
                 "toolgate: log in",
                 &format!(
-                    "<h1>Log in</h1><p>Only the person who started the gateway can see and act here. Open the login link <code>toolgate serve</code> printed when it started{file}; each link works once.</p>"
+                    "<h1>Log in</h1><p>Only the person who started the gateway can see and act here. Open the login link <code>toolgate serve</code> printed when it started{file}; each link works once.{token}</p>"
                 ),
             );
             *page.status_mut() = StatusCode::UNAUTHORIZED;
@@ -586,21 +608,7 @@ async fn log_in(
             "this login link is not valid: it was used already, or is from an earlier start; use the newest link toolgate printed",
         );
     };
-    let cookie = format!(
-        "{}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
-        login::COOKIE,
-        login::SESSION.as_secs()
-    );
-    let mut response = (
-        StatusCode::SEE_OTHER,
-        secured(),
-        [(header::LOCATION, "/approvals".to_owned())],
-    )
-        .into_response();
-    if let Ok(value) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().insert(header::SET_COOKIE, value);
-    }
-    response
+    operator::cookie_to(&session, login::SESSION, "/approvals")
 }
 
 #[cfg(test)]
