@@ -167,7 +167,7 @@ async fn the_console_shows_upstreams_tools_calls_and_the_configuration() {
     assert!(tools.contains("<code>shop.order</code>"), "{tools}");
     // Text from the upstream is text: escaped, and no escape sequence left.
     assert!(
-        tools.contains("Orders an item. &lt;script&gt;alert(&#39;owned&#39;)&lt;/script&gt;"),
+        tools.contains("Orders an item. &lt;script&gt;alert('owned')&lt;/script&gt;"),
         "{tools}"
     );
     assert!(

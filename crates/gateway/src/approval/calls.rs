@@ -17,8 +17,10 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::console::{page, table, viewing};
-use super::{ApprovalDesk, escape, plain, secured};
+use maud::{Markup, html};
+
+use super::console::{page, table_with, text, unreadable, viewing};
+use super::{ApprovalDesk, plain, secured};
 use crate::audit::{AuditRow, AuditSink, Filter, now_ms};
 
 /// The calls view's filters (empty fields are no filter).
@@ -116,9 +118,9 @@ fn cells(r: &AuditRow) -> Vec<String> {
     ]
 }
 
-fn row_html(r: &AuditRow) -> Vec<String> {
-    let mut out: Vec<String> = cells(r).iter().map(|c| escape(c)).collect();
-    out[0] = format!("<a href=\"/console/calls/{}\">{}</a>", r.id, out[0]);
+fn row_html(r: &AuditRow) -> Vec<Markup> {
+    let mut out: Vec<Markup> = cells(r).iter().map(text).collect();
+    out[0] = html! { a href={ "/console/calls/" (r.id) } { (out[0]) } };
     out
 }
 
@@ -137,19 +139,21 @@ pub(super) async fn calls(
         Ok(v) => v,
         Err(r) => return r,
     };
-    let value = |v: &Option<String>| escape(v.as_deref().unwrap_or(""));
-    let form = format!(
-        "<form method=\"get\" action=\"/console/calls\">tool <input name=\"tool\" value=\"{}\" placeholder=\"shop.*\"> caller <input name=\"caller\" value=\"{}\"> decision <input name=\"decision\" value=\"{}\" placeholder=\"allow, confirm, deny\"> since <input name=\"since\" value=\"{}\" placeholder=\"1h\" size=\"5\"> <button>Filter</button></form>",
-        value(&q.tool),
-        value(&q.caller),
-        value(&q.decision),
-        value(&q.since),
-    );
+    let value = |v: &Option<String>| v.clone().unwrap_or_default();
+    let form = html! {
+        form method="get" action="/console/calls" {
+            "tool " input name="tool" value=(value(&q.tool)) placeholder="shop.*";
+            " caller " input name="caller" value=(value(&q.caller));
+            " decision " input name="decision" value=(value(&q.decision)) placeholder="allow, confirm, deny";
+            " since " input name="since" value=(value(&q.since)) placeholder="1h" size="5";
+            " " button { "Filter" }
+        }
+    };
     let Some(store) = store_of(&gateway) else {
         return page(
             "Calls",
             "/console/calls",
-            "<p>No audit store: nothing is recorded.</p>",
+            html! { p { "No audit store: nothing is recorded." } },
         );
     };
     let filter = match q.filter() {
@@ -161,7 +165,7 @@ pub(super) async fn calls(
             let mut r = page(
                 "Calls",
                 "/console/calls",
-                &format!("{form}<p class=\"bad\">{}</p>", escape(&e)),
+                html! { (form) p class="bad" { (e) } },
             );
             *r.status_mut() = StatusCode::BAD_REQUEST;
             return r;
@@ -176,21 +180,16 @@ pub(super) async fn calls(
                 "/console/calls/live?after={last}{}{query}",
                 if query.is_empty() { "" } else { "&" }
             );
-            let table = table(HEAD, rows.iter().map(row_html).collect()).replacen(
-                "<tbody>",
-                &format!("<tbody id=\"calls-body\" data-live=\"{}\">", escape(&live)),
-                1,
-            );
-            format!(
-                "{form}<p id=\"live-state\">The newest 100; reload for new calls.</p>{table}<script src=\"/console/assets/console.js\" defer></script>"
-            )
+            html! {
+                (form)
+                p id="live-state" { "The newest 100; reload for new calls." }
+                (table_with(HEAD, rows.iter().map(row_html).collect(), Some(&live)))
+                script src="/console/assets/console.js" defer {}
+            }
         }
-        Err(e) => format!(
-            "{form}<p>The audit store cannot be read: {}</p>",
-            escape(&e)
-        ),
+        Err(e) => html! { (form) (unreadable(&e)) },
     };
-    page("Calls", "/console/calls", &body)
+    page("Calls", "/console/calls", body)
 }
 
 /// `GET /console/calls/{id}`: one call, everything the store kept of it.
@@ -249,26 +248,18 @@ pub(super) async fn one(
         ("took", format!("{:.1} ms", r.latency_ms)),
         ("arguments digest", r.arguments_digest.clone()),
     ];
-    let list: String = fields
-        .iter()
-        .map(|(k, v)| format!("<dt>{k}</dt><dd>{}</dd>", escape(v)))
-        .collect();
-    let caller = r
-        .caller
-        .as_deref()
-        .map(|c| {
-            format!(
-                " · <a href=\"/console/calls?caller={}\">this caller's calls</a>",
-                escape(&encode(c))
-            )
-        })
-        .unwrap_or_default();
-    let body = format!(
-        "<dl>{list}</dl><h2>Arguments</h2><pre>{}</pre><p><a href=\"/console/calls?tool={}\">this tool's calls</a>{caller}</p>",
-        escape(&arguments),
-        escape(&encode(&r.tool)),
-    );
-    page(&format!("Call {}", r.id), "/console/calls", &body)
+    let body = html! {
+        dl { @for (k, v) in &fields { dt { (k) } dd { (v) } } }
+        h2 { "Arguments" }
+        pre { (arguments) }
+        p {
+            a href={ "/console/calls?tool=" (encode(&r.tool)) } { "this tool's calls" }
+            @if let Some(c) = &r.caller {
+                " · " a href={ "/console/calls?caller=" (encode(c)) } { "this caller's calls" }
+            }
+        }
+    };
+    page(&format!("Call {}", r.id), "/console/calls", body)
 }
 
 /// How often the live stream looks for new rows.

@@ -3,9 +3,10 @@
 //! upstream's latency percentiles.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
-use super::escape;
+use maud::{Markup, html};
+
+use super::console::text;
 use crate::audit::AuditRow;
 
 /// What became of calls, as the chart groups them, with their colours.
@@ -42,8 +43,19 @@ const MINUTES: usize = 60;
 const BAR: usize = 12;
 const HEIGHT: usize = 120;
 
-/// Calls per minute over the hour before `now_ms`, stacked by class.
-pub(super) fn per_minute(rows: &[AuditRow], now_ms: i64) -> String {
+/// One bar of the chart: a rectangle per class, bottom up.
+struct Bar {
+    x: usize,
+    ago: usize,
+    said: String,
+    /// (y, height, colour) of each rectangle.
+    parts: Vec<(usize, usize, &'static str)>,
+}
+
+/// Calls per minute over the hour before `now_ms`, stacked by class, as
+/// inline SVG (SVG elements closed explicitly: inside HTML, a void-style
+/// `<rect>` would swallow the next one).
+pub(super) fn per_minute(rows: &[AuditRow], now_ms: i64) -> Markup {
     let mut counts = vec![[0usize; 6]; MINUTES];
     for r in calls(rows) {
         let ago = (now_ms - r.time_ms) / 60_000;
@@ -59,60 +71,64 @@ pub(super) fn per_minute(rows: &[AuditRow], now_ms: i64) -> String {
         .max()
         .unwrap_or(0)
         .max(1);
-    let width = MINUTES * BAR;
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"per-minute\" role=\"img\" aria-label=\"calls per minute, the last hour\" width=\"{width}\" height=\"{}\" viewBox=\"0 0 {width} {}\">",
-        HEIGHT + 20,
-        HEIGHT + 20
-    );
-    let _ = write!(
-        svg,
-        "<line x1=\"0\" y1=\"{HEIGHT}\" x2=\"{width}\" y2=\"{HEIGHT}\" stroke=\"#999\"/>"
-    );
-    for (minute, c) in counts.iter().enumerate() {
-        let total: usize = c.iter().sum();
-        if total == 0 {
-            continue;
-        }
-        let x = minute * BAR;
-        let mut y = HEIGHT;
-        let ago = MINUTES - minute;
-        let said: Vec<String> = CLASSES
-            .iter()
-            .zip(c)
-            .filter(|(_, n)| **n > 0)
-            .map(|((label, _), n)| format!("{n} {label}"))
-            .collect();
-        let _ = write!(svg, "<g><title>{ago} min ago: {}</title>", said.join(", "));
-        for ((_, colour), n) in CLASSES.iter().zip(c) {
-            if *n == 0 {
-                continue;
-            }
-            let h = (n * HEIGHT).div_ceil(top).max(1);
-            y = y.saturating_sub(h);
-            let _ = write!(
-                svg,
-                "<rect x=\"{}\" y=\"{y}\" width=\"{}\" height=\"{h}\" fill=\"{colour}\"/>",
-                x + 1,
-                BAR - 2
-            );
-        }
-        svg.push_str("</g>");
-    }
-    let _ = write!(
-        svg,
-        "<text x=\"0\" y=\"{}\" font-size=\"11\">60 min ago</text><text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">now · top {top}/min</text></svg>",
-        HEIGHT + 15,
-        width,
-        HEIGHT + 15
-    );
-    let legend: Vec<String> = CLASSES
+    let bars: Vec<Bar> = counts
         .iter()
-        .map(|(label, colour)| {
-            format!("<span><svg width=\"10\" height=\"10\"><rect width=\"10\" height=\"10\" fill=\"{colour}\"/></svg> {label}</span>")
+        .enumerate()
+        .filter(|(_, c)| c.iter().sum::<usize>() > 0)
+        .map(|(minute, c)| {
+            let said: Vec<String> = CLASSES
+                .iter()
+                .zip(c)
+                .filter(|(_, n)| **n > 0)
+                .map(|((label, _), n)| format!("{n} {label}"))
+                .collect();
+            let mut y = HEIGHT;
+            let parts = CLASSES
+                .iter()
+                .zip(c)
+                .filter(|(_, n)| **n > 0)
+                .map(|((_, colour), n)| {
+                    let h = (n * HEIGHT).div_ceil(top).max(1);
+                    y = y.saturating_sub(h);
+                    (y, h, *colour)
+                })
+                .collect();
+            Bar {
+                x: minute * BAR + 1,
+                ago: MINUTES - minute,
+                said: said.join(", "),
+                parts,
+            }
         })
         .collect();
-    format!("{svg}<p class=\"legend\">{}</p>", legend.join(" "))
+    let width = MINUTES * BAR;
+    let height = HEIGHT + 20;
+    html! {
+        svg xmlns="http://www.w3.org/2000/svg" id="per-minute" role="img"
+            aria-label="calls per minute, the last hour" width=(width) height=(height)
+            viewBox={ "0 0 " (width) " " (height) } {
+            line x1="0" y1=(HEIGHT) x2=(width) y2=(HEIGHT) stroke="#999" {}
+            @for bar in &bars {
+                g {
+                    title { (bar.ago) " min ago: " (bar.said) }
+                    @for (y, h, colour) in &bar.parts {
+                        rect x=(bar.x) y=(y) width=(BAR - 2) height=(h) fill=(colour) {}
+                    }
+                }
+            }
+            text x="0" y=(HEIGHT + 15) font-size="11" { "60 min ago" }
+            text x=(width) y=(HEIGHT + 15) font-size="11" text-anchor="end" { "now · top " (top) "/min" }
+        }
+        p class="legend" {
+            @for (label, colour) in CLASSES {
+                span {
+                    svg width="10" height="10" { rect width="10" height="10" fill=(colour) {} }
+                    " " (label)
+                }
+                " "
+            }
+        }
+    }
 }
 
 /// The value at quantile `q` of sorted `values` (nearest rank).
@@ -145,16 +161,16 @@ pub(super) fn latency(rows: &[AuditRow]) -> Vec<(String, usize, f64, f64)> {
         .collect()
 }
 
-/// The latency table's rows, as HTML cells.
-pub(super) fn latency_rows(rows: &[AuditRow]) -> Vec<Vec<String>> {
+/// The latency table's rows, as cells.
+pub(super) fn latency_rows(rows: &[AuditRow]) -> Vec<Vec<Markup>> {
     latency(rows)
         .into_iter()
         .map(|(u, n, p50, p99)| {
             vec![
-                escape(&u),
-                n.to_string(),
-                format!("{p50:.1}"),
-                format!("{p99:.1}"),
+                text(u),
+                text(n.to_string()),
+                text(format!("{p50:.1}")),
+                text(format!("{p99:.1}")),
             ]
         })
         .collect()
@@ -199,7 +215,7 @@ mod tests {
             row(5 * 60_000, "ok", None, 1.0),
             row(61 * 60_000, "ok", None, 1.0),
         ];
-        let svg = per_minute(&rows, 10_000_000);
+        let svg = per_minute(&rows, 10_000_000).into_string();
         assert!(
             svg.contains("<title>1 min ago: 1 allowed, 1 denied</title>"),
             "{svg}"

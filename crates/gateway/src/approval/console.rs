@@ -23,7 +23,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::{ApprovalDesk, escape, html, plain, secured};
+use maud::{Markup, html};
+
+use super::{ApprovalDesk, plain, secured};
 use crate::audit::{Filter, now_ms};
 use crate::config::GatewayConfig;
 use crate::grants::Revoked;
@@ -60,18 +62,15 @@ const NAV: &[(&str, &str)] = &[
 ];
 
 /// The console's navigation bar, `here` marked.
-pub(super) fn nav(here: &str) -> String {
-    let links: Vec<String> = NAV
-        .iter()
-        .map(|(href, label)| {
-            if *href == here {
-                format!("<strong>{label}</strong>")
-            } else {
-                format!("<a href=\"{href}\">{label}</a>")
+pub(super) fn nav(here: &str) -> Markup {
+    html! {
+        nav {
+            @for (i, (href, label)) in NAV.iter().enumerate() {
+                @if i > 0 { " · " }
+                @if *href == here { strong { (label) } } @else { a href=(href) { (label) } }
             }
-        })
-        .collect();
-    format!("<nav>{}</nav>", links.join(" · "))
+        }
+    }
 }
 
 /// The gateway behind the console, or the answer that there is none.
@@ -110,23 +109,50 @@ fn acting(
     gateway(desk)
 }
 
-pub(super) fn page(title: &str, here: &str, body: &str) -> Response {
-    html(
+pub(super) fn page(title: &str, here: &str, body: Markup) -> Response {
+    super::html(
         &format!("toolgate: {title}"),
-        &format!("{}<h1>{}</h1>{body}", nav(here), escape(title)),
+        html! { (nav(here)) h1 { (title) } (body) },
     )
 }
 
-pub(super) fn table(head: &[&str], rows: Vec<Vec<String>>) -> String {
-    let head: String = head.iter().map(|h| format!("<th>{h}</th>")).collect();
-    let body: String = rows
-        .into_iter()
-        .map(|cells| {
-            let cells: String = cells.into_iter().map(|c| format!("<td>{c}</td>")).collect();
-            format!("<tr>{cells}</tr>")
-        })
-        .collect();
-    format!("<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+/// A table of `head` over `rows` (cells already markup).
+pub(super) fn table(head: &[&str], rows: Vec<Vec<Markup>>) -> Markup {
+    table_with(head, rows, None)
+}
+
+/// The same, its body with the attributes `id` and `data-live` (the live
+/// calls' stream), when given.
+pub(super) fn table_with(head: &[&str], rows: Vec<Vec<Markup>>, live: Option<&str>) -> Markup {
+    html! {
+        table {
+            thead { tr { @for h in head { th { (h) } } } }
+            @if let Some(live) = live {
+                tbody id="calls-body" data-live=(live) { (rows_of(rows)) }
+            } @else {
+                tbody { (rows_of(rows)) }
+            }
+        }
+    }
+}
+
+fn rows_of(rows: Vec<Vec<Markup>>) -> Markup {
+    html! { @for cells in rows { tr { @for c in cells { td { (c) } } } } }
+}
+
+/// Text as a table cell.
+pub(super) fn text(v: impl AsRef<str>) -> Markup {
+    html! { (v.as_ref()) }
+}
+
+/// Text as code in a table cell.
+fn code(v: &str) -> Markup {
+    html! { code { (v) } }
+}
+
+/// A paragraph saying the audit store cannot be read.
+pub(super) fn unreadable(e: &str) -> Markup {
+    html! { p { "The audit store cannot be read: " (e) } }
 }
 
 /// `GET /console`: each upstream's state, and the last hour's calls.
@@ -138,38 +164,34 @@ pub(super) async fn overview(
         Ok(v) => v,
         Err(r) => return r,
     };
-    let upstreams: Vec<Vec<String>> = gateway
+    let upstreams: Vec<Vec<Markup>> = gateway
         .status()
         .into_iter()
         .map(|s| {
-            let state = if !s.enabled {
-                "disabled".to_owned()
-            } else if let Some(e) = &s.error {
-                let next = match s.retry_in {
-                    Some(w) if !w.is_zero() => format!(" (restarting in {} s)", w.as_secs() + 1),
-                    _ => " (restarting at the next call)".to_owned(),
-                };
-                format!("<span class=\"bad\">down</span>{next}: {}", escape(e))
-            } else {
-                "<span class=\"good\">up</span>".to_owned()
+            let next = match s.retry_in {
+                Some(w) if !w.is_zero() => format!(" (restarting in {} s)", w.as_secs() + 1),
+                _ => " (restarting at the next call)".to_owned(),
             };
-            let stderr = if s.stderr.is_empty() || s.error.is_none() {
-                String::new()
-            } else {
-                format!("<pre>{}</pre>", escape(&s.stderr.join("\n")))
+            let state = html! {
+                @if !s.enabled { "disabled" }
+                @else if let Some(e) = &s.error {
+                    span class="bad" { "down" } (next) ": " (e)
+                    @if !s.stderr.is_empty() { pre { (s.stderr.join("\n")) } }
+                }
+                @else { span class="good" { "up" } }
             };
             vec![
-                escape(&s.name),
-                s.transport.to_owned(),
-                format!("{state}{stderr}"),
-                s.offered.to_string(),
-                s.withheld.to_string(),
-                s.denied.to_string(),
-                s.restarts.to_string(),
+                text(&s.name),
+                text(s.transport),
+                state,
+                text(s.offered.to_string()),
+                text(s.withheld.to_string()),
+                text(s.denied.to_string()),
+                text(s.restarts.to_string()),
             ]
         })
         .collect();
-    let mut body = table(
+    let upstreams = table(
         &[
             "upstream",
             "transport",
@@ -181,8 +203,7 @@ pub(super) async fn overview(
         ],
         upstreams,
     );
-    body.push_str("<h2>The last hour</h2>");
-    match gateway.audit_sink() {
+    let hour = match gateway.audit_sink() {
         Some(store) => {
             let now = now_ms(SystemTime::now());
             let filter = Filter {
@@ -191,16 +212,17 @@ pub(super) async fn overview(
                 ..Filter::default()
             };
             match store.rows(filter).await {
-                Ok(rows) => body.push_str(&last_hour(&rows, now)),
-                Err(e) => body.push_str(&format!(
-                    "<p>The audit store cannot be read: {}</p>",
-                    escape(&e)
-                )),
+                Ok(rows) => last_hour(&rows, now),
+                Err(e) => unreadable(&e),
             }
         }
-        None => body.push_str("<p>No audit store: nothing is recorded.</p>"),
-    }
-    page("Overview", "/console", &body)
+        None => html! { p { "No audit store: nothing is recorded." } },
+    };
+    page(
+        "Overview",
+        "/console",
+        html! { (upstreams) h2 { "The last hour" } (hour) },
+    )
 }
 
 /// The overview reads at most this many of the last hour's rows (the
@@ -209,30 +231,28 @@ const HOUR_ROWS: usize = 20_000;
 
 /// The last hour's calls: per minute by outcome, counts by status, and
 /// each upstream's latency.
-fn last_hour(rows: &[crate::audit::AuditRow], now: i64) -> String {
+fn last_hour(rows: &[crate::audit::AuditRow], now: i64) -> Markup {
     let mut by: BTreeMap<String, usize> = BTreeMap::new();
     for r in super::chart::calls(rows) {
         *by.entry(r.status.clone()).or_default() += 1;
     }
     if by.is_empty() {
-        return "<p>No calls in the last hour.</p>".to_owned();
+        return html! { p { "No calls in the last hour." } };
     }
-    let mut out = String::new();
-    if rows.len() >= HOUR_ROWS {
-        out.push_str(&format!("<p>Drawn from the newest {HOUR_ROWS} rows.</p>"));
-    }
-    out.push_str(&super::chart::per_minute(rows, now));
     let statuses = by
         .into_iter()
-        .map(|(status, n)| vec![escape(&status), n.to_string()])
+        .map(|(status, n)| vec![text(status), text(n.to_string())])
         .collect();
-    out.push_str(&table(&["status", "calls"], statuses));
     let latency = super::chart::latency_rows(rows);
-    if !latency.is_empty() {
-        out.push_str("<h2>Latency, the last hour</h2>");
-        out.push_str(&table(&["upstream", "calls", "p50 ms", "p99 ms"], latency));
+    html! {
+        @if rows.len() >= HOUR_ROWS { p { "Drawn from the newest " (HOUR_ROWS) " rows." } }
+        (super::chart::per_minute(rows, now))
+        (table(&["status", "calls"], statuses))
+        @if !latency.is_empty() {
+            h2 { "Latency, the last hour" }
+            (table(&["upstream", "calls", "p50 ms", "p99 ms"], latency))
+        }
     }
-    out
 }
 
 /// `GET /console/tools`: every offered tool, what it can do and what the
@@ -246,45 +266,42 @@ pub(super) async fn tools(State(desk): State<Arc<ApprovalDesk>>, headers: Header
     let rows = offered
         .into_iter()
         .map(|t| {
-            let decision = t.decision.map_or_else(
-                || "depends on the caller".to_owned(),
-                |d| format!("{} <small>({})</small>", d.action, escape(&d.rule)),
-            );
+            let decision = match t.decision {
+                Some(d) => html! { (d.action) " " small { "(" (d.rule) ")" } },
+                None => text("depends on the caller"),
+            };
             vec![
-                format!("<code>{}</code>", escape(&t.name)),
-                escape(&t.upstream),
-                escape(&t.effects.join(", ")),
+                code(&t.name),
+                text(&t.upstream),
+                text(t.effects.join(", ")),
                 decision,
-                escape(t.definition.description.as_deref().unwrap_or("")),
+                text(t.definition.description.as_deref().unwrap_or("")),
             ]
         })
         .collect();
-    let mut body = table(
-        &["tool", "upstream", "effects", "policy", "description"],
-        rows,
-    );
     let drift = gateway.drift();
-    if !drift.is_empty() {
-        body.push_str("<h2>Not approved in the lock file</h2>");
-        for (name, d) in &drift {
-            body.push_str(&drifted(&token, name, d));
-        }
-    }
-    let withheld: Vec<Vec<String>> = withheld
+    let withheld: Vec<Vec<Markup>> = withheld
         .into_iter()
         .filter(|(name, _)| !drift.iter().any(|(n, _)| n == name))
-        .map(|(name, why)| vec![format!("<code>{}</code>", escape(&name)), escape(&why)])
+        .map(|(name, why)| vec![code(&name), text(why)])
         .collect();
-    if !withheld.is_empty() {
-        body.push_str("<h2>Withheld</h2>");
-        body.push_str(&table(&["tool", "what a caller is told"], withheld));
-    }
-    page("Tools", "/console/tools", &body)
+    let body = html! {
+        (table(&["tool", "upstream", "effects", "policy", "description"], rows))
+        @if !drift.is_empty() {
+            h2 { "Not approved in the lock file" }
+            @for (name, d) in &drift { (drifted(&token, name, d)) }
+        }
+        @if !withheld.is_empty() {
+            h2 { "Withheld" }
+            (table(&["tool", "what a caller is told"], withheld))
+        }
+    };
+    page("Tools", "/console/tools", body)
 }
 
 /// One tool the lock file withholds: why, the field-by-field change or
 /// the whole new definition, and the button that approves exactly it.
-fn drifted(token: &str, name: &str, d: &crate::Drift) -> String {
+fn drifted(token: &str, name: &str, d: &crate::Drift) -> Markup {
     let why = match d.kind {
         "changed" => "its definition changed since it was approved",
         "added" => "its server added it after the lock file was written",
@@ -296,15 +313,20 @@ fn drifted(token: &str, name: &str, d: &crate::Drift) -> String {
         d.changes.join("\n")
     };
     let id = name.replace(|c: char| !c.is_ascii_alphanumeric(), "-");
-    format!(
-        "<section id=\"drift-{id}\"><h3><code>{}</code> <small>on {}</small></h3><p>Withheld: {why}.</p><pre class=\"diff\">{}</pre><form method=\"post\" action=\"/console/tools/approve\"><input type=\"hidden\" name=\"token\" value=\"{token}\"><input type=\"hidden\" name=\"tool\" value=\"{}\"><input type=\"hidden\" name=\"digest\" value=\"{}\"><button class=\"approve\" id=\"lock-{id}\">Approve this definition</button> <small>{}</small></form></section>",
-        escape(name),
-        escape(&d.server),
-        escape(&shown),
-        escape(name),
-        escape(&d.digest),
-        escape(&d.digest),
-    )
+    html! {
+        section id={ "drift-" (id) } {
+            h3 { code { (name) } " " small { "on " (d.server) } }
+            p { "Withheld: " (why) "." }
+            pre class="diff" { (shown) }
+            form method="post" action="/console/tools/approve" {
+                input type="hidden" name="token" value=(token);
+                input type="hidden" name="tool" value=(name);
+                input type="hidden" name="digest" value=(d.digest);
+                button class="approve" id={ "lock-" (id) } { "Approve this definition" }
+                " " small { (d.digest) }
+            }
+        }
+    }
 }
 
 /// The approve-definition form.
@@ -360,32 +382,38 @@ pub(super) async fn grants(State(desk): State<Arc<ApprovalDesk>>, headers: Heade
         return page(
             "Grants",
             "/console/grants",
-            "<p>No audit store: grants need one.</p>",
+            html! { p { "No audit store: grants need one." } },
         );
     };
     let body = match store.grants(false).await {
-        Ok(list) if list.is_empty() => "<p>No grants hold now.</p>".to_owned(),
+        Ok(list) if list.is_empty() => html! { p { "No grants hold now." } },
         Ok(list) => {
             let rows = list
                 .iter()
                 .map(|g| {
                     vec![
-                        format!("<code>{}</code>", escape(&g.id)),
-                        g.caller.as_deref().map_or_else(|| "every caller without credentials".to_owned(), escape),
-                        escape(&g.tool),
-                        crate::duration::utc(g.expires_ms, false),
-                        format!(
-                            "<form method=\"post\" action=\"/console/grants/{id}/revoke\"><input type=\"hidden\" name=\"token\" value=\"{token}\"><button class=\"deny\" id=\"revoke-{id}\">Revoke</button></form>",
-                            id = escape(&g.id)
+                        code(&g.id),
+                        text(
+                            g.caller
+                                .as_deref()
+                                .unwrap_or("every caller without credentials"),
                         ),
+                        text(&g.tool),
+                        text(crate::duration::utc(g.expires_ms, false)),
+                        html! {
+                            form method="post" action={ "/console/grants/" (g.id) "/revoke" } {
+                                input type="hidden" name="token" value=(token);
+                                button class="deny" id={ "revoke-" (g.id) } { "Revoke" }
+                            }
+                        },
                     ]
                 })
                 .collect();
             table(&["grant", "caller", "tool", "until (UTC)", ""], rows)
         }
-        Err(e) => format!("<p>The audit store cannot be read: {}</p>", escape(&e)),
+        Err(e) => unreadable(&e),
     };
-    page("Grants", "/console/grants", &body)
+    page("Grants", "/console/grants", body)
 }
 
 /// A form's anti-forgery token.
@@ -553,16 +581,7 @@ pub(super) async fn config(State(desk): State<Arc<ApprovalDesk>>, headers: Heade
         .source
         .as_ref()
         .map_or_else(|| "built in code".to_owned(), |p| p.display().to_string());
-    let reload = if running.source.is_some() {
-        format!(
-            "<form method=\"post\" action=\"/console/config/reload\"><input type=\"hidden\" name=\"token\" value=\"{token}\"><button id=\"reload\">Reload the file</button> (as <code>SIGHUP</code>: the file is checked first)</form>"
-        )
-    } else {
-        String::new()
-    };
-    let said = desk.last_reload().map_or_else(String::new, |s| {
-        format!("<p><strong>Last reload:</strong> {}</p>", escape(&s))
-    });
+    let said = desk.last_reload();
     let history = match gateway.audit_sink() {
         Some(store) => {
             let filter = Filter {
@@ -571,34 +590,42 @@ pub(super) async fn config(State(desk): State<Arc<ApprovalDesk>>, headers: Heade
                 ..Filter::default()
             };
             match store.rows(filter).await {
-                Ok(rows) if rows.is_empty() => String::new(),
+                Ok(rows) if rows.is_empty() => html! {},
                 Ok(rows) => {
                     let rows = rows
                         .iter()
                         .rev()
                         .map(|r| {
                             vec![
-                                crate::duration::utc(r.time_ms, false),
-                                escape(r.rule.as_deref().unwrap_or("")),
+                                text(crate::duration::utc(r.time_ms, false)),
+                                text(r.rule.as_deref().unwrap_or("")),
                             ]
                         })
                         .collect();
-                    format!(
-                        "<h2>The last reloads</h2>{}",
-                        table(&["time (UTC)", "what changed"], rows)
-                    )
+                    html! {
+                        h2 { "The last reloads" }
+                        (table(&["time (UTC)", "what changed"], rows))
+                    }
                 }
-                Err(e) => format!("<p>The audit store cannot be read: {}</p>", escape(&e)),
+                Err(e) => unreadable(&e),
             }
         }
-        None => String::new(),
+        None => html! {},
     };
-    let body = format!(
-        "<p>From {}.</p>{said}{reload}<pre>{}</pre>{history}",
-        escape(&source),
-        escape(&summary(&running))
-    );
-    page("Configuration", "/console/config", &body)
+    let body = html! {
+        p { "From " (source) "." }
+        @if let Some(said) = &said { p { strong { "Last reload:" } " " (said) } }
+        @if running.source.is_some() {
+            form method="post" action="/console/config/reload" {
+                input type="hidden" name="token" value=(token);
+                button id="reload" { "Reload the file" }
+                " (as " code { "SIGHUP" } ": the file is checked first)"
+            }
+        }
+        pre { (summary(&running)) }
+        (history)
+    };
+    page("Configuration", "/console/config", body)
 }
 
 /// `POST /console/config/reload`.

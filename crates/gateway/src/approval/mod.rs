@@ -8,7 +8,8 @@
 //! address and call again. The retried call (same caller, tool and
 //! arguments) goes through once, if the person approved; a denial ends it.
 //!
-//! The page is small, self-contained HTML: no scripts, no external assets.
+//! The page is small, self-contained HTML from `maud` templates (checked at
+//! compile time, every value escaped): no scripts, no external assets.
 //! It is served on its own listener, loopback by default. Only the person
 //! who started the gateway can see or decide anything on it: they log in
 //! through a one-time link (see `login.rs`). It refuses requests whose `Host`
@@ -306,19 +307,21 @@ impl ApprovalDesk {
             return Err(refused);
         }
         self.logins.session(headers).ok_or_else(|| {
-            let file = self.logins.file().map_or(String::new(), |f| {
-                format!(" (it is also in {})", escape(&f.display().to_string()))
-            });
-            let token = if self.operator.is_some() {
-                " Or <a href=\"/login\">log in with your token</a>."
-            } else {
-                ""
-            };
+            let file = self.logins.file().map(|f| f.display().to_string());
+            let token = self.operator.is_some();
             let mut page = html(
                 "toolgate: log in",
-                &format!(
-                    "<h1>Log in</h1><p>Only the person who started the gateway can see and act here. Open the login link <code>toolgate serve</code> printed when it started{file}; each link works once.{token}</p>"
-                ),
+                maud::html! {
+                    h1 { "Log in" }
+                    p {
+                        "Only the person who started the gateway can see and act here. Open the login link "
+                        code { "toolgate serve" }
+                        " printed when it started"
+                        @if let Some(file) = &file { " (it is also in " (file) ")" }
+                        "; each link works once."
+                        @if token { " Or " a href="/login" { "log in with your token" } "." }
+                    }
+                },
             );
             *page.status_mut() = StatusCode::UNAUTHORIZED;
             page
@@ -399,21 +402,6 @@ fn secured() -> [(header::HeaderName, HeaderValue); 5] {
     ]
 }
 
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 const STYLE: &str = "body{font:15px/1.4 system-ui,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;color:#111}\
 pre{white-space:pre-wrap;background:#f4f4f4;padding:.75rem;border-radius:4px}\
 section{border:1px solid #ccc;border-radius:6px;padding:0 1rem 1rem;margin:1rem 0}\
@@ -422,11 +410,21 @@ table{border-collapse:collapse;width:100%;margin:1rem 0}td,th{border-bottom:1px 
 nav{margin-bottom:1rem}.good{color:#1a7f37}.bad{color:#cf222e}\
 .approve{background:#1a7f37;color:#fff;border:0}.deny{background:#cf222e;color:#fff;border:0}";
 
-fn html(title: &str, body: &str) -> Response {
-    let page = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{}</title><style>{STYLE}</style></head><body>{body}</body></html>",
-        escape(title)
-    );
+/// A whole page: `body` in the page's frame, with the headers every
+/// answer carries.
+fn html(title: &str, body: maud::Markup) -> Response {
+    let page = maud::html! {
+        (maud::DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width";
+                title { (title) }
+                style { (maud::PreEscaped(STYLE)) }
+            }
+            body { (body) }
+        }
+    };
     (
         StatusCode::OK,
         secured(),
@@ -434,43 +432,40 @@ fn html(title: &str, body: &str) -> Response {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/html; charset=utf-8"),
         )],
-        page,
+        page.into_string(),
     )
         .into_response()
 }
 
-fn section(token: &str, e: &Waiting) -> String {
+fn section(token: &str, e: &Waiting) -> maud::Markup {
     let id = &e.id;
     let caller = e.caller.as_deref().unwrap_or("(no verified caller)");
-    let wider = e.remember.as_deref().map_or_else(String::new, |label| {
-        format!(
-            "<button class=\"approve\" name=\"decision\" value=\"remember\" id=\"remember-{id}\">Approve: {}</button>",
-            escape(label)
-        )
-    });
-    let controls = match e.status {
-        Status::Waiting => format!(
-            "<form method=\"post\" action=\"/approvals/{id}\"><input type=\"hidden\" name=\"token\" value=\"{token}\"><button class=\"approve\" name=\"decision\" value=\"approve\" id=\"approve-{id}\">Approve this call</button>{wider}<button class=\"deny\" name=\"decision\" value=\"deny\" id=\"deny-{id}\">Deny</button></form>"
-        ),
-        Status::Approved => {
-            "<p><strong>Approved.</strong> The next identical call goes through.</p>".to_owned()
+    let asked = (crate::audit::now_ms(std::time::SystemTime::now()) - e.opened_ms).max(0) / 1000;
+    maud::html! {
+        section id={ "call-" (id) } {
+            h2 { (e.tool) " " small { "on " (e.server) } }
+            p { "Caller: " (caller) ". Asked " (asked) " s ago." }
+            pre { (e.question) }
+            @match e.status {
+                Status::Waiting => form method="post" action={ "/approvals/" (id) } {
+                    input type="hidden" name="token" value=(token);
+                    button class="approve" name="decision" value="approve" id={ "approve-" (id) } { "Approve this call" }
+                    @if let Some(label) = &e.remember {
+                        button class="approve" name="decision" value="remember" id={ "remember-" (id) } { "Approve: " (label) }
+                    }
+                    button class="deny" name="decision" value="deny" id={ "deny-" (id) } { "Deny" }
+                },
+                Status::Approved => p { strong { "Approved." } " The next identical call goes through." },
+                Status::Remembered => p {
+                    strong { "Approved: " (e.remember.as_deref().unwrap_or_default()) "." }
+                    " The next identical call goes through and starts it; "
+                    code { "toolgate grants --revoke" }
+                    " ends it."
+                },
+                Status::Denied => p { strong { "Denied." } " The next identical call is refused." },
+            }
         }
-        Status::Remembered => format!(
-            "<p><strong>Approved: {}.</strong> The next identical call goes through and starts it; <code>toolgate grants --revoke</code> ends it.</p>",
-            escape(e.remember.as_deref().unwrap_or_default())
-        ),
-        Status::Denied => {
-            "<p><strong>Denied.</strong> The next identical call is refused.</p>".to_owned()
-        }
-    };
-    format!(
-        "<section id=\"call-{id}\"><h2>{} <small>on {}</small></h2><p>Caller: {}. Asked {} s ago.</p><pre>{}</pre>{controls}</section>",
-        escape(&e.tool),
-        escape(&e.server),
-        escape(caller),
-        (crate::audit::now_ms(std::time::SystemTime::now()) - e.opened_ms).max(0) / 1000,
-        escape(&e.question)
-    )
+    }
 }
 
 async fn list(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Response {
@@ -482,20 +477,15 @@ async fn list(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Resp
         Ok(entries) => entries,
         Err(e) => return unavailable(&e),
     };
-    let body: String = entries.iter().map(|e| section(&token, e)).collect();
-    let body = if body.is_empty() {
-        "<p>No calls are waiting for approval.</p>".to_owned()
-    } else {
-        body
-    };
-    let nav = if desk.console().is_some() {
-        console::nav("/approvals")
-    } else {
-        String::new()
-    };
+    let console = desk.console().is_some();
     html(
         "toolgate: calls waiting for approval",
-        &format!("{nav}<h1>Calls waiting for approval</h1>{body}"),
+        maud::html! {
+            @if console { (console::nav("/approvals")) }
+            h1 { "Calls waiting for approval" }
+            @for e in &entries { (section(&token, e)) }
+            @if entries.is_empty() { p { "No calls are waiting for approval." } }
+        },
     )
 }
 
@@ -530,14 +520,18 @@ async fn one(
     match entries.iter().find(|e| e.id == id) {
         Some(e) => html(
             "toolgate: approve this call?",
-            &format!(
-                "<h1>Approve this call?</h1>{}<p><a href=\"/approvals\">All waiting calls</a></p>",
-                section(&token, e)
-            ),
+            maud::html! {
+                h1 { "Approve this call?" }
+                (section(&token, e))
+                p { a href="/approvals" { "All waiting calls" } }
+            },
         ),
         None => html(
             "toolgate: no such call",
-            "<h1>No such call</h1><p>It was decided, or it expired. <a href=\"/approvals\">All waiting calls</a></p>",
+            maud::html! {
+                h1 { "No such call" }
+                p { "It was decided, or it expired. " a href="/approvals" { "All waiting calls" } }
+            },
         ),
     }
 }
@@ -660,9 +654,26 @@ mod tests {
 
     #[test]
     fn text_from_servers_is_escaped_in_the_page() {
-        assert_eq!(
-            escape("<script>alert('x')</script>&\""),
-            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;"
+        let e = Waiting {
+            id: "i".into(),
+            caller: Some("<b>".into()),
+            tool: "t".into(),
+            server: "s".into(),
+            digest: "d".into(),
+            question: "<script>alert('x')</script>&\"".into(),
+            remember: None,
+            opened_ms: 0,
+            status: Status::Waiting,
+        };
+        let shown = section("tok", &e).into_string();
+        assert!(
+            shown.contains("&lt;script&gt;alert('x')&lt;/script&gt;&amp;&quot;"),
+            "{shown}"
+        );
+        assert!(shown.contains("Caller: &lt;b&gt;."), "{shown}");
+        assert!(
+            !shown.contains("<script>") && !shown.contains("<b>"),
+            "{shown}"
         );
     }
 }

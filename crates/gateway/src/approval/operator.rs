@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use toolgate_server::{TokenError, TokenVerifier};
 
-use super::{ApprovalDesk, escape, html, login, plain, secured};
+use super::{ApprovalDesk, html, login, plain, secured};
 
 /// Who may log in with a token, and with which scope.
 pub struct Operator {
@@ -28,10 +28,16 @@ pub struct Operator {
     pub scope: String,
 }
 
-fn form_page(note: &str) -> String {
-    format!(
-        "<h1>Log in with your token</h1>{note}<p>Paste an access token issued for this gateway that carries the operator scope. It is checked and forgotten; only the session it opens is kept.</p><form method=\"post\" action=\"/login\"><textarea name=\"token\" rows=\"6\" cols=\"80\" autocomplete=\"off\" spellcheck=\"false\" required></textarea><p><button class=\"approve\" id=\"log-in\">Log in</button></p></form>"
-    )
+fn form_page(note: Option<&str>) -> maud::Markup {
+    maud::html! {
+        h1 { "Log in with your token" }
+        @if let Some(note) = note { p class="bad" { (note) } }
+        p { "Paste an access token issued for this gateway that carries the operator scope. It is checked and forgotten; only the session it opens is kept." }
+        form method="post" action="/login" {
+            textarea name="token" rows="6" cols="80" autocomplete="off" spellcheck="false" required {}
+            p { button class="approve" id="log-in" { "Log in" } }
+        }
+    }
 }
 
 /// `GET /login`: the token form, when `[auth]` is on.
@@ -40,7 +46,7 @@ pub(super) async fn form(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderM
         return refused;
     }
     match &desk.operator {
-        Some(_) => html("toolgate: log in", &form_page("")),
+        Some(_) => html("toolgate: log in", form_page(None)),
         None => plain(
             StatusCode::NOT_FOUND,
             "log in with the link toolgate serve printed (a token login needs [auth])",
@@ -55,10 +61,7 @@ pub(super) struct TokenLogin {
 }
 
 fn refused(status: StatusCode, said: &str) -> Response {
-    let mut page = html(
-        "toolgate: log in",
-        &form_page(&format!("<p class=\"bad\">{}</p>", escape(said))),
-    );
+    let mut page = html("toolgate: log in", form_page(Some(said)));
     *page.status_mut() = status;
     page
 }
