@@ -88,6 +88,15 @@ pub struct AuditRow {
     pub grant: Option<String>,
     /// What the call cost, under its `[[budget]]`, when it was charged.
     pub cost: Option<f64>,
+    /// What the answer was, without its content: `2 blocks: text (15
+    /// chars), image; structured` (and for a tool error, the start of what
+    /// it said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// The W3C trace id the call ran under (the gateway's span, or the
+    /// caller's `traceparent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 const SCHEMA: &str = "
@@ -112,8 +121,9 @@ CREATE TABLE IF NOT EXISTS nonces (
 );
 ";
 
-/// The schema version this toolgate writes: 2 added grants, 3 budgets.
-const VERSION: i32 = 3;
+/// The schema version this toolgate writes: 2 added grants, 3 budgets,
+/// 4 each call's result summary and trace id.
+const VERSION: i32 = 4;
 
 /// What each budget's callers spent, per period (schema version 3).
 const SPEND: &str = "
@@ -147,6 +157,16 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
             tx.execute_batch("ALTER TABLE calls ADD COLUMN cost REAL;")?;
         }
         tx.execute_batch(SPEND)?;
+    }
+    if version < 4 {
+        for column in ["result", "trace_id"] {
+            let has = tx
+                .prepare("SELECT 1 FROM pragma_table_info('calls') WHERE name = ?1")?
+                .exists([column])?;
+            if !has {
+                tx.execute_batch(&format!("ALTER TABLE calls ADD COLUMN {column} TEXT;"))?;
+            }
+        }
     }
     if version < VERSION {
         tx.execute_batch(&format!("PRAGMA user_version = {VERSION};"))?;
@@ -375,7 +395,7 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
             let tx = conn.transaction()?;
             {
                 let mut insert = tx.prepare_cached(
-                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                 )?;
                 let mut spend = tx.prepare_cached(
                     "INSERT OR IGNORE INTO nonces (nonce, spent_ms) VALUES (?1, ?2)",
@@ -397,7 +417,9 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                                 r.status,
                                 r.latency_ms,
                                 r.grant,
-                                r.cost
+                                r.cost,
+                                r.result,
+                                r.trace_id
                             ])?;
                         }
                         Job::Nonce(nonce, _) => {
@@ -531,7 +553,53 @@ pub fn row_of(record: &CallRecord) -> AuditRow {
         latency_ms: record.elapsed.as_secs_f64() * 1000.0,
         grant: note(notes, "grant"),
         cost: notes.get("cost").and_then(Value::as_f64),
+        result: note(notes, "result"),
+        trace_id: note(notes, "trace"),
     }
+}
+
+/// At most 64 characters of an upstream's label.
+fn short(text: &str) -> String {
+    text.chars().take(64).collect()
+}
+
+/// What an answer was, without its content (for the `result` column):
+/// its blocks by kind and size, and whether it has structured content;
+/// for a tool error, the start of what it said, which the model was shown
+/// anyway.
+pub fn result_summary(result: &toolgate_protocol::types::CallToolResult) -> String {
+    use toolgate_protocol::types::ContentBlock;
+    let blocks: Vec<String> = result
+        .content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text(t) => format!("text ({} chars)", t.text.chars().count()),
+            ContentBlock::Image(i) => format!("image ({})", short(&i.mime_type)),
+            ContentBlock::Audio(a) => format!("audio ({})", short(&a.mime_type)),
+            ContentBlock::ResourceLink(_) => "resource link".to_owned(),
+            ContentBlock::EmbeddedResource(_) => "resource".to_owned(),
+        })
+        .collect();
+    let mut out = match blocks.len() {
+        0 => "no content".to_owned(),
+        1 => format!("1 block: {}", blocks[0]),
+        n => format!("{n} blocks: {}", blocks.join(", ")),
+    };
+    if result.structured_content.is_some() {
+        out.push_str("; structured");
+    }
+    if result.is_error == Some(true) {
+        let said: String = result
+            .content
+            .iter()
+            .find_map(|c| c.as_text())
+            .unwrap_or_default()
+            .chars()
+            .take(160)
+            .collect();
+        out = format!("tool error: {out}: {said}");
+    }
+    out
 }
 
 /// Which rows [`query`] returns.
@@ -571,9 +639,14 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
         .map_err(|e| format!("{}: not a toolgate audit store ({e})", path.display()))?;
     let grant = if version >= 2 { "grant_id" } else { "NULL" };
     let cost = if version >= 3 { "cost" } else { "NULL" };
+    let (result, trace) = if version >= 4 {
+        ("result", "trace_id")
+    } else {
+        ("NULL", "NULL")
+    };
     let mut stmt = conn
         .prepare(&format!(
-            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, {grant}, {cost} FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) AND id < ?5 ORDER BY id DESC"
+            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, {grant}, {cost}, {result}, {trace} FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) AND id < ?5 ORDER BY id DESC"
         ))
         .map_err(|e| format!("{}: not a toolgate audit store ({e})", path.display()))?;
     let rows = stmt
@@ -601,6 +674,8 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
                     latency_ms: r.get(11)?,
                     grant: r.get(12)?,
                     cost: r.get(13)?,
+                    result: r.get(14)?,
+                    trace_id: r.get(15)?,
                 })
             },
         )
@@ -637,6 +712,28 @@ pub(crate) fn newest(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_result_is_summed_up_without_its_content() {
+        use toolgate_protocol::types::{CallToolResult, ContentBlock};
+        let mut r = CallToolResult::default();
+        assert_eq!(result_summary(&r), "no content");
+        r.content = vec![ContentBlock::text("secret order 42")];
+        assert_eq!(result_summary(&r), "1 block: text (15 chars)");
+        r.structured_content = Some(serde_json::json!({"n": 1}));
+        r.content.push(ContentBlock::text("x"));
+        assert_eq!(
+            result_summary(&r),
+            "2 blocks: text (15 chars), text (1 chars); structured"
+        );
+        r.structured_content = None;
+        r.content = vec![ContentBlock::text("no such sku")];
+        r.is_error = Some(true);
+        assert_eq!(
+            result_summary(&r),
+            "tool error: 1 block: text (11 chars): no such sku"
+        );
+    }
 
     fn row(tool: &str, decision: &str) -> AuditRow {
         AuditRow {

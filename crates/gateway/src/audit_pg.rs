@@ -87,6 +87,10 @@ CREATE UNIQUE INDEX IF NOT EXISTS toolgate_approvals_waiting
     WHERE status = 'waiting';
 CREATE INDEX IF NOT EXISTS toolgate_approvals_call ON toolgate_approvals (tool, digest);
 ",
+    "
+ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS result TEXT;
+ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS trace_id TEXT;
+",
 ];
 
 /// The advisory lock key of migrations ("toolgate" in ASCII).
@@ -237,7 +241,7 @@ impl PgStore {
         let client = self.client().await?;
         client
             .execute(
-                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
                 &[
                     &r.time_ms,
                     &r.caller,
@@ -252,6 +256,8 @@ impl PgStore {
                     &r.latency_ms,
                     &r.grant,
                     &r.cost,
+                    &r.result,
+                    &r.trace_id,
                 ],
             )
             .await
@@ -302,7 +308,7 @@ impl PgStore {
         };
         let rows = client
             .query(
-                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) AND id < $6 ORDER BY id DESC LIMIT $5",
+                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) AND id < $6 ORDER BY id DESC LIMIT $5",
                 &[
                     &filter.after_id.unwrap_or(0),
                     &filter.since_ms.unwrap_or(0),
@@ -334,6 +340,8 @@ impl PgStore {
                 latency_ms: r.get(11),
                 grant: r.get(12),
                 cost: r.get(13),
+                result: r.get(14),
+                trace_id: r.get(15),
             })
         });
         crate::audit::newest(rows, tool.as_ref(), filter.limit)

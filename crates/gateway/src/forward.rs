@@ -332,6 +332,16 @@ pub async fn forward(
         &guard.facts.name,
         &upstream.config.name,
     );
+    let trace_id = match &span {
+        Some(span) => {
+            use opentelemetry::trace::TraceContextExt as _;
+            Some(span.span().span_context().trace_id().to_string())
+        }
+        None => ctx.meta().trace.as_ref().map(|t| t.trace_id().to_owned()),
+    };
+    if let Some(id) = trace_id.filter(|id| !id.is_empty()) {
+        ctx.note("trace", id);
+    }
     let reply = match &span {
         Some(span) => {
             forward_in_span(upstream, tool, guard, args, ctx)
@@ -534,6 +544,7 @@ async fn answer(
                 Some(client) => client.check_output(tool, &result).await.unwrap_or_default(),
                 None => Vec::new(),
             };
+            ctx.note("result", crate::audit::result_summary(&result));
             if violations.is_empty() {
                 if result.is_error == Some(true) {
                     let said = result.content.iter().find_map(|c| c.as_text());

@@ -175,7 +175,16 @@ async fn the_console_shows_upstreams_tools_calls_and_the_configuration() {
         "{tools}"
     );
     assert!(
-        tools.contains("allow <small>(default (allow))</small>"),
+        tools.contains("allow <small>(default (allow))</small></td><td>no lock file</td>"),
+        "{tools}"
+    );
+    // What `toolgate audit` finds, with its evidence and fix.
+    assert!(
+        tools.contains("<details><summary>medium <code>TG-E002</code>: no annotations"),
+        "{tools}"
+    );
+    assert!(
+        tools.contains("<p>Fix: add &quot;additionalProperties&quot;: false"),
         "{tools}"
     );
 
@@ -420,6 +429,11 @@ async fn one_call_in_full_the_hour_drawn_and_new_calls_followed_live() {
     assert!(one.contains("<dt>tool</dt><dd>shop.order</dd>"), "{one}");
     assert!(one.contains("<dt>upstream</dt><dd>shop</dd>"), "{one}");
     assert!(one.contains("set [audit] arguments = true"), "{one}");
+    // What the answer was, without its content.
+    assert!(
+        one.contains("<dt>result</dt><dd>1 block: text (16 chars)</dd>"),
+        "{one}"
+    );
     // Bad addresses and filters get a short answer, and the console serves on.
     for (path, want) in [
         ("/console/calls/abc", 404),

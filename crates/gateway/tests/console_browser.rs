@@ -25,7 +25,7 @@ use serde_json::json;
 use support::{outcome_of, serve, shop, toml_string};
 use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_gateway::audit::{AuditSink, AuditStore};
+use toolgate_gateway::audit::{AuditSink, AuditStore, Filter, query};
 use toolgate_gateway::config::GatewayConfig;
 use toolgate_gateway::grants::Grant;
 use toolgate_gateway::{Gateway, GatewayOptions};
@@ -207,6 +207,26 @@ async fn a_person_sees_and_acts_on_the_gateway_from_the_console_in_chromium() {
     let (ok, done) = outcome_of(&client, "shop.order", json!({"sku": "SKU-0001"})).await;
     assert!(ok, "{done}");
     assert_eq!(done, "ordered SKU-0001");
+    // The call in full shows its rounds: asked, then approved and answered.
+    let rows = query(
+        &db,
+        &Filter {
+            tool: Some("shop.order".into()),
+            ..Filter::default()
+        },
+    )
+    .unwrap();
+    let answered = rows.iter().rev().find(|r| r.status == "ok").unwrap();
+    b.client
+        .goto(&go(&format!("/console/calls/{}", answered.id)))
+        .await
+        .unwrap();
+    let full = b.text().await;
+    assert!(full.contains("Its rounds"), "{full}");
+    assert!(
+        full.contains("approval_pending") && full.contains("1 block: text (16 chars)"),
+        "{full}"
+    );
     // And one denied: the client's call ends refused.
     let (_, asked) = outcome_of(&client, "shop.order", json!({"sku": "SKU-0002"})).await;
     let second = approval_id(&asked);

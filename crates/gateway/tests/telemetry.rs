@@ -55,8 +55,11 @@ async fn a_call_is_traced_from_the_caller_through_the_gateway_to_the_upstream() 
     tokio::spawn(async move { axum::serve(listener, app).await });
     // An upstream that says which trace context it was given.
     let url = serve(support::probe()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
     let toml = format!(
-        "[servers.probe]\nurl = \"{url}\"\n[telemetry]\notlp = \"{collector}\"\nservice_name = \"gw-test\"\n[policy]\ndefault = \"allow\"\n"
+        "[servers.probe]\nurl = \"{url}\"\n[telemetry]\notlp = \"{collector}\"\nservice_name = \"gw-test\"\n[policy]\ndefault = \"allow\"\n[audit]\npath = {}\n",
+        support::toml_string(&db.display().to_string())
     );
     let config = GatewayConfig::parse_toml(&toml, |_| None).unwrap();
     let telemetry = Telemetry::install(&config.telemetry).unwrap().unwrap();
@@ -98,6 +101,12 @@ async fn a_call_is_traced_from_the_caller_through_the_gateway_to_the_upstream() 
     let given = TraceContext::parse_traceparent(&seen_upstream).unwrap();
     assert_eq!(given.trace_id(), "0af7651916cd43dd8448eb211c80319c");
     assert_eq!(Some(given.parent_id()), child["spanId"].as_str());
+    // The call's row names its trace, to find it in the collector.
+    let rows = toolgate_gateway::audit::query(&db, &Default::default()).unwrap();
+    assert_eq!(
+        rows[0].trace_id.as_deref(),
+        Some("0af7651916cd43dd8448eb211c80319c")
+    );
     gateway.stop();
 }
 

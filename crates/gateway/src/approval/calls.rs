@@ -19,7 +19,7 @@ use serde::Deserialize;
 
 use maud::{Markup, html};
 
-use super::console::{page, table_with, text, unreadable, viewing};
+use super::console::{page, table, table_with, text, unreadable, viewing};
 use super::{ApprovalDesk, plain, secured};
 use crate::audit::{AuditRow, AuditSink, Filter, now_ms};
 
@@ -246,12 +246,26 @@ pub(super) async fn one(
         ("grant", opt(&r.grant)),
         ("cost", r.cost.map_or_else(|| "—".into(), |c| c.to_string())),
         ("took", format!("{:.1} ms", r.latency_ms)),
+        ("result", opt(&r.result)),
+        ("trace id", opt(&r.trace_id)),
         ("arguments digest", r.arguments_digest.clone()),
     ];
+    let rounds = rounds_of(store.as_ref(), &r).await;
     let body = html! {
         dl { @for (k, v) in &fields { dt { (k) } dd { (v) } } }
         h2 { "Arguments" }
         pre { (arguments) }
+        @if rounds.len() > 1 {
+            h2 { "Its rounds" }
+            p { "The rows of the same caller, tool and arguments within " (ROUNDS_WITHIN_MIN) " minutes of it: a call asked, approved, answered in rounds." }
+            (table(HEAD, rounds.iter().map(|x| {
+                let mut cells = row_html(x);
+                if x.id == r.id {
+                    cells[0] = html! { strong { (cells[0]) } };
+                }
+                cells
+            }).collect()))
+        }
         p {
             a href={ "/console/calls?tool=" (encode(&r.tool)) } { "this tool's calls" }
             @if let Some(c) = &r.caller {
@@ -260,6 +274,36 @@ pub(super) async fn one(
         }
     };
     page(&format!("Call {}", r.id), "/console/calls", body)
+}
+
+/// Rows this close to a call, of the same caller, tool and arguments, are
+/// shown as its rounds.
+const ROUNDS_WITHIN_MIN: i64 = 30;
+
+/// The rows of `r`'s call: same caller, tool and arguments digest, within
+/// [`ROUNDS_WITHIN_MIN`] of it, oldest first (at most 50).
+async fn rounds_of(store: &dyn AuditSink, r: &AuditRow) -> Vec<AuditRow> {
+    let window = ROUNDS_WITHIN_MIN * 60_000;
+    let filter = Filter {
+        since_ms: Some(r.time_ms.saturating_sub(window)),
+        caller: r.caller.clone(),
+        // A tool name has no glob characters but these, which are matched
+        // as themselves when escaped.
+        tool: Some(glob::Pattern::escape(&r.tool)),
+        ..Filter::default()
+    };
+    match store.rows(filter).await {
+        Ok(rows) => rows
+            .into_iter()
+            .filter(|x| {
+                x.caller == r.caller
+                    && x.arguments_digest == r.arguments_digest
+                    && x.time_ms <= r.time_ms.saturating_add(window)
+            })
+            .take(50)
+            .collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// How often the live stream looks for new rows.

@@ -263,6 +263,12 @@ pub(super) async fn tools(State(desk): State<Arc<ApprovalDesk>>, headers: Header
         Err(r) => return r,
     };
     let (offered, withheld) = gateway.tool_views();
+    let findings = review(&offered);
+    let lock = if gateway.is_locked() {
+        "pinned"
+    } else {
+        "no lock file"
+    };
     let rows = offered
         .into_iter()
         .map(|t| {
@@ -270,12 +276,26 @@ pub(super) async fn tools(State(desk): State<Arc<ApprovalDesk>>, headers: Header
                 Some(d) => html! { (d.action) " " small { "(" (d.rule) ")" } },
                 None => text("depends on the caller"),
             };
+            let found = findings
+                .iter()
+                .filter(|f| f.server == t.upstream && f.tool == t.definition.name);
+            let found = html! {
+                @for f in found {
+                    details {
+                        summary { (f.severity) " " code { (f.rule) } ": " (f.message) }
+                        p { "Evidence: " code { (f.evidence) } }
+                        p { "Fix: " (f.fix) }
+                    }
+                }
+            };
             vec![
                 code(&t.name),
                 text(&t.upstream),
                 text(t.effects.join(", ")),
                 decision,
+                text(lock),
                 text(t.definition.description.as_deref().unwrap_or("")),
+                found,
             ]
         })
         .collect();
@@ -286,7 +306,7 @@ pub(super) async fn tools(State(desk): State<Arc<ApprovalDesk>>, headers: Header
         .map(|(name, why)| vec![code(&name), text(why)])
         .collect();
     let body = html! {
-        (table(&["tool", "upstream", "effects", "policy", "description"], rows))
+        (table(&["tool", "upstream", "effects", "policy", "lock", "description", "findings"], rows))
         @if !drift.is_empty() {
             h2 { "Not approved in the lock file" }
             @for (name, d) in &drift { (drifted(&token, name, d)) }
@@ -297,6 +317,25 @@ pub(super) async fn tools(State(desk): State<Arc<ApprovalDesk>>, headers: Header
         }
     };
     page("Tools", "/console/tools", body)
+}
+
+/// What `toolgate audit` finds in the offered tools, upstream by upstream.
+fn review(offered: &[crate::ToolView]) -> Vec<toolgate_review::Finding> {
+    let mut servers: BTreeMap<&str, Vec<toolgate_protocol::types::Tool>> = BTreeMap::new();
+    for t in offered {
+        servers
+            .entry(&t.upstream)
+            .or_default()
+            .push(t.definition.clone());
+    }
+    let servers: Vec<toolgate_review::ServerTools> = servers
+        .into_iter()
+        .map(|(server, tools)| toolgate_review::ServerTools {
+            server: server.to_owned(),
+            tools,
+        })
+        .collect();
+    toolgate_review::audit(&servers)
 }
 
 /// One tool the lock file withholds: why, the field-by-field change or

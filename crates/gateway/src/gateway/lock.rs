@@ -89,6 +89,12 @@ pub enum NotApproved {
 }
 
 impl Gateway {
+    /// Whether a lock file is enforced (every offered tool is then pinned:
+    /// the others are withheld).
+    pub fn is_locked(&self) -> bool {
+        read(&self.lock).is_some()
+    }
+
     /// The tools the lock file withholds, by gateway name.
     pub fn drift(&self) -> Vec<(String, Drift)> {
         let mut list: Vec<(String, Drift)> = read(&self.drift)
