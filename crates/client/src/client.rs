@@ -531,19 +531,17 @@ impl Client {
                             Some("notifications/progress") => {
                                 if let (Some(callback), Some(params)) =
                                     (&options.progress, n.get("params"))
+                                    && let Ok(p) = serde_json::from_value(params.clone())
                                 {
-                                    if let Ok(p) = serde_json::from_value(params.clone()) {
-                                        callback(&p);
-                                    }
+                                    callback(&p);
                                 }
                             }
                             Some("notifications/message") => {
                                 if let (Some(callback), Some(params)) =
                                     (&options.log, n.get("params"))
+                                    && let Ok(p) = serde_json::from_value(params.clone())
                                 {
-                                    if let Ok(p) = serde_json::from_value(params.clone()) {
-                                        callback(&p);
-                                    }
+                                    callback(&p);
                                 }
                             }
                             _ => {}

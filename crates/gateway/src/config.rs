@@ -388,15 +388,14 @@ impl UpstreamConfig {
             }
             _ => {}
         }
-        if let Some(prefix) = &self.prefix {
-            if !prefix
+        if let Some(prefix) = &self.prefix
+            && !prefix
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            {
-                return Err(err(format!(
-                    "server {name:?}: prefix {prefix:?} may use letters, digits, '_' and '-' only"
-                )));
-            }
+        {
+            return Err(err(format!(
+                "server {name:?}: prefix {prefix:?} may use letters, digits, '_' and '-' only"
+            )));
         }
         for g in self.include.iter().chain(&self.exclude) {
             glob::Pattern::new(g).map_err(|e| err(format!("server {name:?}: glob {g:?}: {e}")))?;

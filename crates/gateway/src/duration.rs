@@ -38,9 +38,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// grant lasts, in a sentence.
 pub fn the_next(d: Duration) -> String {
     let s = d.as_secs();
-    let (n, unit) = if s % 3600 == 0 {
+    let (n, unit) = if s.is_multiple_of(3600) {
         (s / 3600, "hour")
-    } else if s % 60 == 0 {
+    } else if s.is_multiple_of(60) {
         (s / 60, "minute")
     } else {
         (s, "second")

@@ -667,10 +667,8 @@ impl Gateway {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains_key(&i);
-        if followed_before {
-            if let Some(u) = self.ups().get(i) {
-                self.metrics.restarted(&u.config.name);
-            }
+        if followed_before && let Some(u) = self.ups().get(i) {
+            self.metrics.restarted(&u.config.name);
         }
         let gateway = self.clone();
         let watch = client.watch_tools_with(move || {

@@ -286,10 +286,10 @@ impl Upstream {
         if let Some(client) = &link.client {
             return Ok(client.clone());
         }
-        if let Some((at, wait)) = link.failed {
-            if at.elapsed() < wait {
-                return Err(self.unavailable(&link));
-            }
+        if let Some((at, wait)) = link.failed
+            && at.elapsed() < wait
+        {
+            return Err(self.unavailable(&link));
         }
         match self.start() {
             Ok((client, stderr)) => {

@@ -64,10 +64,10 @@ pub(crate) async fn follow(
         remember(&mut input, json!({"id": task_id, "requests": asked}));
         return Err(input.ask());
     }
-    if !answers.is_empty() {
-        if let Err(e) = client.update_task(&task_id, answers).await {
-            return Ok(Err(e));
-        }
+    if !answers.is_empty()
+        && let Err(e) = client.update_task(&task_id, answers).await
+    {
+        return Ok(Err(e));
     }
     let mut last_message: Option<String> = None;
     loop {

@@ -89,10 +89,10 @@ fn predicted(server: &str, tools: &[Tool]) -> BTreeMap<String, Expected> {
         server: server.into(),
         tools: tools.to_vec(),
     }]) {
-        if SCORED.contains(&f.rule) {
-            if let Some(e) = out.get_mut(&f.tool) {
-                e.findings.insert(f.rule.to_owned());
-            }
+        if SCORED.contains(&f.rule)
+            && let Some(e) = out.get_mut(&f.tool)
+        {
+            e.findings.insert(f.rule.to_owned());
         }
     }
     out

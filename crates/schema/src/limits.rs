@@ -89,11 +89,11 @@ pub(crate) fn children(schema: &Map<String, Value>, mut visit: impl FnMut(String
                     visit(format!("/{k}/{i}"), item);
                 }
             }
-        } else if MAPS.contains(&k) {
-            if let Value::Object(map) = value {
-                for (name, item) in map {
-                    visit(format!("/{k}/{}", escape(name)), item);
-                }
+        } else if MAPS.contains(&k)
+            && let Value::Object(map) = value
+        {
+            for (name, item) in map {
+                visit(format!("/{k}/{}", escape(name)), item);
             }
         }
     }

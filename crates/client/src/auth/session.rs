@@ -116,10 +116,10 @@ impl Session {
     /// The token to send now, if there is one (loaded from the store on
     /// first use, renewed when about to expire).
     pub async fn presented(&self) -> Result<Option<Presented>, ClientError> {
-        if let Some((p, renew_at)) = read(&self.current) {
-            if renew_at.is_none_or(|t| now() < t) {
-                return Ok(Some(p));
-            }
+        if let Some((p, renew_at)) = read(&self.current)
+            && renew_at.is_none_or(|t| now() < t)
+        {
+            return Ok(Some(p));
         }
         let mut state = self.state.lock().await;
         if !state.loaded {
@@ -382,14 +382,14 @@ impl Session {
     /// The registration known for `issuer`: the configured one (if bound to
     /// it, or unbound), else one made there earlier.
     fn registration_for(&self, state: &State, issuer: &str) -> Option<ClientRegistration> {
-        if let Some(c) = &self.config.credentials {
-            if c.issuer.as_deref().is_none_or(|i| i == issuer) {
-                return Some(ClientRegistration {
-                    client_id: c.client_id.clone(),
-                    client_secret: c.client_secret.as_ref().map(|s| s.expose().to_owned()),
-                    ..ClientRegistration::default()
-                });
-            }
+        if let Some(c) = &self.config.credentials
+            && c.issuer.as_deref().is_none_or(|i| i == issuer)
+        {
+            return Some(ClientRegistration {
+                client_id: c.client_id.clone(),
+                client_secret: c.client_secret.as_ref().map(|s| s.expose().to_owned()),
+                ..ClientRegistration::default()
+            });
         }
         state.stored.registrations.get(issuer).cloned()
     }
@@ -589,21 +589,20 @@ impl Session {
         scopes: &[String],
     ) -> Result<ClientRegistration, ClientError> {
         let issuer = &server.issuer;
-        if let Some(c) = &self.config.credentials {
-            if let Some(bound) = c.issuer.as_deref().filter(|i| *i != issuer.as_str()) {
-                return Err(fail(format!(
-                    "the pre-registered client is for {bound}, but the server now uses {issuer}; register this client there"
-                )));
-            }
+        if let Some(c) = &self.config.credentials
+            && let Some(bound) = c.issuer.as_deref().filter(|i| *i != issuer.as_str())
+        {
+            return Err(fail(format!(
+                "the pre-registered client is for {bound}, but the server now uses {issuer}; register this client there"
+            )));
         }
-        if let Some(reg) = self.registration_for(state, issuer) {
-            if reg
+        if let Some(reg) = self.registration_for(state, issuer)
+            && reg
                 .redirect_uri
                 .as_deref()
                 .is_none_or(|r| r == redirect_uri)
-            {
-                return Ok(reg);
-            }
+        {
+            return Ok(reg);
         }
         if let Some(url) = self
             .config

@@ -132,10 +132,10 @@ impl Gateway {
                 .insert(drift.definition.name.clone(), lock_tool(&drift.definition));
             file.clone()
         };
-        if let Some(path) = &self.lock_file {
-            if let Err(e) = write_lock(path, &updated) {
-                return Err(NotApproved::Write(path.display().to_string(), e));
-            }
+        if let Some(path) = &self.lock_file
+            && let Err(e) = write_lock(path, &updated)
+        {
+            return Err(NotApproved::Write(path.display().to_string(), e));
         }
         tracing::info!(tool = %name, %digest, by, "definition approved on the console");
         if let Some(store) = &self.audit {

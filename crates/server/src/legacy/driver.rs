@@ -187,12 +187,12 @@ async fn ask(
 fn adapt_params(version: &str, method: &str, params: &mut Value) {
     // `mode` arrived with URL elicitation in 2025-11-25; form mode is the
     // older clients' only mode, so the field is simply left out for them.
-    if method == "elicitation/create" && version != "2025-11-25" {
-        if let Some(p) = params.as_object_mut() {
-            if p.get("mode").and_then(Value::as_str) == Some("form") {
-                p.remove("mode");
-            }
-        }
+    if method == "elicitation/create"
+        && version != "2025-11-25"
+        && let Some(p) = params.as_object_mut()
+        && p.get("mode").and_then(Value::as_str) == Some("form")
+    {
+        p.remove("mode");
     }
 }
 

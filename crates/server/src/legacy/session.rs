@@ -139,10 +139,10 @@ impl Session {
     /// slow reader must not hold the server up.
     pub(crate) fn send_unsolicited(&self, bytes: Vec<u8>) {
         let sink = lock(&self.unsolicited).clone();
-        if let Some(sink) = sink {
-            if sink.try_send(bytes).is_err() {
-                tracing::debug!(session = %self.id, "unsolicited message dropped");
-            }
+        if let Some(sink) = sink
+            && sink.try_send(bytes).is_err()
+        {
+            tracing::debug!(session = %self.id, "unsolicited message dropped");
         }
     }
 

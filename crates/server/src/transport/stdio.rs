@@ -122,15 +122,15 @@ where
                 }
             }
             Ok(Incoming::Notification(n)) => {
-                if n.method == "notifications/initialized" {
-                    if let Some(s) = &session {
-                        s.mark_initialized();
-                    }
+                if n.method == "notifications/initialized"
+                    && let Some(s) = &session
+                {
+                    s.mark_initialized();
                 }
-                if let NotificationAction::Cancel(id) = server.classify_notification(&n) {
-                    if let Some(handle) = lock(&in_flight).remove(&id) {
-                        handle.abort();
-                    }
+                if let NotificationAction::Cancel(id) = server.classify_notification(&n)
+                    && let Some(handle) = lock(&in_flight).remove(&id)
+                {
+                    handle.abort();
                 }
             }
             Ok(Incoming::Response(response)) => match &session {

@@ -529,10 +529,10 @@ impl Reply {
             Body::Direct { incoming, lease } => loop {
                 match incoming.frame().await {
                     Some(Ok(frame)) => {
-                        if let Ok(data) = frame.into_data() {
-                            if !data.is_empty() {
-                                return Ok(Some(data));
-                            }
+                        if let Ok(data) = frame.into_data()
+                            && !data.is_empty()
+                        {
+                            return Ok(Some(data));
                         }
                     }
                     Some(Err(e)) => {

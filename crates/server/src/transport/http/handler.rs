@@ -141,12 +141,12 @@ fn unauthorized(auth: &ResourceServer, refusal: &Refusal) -> Response {
         toolgate_protocol::codes::INVALID_REQUEST,
         message.into(),
     );
-    if status == StatusCode::UNAUTHORIZED {
-        if let Ok(challenge) = HeaderValue::from_str(&auth.challenge(refusal)) {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, challenge);
-        }
+    if status == StatusCode::UNAUTHORIZED
+        && let Ok(challenge) = HeaderValue::from_str(&auth.challenge(refusal))
+    {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, challenge);
     }
     response
 }
@@ -302,12 +302,12 @@ where
         };
 
     let mut incoming = parse_message(&bytes);
-    if server.serves_legacy() {
-        if let Ok(message) = incoming {
-            match legacy::route(shared, &parts.headers, auth.clone(), message).await {
-                legacy::Routed::Done(response) => return response,
-                legacy::Routed::Modern(message) => incoming = Ok(message),
-            }
+    if server.serves_legacy()
+        && let Ok(message) = incoming
+    {
+        match legacy::route(shared, &parts.headers, auth.clone(), message).await {
+            legacy::Routed::Done(response) => return response,
+            legacy::Routed::Modern(message) => incoming = Ok(message),
         }
     }
     let headers = Arc::new(parts.headers);
