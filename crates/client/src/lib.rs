@@ -98,3 +98,9 @@ pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Ris
 pub use multi::{MultiClient, MultiError, QualifiedTool};
 pub use tls::{install_default_tls_provider, with_tls};
 pub use watch::ToolWatch;
+
+// The README is the registry page: its examples are compiled and run as
+// doctests, so the page never shows code that does not build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

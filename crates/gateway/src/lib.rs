@@ -52,3 +52,9 @@ mod upstream_task;
 pub use gateway::{
     Drift, Gateway, GatewayError, GatewayOptions, NotApproved, Reloaded, ToolView, UpstreamStatus,
 };
+
+// The README is the registry page: its examples are compiled and run as
+// doctests, so the page never shows code that does not build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -49,3 +49,9 @@ pub mod wire_check;
 pub use error::{RpcError, codes};
 pub use jsonrpc::RequestId;
 pub use serde_json::{Map, Value};
+
+// The README is the registry page: its examples are compiled and run as
+// doctests, so the page never shows code that does not build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

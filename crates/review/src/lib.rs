@@ -132,3 +132,9 @@ pub fn capabilities(servers: &[ServerTools]) -> Vec<(String, String, Vec<Effect>
     }
     out
 }
+
+// The README is the registry page: its examples are compiled and run as
+// doctests, so the page never shows code that does not build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -78,3 +78,9 @@ impl SchemaError {
         }
     }
 }
+
+// The README is the registry page: its examples are compiled and run as
+// doctests, so the page never shows code that does not build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

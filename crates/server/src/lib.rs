@@ -200,3 +200,9 @@ pub use toolgate_macros::{tool, tools};
 
 /// Re-exported protocol types.
 pub use toolgate_protocol as protocol;
+
+// The README is the registry page: its examples are compiled and run as
+// doctests, so the page never shows code that does not build.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
