@@ -27,6 +27,7 @@ mod log;
 mod login;
 mod review;
 mod serve;
+mod shell;
 mod target;
 mod task;
 mod term;
@@ -37,7 +38,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory as _, Parser, Subcommand};
 use toolgate_protocol::header::{decode_header_value, encode_header_value};
 
 const ENVIRONMENT: &str = "\
@@ -50,10 +51,20 @@ Environment:
   RUST_LOG               log filter, overriding -v/-q (e.g. toolgate_client=debug)
   NO_COLOR               no colour in logs";
 
+/// The version `--version` prints: with the commit it was built from when
+/// the build said (`TOOLGATE_COMMIT`, set by `cargo xtask dist`).
+static VERSION: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| match option_env!("TOOLGATE_COMMIT") {
+        Some(commit) if !commit.is_empty() => {
+            format!("{} (commit {commit})", env!("CARGO_PKG_VERSION"))
+        }
+        _ => env!("CARGO_PKG_VERSION").to_owned(),
+    });
+
 #[derive(Parser)]
 #[command(
     name = "toolgate",
-    version,
+    version = VERSION.as_str(),
     about = "List, call and review the tools of MCP servers you do not control yet",
     after_help = format!("{ENVIRONMENT}\n\n{}", exit::HELP),
 )]
@@ -426,6 +437,27 @@ Examples:
         #[command(subcommand)]
         action: HeaderAction,
     },
+    /// Print the completion script for a shell.
+    #[command(after_help = "\
+Examples:
+  toolgate completions bash > ~/.local/share/bash-completion/completions/toolgate
+  toolgate completions zsh > ~/.zfunc/_toolgate
+  toolgate completions fish > ~/.config/fish/completions/toolgate.fish")]
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page, or write every page into a directory.
+    #[command(after_help = "\
+Examples:
+  toolgate man | man -l -
+  toolgate man --out /usr/local/share/man/man1")]
+    Man {
+        /// Write toolgate.1 and a page per subcommand (toolgate-serve.1 …)
+        /// here instead.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
 }
 
 /// Which servers `audit`, `lock` and `verify` look at.
@@ -687,6 +719,8 @@ async fn run(command: Command) -> anyhow::Result<u8> {
             login::login(args, &config_only(config)).await
         }
         Command::Logout { target, config } => login::logout(&target, &config_only(config)),
+        Command::Completions { shell } => shell::completions(shell, Cli::command()),
+        Command::Man { out } => shell::man(Cli::command(), out.as_deref()),
         Command::Log(args) => log::log(args).await,
         Command::Grants(args) => grants::grants(args).await,
         Command::Header {

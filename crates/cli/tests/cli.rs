@@ -1014,3 +1014,49 @@ async fn a_proxy_named_in_the_environment_carries_the_requests() {
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("refused"), "{}", r.stderr);
 }
+
+#[tokio::test]
+async fn completions_and_manual_pages_come_from_the_commands_own_definitions() {
+    let bash = toolgate(&["completions", "bash"]).await;
+    assert_eq!(bash.code, 0, "{}", bash.stderr);
+    assert!(bash.stdout.contains("_toolgate()"), "{}", bash.stdout);
+    // Every subcommand is completed, the newest too.
+    assert!(bash.stdout.contains("serve") && bash.stdout.contains("grants"));
+    let fish = toolgate(&["completions", "fish"]).await;
+    assert!(
+        fish.stdout.contains("complete -c toolgate"),
+        "{}",
+        fish.stdout
+    );
+    // A shell it does not know: a usage error naming the ones it does.
+    let unknown = toolgate(&["completions", "tcsh"]).await;
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown
+            .stderr
+            .contains("[possible values: bash, elvish, fish, powershell, zsh]"),
+        "{}",
+        unknown.stderr
+    );
+
+    let page = toolgate(&["man"]).await;
+    assert_eq!(page.code, 0);
+    assert!(page.stdout.contains(".TH toolgate 1"), "{}", page.stdout);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man1");
+    let written = toolgate(&["man", "--out", out.to_str().unwrap()]).await;
+    assert_eq!(written.code, 0, "{}", written.stderr);
+    let serve = std::fs::read_to_string(out.join("toolgate-serve.1")).unwrap();
+    assert!(serve.contains(".TH toolgate-serve 1"), "{serve}");
+    assert!(serve.contains("\\-\\-console"), "{serve}");
+    assert!(out.join("toolgate.1").exists() && out.join("toolgate-call.1").exists());
+
+    let version = toolgate(&["--version"]).await;
+    assert!(
+        version
+            .stdout
+            .starts_with(&format!("toolgate {}", env!("CARGO_PKG_VERSION"))),
+        "{}",
+        version.stdout
+    );
+}
