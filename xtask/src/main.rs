@@ -14,6 +14,11 @@
 //! - `cargo xtask browser`: the gateway's approval page and console driven
 //!   in headless Chromium (Debian's `chromium` and `chromium-driver`,
 //!   installed when missing); screenshots stay in `target/browser-artifacts/`.
+//! - `cargo xtask package [--no-verify]`: every published crate packaged
+//!   (and, without `--no-verify`, built from its package), its contents
+//!   and size checked.
+//! - `cargo xtask dist [--fast]`: the release archive with completions, man
+//!   pages and licences, and its SHA-256; then unpacked and run on its own.
 //! - `cargo xtask scale-out`: the gateway's shared-state tests (audit store
 //!   and approvals in PostgreSQL, two instances) against a PostgreSQL this
 //!   task installs (Debian's `postgresql`) when missing and starts on
@@ -36,8 +41,10 @@
 
 mod browser;
 mod conformance;
+mod dist;
 mod fuzz;
 mod interop;
+mod package;
 mod services;
 mod support;
 
@@ -130,6 +137,13 @@ fn ci() -> anyhow::Result<()> {
         "--example",
         "audit_speed",
     ])?;
+    // The crates as crates.io would receive them, their contents and sizes
+    // checked. Building each from its package alone (`cargo xtask package`)
+    // took 6.5 minutes more, so CI leaves it to a release: the doctests
+    // above compiled each registry page, the workspace build the sources.
+    package::run(&["--no-verify".to_owned()])?;
+    // The release archive, unpacked and run in an empty directory.
+    dist::dist(&["--fast".to_owned()])?;
     // Every fuzz target, briefly: a crash, a slow input or memory over the
     // cap fails CI. Longer runs: `cargo xtask fuzz --secs 600`.
     fuzz::fuzz(fuzz::TARGETS, 20, false)?;
@@ -190,9 +204,11 @@ fn main() -> anyhow::Result<()> {
         Some("fuzz") => fuzz::run_args(&args[1..]),
         Some("browser") => browser::run_browser(),
         Some("scale-out") => services::scale_out(),
+        Some("package") => package::run(&args[1..]),
+        Some("dist") => dist::dist(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | check | conformance [SCENARIO...] | interop | bench | fuzz [--secs N] [--asan] [TARGET...] | browser | scale-out>"
+                "usage: cargo xtask <ci | check | conformance [SCENARIO...] | interop | bench | fuzz [--secs N] [--asan] [TARGET...] | browser | scale-out | package [--no-verify] | dist [--fast]>"
             );
             std::process::exit(2);
         }
