@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
@@ -216,7 +217,7 @@ impl StdioTransport {
         };
         let group = Group(command.process_group.then(|| child.id()).flatten());
         let stderr_tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
-        tokio::spawn(read_stderr(
+        let stderr_read = tokio::spawn(read_stderr(
             stderr,
             command.program.clone(),
             limits.clone(),
@@ -241,6 +242,7 @@ impl StdioTransport {
                 exited: exited.clone(),
                 child: child.clone(),
                 program: command.program.clone(),
+                stderr_read,
             },
             limits,
         ));
@@ -301,7 +303,13 @@ struct Reader {
     exited: Arc<Mutex<Option<String>>>,
     child: Arc<tokio::sync::Mutex<Child>>,
     program: String,
+    /// The stderr reader: its last lines are in the tail once it ends.
+    stderr_read: tokio::task::JoinHandle<()>,
 }
+
+/// How long an exit's report waits for the server's last stderr lines (a
+/// grandchild may keep the pipe open: then they are not waited for).
+const LAST_WORDS: Duration = Duration::from_millis(500);
 
 async fn read_loop(reader: Reader, limits: Limits) {
     let Reader {
@@ -310,6 +318,7 @@ async fn read_loop(reader: Reader, limits: Limits) {
         exited,
         child,
         program,
+        stderr_read,
     } = reader;
     let mut lines = BoundedLines::new(stdout, limits.max_message_bytes);
     while let Some(line) = lines.next().await {
@@ -345,6 +354,9 @@ async fn read_loop(reader: Reader, limits: Limits) {
         Ok(s) => s.to_string(),
         Err(e) => format!("unknown status: {e}"),
     };
+    // The exit is reported with the server's last words: its stderr ends
+    // with it, and the reader may not have taken the last lines yet.
+    let _ = tokio::time::timeout(LAST_WORDS, stderr_read).await;
     *lock(&exited) = Some(status.clone());
     router
         .fail_all(|| ClientError::ServerExited(status.clone()))
