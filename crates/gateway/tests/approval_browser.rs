@@ -70,23 +70,10 @@ async fn a_person_approves_a_call_by_clicking_in_chromium() {
     assert!(shown.contains("\"sku\": \"SKU-4242\""), "{shown}");
     assert!(shown.contains("Server: shop"), "{shown}");
     chrome.screenshot("approval-page").await;
-    browser
-        .find(Locator::Css("button.approve"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
     // The click posts the form and lands on the decided call's page.
-    let after = browser
-        .wait()
-        .for_element(Locator::XPath("//strong[text()='Approved.']"))
+    chrome
+        .click_then("button.approve", "//strong[text()='Approved.']")
         .await;
-    assert!(
-        after.is_ok(),
-        "{}",
-        browser.source().await.unwrap_or_default()
-    );
     chrome.client.clone().close().await.unwrap();
 
     let result = order().await.unwrap();

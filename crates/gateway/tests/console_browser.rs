@@ -166,18 +166,8 @@ async fn a_person_sees_and_acts_on_the_gateway_from_the_console_in_chromium() {
     assert!(diff.contains("<script>alert('owned')</script>"), "{diff}");
     assert!(!diff.contains('\u{1b}'), "{diff}");
     b.screenshot("console-tools").await;
-    b.client
-        .find(Locator::Css("#lock-shop-order"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    b.client
-        .wait()
-        .for_element(Locator::XPath("//td/code[text()='shop.order']"))
-        .await
-        .unwrap();
+    b.click_then("#lock-shop-order", "//td/code[text()='shop.order']")
+        .await;
     let tools = b.text().await;
     assert!(tools.contains("<script>alert('owned')</script>"), "{tools}");
     assert!(gateway.tool_names().contains(&"shop.order".to_owned()));
@@ -192,18 +182,8 @@ async fn a_person_sees_and_acts_on_the_gateway_from_the_console_in_chromium() {
     let waiting = b.text().await;
     assert!(waiting.contains("\"sku\": \"SKU-0001\""), "{waiting}");
     b.screenshot("console-approvals").await;
-    b.client
-        .find(Locator::Id(&format!("approve-{first}")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    b.client
-        .wait()
-        .for_element(Locator::XPath("//strong[text()='Approved.']"))
-        .await
-        .unwrap();
+    b.click_then(&format!("#approve-{first}"), "//strong[text()='Approved.']")
+        .await;
     let (ok, done) = outcome_of(&client, "shop.order", json!({"sku": "SKU-0001"})).await;
     assert!(ok, "{done}");
     assert_eq!(done, "ordered SKU-0001");
@@ -231,40 +211,20 @@ async fn a_person_sees_and_acts_on_the_gateway_from_the_console_in_chromium() {
     let (_, asked) = outcome_of(&client, "shop.order", json!({"sku": "SKU-0002"})).await;
     let second = approval_id(&asked);
     b.client.goto(&go("/approvals")).await.unwrap();
-    b.client
-        .find(Locator::Id(&format!("deny-{second}")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    b.client
-        .wait()
-        .for_element(Locator::XPath("//strong[text()='Denied.']"))
-        .await
-        .unwrap();
+    b.click_then(&format!("#deny-{second}"), "//strong[text()='Denied.']")
+        .await;
     let (ok, refused) = outcome_of(&client, "shop.order", json!({"sku": "SKU-0002"})).await;
     assert!(!ok && refused.contains("denied"), "{refused}");
 
     // Calls followed live: a call made while the page is open appears.
     b.client.goto(&go("/console/calls")).await.unwrap();
-    b.client
-        .wait()
-        .for_element(Locator::XPath(
-            "//p[@id='live-state' and text()='Following new calls live.']",
-        ))
-        .await
-        .unwrap();
+    b.wait_for("//p[@id='live-state' and text()='Following new calls live.']")
+        .await;
     let (ok, pong) = outcome_of(&client, "crashy.ping", json!({})).await;
     assert!(ok, "{pong}");
     let row = b
-        .client
-        .wait()
-        .for_element(Locator::XPath(
-            "//tr[@class='new']/td[text()='crashy.ping']/..",
-        ))
-        .await
-        .unwrap();
+        .wait_for("//tr[@class='new']/td[text()='crashy.ping']/..")
+        .await;
     assert!(row.text().await.unwrap().contains("ok"));
     b.screenshot("console-calls").await;
     // One call in full.
@@ -274,11 +234,7 @@ async fn a_person_sees_and_acts_on_the_gateway_from_the_console_in_chromium() {
         .click()
         .await
         .unwrap();
-    b.client
-        .wait()
-        .for_element(Locator::XPath("//dd[text()='crashy.ping']"))
-        .await
-        .unwrap();
+    b.wait_for("//dd[text()='crashy.ping']").await;
     b.screenshot("console-call").await;
 
     // A grant revoked.
@@ -293,18 +249,11 @@ async fn a_person_sees_and_acts_on_the_gateway_from_the_console_in_chromium() {
     store.grant(grant.clone()).await.unwrap();
     b.client.goto(&go("/console/grants")).await.unwrap();
     b.screenshot("console-grants").await;
-    b.client
-        .find(Locator::Id(&format!("revoke-{}", grant.id)))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    b.client
-        .wait()
-        .for_element(Locator::XPath("//p[text()='No grants hold now.']"))
-        .await
-        .unwrap();
+    b.click_then(
+        &format!("#revoke-{}", grant.id),
+        "//p[text()='No grants hold now.']",
+    )
+    .await;
 
     b.client.goto(&go("/console/config")).await.unwrap();
     let config = b.text().await;

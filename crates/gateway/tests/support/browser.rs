@@ -90,6 +90,32 @@ impl Browser {
         std::fs::write(artifacts().join(format!("{name}.png")), &png).unwrap();
     }
 
+    /// Click the element `css` names, then wait for the element `xpath`
+    /// names to appear (what the click leads to).
+    pub async fn click_then(&self, css: &str, xpath: &str) -> fantoccini::elements::Element {
+        self.client
+            .find(fantoccini::Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css}: {e}"))
+            .click()
+            .await
+            .unwrap();
+        self.wait_for(xpath).await
+    }
+
+    /// Wait for the element `xpath` names to appear.
+    pub async fn wait_for(&self, xpath: &str) -> fantoccini::elements::Element {
+        match self
+            .client
+            .wait()
+            .for_element(fantoccini::Locator::XPath(xpath))
+            .await
+        {
+            Ok(element) => element,
+            Err(e) => panic!("never saw {xpath} ({e}): {}", self.text().await),
+        }
+    }
+
     /// The page's visible text.
     pub async fn text(&self) -> String {
         self.client
