@@ -178,7 +178,7 @@ fn check(
     for page in ["toolgate.1", "toolgate-serve.1", "toolgate-call.1"] {
         let text = std::fs::read_to_string(unpacked.join("man/man1").join(page))
             .with_context(|| format!("the archive has no man/man1/{page}"))?;
-        if !text.starts_with(".ie") && !text.contains(".TH") {
+        if !text.contains(".TH ") {
             bail!("man/man1/{page} is not a manual page");
         }
     }

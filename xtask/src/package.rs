@@ -9,7 +9,6 @@
 //! fixtures, benches or fuzz inputs are, and the compressed `.crate` stays
 //! within its size budget.
 
-use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context as _, bail};
@@ -48,7 +47,7 @@ const REQUIRED: &[&str] = &["README.md", "LICENSE-MIT", "LICENSE-APACHE", "Cargo
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let verify = !args.iter().any(|a| a == "--no-verify");
     let mut package = vec!["package", "--workspace", "--allow-dirty"];
-    for (name, _) in EXCLUDED {
+    for name in EXCLUDED {
         package.extend(["--exclude", name]);
     }
     if !verify {
@@ -93,12 +92,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
 }
 
 /// Workspace members that are not published.
-const EXCLUDED: &[(&str, ())] = &[
-    ("xtask", ()),
-    ("toolgate-conformance", ()),
-    ("basket", ()),
-    ("toolgate-bench", ()),
-];
+const EXCLUDED: &[&str] = &["xtask", "toolgate-conformance", "basket", "toolgate-bench"];
 
 pub fn workspace_version() -> anyhow::Result<String> {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml"))?;
@@ -161,5 +155,5 @@ fn crate_dir(name: &str) -> std::path::PathBuf {
         "toolgate" => "cli",
         other => other.trim_start_matches("toolgate-"),
     };
-    Path::new(&root()).join("crates").join(dir)
+    root().join("crates").join(dir)
 }

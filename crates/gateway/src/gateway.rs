@@ -727,11 +727,14 @@ impl Gateway {
         let ratelimit = read(&self.ratelimit).clone();
         let budgets = read(&self.budgets).clone();
         let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
-        let lock = read(&self.lock).clone();
-        let locked = lock.as_ref().map(|lock| lock.servers.get(&config.name));
-        let changes: Vec<Change> = match locked {
-            Some(Some(server)) => compare(server, tools),
-            _ => Vec::new(),
+        // Whether a lock is enforced and has this server, and what differs:
+        // read under the lock's guard, nothing of it copied.
+        let (locked, changes): (Option<bool>, Vec<Change>) = match read(&self.lock).as_ref() {
+            None => (None, Vec::new()),
+            Some(lock) => match lock.servers.get(&config.name) {
+                None => (Some(false), Vec::new()),
+                Some(server) => (Some(true), compare(server, tools)),
+            },
         };
         let mut wanted: BTreeMap<String, (Tool, ToolFacts, Option<Withheld>)> = BTreeMap::new();
         for tool in tools.iter().filter(|t| config.offers(&t.name)) {
@@ -757,11 +760,11 @@ impl Gateway {
                     .note("status", "withheld")
             };
             let refusal = denied.or_else(|| match locked {
-                Some(None) => Some(locked_out("lock file: server not locked", format!(
+                Some(false) => Some(locked_out("lock file: server not locked", format!(
                     "The tool {name} is withheld: its server {} is not in the lock file. Review it, then approve it with `toolgate lock --config FILE --all`.",
                     config.name
                 ))),
-                Some(Some(_)) => changes.iter().find_map(|c| match c {
+                Some(true) => changes.iter().find_map(|c| match c {
                     Change::Added(t) if *t == tool.name => Some(locked_out("lock file: tool added", format!(
                         "The tool {name} is withheld: it was added to {} after the lock file was written. Review it, then approve it with `toolgate lock --update --config FILE --all`.",
                         config.name

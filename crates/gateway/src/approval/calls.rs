@@ -19,7 +19,7 @@ use serde::Deserialize;
 
 use maud::{Markup, html};
 
-use super::console::{page, table, table_with, text, unreadable, viewing};
+use super::console::{Viewer, page, table, table_with, text, unreadable};
 use super::{ApprovalDesk, plain, secured};
 use crate::audit::{AuditRow, AuditSink, Filter, now_ms};
 
@@ -130,15 +130,7 @@ fn store_of(gateway: &crate::Gateway) -> Option<Arc<dyn AuditSink>> {
 
 /// `GET /console/calls`: the newest 100 calls, filtered; followed live
 /// when script runs.
-pub(super) async fn calls(
-    State(desk): State<Arc<ApprovalDesk>>,
-    headers: HeaderMap,
-    Query(q): Query<CallsQuery>,
-) -> Response {
-    let (_, gateway) = match viewing(&desk, &headers) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
+pub(super) async fn calls(Viewer { gateway, .. }: Viewer, Query(q): Query<CallsQuery>) -> Response {
     let value = |v: &Option<String>| v.clone().unwrap_or_default();
     let form = html! {
         form method="get" action="/console/calls" {
@@ -193,15 +185,7 @@ pub(super) async fn calls(
 }
 
 /// `GET /console/calls/{id}`: one call, everything the store kept of it.
-pub(super) async fn one(
-    State(desk): State<Arc<ApprovalDesk>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
-    let (_, gateway) = match viewing(&desk, &headers) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
+pub(super) async fn one(Viewer { gateway, .. }: Viewer, Path(id): Path<String>) -> Response {
     let Ok(id) = id.parse::<i64>() else {
         return plain(StatusCode::NOT_FOUND, "no such call: ids are numbers");
     };
@@ -319,14 +303,10 @@ const BURST: usize = 500;
 /// (`calls`) a JSON array of rows, its id the last row's id (so a
 /// reconnecting browser resumes where it was).
 pub(super) async fn live(
-    State(desk): State<Arc<ApprovalDesk>>,
+    Viewer { gateway, .. }: Viewer,
     headers: HeaderMap,
     Query(q): Query<CallsQuery>,
 ) -> Response {
-    let (_, gateway) = match viewing(&desk, &headers) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
     let Some(store) = store_of(&gateway) else {
         return plain(StatusCode::NOT_FOUND, "no audit store: nothing is recorded");
     };

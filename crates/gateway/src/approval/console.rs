@@ -18,7 +18,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use axum::extract::{Form, Path, State};
+use axum::extract::{Form, FromRequestParts, Path, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -83,14 +84,27 @@ fn gateway(desk: &ApprovalDesk) -> Result<crate::Gateway, Response> {
     })
 }
 
-/// For a view: the session's anti-forgery token and the gateway, or the
-/// answer to a request not from the logged-in person.
-pub(super) fn viewing(
-    desk: &ApprovalDesk,
-    headers: &HeaderMap,
-) -> Result<(String, crate::Gateway), Response> {
-    let token = desk.admit(headers, false)?;
-    Ok((token, gateway(desk)?))
+/// A request for one of the console's views from the logged-in person:
+/// the session's anti-forgery token and the gateway. Any other request is
+/// answered by the extractor (not logged in, another host, console off).
+pub(super) struct Viewer {
+    pub(super) token: String,
+    pub(super) gateway: crate::Gateway,
+}
+
+impl FromRequestParts<Arc<ApprovalDesk>> for Viewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        desk: &Arc<ApprovalDesk>,
+    ) -> Result<Self, Response> {
+        let token = desk.admit(&parts.headers, false)?;
+        Ok(Self {
+            token,
+            gateway: gateway(desk)?,
+        })
+    }
 }
 
 /// For an act: the gateway, when the request comes from the console's own
@@ -156,14 +170,7 @@ pub(super) fn unreadable(e: &str) -> Markup {
 }
 
 /// `GET /console`: each upstream's state, and the last hour's calls.
-pub(super) async fn overview(
-    State(desk): State<Arc<ApprovalDesk>>,
-    headers: HeaderMap,
-) -> Response {
-    let (_, gateway) = match viewing(&desk, &headers) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
+pub(super) async fn overview(Viewer { gateway, .. }: Viewer) -> Response {
     let upstreams: Vec<Vec<Markup>> = gateway
         .status()
         .into_iter()
@@ -257,11 +264,7 @@ fn last_hour(rows: &[crate::audit::AuditRow], now: i64) -> Markup {
 
 /// `GET /console/tools`: every offered tool, what it can do and what the
 /// policy decides; the withheld ones and why.
-pub(super) async fn tools(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Response {
-    let (token, gateway) = match viewing(&desk, &headers) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
+pub(super) async fn tools(Viewer { token, gateway }: Viewer) -> Response {
     let (offered, withheld) = gateway.tool_views();
     let findings = review(&offered);
     let lock = if gateway.is_locked() {
@@ -412,11 +415,7 @@ pub(super) async fn approve_definition(
 }
 
 /// `GET /console/grants`: the grants that hold, each revocable.
-pub(super) async fn grants(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Response {
-    let (token, gateway) = match viewing(&desk, &headers) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
+pub(super) async fn grants(Viewer { token, gateway }: Viewer) -> Response {
     let Some(store) = gateway.audit_sink() else {
         return page(
             "Grants",
@@ -610,11 +609,10 @@ fn summary(c: &GatewayConfig) -> String {
 }
 
 /// `GET /console/config`.
-pub(super) async fn config(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Response {
-    let (token, gateway) = match viewing(&desk, &headers) {
-        Ok(v) => v,
-        Err(r) => return r,
-    };
+pub(super) async fn config(
+    State(desk): State<Arc<ApprovalDesk>>,
+    Viewer { token, gateway }: Viewer,
+) -> Response {
     let running = gateway.running_config();
     let source = running
         .source
