@@ -3,7 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use toolgate_server::{StateKey, fuzz_open_state};
+use toolgate_server::StateKey;
+use toolgate_server::fuzzing::open_state as fuzz_open_state;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

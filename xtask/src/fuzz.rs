@@ -126,27 +126,7 @@ fn nightly(cargo_fuzz: &Path) -> Command {
 
 /// cargo-fuzz at the pinned version, installed once into `.tools/`.
 fn install() -> anyhow::Result<PathBuf> {
-    let dir = root().join(".tools/cargo-fuzz");
-    let binary = dir.join("bin/cargo-fuzz");
-    let stamp = dir.join("version");
-    if binary.exists()
-        && std::fs::read_to_string(&stamp).ok().as_deref() == Some(CARGO_FUZZ_VERSION)
-    {
-        return Ok(binary);
-    }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(Command::new(cargo)
-        .args([
-            "install",
-            "cargo-fuzz",
-            "--locked",
-            "--version",
-            CARGO_FUZZ_VERSION,
-        ])
-        .arg("--root")
-        .arg(&dir))?;
-    std::fs::write(&stamp, CARGO_FUZZ_VERSION)?;
-    Ok(binary)
+    crate::support::cargo_tool("cargo-fuzz", CARGO_FUZZ_VERSION)
 }
 
 /// The target's corpus directory, with the seeds written into it.

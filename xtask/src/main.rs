@@ -42,6 +42,7 @@
 mod browser;
 mod conformance;
 mod dist;
+mod features;
 mod fuzz;
 mod interop;
 mod package;
@@ -142,6 +143,8 @@ fn ci() -> anyhow::Result<()> {
     // took 6.5 minutes more, so CI leaves it to a release: the doctests
     // above compiled each registry page, the workspace build the sources.
     package::run(&["--no-verify".to_owned()])?;
+    // Each feature alone, and a stdio-only server without the HTTP stack.
+    features::run_features()?;
     // The release archive, unpacked and run in an empty directory.
     dist::dist(&["--fast".to_owned()])?;
     // Every fuzz target, briefly: a crash, a slow input or memory over the
@@ -206,9 +209,10 @@ fn main() -> anyhow::Result<()> {
         Some("scale-out") => services::scale_out(),
         Some("package") => package::run(&args[1..]),
         Some("dist") => dist::dist(&args[1..]),
+        Some("features") => features::run_features(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | check | conformance [SCENARIO...] | interop | bench | fuzz [--secs N] [--asan] [TARGET...] | browser | scale-out | package [--no-verify] | dist [--fast]>"
+                "usage: cargo xtask <ci | check | conformance [SCENARIO...] | interop | bench | fuzz [--secs N] [--asan] [TARGET...] | browser | scale-out | package [--no-verify] | dist [--fast] | features>"
             );
             std::process::exit(2);
         }

@@ -2,7 +2,7 @@
 //! for the length of a check.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -133,4 +133,24 @@ pub fn apt_install(packages: &[&str]) -> anyhow::Result<()> {
         crate::run(&mut apt_get(&args))?;
     }
     Ok(())
+}
+
+/// The cargo subcommand `name` at `version`, installed once into
+/// `.tools/NAME` from crates.io (`--locked`); the path of its binary.
+pub fn cargo_tool(name: &str, version: &str) -> anyhow::Result<PathBuf> {
+    let dir = crate::root().join(".tools").join(name);
+    let binary = dir.join("bin").join(name);
+    let stamp = dir.join("version");
+    if binary.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(version) {
+        return Ok(binary);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    crate::run(
+        Command::new(cargo)
+            .args(["install", name, "--locked", "--version", version])
+            .arg("--root")
+            .arg(&dir),
+    )?;
+    std::fs::write(&stamp, version)?;
+    Ok(binary)
 }

@@ -52,9 +52,11 @@ async fn send(server: &Server, method: &str, params: Value) -> Value {
         &serde_json::to_vec(&message).unwrap(),
         &TransportContext::default(),
     ) {
-        toolgate_server::Reply::Done(frame) => frame,
-        toolgate_server::Reply::Streaming(mut exchange) => exchange.next().await.unwrap(),
-        toolgate_server::Reply::Nothing => panic!("no reply"),
+        toolgate_server::transport::Reply::Done(frame) => frame,
+        toolgate_server::transport::Reply::Streaming(mut exchange) => {
+            exchange.next().await.unwrap()
+        }
+        toolgate_server::transport::Reply::Nothing => panic!("no reply"),
     };
     serde_json::from_slice(frame.bytes()).unwrap()
 }

@@ -133,6 +133,21 @@
 //! **Change it at run time.** [`Server::add_tool`] and
 //! [`Server::remove_tool`] notify every `subscriptions/listen` stream that
 //! asked for `toolsListChanged`.
+//!
+//! # Features
+//!
+//! All on by default. A stdio-only tool server can leave out the HTTP, TLS
+//! and JWT stacks with `default-features = false, features = ["macros"]`;
+//! it then compiles none of axum, hyper, reqwest, rustls or jsonwebtoken
+//! (`cargo xtask features` checks this).
+//!
+//! | feature | what it brings |
+//! |---|---|
+//! | `macros` | `#[tools]` and `#[tool]` |
+//! | `http` | the Streamable HTTP transport (`transport::http`) and `ResourceServer` |
+//! | `jwt` | `JwtVerifier`, with keys from a JWKS fetched over HTTPS |
+//! | `state-encryption` | `ServerBuilder::encrypt_state` (XChaCha20-Poly1305); without it states are signed |
+//! | `fuzzing` | entry points for the fuzz targets; not part of the API |
 #![forbid(unsafe_code)]
 
 mod auth;
@@ -155,25 +170,21 @@ mod sanitizing;
 mod server;
 mod state;
 pub mod tasks;
+#[cfg(feature = "jwt")]
 mod tls;
 pub mod tool;
 pub mod transport;
 
+#[cfg(feature = "jwt")]
+pub use auth::JwtVerifier;
+#[cfg(feature = "http")]
+pub use auth::ResourceServer;
 pub use auth::resource_codes::INSUFFICIENT_SCOPE;
-pub use auth::{
-    AuthContext, JwtVerifier, ResourceServer, ScopeHierarchy, TokenError, TokenVerifier,
-    VerifyFuture,
-};
+pub use auth::{AuthContext, ScopeHierarchy, TokenError, TokenVerifier, VerifyFuture};
 pub use call_log::{CallLog, CallOutcome, CallRecord, Recorded};
 pub use context::{ClientCapability, RequestContext};
 pub use dispatch::TransportContext;
-// What a transport of one's own needs lives in `transport`; these stay
-// reachable from the root for code written before the move.
-#[doc(hidden)]
-pub use dispatch::{HeaderCheck, NotificationAction, http_status_for};
 pub use elicit::Elicitation;
-#[doc(hidden)]
-pub use exchange::{Exchange, Frame, Reply};
 pub use handles::Handles;
 pub use mrtr::{ElicitAction, Elicited, Inputs, arguments_digest};
 pub use nonce::{MemoryNonceStore, NonceStore, SpendFuture};
@@ -183,8 +194,11 @@ pub use registry::Change;
 pub use resource::{ResourceEntry, TemplateEntry};
 pub use server::{Server, ServerBuilder, ServerConfig, UnlistedAnswer, Withheld};
 pub use state::StateKey;
-#[doc(hidden)]
-pub use state::fuzz_open as fuzz_open_state;
+/// Entry points for the fuzz targets (feature `fuzzing`): not part of the API.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    pub use crate::state::fuzz_open as open_state;
+}
 pub use tool::{
     Args, DynToolHandler, FromCall, IntoToolReply, IntoToolResult, NoArgs, RegistrationError,
     State, Structured, ToolDef, ToolEntry, ToolError, ToolHandler, ToolReply,

@@ -37,7 +37,8 @@ pub struct ServerConfig {
     /// Signed state (the default) cannot be altered but can be *read* by the
     /// client: earlier answers and remembered data travel in it as base64
     /// JSON. Turn this on when they may hold anything the client should not
-    /// see. Default `false`.
+    /// see. Default `false`. Needs the feature `state-encryption` (on by
+    /// default): without it, [`ServerConfig::validate`] refuses `true`.
     pub encrypt_state: bool,
     /// Calls allowed per caller per tool, for tools without a limit of
     /// their own ([`ToolDef::rate_limit`](crate::ToolDef::rate_limit)).
@@ -123,6 +124,12 @@ impl ServerConfig {
         let zero = |what: &str, why: &str| Err(format!("{what} is zero; {why}"));
         if self.page_size == 0 {
             return zero("page_size", "a list page must hold at least one item");
+        }
+        if self.encrypt_state && !cfg!(feature = "state-encryption") {
+            return Err(
+                "encrypt_state needs toolgate-server's feature `state-encryption`, which this build lacks"
+                    .into(),
+            );
         }
         if self.state_ttl.is_zero() {
             return zero(
@@ -553,7 +560,9 @@ impl ServerBuilder {
         self
     }
 
-    /// Encrypt `requestState` (see [`ServerConfig::encrypt_state`]).
+    /// Encrypt `requestState` (see [`ServerConfig::encrypt_state`]; feature
+    /// `state-encryption`, on by default).
+    #[cfg(feature = "state-encryption")]
     pub fn encrypt_state(mut self) -> Self {
         self.config.encrypt_state = true;
         self

@@ -25,7 +25,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+#[cfg(feature = "state-encryption")]
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+#[cfg(feature = "state-encryption")]
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
@@ -95,6 +97,7 @@ impl StateKey {
         &self.id
     }
 
+    #[cfg(feature = "state-encryption")]
     fn aead(&self) -> XChaCha20Poly1305 {
         // A key of its own for encryption, so the one secret never serves
         // two algorithms.
@@ -121,6 +124,7 @@ impl std::fmt::Debug for StateKey {
 pub(crate) struct StateKeys {
     current: StateKey,
     retired: Vec<StateKey>,
+    #[cfg_attr(not(feature = "state-encryption"), allow(dead_code))]
     encrypt: bool,
 }
 
@@ -186,6 +190,7 @@ impl StateKeys {
         };
         let json = serde_json::to_vec(&sealed).unwrap_or_default();
         let key = &self.current;
+        #[cfg(feature = "state-encryption")]
         if self.encrypt {
             let nonce: [u8; 24] = rand::random();
             let aad = aad(&key.id);
@@ -249,6 +254,14 @@ impl StateKeys {
         })
     }
 
+    #[cfg(not(feature = "state-encryption"))]
+    fn decrypt(&self, _rest: &str) -> Result<Vec<u8>, StateRefusal> {
+        Err(tampered(
+            "it is encrypted, and this server was built without state encryption",
+        ))
+    }
+
+    #[cfg(feature = "state-encryption")]
     fn decrypt(&self, rest: &str) -> Result<Vec<u8>, StateRefusal> {
         let (id, body) = rest
             .split_once('.')
@@ -302,6 +315,7 @@ impl StateKeys {
 
 /// Bound into the ciphertext: the format version and the key id, so a state
 /// cannot be relabelled with another key's id.
+#[cfg(feature = "state-encryption")]
 fn aad(id: &str) -> Vec<u8> {
     format!("toolgate requestState v1 {id}").into_bytes()
 }
@@ -379,7 +393,7 @@ fn invalid(detail: impl std::fmt::Display) -> RpcError {
 
 /// Opens a `requestState` with `key` and no binding checks: for the fuzz
 /// targets, which feed it arbitrary text.
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub fn fuzz_open(key: &StateKey, raw: &str) -> bool {
     let keys = StateKeys {
         current: key.clone(),

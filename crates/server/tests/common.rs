@@ -163,11 +163,11 @@ pub async fn answer(
 ) -> Value {
     let reply = server.handle_message(&serde_json::to_vec(message).unwrap(), transport);
     let frame = match reply {
-        toolgate_server::Reply::Done(frame) => frame,
-        toolgate_server::Reply::Streaming(mut exchange) => {
+        toolgate_server::transport::Reply::Done(frame) => frame,
+        toolgate_server::transport::Reply::Streaming(mut exchange) => {
             exchange.next().await.expect("a response")
         }
-        toolgate_server::Reply::Nothing => panic!("no reply"),
+        toolgate_server::transport::Reply::Nothing => panic!("no reply"),
     };
     let value: Value = serde_json::from_slice(frame.bytes()).unwrap();
     let method = message["method"].as_str().unwrap_or_default();

@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
+use toolgate_server::transport::Reply;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
-use toolgate_server::{Reply, Server, ToolDef, TransportContext};
+use toolgate_server::{Server, ToolDef, TransportContext};
 
 /// Sets its flag when dropped: proof that a handler was cancelled.
 struct Dropped(Arc<AtomicBool>);

@@ -6,9 +6,8 @@
 mod common;
 
 use serde_json::{Value, json};
-use toolgate_server::{
-    RequestContext, Server, StateKey, ToolDef, TransportContext, http_status_for,
-};
+use toolgate_server::transport::http_status_for;
+use toolgate_server::{RequestContext, Server, StateKey, ToolDef, TransportContext};
 
 fn server(key: StateKey) -> Server {
     server_with(|b| b.state_key(key))

@@ -114,7 +114,8 @@ fn input_schemas_must_be_objects_and_compile() {
 #[tokio::test]
 async fn lazily_compiled_schemas_fail_the_call_not_the_server() {
     use serde_json::Value;
-    use toolgate_server::{Reply, TransportContext};
+    use toolgate_server::TransportContext;
+    use toolgate_server::transport::Reply;
 
     let handler =
         |_args, _ctx| async { Ok(toolgate_server::ToolReply::Complete(Default::default())) };

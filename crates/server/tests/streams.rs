@@ -111,7 +111,8 @@ async fn a_thousand_streams_open_and_close_without_leaks() {
 #[tokio::test]
 async fn resource_updates_reach_only_streams_subscribed_to_that_uri() {
     use toolgate_server::protocol::types::{Resource, ResourceContents};
-    use toolgate_server::{Reply, ResourceEntry, Server, TransportContext};
+    use toolgate_server::transport::Reply;
+    use toolgate_server::{ResourceEntry, Server, TransportContext};
     let server = Server::builder("r", "1")
         .resource(ResourceEntry::new(
             Resource::new("file:///a", "a"),

@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use toolgate_server::protocol::RpcError;
 use toolgate_server::tasks::TaskSupport;
+use toolgate_server::transport::Reply;
 use toolgate_server::{
-    AuthContext, Reply, RequestContext, Server, ServerConfig, ToolDef, ToolError, TransportContext,
+    AuthContext, RequestContext, Server, ServerConfig, ToolDef, ToolError, TransportContext,
 };
 
 const TASKS: &str = "io.modelcontextprotocol/tasks";
@@ -420,7 +421,7 @@ async fn protocol_errors_fail_the_task_and_tool_errors_complete_it() {
 }
 
 /// The frames of a `subscriptions/listen` stream, as JSON.
-struct Listen(toolgate_server::Exchange);
+struct Listen(toolgate_server::transport::Exchange);
 
 impl Listen {
     async fn open(server: &Server, task_ids: Vec<String>, ext: bool) -> Result<Self, Value> {

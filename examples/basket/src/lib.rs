@@ -407,9 +407,9 @@ mod tests {
         let message = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
         let reply = server.handle_message(&serde_json::to_vec(&message).unwrap(), &transport);
         let frame = match reply {
-            toolgate_server::Reply::Done(f) => f,
-            toolgate_server::Reply::Streaming(mut e) => e.next().await.unwrap(),
-            toolgate_server::Reply::Nothing => panic!("no reply"),
+            toolgate_server::transport::Reply::Done(f) => f,
+            toolgate_server::transport::Reply::Streaming(mut e) => e.next().await.unwrap(),
+            toolgate_server::transport::Reply::Nothing => panic!("no reply"),
         };
         serde_json::from_slice(frame.bytes()).unwrap()
     }
@@ -487,12 +487,13 @@ mod tests {
             };
             let server = server.clone();
             async move {
-                let frame =
-                    match server.handle_message(&serde_json::to_vec(&m).unwrap(), &transport) {
-                        toolgate_server::Reply::Done(f) => f,
-                        toolgate_server::Reply::Streaming(mut e) => e.next().await.unwrap(),
-                        toolgate_server::Reply::Nothing => panic!("no reply"),
-                    };
+                let frame = match server
+                    .handle_message(&serde_json::to_vec(&m).unwrap(), &transport)
+                {
+                    toolgate_server::transport::Reply::Done(f) => f,
+                    toolgate_server::transport::Reply::Streaming(mut e) => e.next().await.unwrap(),
+                    toolgate_server::transport::Reply::Nothing => panic!("no reply"),
+                };
                 serde_json::from_slice::<serde_json::Value>(frame.bytes()).unwrap()
             }
         };

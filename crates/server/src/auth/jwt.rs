@@ -213,7 +213,7 @@ impl JwtVerifier {
     /// Keys from a JWKS URL (`https://`, or `http://` on a loopback host for
     /// tests), fetched on first use with a 10 s timeout.
     pub fn from_jwks_url(url: &str, issuer: &str, audience: &str) -> Result<Self, TokenError> {
-        let parsed = reqwest::Url::parse(url)
+        let parsed = url::Url::parse(url)
             .map_err(|e| TokenError::Unavailable(format!("the JWKS URL {url:?}: {e}")))?;
         let loopback = matches!(parsed.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
         if parsed.scheme() != "https" && !(parsed.scheme() == "http" && loopback) {

@@ -20,7 +20,9 @@
 //! a caller sees only the tools it may call, and access is checked again on
 //! every call.
 
+#[cfg(feature = "jwt")]
 mod jwt;
+#[cfg(feature = "http")]
 mod resource;
 
 use std::collections::BTreeSet;
@@ -30,13 +32,19 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+#[cfg(feature = "jwt")]
 pub use jwt::JwtVerifier;
+#[cfg(feature = "http")]
 pub(crate) use resource::Refusal;
+#[cfg(feature = "http")]
 pub use resource::ResourceServer;
 
 /// Error codes of authorization refusals.
 pub mod resource_codes {
-    pub use super::resource::INSUFFICIENT_SCOPE;
+    /// The JSON-RPC error code of a call refused for missing scopes (answered
+    /// over HTTP as `403` with an `insufficient_scope` challenge). It lies in
+    /// JSON-RPC's implementation-defined server error range.
+    pub const INSUFFICIENT_SCOPE: i64 = -32003;
 }
 
 /// Who is calling and what they were granted.

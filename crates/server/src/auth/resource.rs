@@ -20,11 +20,6 @@ use serde_json::json;
 
 use super::{AuthContext, ScopeHierarchy, TokenError, TokenVerifier};
 
-/// The JSON-RPC error code of a call refused for missing scopes (answered
-/// over HTTP as `403` with an `insufficient_scope` challenge). It lies in
-/// JSON-RPC's implementation-defined server error range.
-pub const INSUFFICIENT_SCOPE: i64 = -32003;
-
 /// Why a request was not let in.
 #[derive(Debug)]
 pub(crate) enum Refusal {
@@ -87,7 +82,7 @@ impl ResourceServer {
     /// endpoint's full URL, e.g. `https://mcp.example.com/mcp`: the audience
     /// tokens must be issued for).
     pub fn new(resource: &str, verifier: impl TokenVerifier) -> Result<Self, String> {
-        let url = reqwest::Url::parse(resource)
+        let url = url::Url::parse(resource)
             .map_err(|e| format!("resource URI {resource:?} is not a URL: {e}"))?;
         if url.fragment().is_some() || !matches!(url.scheme(), "https" | "http") {
             return Err(format!(

@@ -37,7 +37,9 @@ use crate::dispatch::{TransportContext, error_frame};
 use crate::exchange::{Frame, Reply};
 use crate::{Server, methods};
 
-pub(crate) use session::{InFlight, Session, Sessions, new_session_id};
+pub(crate) use session::Session;
+#[cfg(feature = "http")]
+pub(crate) use session::{InFlight, Sessions, new_session_id};
 
 /// Methods a legacy session passes to the shared pipeline.
 const SHARED_METHODS: &[&str] = &[

@@ -4,6 +4,11 @@
 //! revision, the client's identity and capabilities) and what later legacy
 //! requests change (the log level, resource subscriptions). It also routes
 //! the client's answers to server-initiated requests back to whoever asked.
+//!
+//! Idle tracking and the session table serve the HTTP transport, which
+//! keeps many sessions; stdio keeps one, so without the `http` feature they
+//! go unused.
+#![cfg_attr(not(feature = "http"), allow(dead_code))]
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};

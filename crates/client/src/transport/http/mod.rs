@@ -17,7 +17,8 @@ mod old_sse;
 mod sse;
 mod wire;
 
-#[doc(hidden)]
+/// The SSE reader's fuzz entry point (feature `fuzzing`): not part of the API.
+#[cfg(feature = "fuzzing")]
 pub use sse::fuzz_events;
 
 use std::time::Duration;

@@ -197,7 +197,7 @@ where
 /// Feed `data` to the reader in chunks (each chunk's length taken from the
 /// byte before it) with small limits, reading every event: for the fuzz
 /// targets. Returns the number of events read.
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub fn fuzz_events(data: &[u8]) -> usize {
     let mut chunks = Vec::new();
     let mut rest = data;
