@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use serde_json::{Map, Value, json};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{BoxFuture, CallOptions, Client, ClientError, InputHandler};
+use toolgate_server::protocol::methods::{ListPrompts, ListResources};
 use toolgate_server::protocol::types::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
     ElicitResult, ListRootsResult, Role, Root,
@@ -162,18 +163,14 @@ async fn main() -> anyhow::Result<()> {
             for tool in &tools {
                 call(&client, &tool.name, Map::new()).await;
             }
-            if let Ok(resources) = client.list_all("resources/list", "resources").await {
+            if let Ok(resources) = client.list::<ListResources>().await {
                 for r in resources {
-                    if let Some(uri) = r["uri"].as_str() {
-                        let _ = client.read_resource(uri).await;
-                    }
+                    let _ = client.read_resource(&r.uri).await;
                 }
             }
-            if let Ok(prompts) = client.list_all("prompts/list", "prompts").await {
+            if let Ok(prompts) = client.list::<ListPrompts>().await {
                 for p in prompts {
-                    if let Some(name) = p["name"].as_str() {
-                        let _ = client.get_prompt(name, Map::new()).await;
-                    }
+                    let _ = client.get_prompt(&p.name, Map::new()).await;
                 }
             }
         }

@@ -9,9 +9,11 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use toolgate_protocol::jsonrpc::encode_request;
 use toolgate_protocol::meta;
+use toolgate_protocol::methods::{self, Method, Paginated};
 use toolgate_protocol::types::{
-    CallToolResult, ClientCapabilities, DiscoverResult, Implementation, LoggingLevel,
-    LoggingMessageNotificationParams, ProgressNotificationParams, Tool,
+    CallToolResult, ClientCapabilities, DiscoverResult, GetPromptRequestParams, GetPromptResult,
+    Implementation, LoggingLevel, LoggingMessageNotificationParams, ProgressNotificationParams,
+    ReadResourceRequestParams, ReadResourceResult, Tool,
 };
 use toolgate_protocol::version::MODERN_VERSIONS;
 use toolgate_protocol::{RequestId, RpcError, codes};
@@ -349,7 +351,31 @@ impl Client {
         Value::Object(m)
     }
 
-    /// Send one request and wait for its result (not following `input_required`).
+    /// Send one request of the catalogue's method `M` and read its result
+    /// (not following `input_required`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: toolgate_client::Client) -> Result<(), toolgate_client::ClientError> {
+    /// use toolgate_client::CallOptions;
+    /// use toolgate_protocol::methods::{NoParams, Ping};
+    ///
+    /// client.send::<Ping>(&NoParams::default(), &CallOptions::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn send<M: Method>(
+        &self,
+        params: &M::Params,
+        options: &CallOptions,
+    ) -> Result<M::Result, ClientError> {
+        let value = self.request(M::NAME, to_params(params)?, options).await?;
+        read_result::<M>(value)
+    }
+
+    /// Send one request by name, with raw params, and wait for its raw
+    /// result (not following `input_required`): for methods outside the
+    /// [catalogue](toolgate_protocol::methods), such as a vendor's, and for
+    /// relays that pass on what they cannot read. [`Client::send`] is the
+    /// typed way.
     ///
     /// An `UnsupportedProtocolVersion` answer is retried once with a version
     /// both sides speak, if there is one.
@@ -442,19 +468,7 @@ impl Client {
             trace.write(m);
         }
         let meta = meta.as_object().filter(|m| !m.is_empty());
-        let name = match method {
-            "tools/call" | "prompts/get" => params
-                .get("name")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            "resources/read" => params.get("uri").and_then(Value::as_str).map(str::to_owned),
-            // The tasks extension routes by task.
-            "tasks/get" | "tasks/update" | "tasks/cancel" => params
-                .get("taskId")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            _ => None,
-        };
+        let name = methods::routing_name(method, params).map(str::to_owned);
         Outgoing {
             body: encode_request(&id, method, &WithMeta { params, meta }),
             id,
@@ -578,20 +592,34 @@ impl Client {
             return serde_json::from_value(synthesized)
                 .map_err(|e| ClientError::InvalidResponse(format!("initialize result: {e}")));
         }
-        let result = self
-            .request("server/discover", Map::new(), &CallOptions::default())
-            .await?;
-        serde_json::from_value(result)
-            .map_err(|e| ClientError::InvalidResponse(format!("discover result: {e}")))
+        self.send::<methods::Discover>(&Default::default(), &CallOptions::default())
+            .await
     }
 
-    /// Every page of a list method, honouring the caching hints.
+    /// Every item of the list method `M` (`ListResources`, `ListPrompts`,
+    /// …), over every page, honouring the caching hints. An item that does
+    /// not parse is left out, with a warning naming the server.
     ///
     /// A server cannot keep the client paging forever: at most
     /// [`ClientBuilder::max_pages`] pages are followed, a cursor seen twice
     /// is a loop, and a listing whose cursor goes invalid is restarted once
     /// from a clean slate, not again.
-    pub async fn list_all(&self, method: &str, field: &str) -> Result<Vec<Value>, ClientError> {
+    pub async fn list<M: Paginated>(&self) -> Result<Vec<M::Item>, ClientError> {
+        let raw = self.list_values(M::NAME, M::FIELD).await?;
+        Ok(raw
+            .into_iter()
+            .filter_map(|value| match serde_json::from_value(value) {
+                Ok(item) => Some(item),
+                Err(e) => {
+                    tracing::warn!(server = %self.inner.name, method = M::NAME, error = %e, "ignoring a malformed item");
+                    None
+                }
+            })
+            .collect())
+    }
+
+    /// Every raw item of a list method, as [`Client::list`] reads them.
+    async fn list_values(&self, method: &str, field: &str) -> Result<Vec<Value>, ClientError> {
         let auth = self.transport.auth_scope();
         let mut restarted = false;
         'listing: loop {
@@ -688,7 +716,9 @@ impl Client {
     /// The server's tools. On HTTP, a tool whose `x-mcp-header` use breaks
     /// the rules is left out, with a warning naming it and the reason.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
-        let raw = self.list_all("tools/list", "tools").await?;
+        let raw = self
+            .list_values(methods::ListTools::NAME, methods::ListTools::FIELD)
+            .await?;
         let mut tools = Vec::new();
         let mut known = HashMap::new();
         // Unchanged definitions keep their compiled output schema.
@@ -887,16 +917,15 @@ impl Client {
     }
 
     /// `resources/read` (following input rounds).
-    pub async fn read_resource(&self, uri: &str) -> Result<Value, ClientError> {
-        let mut params = Map::new();
-        params.insert("uri".into(), Value::from(uri));
-        self.with_rounds(
-            "resources/read",
-            params,
-            Vec::new(),
-            &CallOptions::default(),
-        )
-        .await
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ClientError> {
+        let params = ReadResourceRequestParams {
+            uri: uri.to_owned(),
+            input_responses: None,
+            request_state: None,
+            meta: None,
+        };
+        self.send_with_rounds::<methods::ReadResource>(&params)
+            .await
     }
 
     /// `prompts/get` (following input rounds).
@@ -904,13 +933,54 @@ impl Client {
         &self,
         name: &str,
         arguments: Map<String, Value>,
-    ) -> Result<Value, ClientError> {
-        let mut params = Map::new();
-        params.insert("name".into(), Value::from(name));
-        params.insert("arguments".into(), Value::Object(arguments));
-        self.with_rounds("prompts/get", params, Vec::new(), &CallOptions::default())
-            .await
+    ) -> Result<GetPromptResult, ClientError> {
+        let params = GetPromptRequestParams {
+            name: name.to_owned(),
+            arguments: Some(arguments),
+            input_responses: None,
+            request_state: None,
+            meta: None,
+        };
+        self.send_with_rounds::<methods::GetPrompt>(&params).await
     }
+
+    /// `M`, answering the server's input requests until it has a result.
+    async fn send_with_rounds<M: Method>(
+        &self,
+        params: &M::Params,
+    ) -> Result<M::Result, ClientError> {
+        let value = self
+            .with_rounds(
+                M::NAME,
+                to_params(params)?,
+                Vec::new(),
+                &CallOptions::default(),
+            )
+            .await?;
+        read_result::<M>(value)
+    }
+}
+
+/// A method's params as the JSON object the envelope carries.
+pub(crate) fn to_params<P: serde::Serialize>(
+    params: &P,
+) -> Result<Map<String, Value>, ClientError> {
+    match serde_json::to_value(params) {
+        Ok(Value::Object(map)) => Ok(map),
+        // The catalogue's params are all structs: this is a programming error.
+        Ok(other) => Err(ClientError::InvalidRequest(format!(
+            "params must be an object, not {other}"
+        ))),
+        Err(e) => Err(ClientError::InvalidRequest(format!(
+            "params cannot be encoded: {e}"
+        ))),
+    }
+}
+
+/// `M`'s result read from the raw one.
+pub(crate) fn read_result<M: Method>(value: Value) -> Result<M::Result, ClientError> {
+    serde_json::from_value(value)
+        .map_err(|e| ClientError::InvalidResponse(format!("{} result: {e}", M::NAME)))
 }
 
 /// How `result` breaks the tool's `outputSchema` (empty when it does not,

@@ -53,6 +53,10 @@ pub enum ClientError {
         /// What the server sent.
         detail: String,
     },
+    /// The request could not be encoded (params that are not a JSON
+    /// object); nothing was sent.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
     /// The server sent something that is not a valid MCP message.
     #[error("invalid response from the server: {0}")]
     InvalidResponse(String),

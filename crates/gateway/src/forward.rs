@@ -14,9 +14,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate_client::{CallOptions, CallRound, Client, ClientError, Round, RoundInput};
+use toolgate_protocol::methods::{Complete, GetPrompt, Method, ReadResource};
 use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::{
-    CallToolResult, ClientCapabilities, GetPromptResult, LoggingLevel, ResourceContents, Task,
+    CallToolResult, ClientCapabilities, CompleteRequestParams, CompletionArgument,
+    CompletionContext, CompletionReference, GetPromptRequestParams, GetPromptResult, LoggingLevel,
+    ReadResourceRequestParams, ResourceContents, Task,
 };
 use toolgate_server::{Inputs, RequestContext, ToolError, ToolReply};
 
@@ -591,14 +594,17 @@ async fn answer(
 /// Relay a request other than `tools/call` (`prompts/get`,
 /// `resources/read`) and read its result as `T`, taking `field` of it when
 /// given. `what` names the prompt or resource in errors.
-async fn relay_request<T: serde::de::DeserializeOwned>(
+async fn relay_request<M: Method>(
     upstream: &Upstream,
     ctx: &RequestContext,
-    method: &'static str,
-    params: Map<String, Value>,
-    field: Option<&str>,
+    params: &M::Params,
     what: &str,
-) -> Result<T, ToolError> {
+) -> Result<M::Result, ToolError> {
+    let method = M::NAME;
+    let params = match serde_json::to_value(params) {
+        Ok(Value::Object(params)) => params,
+        _ => Map::new(),
+    };
     let outcome = relay(
         upstream,
         ctx,
@@ -617,10 +623,6 @@ async fn relay_request<T: serde::de::DeserializeOwned>(
     let server = &upstream.config.name;
     match outcome {
         Ok(value) => {
-            let value = match field {
-                Some(f) => value.get(f).cloned().unwrap_or(Value::Null),
-                None => value,
-            };
             serde_json::from_value(value).map_err(|e| {
                 ToolError::new(format!(
                     "The upstream server {server} answered {method} for {what} with something the gateway cannot read ({e}). This is a fault in the upstream server."
@@ -639,18 +641,14 @@ pub async fn get_prompt(
     args: HashMap<String, String>,
     ctx: RequestContext,
 ) -> Result<GetPromptResult, ToolError> {
-    let mut params = Map::new();
-    params.insert("name".into(), Value::from(prompt.clone()));
-    params.insert("arguments".into(), json!(args));
-    let mut result: GetPromptResult = relay_request(
-        &upstream,
-        &ctx,
-        "prompts/get",
-        params,
-        None,
-        &quote(&prompt),
-    )
-    .await?;
+    let params = GetPromptRequestParams {
+        name: prompt.clone(),
+        arguments: Some(args.into_iter().map(|(k, v)| (k, Value::from(v))).collect()),
+        input_responses: None,
+        request_state: None,
+        meta: None,
+    };
+    let mut result = relay_request::<GetPrompt>(&upstream, &ctx, &params, &quote(&prompt)).await?;
     drop_upstream_identity(&mut result.meta);
     Ok(result)
 }
@@ -661,17 +659,15 @@ pub async fn read_resource(
     uri: String,
     ctx: RequestContext,
 ) -> Result<Vec<ResourceContents>, ToolError> {
-    let mut params = Map::new();
-    params.insert("uri".into(), Value::from(uri.clone()));
-    relay_request(
-        &upstream,
-        &ctx,
-        "resources/read",
-        params,
-        Some("contents"),
-        &quote(&uri),
-    )
-    .await
+    let params = ReadResourceRequestParams {
+        uri: uri.clone(),
+        input_responses: None,
+        request_state: None,
+        meta: None,
+    };
+    relay_request::<ReadResource>(&upstream, &ctx, &params, &quote(&uri))
+        .await
+        .map(|result| result.contents)
 }
 
 /// Relay `completion/complete` for `reference` (a prompt's upstream name or
@@ -679,7 +675,7 @@ pub async fn read_resource(
 /// suggests nothing.
 pub async fn complete(
     upstream: Arc<Upstream>,
-    reference: Value,
+    reference: CompletionReference,
     argument: String,
     value: String,
     others: HashMap<String, String>,
@@ -687,32 +683,30 @@ pub async fn complete(
     let Ok(client) = upstream.client() else {
         return Vec::new();
     };
-    let mut params = Map::new();
-    params.insert("ref".into(), reference);
-    params.insert("argument".into(), json!({"name": argument, "value": value}));
-    if !others.is_empty() {
-        params.insert("context".into(), json!({ "arguments": others }));
-    }
+    let params = CompleteRequestParams {
+        reference,
+        argument: CompletionArgument {
+            name: argument,
+            value,
+        },
+        context: (!others.is_empty()).then(|| CompletionContext {
+            arguments: Some(
+                others
+                    .into_iter()
+                    .map(|(k, v)| (k, Value::from(v)))
+                    .collect(),
+            ),
+        }),
+        meta: None,
+    };
     let options = CallOptions {
         timeout: Some(upstream.config.call_timeout()),
         ..Default::default()
     };
-    let answered = client
-        .request("completion/complete", params, &options)
-        .await;
+    let answered = client.send::<Complete>(&params, &options).await;
     upstream.outcome(&answered);
     match answered {
-        Ok(result) => result
-            .pointer("/completion/values")
-            .and_then(Value::as_array)
-            .map(|values| {
-                values
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        Ok(result) => result.completion.values,
         Err(e) => {
             tracing::debug!(server = %upstream.config.name, error = %e, "completion failed");
             Vec::new()

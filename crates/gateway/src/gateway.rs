@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use toolgate_client::ToolWatch;
-use toolgate_protocol::types::{Prompt, Resource, ResourceTemplate, Tool};
+use toolgate_protocol::types::{CompletionReference, Prompt, Resource, ResourceTemplate, Tool};
 use toolgate_review::lock::{Change, LockFile, compare};
 use toolgate_server::tasks::TaskSupport;
 use toolgate_server::{
@@ -585,7 +585,7 @@ impl Gateway {
                 })
                 .completer_async(move |argument, value, others| {
                     let (upstream, name) = completing.clone();
-                    let reference = serde_json::json!({"type": "ref/prompt", "name": name});
+                    let reference = CompletionReference::Prompt { name, title: None };
                     complete(upstream, reference, argument, value, others)
                 });
                 server.add_prompt(entry)
@@ -621,7 +621,7 @@ impl Gateway {
                 })
                 .completer_async(move |argument, value, others| {
                     let (upstream, uri) = completing.clone();
-                    let reference = serde_json::json!({"type": "ref/resource", "uri": uri});
+                    let reference = CompletionReference::Resource { uri };
                     complete(upstream, reference, argument, value, others)
                 });
                 server.add_template(entry)

@@ -8,11 +8,11 @@ use governor::clock::{Clock as _, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use toolgate_client::auth::{Assertion, ClientCredentials, Grant, OAuth, Secret};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::transport::stdio::{StderrTail, StdioCommand, StdioTransport};
 use toolgate_client::{Client, ClientError, InputHandler};
+use toolgate_protocol::methods::{ListPrompts, ListResourceTemplates, ListResources, Paginated};
 use toolgate_protocol::types::{ClientCapabilities, Prompt, Resource, ResourceTemplate, Tool};
 
 use crate::config::UpstreamConfig;
@@ -62,19 +62,6 @@ pub struct Others {
 }
 
 /// The items that parse as `T` (a malformed one is left out, and logged).
-fn parse_all<T: serde::de::DeserializeOwned>(items: Vec<Value>) -> Vec<T> {
-    items
-        .into_iter()
-        .filter_map(|v| match serde_json::from_value(v) {
-            Ok(item) => Some(item),
-            Err(e) => {
-                tracing::warn!(error = %e, "ignoring a malformed definition");
-                None
-            }
-        })
-        .collect()
-}
-
 /// Called with each new connection to an upstream (to follow its changes).
 pub type OnStart = Arc<dyn Fn(&Client) + Send + Sync>;
 
@@ -388,41 +375,33 @@ impl Upstream {
                 server: self.config.name.clone(),
                 reason: format!("discovery failed: {e}"),
             })?;
-        let kinds = [
-            ("prompts/list", "prompts", capabilities.prompts.is_some()),
-            (
-                "resources/list",
-                "resources",
-                capabilities.resources.is_some(),
-            ),
-            (
-                "resources/templates/list",
-                "resourceTemplates",
-                capabilities.resources.is_some(),
-            ),
-        ];
-        for (method, field, _) in kinds.into_iter().filter(|(_, _, served)| *served) {
-            let items = match client.list_all(method, field).await {
-                Ok(items) => items,
-                // A server without the feature says so; that is no failure.
-                Err(ClientError::Protocol(_)) => Vec::new(),
-                Err(e) => {
-                    let result: Result<(), ClientError> = Err(e);
-                    self.outcome(&result);
-                    let reason = result.err().map(|e| e.to_string()).unwrap_or_default();
-                    return Err(Unavailable {
-                        server: self.config.name.clone(),
-                        reason: format!("listing its {field} failed: {reason}"),
-                    });
-                }
-            };
-            match field {
-                "prompts" => others.prompts = parse_all(items),
-                "resources" => others.resources = parse_all(items),
-                _ => others.templates = parse_all(items),
-            }
+        if capabilities.prompts.is_some() {
+            others.prompts = self.list_kind::<ListPrompts>(&client).await?;
+        }
+        if capabilities.resources.is_some() {
+            others.resources = self.list_kind::<ListResources>(&client).await?;
+            others.templates = self.list_kind::<ListResourceTemplates>(&client).await?;
         }
         Ok(others)
+    }
+
+    /// Every item of the list method `M`; none from a server that refuses
+    /// it (one without the feature says so, and that is no failure).
+    async fn list_kind<M: Paginated>(&self, client: &Client) -> Result<Vec<M::Item>, Unavailable> {
+        let listed = client.list::<M>().await;
+        match listed {
+            Ok(items) => Ok(items),
+            Err(ClientError::Protocol(_)) => Ok(Vec::new()),
+            Err(e) => {
+                let result: Result<(), ClientError> = Err(e);
+                self.outcome(&result);
+                let reason = result.err().map(|e| e.to_string()).unwrap_or_default();
+                Err(Unavailable {
+                    server: self.config.name.clone(),
+                    reason: format!("listing its {} failed: {reason}", M::FIELD),
+                })
+            }
+        }
     }
 
     /// Stop the upstream (a stdio child is killed).

@@ -10,6 +10,8 @@
 //!   MCP's reserved range (`-32020` … `-32022`).
 //! - [`meta`]: the reserved `_meta` keys and the per-request metadata every
 //!   2026-07-28 request must carry.
+//! - [`methods`]: the method catalogue, one type per request method with
+//!   its name, params and result types, and which param routes it.
 //! - [`types`]: tools, content blocks, resources, prompts, capabilities,
 //!   results and notifications, with serde names exactly as in the schema.
 //! - [`header`]: the Base64 sentinel codec (`=?base64?…?=`) used by the
@@ -37,6 +39,7 @@ pub mod jsonrpc;
 #[cfg(feature = "logging")]
 pub mod logging;
 pub mod meta;
+pub mod methods;
 pub mod names;
 pub mod quote;
 pub mod sanitize;

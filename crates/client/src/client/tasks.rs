@@ -9,7 +9,8 @@
 
 use std::collections::HashSet;
 
-use toolgate_protocol::types::{DetailedTask, Task, TaskStatus};
+use toolgate_protocol::methods::{CancelTask, GetTask, UpdateTask};
+use toolgate_protocol::types::{DetailedTask, Task, TaskIdParams, TaskStatus, UpdateTaskParams};
 
 use super::*;
 
@@ -106,11 +107,8 @@ impl Client {
 
     /// `tasks/get`: the task as it stands.
     pub async fn get_task(&self, task_id: &str) -> Result<DetailedTask, ClientError> {
-        let result = self
-            .request("tasks/get", task_params(task_id), &CallOptions::default())
-            .await?;
-        serde_json::from_value(result)
-            .map_err(|e| ClientError::InvalidResponse(format!("tasks/get result: {e}")))
+        self.send::<GetTask>(&task_params(task_id), &CallOptions::default())
+            .await
     }
 
     /// `tasks/update`: answers to a task's input requests, by key.
@@ -119,9 +117,12 @@ impl Client {
         task_id: &str,
         input_responses: Map<String, Value>,
     ) -> Result<(), ClientError> {
-        let mut params = task_params(task_id);
-        params.insert("inputResponses".into(), Value::Object(input_responses));
-        self.request("tasks/update", params, &CallOptions::default())
+        let params = UpdateTaskParams {
+            task_id: task_id.to_owned(),
+            input_responses,
+            meta: None,
+        };
+        self.send::<UpdateTask>(&params, &CallOptions::default())
             .await
             .map(drop)
     }
@@ -129,13 +130,9 @@ impl Client {
     /// `tasks/cancel`: ask the server to stop a task. The server only
     /// acknowledges; the task may still finish otherwise.
     pub async fn cancel_task(&self, task_id: &str) -> Result<(), ClientError> {
-        self.request(
-            "tasks/cancel",
-            task_params(task_id),
-            &CallOptions::default(),
-        )
-        .await
-        .map(drop)
+        self.send::<CancelTask>(&task_params(task_id), &CallOptions::default())
+            .await
+            .map(drop)
     }
 
     /// Wait for a task to end, answering its input requests through the
@@ -375,10 +372,11 @@ impl Client {
     }
 }
 
-fn task_params(task_id: &str) -> Map<String, Value> {
-    let mut params = Map::new();
-    params.insert("taskId".into(), Value::from(task_id));
-    params
+fn task_params(task_id: &str) -> TaskIdParams {
+    TaskIdParams {
+        task_id: task_id.to_owned(),
+        meta: None,
+    }
 }
 
 /// The task a result announces (`resultType: "task"`), if any.

@@ -122,12 +122,14 @@ pub struct UpdateTaskParams {
 
 /// Method names of the tasks extension.
 pub mod task_methods {
+    use crate::methods::{CancelTask, GetTask, Method as _, UpdateTask};
+
     /// Poll a task.
-    pub const GET: &str = "tasks/get";
+    pub const GET: &str = GetTask::NAME;
     /// Answer a task's input requests.
-    pub const UPDATE: &str = "tasks/update";
+    pub const UPDATE: &str = UpdateTask::NAME;
     /// Ask for a task to be cancelled.
-    pub const CANCEL: &str = "tasks/cancel";
+    pub const CANCEL: &str = CancelTask::NAME;
     /// A task's full state, pushed on a `subscriptions/listen` stream.
     pub const STATUS_NOTIFICATION: &str = "notifications/tasks";
 }

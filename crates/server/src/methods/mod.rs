@@ -15,6 +15,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::meta::RequestMeta;
+use toolgate_protocol::methods::{
+    CallTool, CancelTask, Complete, Discover, GetPrompt, GetTask, ListPrompts,
+    ListResourceTemplates, ListResources, ListTools, Method, ReadResource, SubscriptionsListen,
+    UpdateTask,
+};
 use toolgate_protocol::quote::shorten_message;
 use toolgate_protocol::{RequestId, RpcError};
 
@@ -38,25 +43,25 @@ pub(crate) fn dispatch(
 ) -> Result<Reply, Failure> {
     let inner = &server.inner;
     match req.method.as_str() {
-        "server/discover" => Ok(discover::discover(server, &req.id)),
-        "tools/list" => lists::tools(server, req, transport),
-        "tools/call" => tools::call(server, req, meta, transport),
-        "prompts/list" if inner.prompts_enabled => lists::prompts(server, req, transport),
-        "prompts/get" if inner.prompts_enabled => prompts::get(server, req, meta, transport),
-        "resources/list" if inner.resources_enabled => lists::resources(server, req, transport),
-        "resources/templates/list" if inner.resources_enabled => {
+        Discover::NAME => Ok(discover::discover(server, &req.id)),
+        ListTools::NAME => lists::tools(server, req, transport),
+        CallTool::NAME => tools::call(server, req, meta, transport),
+        ListPrompts::NAME if inner.prompts_enabled => lists::prompts(server, req, transport),
+        GetPrompt::NAME if inner.prompts_enabled => prompts::get(server, req, meta, transport),
+        ListResources::NAME if inner.resources_enabled => lists::resources(server, req, transport),
+        ListResourceTemplates::NAME if inner.resources_enabled => {
             lists::templates(server, req, transport)
         }
-        "resources/read" if inner.resources_enabled => {
+        ReadResource::NAME if inner.resources_enabled => {
             resources::read(server, req, meta, transport)
         }
-        "completion/complete" if inner.completions_enabled => {
+        Complete::NAME if inner.completions_enabled => {
             complete::complete(server, req, meta, transport)
         }
-        "subscriptions/listen" => listen::listen(server, req, meta, transport),
-        "tasks/get" => crate::tasks::get(server, req, meta, transport),
-        "tasks/update" => crate::tasks::update(server, req, meta, transport),
-        "tasks/cancel" => crate::tasks::cancel(server, req, meta, transport),
+        SubscriptionsListen::NAME => listen::listen(server, req, meta, transport),
+        GetTask::NAME => crate::tasks::get(server, req, meta, transport),
+        UpdateTask::NAME => crate::tasks::update(server, req, meta, transport),
+        CancelTask::NAME => crate::tasks::cancel(server, req, meta, transport),
         _ => Err((req.id, RpcError::method_not_found(&req.method))),
     }
 }
