@@ -108,7 +108,7 @@ pub async fn call(
         ..CallOptions::default()
     };
     let outcome = conn.client.call_tool(tool, arguments, &options).await;
-    let task_id = task_seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let task_id = task_seen.lock().clone();
     match outcome {
         Ok(result) => {
             print_result(&result, o.json, o.output.as_deref())?;

@@ -45,7 +45,7 @@ struct Inner {
     roots: Option<Vec<PathBuf>>,
     /// Required fields a form asked for that nobody could answer (no
     /// terminal, no `--answer`): the form was declined for them.
-    unanswered: std::sync::Mutex<Vec<String>>,
+    unanswered: parking_lot::Mutex<Vec<String>>,
 }
 
 impl Answers {
@@ -66,7 +66,7 @@ impl Answers {
                 enabled: true,
                 as_gateway: false,
                 roots,
-                unanswered: std::sync::Mutex::default(),
+                unanswered: parking_lot::Mutex::default(),
             }),
         }
     }
@@ -74,11 +74,7 @@ impl Answers {
     /// The required fields of forms declined because nobody could answer
     /// them (empty when every form was answered or declined by choice).
     pub fn unanswered(&self) -> Vec<String> {
-        self.inner
-            .unanswered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.inner.unanswered.lock().clone()
     }
 
     /// For commands that only list: no input capabilities declared.
@@ -296,11 +292,7 @@ async fn form_mode(inner: &Inner, params: &Value) -> Value {
         }
     }
     if !missing.is_empty() {
-        inner
-            .unanswered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(missing.iter().cloned());
+        inner.unanswered.lock().extend(missing.iter().cloned());
         return declined(&format!(
             "declined: no terminal to ask on and no answer for {}; pass --answer FIELD=JSON for each",
             missing.join(", ")

@@ -8,8 +8,9 @@
 //! `call`, `audit`, `lock` and `verify` use them (and refresh them), and
 //! say when a server needs `toolgate login` first.
 
+use parking_lot::Mutex;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -191,12 +192,10 @@ impl UserAgent for Loopback {
 
     fn authorize(&self, url: String) -> BoxFuture<'_, Result<String, ClientError>> {
         Box::pin(async move {
-            let listener = self
-                .listener
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
-                .ok_or_else(|| ClientError::Authorization("one authorization per login".into()))?;
+            let listener =
+                self.listener.lock().take().ok_or_else(|| {
+                    ClientError::Authorization("one authorization per login".into())
+                })?;
             errln!("toolgate: open this page to authorize toolgate:");
             errln!("  {}", term::one_line(&url));
             if self.open {

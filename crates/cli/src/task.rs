@@ -1,9 +1,10 @@
 //! `toolgate task`, and the task side of `toolgate call --task`: a task's
 //! states as they change, its result once it ends.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::Value;
 use toolgate_client::{CallOptions, ClientError, TaskFn};
@@ -41,7 +42,7 @@ pub fn watcher(target: &str) -> (TaskFn, Arc<Mutex<Option<String>>>) {
     let seen = Arc::new(Mutex::new(None::<String>));
     let (remember, target) = (seen.clone(), target.to_owned());
     let callback: TaskFn = Arc::new(move |task: &DetailedTask| {
-        let mut known = remember.lock().unwrap_or_else(|e| e.into_inner());
+        let mut known = remember.lock();
         if known.is_none() {
             errln!(
                 "task:      {} (if this command stops, `{}` picks it up)",

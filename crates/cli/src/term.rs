@@ -9,8 +9,8 @@
 //! is printed for people; `--json` output stays exact JSON, whose encoder
 //! escapes control characters anyway.
 
+use parking_lot::Mutex;
 use std::io::{IsTerminal as _, Write as _};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use toolgate_protocol::sanitize::{Removed, sanitize_text};
@@ -73,7 +73,7 @@ pub fn clean(text: &str) -> String {
     let mut removed = Removed::default();
     let text = sanitize_text(text, &mut removed);
     if !removed.is_empty() {
-        let mut total = REMOVED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut total = REMOVED.lock();
         total.escapes += removed.escapes;
         total.controls += removed.controls;
         total.tags += removed.tags;
@@ -106,7 +106,7 @@ pub fn short(text: &str, max: usize) -> String {
 /// Tell the user, once at the end of a command, what was removed from the
 /// server's text, so a hidden instruction does not pass unnoticed.
 pub fn report_removed() {
-    let total = *REMOVED.lock().unwrap_or_else(|e| e.into_inner());
+    let total = *REMOVED.lock();
     if total.is_empty() {
         return;
     }

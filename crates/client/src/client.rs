@@ -1,8 +1,9 @@
 //! The client: one server, any transport.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -84,7 +85,7 @@ impl Routes {
     /// The call a request belongs to: the one named, or over a transport
     /// that cannot tell, the only one there is.
     fn pick(&self, related: Option<&str>) -> Option<QuestionFn> {
-        let routes = lock(&self.0);
+        let routes = self.0.lock();
         match related {
             Some(id) => routes.get(id).cloned(),
             None if routes.len() == 1 => routes.values().next().cloned(),
@@ -101,7 +102,7 @@ struct Routed<'a> {
 
 impl Drop for Routed<'_> {
     fn drop(&mut self) {
-        lock(&self.routes.0).remove(&self.id);
+        self.routes.0.lock().remove(&self.id);
     }
 }
 
@@ -289,10 +290,6 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Client {
     /// Start building a client that identifies as `name` `version`.
     pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ClientBuilder {
@@ -311,7 +308,7 @@ impl Client {
 
     /// The protocol version in use.
     pub fn protocol_version(&self) -> String {
-        lock(&self.inner.version).clone()
+        self.inner.version.lock().clone()
     }
 
     fn meta(
@@ -410,7 +407,7 @@ impl Client {
                 let common = ours.iter().find(|v| server.contains(v));
                 match common {
                     Some(v) => {
-                        *lock(&self.inner.version) = v.clone();
+                        *self.inner.version.lock() = v.clone();
                         self.send_once(method, &params, &headers, options).await
                     }
                     None => Err(ClientError::NoCommonVersion {
@@ -494,7 +491,7 @@ impl Client {
     /// Forget the known tool definitions (they are re-listed on next use).
     pub(crate) fn forget_tools(&self) {
         self.invalidate("tools/list");
-        lock(&self.inner.tools).clear();
+        self.inner.tools.lock().clear();
     }
 
     async fn send_once(
@@ -522,7 +519,11 @@ impl Client {
         let _routed = match (&options.questions, era) {
             (Some(questions), Era::Legacy { .. }) => {
                 let id = outgoing.id.to_string();
-                lock(&self.inner.routes.0).insert(id.clone(), questions.clone());
+                self.inner
+                    .routes
+                    .0
+                    .lock()
+                    .insert(id.clone(), questions.clone());
                 Some(Routed {
                     routes: &self.inner.routes,
                     id,
@@ -627,7 +628,11 @@ impl Client {
             let mut cursor: Option<String> = None;
             let mut seen = std::collections::HashSet::new();
             for _ in 0..self.inner.max_pages {
-                let cached = lock(&self.inner.cache).get(method, cursor.as_deref(), &auth);
+                let cached = self
+                    .inner
+                    .cache
+                    .lock()
+                    .get(method, cursor.as_deref(), &auth);
                 let page = match cached {
                     Lookup::Fresh(page) => page,
                     other => {
@@ -637,7 +642,7 @@ impl Client {
                         }
                         match self.request(method, params, &CallOptions::default()).await {
                             Ok(page) => {
-                                lock(&self.inner.cache).put(
+                                self.inner.cache.lock().put(
                                     method,
                                     cursor.as_deref(),
                                     &auth,
@@ -650,7 +655,7 @@ impl Client {
                             {
                                 // The cursor went invalid (the list changed
                                 // under us): start over once.
-                                lock(&self.inner.cache).discard(method);
+                                self.inner.cache.lock().discard(method);
                                 if std::mem::replace(&mut restarted, true) {
                                     return Err(self.paging_error(
                                         method,
@@ -703,14 +708,14 @@ impl Client {
     /// `None` before the first listing. A gateway derives its own hints
     /// from its upstreams' this way.
     pub fn list_hints(&self, method: &str) -> Option<crate::cache::ListHints> {
-        lock(&self.inner.cache).hints(method)
+        self.inner.cache.lock().hints(method)
     }
 
     /// Mark cached pages of `method` stale (e.g. after
     /// `notifications/tools/list_changed`): the next listing re-fetches, and
     /// falls back to them only if that fails.
     pub fn invalidate(&self, method: &str) {
-        lock(&self.inner.cache).invalidate(method);
+        self.inner.cache.lock().invalidate(method);
     }
 
     /// The server's tools. On HTTP, a tool whose `x-mcp-header` use breaks
@@ -722,7 +727,7 @@ impl Client {
         let mut tools = Vec::new();
         let mut known = HashMap::new();
         // Unchanged definitions keep their compiled output schema.
-        let previous = lock(&self.inner.tools).clone();
+        let previous = self.inner.tools.lock().clone();
         for value in raw {
             let tool: Tool = match serde_json::from_value(value) {
                 Ok(t) => t,
@@ -764,16 +769,18 @@ impl Client {
             );
             tools.push(tool);
         }
-        *lock(&self.inner.tools) = known;
+        *self.inner.tools.lock() = known;
         Ok(tools)
     }
 
     async fn known_tool(&self, name: &str) -> Result<Arc<KnownTool>, ClientError> {
-        if let Some(t) = lock(&self.inner.tools).get(name).cloned() {
+        if let Some(t) = self.inner.tools.lock().get(name).cloned() {
             return Ok(t);
         }
         self.list_tools().await?;
-        lock(&self.inner.tools)
+        self.inner
+            .tools
+            .lock()
             .get(name)
             .cloned()
             .ok_or_else(|| ClientError::UnknownTool(name.to_owned()))
@@ -853,7 +860,7 @@ impl Client {
                     // The definition may have changed: re-list, then retry once.
                     retried_headers = true;
                     self.invalidate("tools/list");
-                    lock(&self.inner.tools).clear();
+                    self.inner.tools.lock().clear();
                     known = self.known_tool(name).await?;
                 }
                 other => break other?,

@@ -15,8 +15,9 @@
 //! process's memory without one. Each charged call's row carries its
 //! `cost` (`toolgate log --spend`).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -144,7 +145,7 @@ pub struct MemoryLedger(Mutex<HashMap<SpendKey, f64>>);
 
 impl Ledger for MemoryLedger {
     fn spent(&self, keys: Vec<SpendKey>) -> StoreFuture<Vec<f64>> {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.0.lock();
         let out = keys
             .iter()
             .map(|k| map.get(k).copied().unwrap_or(0.0))
@@ -153,7 +154,7 @@ impl Ledger for MemoryLedger {
     }
 
     fn charge(&self, keys: Vec<SpendKey>, amount: f64) -> StoreFuture<()> {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.0.lock();
         for k in keys {
             *map.entry(k).or_insert(0.0) += amount;
         }

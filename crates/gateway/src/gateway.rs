@@ -1,8 +1,9 @@
 //! The gateway: upstream tools registered on one toolgate server, kept in
 //! step with the upstreams, checked against a lock file.
 
+use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use toolgate_client::ToolWatch;
@@ -197,8 +198,8 @@ pub struct Gateway {
     drift: Arc<RwLock<HashMap<String, lock::Drift>>>,
     /// One watch per upstream, on its current connection (a new one
     /// replaces, and so ends, the old).
-    watches: Arc<std::sync::Mutex<HashMap<usize, ToolWatch>>>,
-    tasks: Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+    watches: Arc<parking_lot::Mutex<HashMap<usize, ToolWatch>>>,
+    tasks: Arc<parking_lot::Mutex<Vec<tokio::task::AbortHandle>>>,
     desk: Option<Arc<ApprovalDesk>>,
     /// Calls from clients that cannot show a form go to the approval page
     /// (`[approval] page`; the console alone only shows it).
@@ -211,7 +212,7 @@ pub struct Gateway {
     /// registered anew (its guard holds the policy of its time).
     generation: Arc<std::sync::atomic::AtomicU64>,
     /// Each slot's supervisor, aborted when its upstream is replaced.
-    supervisors: Arc<std::sync::Mutex<HashMap<usize, tokio::task::AbortHandle>>>,
+    supervisors: Arc<parking_lot::Mutex<HashMap<usize, tokio::task::AbortHandle>>>,
     /// What a reload cannot change, as loaded: compared to say so.
     fixed: Arc<String>,
     /// `[policy]` and the rate-limit rules as loaded, for saying whether a
@@ -258,14 +259,6 @@ fn disabled_status(s: &crate::config::UpstreamConfig) -> UpstreamStatus {
 /// Whether a withheld tool is withheld by the policy (not by the lock).
 fn is_denial(why: &Withheld) -> bool {
     why.notes.get("status").and_then(serde_json::Value::as_str) == Some("denied")
-}
-
-fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Gateway {
@@ -349,7 +342,8 @@ impl Gateway {
             .enable_resources()
             .enable_completions()
             .unlisted_answer(move |name| {
-                read(&answers)
+                answers
+                    .read()
                     .withheld
                     .get(name)
                     .map(|(_, why)| why.clone())
@@ -362,12 +356,12 @@ impl Gateway {
             metrics: metrics.clone(),
             loops: loops.clone(),
             upstream_of: Arc::new(move |tool| {
-                let offer = read(&tools_of);
+                let offer = tools_of.read();
                 let i = match offer.tools.get(tool) {
                     Some(t) => t.upstream,
                     None => offer.withheld.get(tool)?.0,
                 };
-                read(&names_of).get(i).cloned()
+                names_of.read().get(i).cloned()
             }),
         }));
         if let Some(key) = crate::state::load_key(&config.state).map_err(GatewayError::Store)? {
@@ -437,7 +431,7 @@ impl Gateway {
             lock_file: options.lock_file.map(Arc::new),
             drift: Arc::default(),
             watches: Arc::default(),
-            tasks: Arc::new(std::sync::Mutex::new(tasks)),
+            tasks: Arc::new(parking_lot::Mutex::new(tasks)),
             desk,
             page_for_calls: config.approval.page,
             console: config.console.is_some(),
@@ -528,12 +522,12 @@ impl Gateway {
 
     /// The upstream slots now.
     fn ups(&self) -> Arc<Vec<Arc<Upstream>>> {
-        read(&self.upstreams).clone()
+        self.upstreams.read().clone()
     }
 
     /// The policy now.
     fn policy(&self) -> Arc<Policy> {
-        read(&self.policy).clone()
+        self.policy.read().clone()
     }
 
     /// Follow every new connection of slot `i` for tool-list changes.
@@ -563,7 +557,7 @@ impl Gateway {
         let ups = self.ups();
         let upstream = &ups[i];
         let prefix = upstream.config.prefix();
-        let mut offer = write(&self.offer);
+        let mut offer = self.offer.write();
         let server = &self.server;
         let prompts = others
             .prompts
@@ -634,24 +628,11 @@ impl Gateway {
         if let Some(desk) = &self.desk {
             desk.detach();
         }
-        for task in self
-            .tasks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-        {
+        for task in self.tasks.lock().drain(..) {
             task.abort();
         }
-        self.watches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        for task in self
-            .supervisors
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-        {
+        self.watches.lock().clear();
+        for task in self.supervisors.lock().drain() {
             task.1.abort();
         }
         for u in self.ups().iter() {
@@ -662,11 +643,7 @@ impl Gateway {
 
     /// Follow a new connection to upstream `i` for tool-list changes.
     fn follow(&self, i: usize, client: &toolgate_client::Client) {
-        let followed_before = self
-            .watches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(&i);
+        let followed_before = self.watches.lock().contains_key(&i);
         if followed_before && let Some(u) = self.ups().get(i) {
             self.metrics.restarted(&u.config.name);
         }
@@ -675,10 +652,7 @@ impl Gateway {
             let gateway = gateway.clone();
             tokio::spawn(async move { gateway.refresh(i).await });
         });
-        self.watches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(i, watch);
+        self.watches.lock().insert(i, watch);
     }
 
     /// Re-list upstream `i` and bring the offer in step.
@@ -686,7 +660,7 @@ impl Gateway {
         let Some(upstream) = self.ups().get(i).cloned() else {
             return;
         };
-        if read(&self.retired).contains(&i) {
+        if self.retired.read().contains(&i) {
             return;
         }
         match upstream.list().await {
@@ -724,12 +698,12 @@ impl Gateway {
         let upstream = &ups[i];
         let config = &upstream.config;
         let policy = self.policy();
-        let ratelimit = read(&self.ratelimit).clone();
-        let budgets = read(&self.budgets).clone();
+        let ratelimit = self.ratelimit.read().clone();
+        let budgets = self.budgets.read().clone();
         let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
         // Whether a lock is enforced and has this server, and what differs:
         // read under the lock's guard, nothing of it copied.
-        let (locked, changes): (Option<bool>, Vec<Change>) = match read(&self.lock).as_ref() {
+        let (locked, changes): (Option<bool>, Vec<Change>) = match self.lock.read().as_ref() {
             None => (None, Vec::new()),
             Some(lock) => match lock.servers.get(&config.name) {
                 None => (Some(false), Vec::new()),
@@ -785,14 +759,14 @@ impl Gateway {
             wanted.insert(name, (tool.clone(), facts, refusal));
         }
         let facts = wanted.values().map(|(_, f, _)| f.clone()).collect();
-        write(&self.seen).insert(i, facts);
+        self.seen.write().insert(i, facts);
         let drifted = lock::drifted(i, &config.name, &wanted, &changes);
         {
-            let mut drift = write(&self.drift);
+            let mut drift = self.drift.write();
             drift.retain(|_, d| d.upstream != i);
             drift.extend(drifted);
         }
-        let mut offer = write(&self.offer);
+        let mut offer = self.offer.write();
         // Remove what is gone or changed.
         let current: Vec<String> = offer
             .tools
@@ -942,11 +916,7 @@ impl Gateway {
                 gateway.refresh(i).await;
             }
         });
-        let before = self
-            .supervisors
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(i, task.abort_handle());
+        let before = self.supervisors.lock().insert(i, task.abort_handle());
         if let Some(before) = before {
             before.abort();
         }

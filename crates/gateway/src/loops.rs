@@ -13,8 +13,8 @@
 //! Counts live in this process: a restart, or another instance, starts
 //! them afresh (each instance stops a loop within its own limit).
 
+use parking_lot::{Mutex, RwLock};
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -127,10 +127,6 @@ fn limits(config: &LoopsConfig) -> Result<Limits, ConfigError> {
     })
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// `10 minutes`, `90 seconds`, `1 hour`.
 fn span(d: Duration) -> String {
     crate::duration::the_next(d)
@@ -151,13 +147,13 @@ impl Loops {
     /// Hold the counts to a new `config` (a reload); counts are kept.
     pub fn configure(&self, config: &LoopsConfig) -> Result<(), ConfigError> {
         let new = limits(config)?;
-        *self.limits.write().unwrap_or_else(|e| e.into_inner()) = new;
+        *self.limits.write() = new;
         Ok(())
     }
 
     /// Whether any limit is set (else nothing is counted).
     pub fn is_on(&self) -> bool {
-        let l = self.limits.read().unwrap_or_else(|e| e.into_inner());
+        let l = self.limits.read();
         l.identical.is_some() || l.tool.is_some()
     }
 
@@ -167,11 +163,11 @@ impl Loops {
             return None;
         }
         let (identical, tool_limit, window) = {
-            let l = self.limits.read().unwrap_or_else(|e| e.into_inner());
+            let l = self.limits.read();
             (l.identical, l.tool, l.window)
         };
         let now = Instant::now();
-        let mut followed = lock(&self.followed);
+        let mut followed = self.followed.lock();
         let f = followed.get_mut(&(caller.map(str::to_owned), tool.to_owned()))?;
         let name = quote(tool);
         if let (Some(limit), Some(same)) = (identical, f.by_arguments.get_mut(digest)) {
@@ -211,7 +207,7 @@ impl Loops {
             return;
         }
         let key = (caller.map(str::to_owned), tool.to_owned());
-        let mut followed = lock(&self.followed);
+        let mut followed = self.followed.lock();
         if status == "ok" {
             if let Some(f) = followed.get_mut(&key) {
                 f.by_arguments.remove(digest);

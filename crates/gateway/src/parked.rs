@@ -13,10 +13,11 @@
 //! finds nothing and is told to call again. Parked calls are bounded in
 //! number per upstream and forgotten after the call's own timeout.
 
+use parking_lot::Mutex;
 use std::any::Any;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -220,17 +221,13 @@ pub struct Parked {
     calls: Mutex<HashMap<String, Waiting>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Parked {
     /// Park `waiting` for at most `ttl`; its id, or the call back when
     /// [`MAX_PARKED`] calls wait already.
     pub fn park(self: &Arc<Self>, waiting: Waiting, ttl: Duration) -> Result<String, Waiting> {
         let id = crate::confirm::new_nonce();
         {
-            let mut calls = lock(&self.calls);
+            let mut calls = self.calls.lock();
             if calls.len() >= MAX_PARKED {
                 return Err(waiting);
             }
@@ -251,13 +248,13 @@ impl Parked {
 
     /// The call parked under `id`, if it is still waiting here.
     pub fn take(&self, id: &str) -> Option<Waiting> {
-        lock(&self.calls).remove(id)
+        self.calls.lock().remove(id)
     }
 
     /// How many calls wait now.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        lock(&self.calls).len()
+        self.calls.lock().len()
     }
 
     /// Whether no call waits.

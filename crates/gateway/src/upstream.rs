@@ -1,8 +1,9 @@
 //! One upstream server: its connection, restarted with backoff when it
 //! fails, and its current tool list.
 
+use parking_lot::Mutex;
 use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use governor::clock::{Clock as _, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -93,10 +94,6 @@ struct Link {
     starts: u64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Why an upstream cannot be used right now.
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("the upstream server {server} is unavailable: {reason}")]
@@ -175,17 +172,17 @@ impl Upstream {
 
     /// Call `hook` with every new connection (`None`: no longer).
     pub fn on_start(&self, hook: Option<OnStart>) {
-        *lock(&self.on_start) = hook;
+        *self.on_start.lock() = hook;
     }
 
     /// The connection, if one is up (never starts one).
     pub fn current(&self) -> Option<Client> {
-        lock(&self.link).client.clone()
+        self.link.lock().client.clone()
     }
 
     /// Whether a connection is up.
     pub fn is_connected(&self) -> bool {
-        lock(&self.link).client.is_some()
+        self.link.lock().client.is_some()
     }
 
     /// Wait until the connection fails (at once if a failure was recorded
@@ -198,7 +195,7 @@ impl Upstream {
     /// transport, chosen or detected).
     pub fn transport_kind(&self) -> &'static str {
         use toolgate_client::transport::TransportKind;
-        let connected = lock(&self.link).client.as_ref().map(Client::transport_kind);
+        let connected = self.link.lock().client.as_ref().map(Client::transport_kind);
         match connected {
             Some(TransportKind::Sse) => "sse",
             _ if self.config.transport == Some(crate::config::HttpKind::Sse) => "sse",
@@ -209,18 +206,19 @@ impl Upstream {
 
     /// The last error, if the upstream is failing.
     pub fn last_error(&self) -> Option<String> {
-        lock(&self.link).last_error.clone()
+        self.link.lock().last_error.clone()
     }
 
     /// How many times it was restarted (connections started after the
     /// first).
     pub fn restarts(&self) -> u64 {
-        lock(&self.link).starts.saturating_sub(1)
+        self.link.lock().starts.saturating_sub(1)
     }
 
     /// The last lines a stdio upstream wrote to stderr.
     pub fn stderr_tail(&self) -> Vec<String> {
-        lock(&self.link)
+        self.link
+            .lock()
             .stderr
             .as_ref()
             .map(StderrTail::lines)
@@ -269,7 +267,7 @@ impl Upstream {
     /// The connected client, starting (or restarting, once the backoff has
     /// passed) the upstream if needed.
     pub fn client(&self) -> Result<Client, Unavailable> {
-        let mut link = lock(&self.link);
+        let mut link = self.link.lock();
         if let Some(client) = &link.client {
             return Ok(client.clone());
         }
@@ -284,7 +282,7 @@ impl Upstream {
                 link.stderr = stderr;
                 link.starts += 1;
                 drop(link);
-                let hook = lock(&self.on_start).clone();
+                let hook = self.on_start.lock().clone();
                 if let Some(hook) = hook {
                     hook(&client);
                 }
@@ -323,7 +321,7 @@ impl Upstream {
     /// gone drops it (the next use restarts, after the backoff); a success
     /// resets the backoff.
     pub fn outcome<T>(&self, result: &Result<T, ClientError>) {
-        let mut link = lock(&self.link);
+        let mut link = self.link.lock();
         match result {
             Err(
                 e @ (ClientError::ServerExited(_)
@@ -343,7 +341,8 @@ impl Upstream {
 
     /// The wait before the next restart attempt, if the upstream is down.
     pub fn backoff(&self) -> Option<Duration> {
-        lock(&self.link)
+        self.link
+            .lock()
             .failed
             .map(|(at, wait)| wait.saturating_sub(at.elapsed()))
     }
@@ -406,7 +405,7 @@ impl Upstream {
 
     /// Stop the upstream (a stdio child is killed).
     pub fn stop(&self) {
-        let mut link = lock(&self.link);
+        let mut link = self.link.lock();
         link.client = None;
     }
 }

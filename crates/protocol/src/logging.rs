@@ -17,10 +17,10 @@
 //! tracing::info!("serving");
 //! ```
 
+use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
-use std::sync::Mutex;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Metadata, Subscriber};
@@ -72,7 +72,7 @@ impl<S: Subscriber> Filter<S> for Once {
         }
         let mut key = Key(format!("{}:", event.metadata().name()));
         event.record(&mut key);
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = self.seen.lock();
         // Bounded: past this many distinct texts, repeats are no longer
         // tracked (and shown again) rather than the set growing forever.
         if seen.len() >= 4096 {
@@ -93,7 +93,8 @@ impl Visit for Key {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
+    use parking_lot::Mutex;
+    use std::sync::Arc;
 
     use tracing_subscriber::fmt::MakeWriter;
     use tracing_subscriber::layer::SubscriberExt as _;
@@ -105,10 +106,7 @@ mod tests {
 
     impl std::io::Write for Buffer {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .map_err(|_| std::io::ErrorKind::Other)?
-                .extend_from_slice(b);
+            self.0.lock().extend_from_slice(b);
             Ok(b.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
@@ -140,8 +138,7 @@ mod tests {
             }
             tracing::warn!(tool = "b", "ignoring a malformed tool definition");
         });
-        let text = String::from_utf8(buffer.0.lock().map(|b| b.clone()).unwrap_or_default())
-            .unwrap_or_default();
+        let text = String::from_utf8(buffer.0.lock().clone()).unwrap_or_default();
         assert_eq!(text.matches("tool=\"a\"").count(), 1, "{text}");
         assert_eq!(text.matches("tool=\"b\"").count(), 1, "{text}");
         assert_eq!(text.matches("progress").count(), 3, "{text}");

@@ -7,9 +7,10 @@
 //! one validator per definition on demand and reports every violation with
 //! the JSON pointer where it occurred.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -61,7 +62,7 @@ impl WireChecker {
     }
 
     fn validator(&self, definition: &str) -> Arc<jsonschema::Validator> {
-        let mut compiled = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        let mut compiled = self.compiled.lock();
         if let Some(v) = compiled.get(definition) {
             return v.clone();
         }

@@ -44,7 +44,7 @@ pub(crate) struct Inner {
     /// Bits of the last progress value sent (f64), to keep progress increasing.
     last_progress: AtomicU64,
     /// Facts the handler noted for the call log.
-    pub(crate) notes: Arc<std::sync::Mutex<serde_json::Map<String, serde_json::Value>>>,
+    pub(crate) notes: Arc<parking_lot::Mutex<serde_json::Map<String, serde_json::Value>>>,
     /// The task this call may become (tools that support tasks, called by
     /// a client that declared the extension).
     pub(crate) task: Option<Arc<Slot>>,
@@ -52,7 +52,7 @@ pub(crate) struct Inner {
     pub(crate) states: Option<Arc<StateMap>>,
     /// The questions typed elicitation asked in this run, and the answers
     /// it used ([`RequestContext::elicit`]).
-    pub(crate) inputs: std::sync::Mutex<Option<Inputs>>,
+    pub(crate) inputs: parking_lot::Mutex<Option<Inputs>>,
 }
 
 /// A client capability a handler may need.
@@ -89,7 +89,7 @@ impl RequestContext {
                 notes: Arc::default(),
                 task: None,
                 states: None,
-                inputs: std::sync::Mutex::new(None),
+                inputs: parking_lot::Mutex::new(None),
             }),
         }
     }
@@ -118,7 +118,7 @@ impl RequestContext {
         self.changed(|inner| {
             inner.round = round;
             // Questions of the last run were asked; this run asks afresh.
-            inner.inputs = std::sync::Mutex::new(None);
+            inner.inputs = parking_lot::Mutex::new(None);
         })
     }
 
@@ -148,7 +148,7 @@ impl RequestContext {
             notes: inner.notes.clone(),
             task: inner.task.clone(),
             states: inner.states.clone(),
-            inputs: std::sync::Mutex::new(None),
+            inputs: parking_lot::Mutex::new(None),
         };
         change(&mut fresh);
         Self {
@@ -287,16 +287,12 @@ impl RequestContext {
     /// ctx.note("upstream", "basket");
     /// ```
     pub fn note(&self, key: &str, value: impl Into<serde_json::Value>) {
-        self.inner
-            .notes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_owned(), value.into());
+        self.inner.notes.lock().insert(key.to_owned(), value.into());
     }
 
     /// The notes made so far, taken out.
     pub(crate) fn take_notes(&self) -> serde_json::Map<String, serde_json::Value> {
-        std::mem::take(&mut *self.inner.notes.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *self.inner.notes.lock())
     }
 
     /// Whether the request was cancelled.

@@ -180,7 +180,7 @@ impl RequestContext {
     ) -> Result<Elicitation<T>, ToolError> {
         let schema = form::<T>()?;
         let key = question_key(message, &schema);
-        let mut shared = self.inner.inputs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut shared = self.inner.inputs.lock();
         let inputs = shared.get_or_insert_with(|| self.inputs());
         match inputs.ask_form(&key, message, schema)? {
             Some(answer) => Ok(answer),

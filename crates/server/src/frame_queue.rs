@@ -6,8 +6,9 @@
 //! `mpsc` channel allocates 32 slots and two cache-padded halves up front).
 //! The final response never passes through it; the work returns it.
 
+use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use tokio::sync::Notify;
@@ -52,12 +53,6 @@ pub(crate) fn queue() -> (FrameSender, FrameReceiver) {
     (FrameSender(shared.clone()), FrameReceiver(shared))
 }
 
-fn lock(shared: &Shared) -> MutexGuard<'_, State> {
-    // A panic while holding this lock cannot leave the queue inconsistent
-    // (every critical section is a single push or pop).
-    shared.state.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl FrameSender {
     /// Queue `frame`, waiting while the queue is full.
     pub(crate) async fn send(&self, frame: Frame) -> Result<(), Closed> {
@@ -69,7 +64,7 @@ impl FrameSender {
             tokio::pin!(room);
             room.as_mut().enable();
             {
-                let mut state = lock(&self.0);
+                let mut state = self.0.state.lock();
                 if state.closed {
                     return Err(Closed);
                 }
@@ -93,7 +88,7 @@ impl FrameSender {
 impl FrameReceiver {
     /// The oldest queued frame, or `Pending` (waking this task on the next).
     pub(crate) fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Frame> {
-        let mut state = lock(&self.0);
+        let mut state = self.0.state.lock();
         match self.pop(&mut state) {
             Some(frame) => Poll::Ready(frame),
             None => {
@@ -111,7 +106,7 @@ impl FrameReceiver {
 
     /// The oldest queued frame, if any.
     pub(crate) fn try_recv(&self) -> Option<Frame> {
-        let mut state = lock(&self.0);
+        let mut state = self.0.state.lock();
         self.pop(&mut state)
     }
 
@@ -127,7 +122,7 @@ impl FrameReceiver {
 
 impl Drop for FrameReceiver {
     fn drop(&mut self) {
-        let mut state = lock(&self.0);
+        let mut state = self.0.state.lock();
         state.closed = true;
         state.frames.clear();
         drop(state);

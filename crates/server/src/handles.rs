@@ -14,8 +14,8 @@
 //! - looked up into either the value or a ready [`ToolError`] worded for the
 //!   model: what happened and how to recover.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -96,8 +96,8 @@ impl<T> Handles<T> {
         self.ttl
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry<T>>> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<String, Entry<T>>> {
+        self.entries.lock()
     }
 
     fn owner(ctx: &RequestContext) -> Option<String> {

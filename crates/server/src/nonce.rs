@@ -16,10 +16,11 @@
 //! several processes sharing a state key must share the store too, or a
 //! round answered on one could be answered again on another.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The future of [`NonceStore::spend`]: `Ok(true)` the first time a nonce
@@ -74,7 +75,7 @@ impl MemoryNonceStore {
 
 impl NonceStore for MemoryNonceStore {
     fn spend(&self, nonce: String) -> SpendFuture {
-        let mut spent = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+        let mut spent = self.spent.lock();
         let now = Instant::now();
         let keep = self.keep;
         spent.retain(|_, at| now.duration_since(*at) <= keep);

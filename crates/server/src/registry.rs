@@ -12,8 +12,9 @@
 //! sees the same list — its whole pages too. A list request then costs a
 //! cursor lookup and a copy.
 
+use parking_lot::RwLock;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -171,7 +172,7 @@ impl<T: Listed> Catalog<T> {
     }
 
     fn snapshot(&self) -> Arc<Snapshot<T>> {
-        self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.state.read().clone()
     }
 
     /// The item with `key`, if it exists and `auth` may see it.
@@ -208,7 +209,7 @@ impl<T: Listed> Catalog<T> {
     /// Add an item; `Err` returns it when the key is taken.
     pub(crate) fn insert(&self, item: T) -> Result<(), T> {
         {
-            let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+            let mut state = self.state.write();
             if state.index.contains_key(item.key()) {
                 return Err(item);
             }
@@ -228,7 +229,7 @@ impl<T: Listed> Catalog<T> {
     /// Remove the item with `key`; whether it existed.
     pub(crate) fn remove(&self, key: &str) -> bool {
         {
-            let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+            let mut state = self.state.write();
             let Some(&i) = state.index.get(key) else {
                 return false;
             };

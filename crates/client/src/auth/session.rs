@@ -3,7 +3,9 @@
 //! all concurrent callers), and what a `401` or `403` answer means — a
 //! DPoP nonce to retry with, a token to renew, or scopes to step up to.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use reqwest::Url;
 use reqwest::header::HeaderMap;
@@ -69,11 +71,11 @@ pub(crate) struct Session {
 }
 
 fn read<T: Clone>(l: &RwLock<T>) -> T {
-    l.read().unwrap_or_else(|e| e.into_inner()).clone()
+    l.read().clone()
 }
 
 fn write<T>(l: &RwLock<T>, value: T) {
-    *l.write().unwrap_or_else(|e| e.into_inner()) = value;
+    *l.write() = value;
 }
 
 fn union(mut a: Vec<String>, b: &[String]) -> Vec<String> {

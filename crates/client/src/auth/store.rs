@@ -3,9 +3,9 @@
 //! that made it) and the DPoP key. [`MemoryTokenStore`] keeps them for the
 //! process; [`FileTokenStore`] in one JSON file only its owner can read.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -136,20 +136,16 @@ pub struct MemoryTokenStore {
     entries: Mutex<BTreeMap<String, StoredAuth>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl TokenStore for MemoryTokenStore {
     fn load(&self, server: &str) -> Result<Option<StoredAuth>, ClientError> {
-        Ok(lock(&self.entries).get(server).cloned())
+        Ok(self.entries.lock().get(server).cloned())
     }
     fn save(&self, server: &str, auth: &StoredAuth) -> Result<(), ClientError> {
-        lock(&self.entries).insert(server.to_owned(), auth.clone());
+        self.entries.lock().insert(server.to_owned(), auth.clone());
         Ok(())
     }
     fn remove(&self, server: &str) -> Result<bool, ClientError> {
-        Ok(lock(&self.entries).remove(server).is_some())
+        Ok(self.entries.lock().remove(server).is_some())
     }
 }
 
@@ -236,17 +232,17 @@ impl FileTokenStore {
 
 impl TokenStore for FileTokenStore {
     fn load(&self, server: &str) -> Result<Option<StoredAuth>, ClientError> {
-        let _g = lock(&self.guard);
+        let _g = self.guard.lock();
         Ok(self.read()?.remove(server))
     }
     fn save(&self, server: &str, auth: &StoredAuth) -> Result<(), ClientError> {
-        let _g = lock(&self.guard);
+        let _g = self.guard.lock();
         let mut all = self.read()?;
         all.insert(server.to_owned(), auth.clone());
         self.write(&all)
     }
     fn remove(&self, server: &str) -> Result<bool, ClientError> {
-        let _g = lock(&self.guard);
+        let _g = self.guard.lock();
         let mut all = self.read()?;
         let had = all.remove(server).is_some();
         if had {

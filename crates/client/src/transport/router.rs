@@ -9,8 +9,9 @@
 //! [`Limits::max_concurrent_server_requests`] at once). Whatever the client
 //! writes back goes to one queue, in order; the transport drains it.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, broadcast, mpsc};
@@ -38,10 +39,6 @@ pub(crate) struct Router {
     max_concurrent: usize,
     /// Where the client's messages go, in order.
     writer: mpsc::Sender<Vec<u8>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Router {
@@ -76,7 +73,7 @@ impl Router {
 
     /// Who answers the server's requests.
     pub(crate) fn on_server_request(&self, handler: ServerRequestHandler) {
-        *lock(&self.requests) = Some(handler);
+        *self.requests.lock() = Some(handler);
     }
 
     /// The session's notifications (those of no request).
@@ -99,13 +96,13 @@ impl Router {
     /// Expect messages for the request `id`.
     pub(crate) fn expect(&self, id: RequestId) -> mpsc::Receiver<Result<Inbound, ClientError>> {
         let (tx, rx) = mpsc::channel(64);
-        lock(&self.routes).insert(id, tx);
+        self.routes.lock().insert(id, tx);
         rx
     }
 
     /// Stop expecting messages for `id` (it was never sent).
     pub(crate) fn forget(&self, id: &RequestId) {
-        lock(&self.routes).remove(id);
+        self.routes.lock().remove(id);
     }
 
     /// What dropping the request `id` before its response does: forget it
@@ -113,7 +110,7 @@ impl Router {
     pub(crate) fn cancel_on_drop(&self, id: RequestId) -> Box<dyn FnOnce() + Send> {
         let (routes, writer) = (self.routes.clone(), self.writer.clone());
         Box::new(move || {
-            if lock(&routes).remove(&id).is_some() {
+            if routes.lock().remove(&id).is_some() {
                 let params = json!({"requestId": id, "reason": "cancelled by the client"});
                 let _ = writer.try_send(encode_notification(
                     "notifications/cancelled",
@@ -125,7 +122,7 @@ impl Router {
 
     /// Fail every pending request with `error()`.
     pub(crate) async fn fail_all(&self, error: impl Fn() -> ClientError) {
-        let pending: Vec<_> = lock(&self.routes).drain().collect();
+        let pending: Vec<_> = self.routes.lock().drain().collect();
         for (_, tx) in pending {
             let _ = tx.send(Err(error())).await;
         }
@@ -162,8 +159,8 @@ impl Router {
                 // A response ends its request: forget the route first, so
                 // dropping the request later cancels nothing.
                 let sender = match inbound {
-                    Inbound::Response(_) => lock(&self.routes).remove(&id),
-                    Inbound::Notification(_) => lock(&self.routes).get(&id).cloned(),
+                    Inbound::Response(_) => self.routes.lock().remove(&id),
+                    Inbound::Notification(_) => self.routes.lock().get(&id).cloned(),
                 };
                 match sender {
                     Some(tx) => {
@@ -191,7 +188,7 @@ impl Router {
             let _ = self.writer.send(bytes).await;
             return;
         };
-        let handler = lock(&self.requests).clone();
+        let handler = self.requests.lock().clone();
         let params = value.get("params").cloned().unwrap_or(Value::Null);
         let writer = self.writer.clone();
         tokio::spawn(async move {

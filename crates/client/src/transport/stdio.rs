@@ -8,10 +8,11 @@
 //! exits, every pending request fails at once with the exit status.
 //! Dropping the transport kills the child.
 
+use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -119,7 +120,7 @@ pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
 impl StderrTail {
     /// The last lines the server wrote to its stderr, oldest first.
     pub fn lines(&self) -> Vec<String> {
-        lock(&self.0).iter().cloned().collect()
+        self.0.lock().iter().cloned().collect()
     }
 }
 
@@ -149,10 +150,6 @@ impl Drop for Group {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl StdioTransport {
     /// Start the server, with the default [`Limits`].
     pub fn spawn(command: &StdioCommand) -> Result<Self, ClientError> {
@@ -162,7 +159,7 @@ impl StdioTransport {
     /// The last lines the server wrote to its stderr (at most 20, each cut
     /// to [`Limits::max_stderr_line_bytes`]): what to show when it fails.
     pub fn stderr_tail(&self) -> Vec<String> {
-        lock(&self.stderr_tail).iter().cloned().collect()
+        self.stderr_tail.lock().iter().cloned().collect()
     }
 
     /// A handle on the same stderr tail that outlives moving the transport
@@ -277,7 +274,7 @@ async fn read_stderr(
         };
         // Kept before it is logged: a failure reported meanwhile shows it.
         {
-            let mut tail = lock(&tail);
+            let mut tail = tail.lock();
             if tail.len() == STDERR_TAIL {
                 tail.pop_front();
             }
@@ -357,7 +354,7 @@ async fn read_loop(reader: Reader, limits: Limits) {
     // The exit is reported with the server's last words: its stderr ends
     // with it, and the reader may not have taken the last lines yet.
     let _ = tokio::time::timeout(LAST_WORDS, stderr_read).await;
-    *lock(&exited) = Some(status.clone());
+    *exited.lock() = Some(status.clone());
     router
         .fail_all(|| ClientError::ServerExited(status.clone()))
         .await;
@@ -392,13 +389,15 @@ impl Transport for StdioTransport {
 
     fn send(&self, request: Outgoing) -> SendFuture<'_> {
         Box::pin(async move {
-            if let Some(status) = lock(&self.exited).clone() {
+            if let Some(status) = self.exited.lock().clone() {
                 return Err(ClientError::ServerExited(status));
             }
             let rx = self.router.expect(request.id.clone());
             if !self.router.write(request.body).await {
                 self.router.forget(&request.id);
-                let status = lock(&self.exited)
+                let status = self
+                    .exited
+                    .lock()
                     .clone()
                     .unwrap_or_else(|| "stdin closed".into());
                 return Err(ClientError::ServerExited(status));
@@ -425,7 +424,7 @@ mod tests {
             ..Limits::default()
         };
         read_stderr(input.as_bytes(), "srv".into(), limits, tail.clone()).await;
-        let tail: Vec<String> = lock(&tail).iter().cloned().collect();
+        let tail: Vec<String> = tail.lock().iter().cloned().collect();
         assert_eq!(tail.len(), STDERR_TAIL);
         assert_eq!(tail.first().map(String::as_str), Some("line 5"));
         assert_eq!(tail.last().map(String::as_str), Some("line 24"));
@@ -439,7 +438,7 @@ mod tests {
             tail.clone(),
         )
         .await;
-        let tail: Vec<String> = lock(&tail).iter().cloned().collect();
+        let tail: Vec<String> = tail.lock().iter().cloned().collect();
         assert_eq!(tail, ["x", "[a line longer than 8192 bytes, not shown]"]);
     }
 }

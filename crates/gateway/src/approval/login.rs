@@ -10,9 +10,9 @@
 //! anti-forgery token. A fresh link replaces a spent one (printed, and
 //! written to the file), so a second browser can log in too.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, header};
@@ -72,8 +72,8 @@ impl Logins {
         Ok(logins)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        let mut state = self.state.lock();
         let now = Instant::now();
         state.sessions.retain(|_, s| s.until > now);
         state

@@ -25,8 +25,9 @@ mod login;
 mod operator;
 pub mod pending;
 
+use parking_lot::Mutex;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -191,33 +192,24 @@ impl ApprovalDesk {
 
     /// Serve the console's views of `gateway` beside the approval page.
     pub fn attach(&self, gateway: crate::Gateway) {
-        *self.console.lock().unwrap_or_else(|e| e.into_inner()) = Some(gateway);
+        *self.console.lock() = Some(gateway);
     }
 
     /// Stop serving the console's views (the gateway stops).
     pub fn detach(&self) {
-        self.console
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        self.console.lock().take();
     }
 
     fn console(&self) -> Option<crate::Gateway> {
-        self.console
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.console.lock().clone()
     }
 
     fn last_reload(&self) -> Option<String> {
-        self.reloaded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.reloaded.lock().clone()
     }
 
     fn said_reload(&self, said: String) {
-        *self.reloaded.lock().unwrap_or_else(|e| e.into_inner()) = Some(said);
+        *self.reloaded.lock() = Some(said);
     }
 
     /// Who the request's session is, as the audit store records their

@@ -3,8 +3,8 @@
 //! decision on any instance's page is taken by the call retried on any
 //! instance — once.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use super::Status;
@@ -82,8 +82,8 @@ impl MemoryPending {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting>> {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<String, Waiting>> {
+        let mut entries = self.entries.lock();
         let oldest = cutoff(self.ttl);
         entries.retain(|_, e| e.opened_ms >= oldest);
         entries

@@ -15,7 +15,7 @@ use toolgate_protocol::types::Tool;
 use toolgate_review::lock::{Change, LockFile, lock_tool};
 use toolgate_server::Withheld;
 
-use super::{Gateway, read, write};
+use super::Gateway;
 use crate::policy::ToolFacts;
 
 /// A tool the lock file withholds.
@@ -92,12 +92,14 @@ impl Gateway {
     /// Whether a lock file is enforced (every offered tool is then pinned:
     /// the others are withheld).
     pub fn is_locked(&self) -> bool {
-        read(&self.lock).is_some()
+        self.lock.read().is_some()
     }
 
     /// The tools the lock file withholds, by gateway name.
     pub fn drift(&self) -> Vec<(String, Drift)> {
-        let mut list: Vec<(String, Drift)> = read(&self.drift)
+        let mut list: Vec<(String, Drift)> = self
+            .drift
+            .read()
             .iter()
             .map(|(n, d)| (n.clone(), d.clone()))
             .collect();
@@ -116,14 +118,14 @@ impl Gateway {
         digest: &str,
         by: &str,
     ) -> Result<(), NotApproved> {
-        let Some(drift) = read(&self.drift).get(name).cloned() else {
+        let Some(drift) = self.drift.read().get(name).cloned() else {
             return Err(NotApproved::Unknown(name.to_owned()));
         };
         if drift.digest != digest {
             return Err(NotApproved::Moved(name.to_owned()));
         }
         let updated = {
-            let mut lock = write(&self.lock);
+            let mut lock = self.lock.write();
             let file = lock.get_or_insert_with(LockFile::default);
             file.servers
                 .entry(drift.server.clone())

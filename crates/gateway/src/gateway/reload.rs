@@ -110,7 +110,7 @@ impl Gateway {
         // A console started by `serve --console` is not in the file: it
         // stays as it runs.
         if config.console.is_none() {
-            config.console.clone_from(&read(&self.running).console);
+            config.console.clone_from(&self.running.read().console);
         }
         let policy = Arc::new(Policy::new(&config.policy)?);
         // Checked now, so a bad `[loops]` or `[[budget]]` changes nothing.
@@ -121,7 +121,7 @@ impl Gateway {
             ..Reloaded::default()
         };
         let ups = self.ups();
-        let retired = read(&self.retired).clone();
+        let retired = self.retired.read().clone();
         let live: HashMap<&str, usize> = ups
             .iter()
             .enumerate()
@@ -160,30 +160,30 @@ impl Gateway {
             }
         }
         let rules = rules_of(&config);
-        report.rules_changed = *read(&self.rules) != rules;
-        *write(&self.rules) = rules;
+        report.rules_changed = *self.rules.read() != rules;
+        *self.rules.write() = rules;
         // From here on the new configuration is the gateway's.
         {
-            let mut names = write(&self.names);
+            let mut names = self.names.write();
             names.resize(slots.len(), String::new());
             for (i, u) in slots.iter().enumerate() {
                 names[i].clone_from(&u.config.name);
             }
         }
-        *write(&self.upstreams) = Arc::new(slots);
-        *write(&self.policy) = policy;
-        *write(&self.ratelimit) = Arc::new(config.ratelimit.clone());
+        *self.upstreams.write() = Arc::new(slots);
+        *self.policy.write() = policy;
+        *self.ratelimit.write() = Arc::new(config.ratelimit.clone());
         self.loops.configure(&config.loops)?;
-        *write(&self.budgets) = budgets;
-        *write(&self.running) = Arc::new(config.clone());
-        *write(&self.disabled) = config
+        *self.budgets.write() = budgets;
+        *self.running.write() = Arc::new(config.clone());
+        *self.disabled.write() = config
             .servers
             .values()
             .filter(|s| !s.enabled)
             .map(super::disabled_status)
             .collect();
         {
-            let mut retired = write(&self.retired);
+            let mut retired = self.retired.write();
             retired.extend(stopped.iter().copied());
             for i in restarted.iter().chain(&started) {
                 retired.remove(i);
@@ -209,7 +209,7 @@ impl Gateway {
         // the new rules.
         let mut listings = tokio::task::JoinSet::new();
         for (i, upstream) in slots.iter().enumerate() {
-            if write(&self.retired).contains(&i) {
+            if self.retired.write().contains(&i) {
                 continue;
             }
             let upstream = upstream.clone();
@@ -235,7 +235,7 @@ impl Gateway {
     /// Withdraw every tool, prompt and resource of slot `i`.
     fn withdraw(&self, i: usize) {
         self.apply(i, &[]);
-        let mut offer = write(&self.offer);
+        let mut offer = self.offer.write();
         offer.withheld.retain(|_, (u, _)| *u != i);
         let server = &self.server;
         offer.prompts.retain(|name, (u, _)| {
@@ -256,8 +256,8 @@ impl Gateway {
                 false
             }
         });
-        write(&self.seen).remove(&i);
-        write(&self.drift).retain(|_, d| d.upstream != i);
+        self.seen.write().remove(&i);
+        self.drift.write().retain(|_, d| d.upstream != i);
     }
 
     /// Log the reload and write it to the audit store.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use toolgate_protocol::types::Tool;
 use toolgate_server::Server;
 
-use super::{Gateway, UpstreamStatus, is_denial, read};
+use super::{Gateway, UpstreamStatus, is_denial};
 use crate::audit::AuditSink;
 use crate::metrics::Metrics;
 use crate::policy::{Decision, ToolFacts};
@@ -35,8 +35,8 @@ impl Gateway {
 
     /// Each upstream's state.
     pub fn status(&self) -> Vec<UpstreamStatus> {
-        let offer = read(&self.offer);
-        let retired = read(&self.retired).clone();
+        let offer = self.offer.read();
+        let retired = self.retired.read().clone();
         self.ups()
             .iter()
             .enumerate()
@@ -61,7 +61,7 @@ impl Gateway {
                 restarts: u.restarts(),
                 retry_in: u.last_error().and(u.backoff()),
             })
-            .chain(read(&self.disabled).iter().cloned())
+            .chain(self.disabled.read().iter().cloned())
             .collect()
     }
 
@@ -85,8 +85,8 @@ impl Gateway {
 
     /// How many enabled upstreams are listed and answering.
     pub(crate) fn upstreams_up(&self) -> usize {
-        let seen = read(&self.seen);
-        let retired = read(&self.retired);
+        let seen = self.seen.read();
+        let retired = self.retired.read();
         self.ups()
             .iter()
             .enumerate()
@@ -125,12 +125,12 @@ impl Gateway {
     /// likely a mistyped pattern. An upstream that is down lists nothing,
     /// so rules meant for it show here until it is back.
     pub fn unmatched_rules(&self) -> Vec<String> {
-        self.policy().unmatched(read(&self.seen).values().flatten())
+        self.policy().unmatched(self.seen.read().values().flatten())
     }
 
     /// The gateway tool names, sorted.
     pub fn tool_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = read(&self.offer).tools.keys().cloned().collect();
+        let mut names: Vec<String> = self.offer.read().tools.keys().cloned().collect();
         names.sort();
         names
     }
@@ -138,8 +138,8 @@ impl Gateway {
     /// Every offered tool, by name; and the withheld ones with what a
     /// caller is told.
     pub fn tool_views(&self) -> (Vec<ToolView>, Vec<(String, String)>) {
-        let offer = read(&self.offer);
-        let names = read(&self.names);
+        let offer = self.offer.read();
+        let names = self.names.read();
         let policy = self.policy();
         let ups = self.ups();
         let mut tools: Vec<ToolView> = offer
@@ -174,6 +174,6 @@ impl Gateway {
 
     /// The configuration running now (as last loaded or reloaded).
     pub fn running_config(&self) -> Arc<crate::config::GatewayConfig> {
-        read(&self.running).clone()
+        self.running.read().clone()
     }
 }

@@ -26,9 +26,9 @@
 //! own `exp`: each later request with the same bytes skips the signature
 //! (its lifetime is still checked). At most 4,096 tokens are remembered.
 
+use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
@@ -157,7 +157,7 @@ impl JwtVerifier {
 
     /// A token verified within the last minute and not yet expired.
     fn remembered(&self, digest: &[u8; 32]) -> Option<AuthContext> {
-        let verified = self.verified.read().unwrap_or_else(|e| e.into_inner());
+        let verified = self.verified.read();
         let hit = verified.get(digest)?;
         (hit.at.elapsed() < REMEMBER_FOR && epoch_now() < hit.until).then(|| hit.auth.clone())
     }
@@ -170,7 +170,7 @@ impl JwtVerifier {
         else {
             return;
         };
-        let mut verified = self.verified.write().unwrap_or_else(|e| e.into_inner());
+        let mut verified = self.verified.write();
         if verified.len() >= REMEMBERED {
             let now = epoch_now();
             verified.retain(|_, v| v.at.elapsed() < REMEMBER_FOR && now < v.until);
@@ -241,8 +241,8 @@ impl JwtVerifier {
         self
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Keys> {
-        self.keys.read().unwrap_or_else(|e| e.into_inner())
+    fn read(&self) -> parking_lot::RwLockReadGuard<'_, Keys> {
+        self.keys.read()
     }
 
     /// Fetch the JWKS again if a URL is configured and the last fetch is old
@@ -261,7 +261,7 @@ impl JwtVerifier {
         let fetched = (remote.fetch)(&remote.url)
             .await
             .map_err(TokenError::Unavailable);
-        let mut keys = self.keys.write().unwrap_or_else(|e| e.into_inner());
+        let mut keys = self.keys.write();
         keys.fetched = Some(Instant::now());
         let mut fresh = parse_jwks(&fetched?)?;
         fresh.fetched = keys.fetched;

@@ -10,9 +10,10 @@
 //! go unused.
 #![cfg_attr(not(feature = "http"), allow(dead_code))]
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -22,10 +23,6 @@ use toolgate_protocol::jsonrpc::Response;
 use toolgate_protocol::meta::{PROGRESS_TOKEN, RequestMeta};
 use toolgate_protocol::types::{ClientCapabilities, Implementation, LoggingLevel, ProgressToken};
 use toolgate_protocol::{RequestId, RpcError};
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 type Answer = oneshot::Sender<Result<Value, RpcError>>;
 
@@ -95,7 +92,7 @@ impl Session {
             client_info: self.client_info.clone(),
             client_capabilities: self.capabilities.clone(),
             progress_token,
-            log_level: *lock(&self.log_level),
+            log_level: *self.log_level.lock(),
             trace: params
                 .and_then(|p| p.get("_meta"))
                 .and_then(Value::as_object)
@@ -111,39 +108,39 @@ impl Session {
     }
 
     pub(crate) fn set_log_level(&self, level: LoggingLevel) {
-        *lock(&self.log_level) = Some(level);
+        *self.log_level.lock() = Some(level);
     }
 
     pub(crate) fn subscribe(&self, uri: &str) {
-        lock(&self.subscriptions).insert(uri.to_owned());
+        self.subscriptions.lock().insert(uri.to_owned());
     }
 
     pub(crate) fn unsubscribe(&self, uri: &str) {
-        lock(&self.subscriptions).remove(uri);
+        self.subscriptions.lock().remove(uri);
     }
 
     pub(crate) fn is_subscribed(&self, uri: &str) -> bool {
-        lock(&self.subscriptions).contains(uri)
+        self.subscriptions.lock().contains(uri)
     }
 
     pub(crate) fn touch(&self) {
-        *lock(&self.last_seen) = Instant::now();
+        *self.last_seen.lock() = Instant::now();
     }
 
     fn idle_for(&self) -> Duration {
-        lock(&self.last_seen).elapsed()
+        self.last_seen.lock().elapsed()
     }
 
     /// Route messages unrelated to a request to `sink` (replacing any earlier one).
     pub(crate) fn attach(&self, sink: mpsc::Sender<Vec<u8>>) {
-        *lock(&self.unsolicited) = Some(sink);
+        *self.unsolicited.lock() = Some(sink);
     }
 
     /// Send a message unrelated to any request. Dropped when nowhere to go
     /// or when the client reads too slowly: list changes are hints, and a
     /// slow reader must not hold the server up.
     pub(crate) fn send_unsolicited(&self, bytes: Vec<u8>) {
-        let sink = lock(&self.unsolicited).clone();
+        let sink = self.unsolicited.lock().clone();
         if let Some(sink) = sink
             && sink.try_send(bytes).is_err()
         {
@@ -155,7 +152,7 @@ impl Session {
     /// when the client cancels the request.
     pub(crate) fn track(self: &Arc<Self>, id: &RequestId) -> (CancellationToken, InFlight) {
         let token = self.ended.child_token();
-        lock(&self.in_flight).insert(id.clone(), token.clone());
+        self.in_flight.lock().insert(id.clone(), token.clone());
         let guard = InFlight {
             session: self.clone(),
             id: id.clone(),
@@ -165,7 +162,7 @@ impl Session {
 
     /// The client cancelled request `id`.
     pub(crate) fn cancel(&self, id: &RequestId) {
-        if let Some(token) = lock(&self.in_flight).remove(id) {
+        if let Some(token) = self.in_flight.lock().remove(id) {
             token.cancel();
         }
     }
@@ -181,7 +178,7 @@ impl Session {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = RequestId::String(format!("toolgate-{n}"));
         let (tx, rx) = oneshot::channel();
-        lock(&self.waiting).insert(id.clone(), tx);
+        self.waiting.lock().insert(id.clone(), tx);
         let guard = Waiting {
             session: self.clone(),
             id: id.clone(),
@@ -196,7 +193,7 @@ impl Session {
             tracing::debug!(session = %self.id, "a response without an id; ignored");
             return;
         };
-        match lock(&self.waiting).remove(&id) {
+        match self.waiting.lock().remove(&id) {
             Some(waiter) => {
                 let _ = waiter.send(response.outcome);
             }
@@ -214,7 +211,7 @@ pub(crate) struct Waiting {
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        lock(&self.session.waiting).remove(&self.id);
+        self.session.waiting.lock().remove(&self.id);
     }
 }
 
@@ -226,7 +223,7 @@ pub(crate) struct InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        lock(&self.session.in_flight).remove(&self.id);
+        self.session.in_flight.lock().remove(&self.id);
     }
 }
 
@@ -254,7 +251,7 @@ impl Sessions {
     /// flooder's sessions; a full table then ends the least recently used
     /// session of all.
     pub(crate) fn insert(&self, session: Arc<Session>) {
-        let mut map = lock(&self.map);
+        let mut map = self.map.lock();
         let idle = self.idle;
         map.retain(|_, s| {
             let keep = s.idle_for() < idle && !s.ended.is_cancelled();
@@ -294,7 +291,7 @@ impl Sessions {
 
     /// The live session `id`, if it belongs to `subject`.
     pub(crate) fn get(&self, id: &str, subject: Option<&str>) -> Option<Arc<Session>> {
-        let mut map = lock(&self.map);
+        let mut map = self.map.lock();
         let session = map.get(id)?.clone();
         if session.ended.is_cancelled() || session.idle_for() >= self.idle {
             map.remove(id);
@@ -310,7 +307,7 @@ impl Sessions {
 
     /// End session `id` (HTTP `DELETE`). Whether it existed for `subject`.
     pub(crate) fn remove(&self, id: &str, subject: Option<&str>) -> bool {
-        let mut map = lock(&self.map);
+        let mut map = self.map.lock();
         match map.get(id) {
             Some(s) if s.subject.as_deref() == subject => {
                 s.ended.cancel();
@@ -407,6 +404,6 @@ mod tests {
         let (id2, _rx2, guard2) = s.expect_answer();
         assert_ne!(id, id2);
         drop(guard2);
-        assert!(lock(&s.waiting).is_empty());
+        assert!(s.waiting.lock().is_empty());
     }
 }

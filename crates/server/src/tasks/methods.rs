@@ -149,10 +149,7 @@ pub(crate) fn update(
             if !tasks.save(&live, task).await {
                 return Err(RpcError::internal());
             }
-            live.inbox
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .extend(accepted);
+            live.inbox.lock().extend(accepted);
             live.wake.notify_one();
             Ok(Map::new())
         },

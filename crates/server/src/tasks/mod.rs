@@ -31,9 +31,10 @@ mod methods;
 mod run;
 mod store;
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
@@ -137,9 +138,9 @@ impl Tasks {
         self.enabled.store(true, Ordering::Relaxed);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, LiveSet> {
+    fn lock(&self) -> parking_lot::MutexGuard<'_, LiveSet> {
         // Each critical section leaves the set consistent before it can panic.
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
+        self.live.lock()
     }
 
     /// The task this process runs with this id, if it belongs to `owner`.

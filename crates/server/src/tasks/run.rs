@@ -1,7 +1,8 @@
 //! Running a call that may become a task: in its request until the task
 //! starts, then on its own, parking whenever it needs input.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use parking_lot::Mutex;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use serde_json::{Map, Value};
@@ -63,7 +64,7 @@ impl Slot {
     }
 
     fn take_answer(&self) -> Option<oneshot::Sender<Frame>> {
-        self.answer.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.answer.lock().take()
     }
 
     /// Start the task (once): create it durably, then answer the request
@@ -79,7 +80,7 @@ impl Slot {
         let (live, task) = match tasks.create(self.owner.clone()).await {
             Ok(created) => created,
             Err(e) => {
-                *self.answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(answer);
+                *self.answer.lock() = Some(answer);
                 return Err(e);
             }
         };
@@ -414,7 +415,7 @@ impl Driver {
         };
         loop {
             {
-                let mut inbox = live.inbox.lock().unwrap_or_else(|e| e.into_inner());
+                let mut inbox = live.inbox.lock();
                 if keys.iter().all(|k| inbox.contains_key(k)) {
                     return std::mem::take(&mut *inbox);
                 }

@@ -8,10 +8,10 @@
 //! task; the `Mcp-Name` header carries the task id so a load balancer can
 //! route them there.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
 use std::time::SystemTime;
 
 use toolgate_protocol::types::DetailedTask;
@@ -71,10 +71,10 @@ impl MemoryTaskStore {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, TaskRecord>> {
+    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<String, TaskRecord>> {
         // Every critical section is one map operation: a panic cannot leave
         // the map half-changed.
-        self.tasks.lock().unwrap_or_else(|e| e.into_inner())
+        self.tasks.lock()
     }
 }
 

@@ -13,8 +13,9 @@
 //! are served in that session, and the client's JSON-RPC responses answer
 //! the server's input requests.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::StreamExt as _;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -79,7 +80,7 @@ where
         match parse_message(line.as_bytes()) {
             Ok(Incoming::Request(req)) => {
                 let id = req.id.clone();
-                if lock(&in_flight).contains_key(&id) {
+                if in_flight.lock().contains_key(&id) {
                     let error = RpcError::invalid_request(format!(
                         "request id {id} is already in use by a request in flight"
                     ));
@@ -108,14 +109,14 @@ where
                         let key = id.clone();
                         // Holding the lock across spawn+insert keeps a fast
                         // task from removing its entry before it exists.
-                        let mut guard = lock(&in_flight);
+                        let mut guard = in_flight.lock();
                         let handle = tasks.spawn(async move {
                             while let Some(frame) = exchange.next().await {
                                 if out.send(frame.bytes().to_vec()).await.is_err() {
                                     break;
                                 }
                             }
-                            lock(&registry).remove(&key);
+                            registry.lock().remove(&key);
                         });
                         guard.insert(id, handle);
                     }
@@ -128,7 +129,7 @@ where
                     s.mark_initialized();
                 }
                 if let NotificationAction::Cancel(id) = server.classify_notification(&n)
-                    && let Some(handle) = lock(&in_flight).remove(&id)
+                    && let Some(handle) = in_flight.lock().remove(&id)
                 {
                     handle.abort();
                 }
@@ -189,10 +190,6 @@ fn legacy_initialize(
         }
         Err(frame) => Reply::Done(frame),
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 async fn send(out: &mpsc::Sender<Vec<u8>>, bytes: Vec<u8>) {

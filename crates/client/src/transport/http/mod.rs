@@ -23,8 +23,9 @@ pub use sse::fuzz_events;
 
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -130,12 +131,8 @@ struct Waiting {
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        lock(&self.shared.waiting).remove(&self.key);
+        self.shared.waiting.lock().remove(&self.key);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl HttpTransport {
@@ -251,7 +248,7 @@ impl Transport for HttpTransport {
         if let Some(session) = self.old.get() {
             session.router().on_server_request(handler.clone());
         }
-        *lock(&self.shared.requests) = Some(handler);
+        *self.shared.requests.lock() = Some(handler);
     }
 
     fn server_requests_answered(&self) -> super::NotifyFuture<'_> {
@@ -344,7 +341,7 @@ impl Transport for HttpTransport {
             let status = response.status();
             shared.refused(&response)?;
             if let Some(session) = response.header("mcp-session-id") {
-                *lock(&shared.session) = Some(session.to_owned());
+                *shared.session.lock() = Some(session.to_owned());
             }
             let is_sse = response
                 .header("content-type")
@@ -353,7 +350,7 @@ impl Transport for HttpTransport {
                 let (tx, rx) = mpsc::channel(64);
                 let waiting = request.legacy.as_ref().map(|_| {
                     let key = request.id.to_string();
-                    lock(&shared.waiting).insert(key.clone(), tx.clone());
+                    shared.waiting.lock().insert(key.clone(), tx.clone());
                     Waiting {
                         shared: shared.clone(),
                         key,
@@ -401,7 +398,7 @@ impl Transport for HttpTransport {
 
 impl Shared {
     fn session(&self) -> Option<String> {
-        lock(&self.session).clone()
+        self.session.lock().clone()
     }
 
     /// Headers every request carries: the configured extras and the
@@ -599,7 +596,7 @@ impl Shared {
         let key = serde_json::from_value::<RequestId>(response["id"].clone())
             .map(|id| id.to_string())
             .ok();
-        let waiter = key.and_then(|k| lock(&self.waiting).get(&k).cloned());
+        let waiter = key.and_then(|k| self.waiting.lock().get(&k).cloned());
         match waiter {
             Some(tx) => {
                 let _ = tx.send(Ok(Inbound::Response(response))).await;
@@ -634,7 +631,7 @@ impl Shared {
             let _permit = permit;
             let method = request["method"].as_str().unwrap_or_default().to_owned();
             let params = request.get("params").cloned().unwrap_or(Value::Null);
-            let handler = lock(&shared.requests).clone();
+            let handler = shared.requests.lock().clone();
             let outcome = match handler {
                 Some(handler) => handler(method.clone(), params, related).await,
                 None => Err(RpcError::method_not_found(&method)),

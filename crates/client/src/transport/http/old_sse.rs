@@ -16,7 +16,8 @@
 //! JSON-RPC error is followed by a `GET` that must open an event stream
 //! whose first event is `endpoint`.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Method, header};
@@ -24,9 +25,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::Shared;
 use super::sse::{Cursor, Events};
 use super::wire::Outbound;
-use super::{Shared, lock};
 use crate::ClientError;
 use crate::transport::router::Router;
 use crate::transport::{Outgoing, Pending};
@@ -109,7 +110,7 @@ impl Session {
         }
         let (writer, queue) = mpsc::channel::<Vec<u8>>(256);
         let router = Router::new(writer, &shared.options.limits).notifying(shared.notes.clone());
-        if let Some(handler) = lock(&shared.requests).clone() {
+        if let Some(handler) = shared.requests.lock().clone() {
             router.on_server_request(handler);
         }
         let ended: Arc<Mutex<Option<String>>> = Arc::default();
@@ -134,7 +135,7 @@ impl Session {
     }
 
     fn ended(&self) -> Option<ClientError> {
-        lock(&self.ended).clone().map(ClientError::Transport)
+        self.ended.lock().clone().map(ClientError::Transport)
     }
 
     /// Send a request: post it; its answer arrives on the stream.
@@ -242,7 +243,7 @@ async fn read<S, E>(
             Err(e) => break e.to_string(),
         }
     };
-    *lock(&ended) = Some(why.clone());
+    *ended.lock() = Some(why.clone());
     router
         .fail_all(|| ClientError::Transport(why.clone()))
         .await;

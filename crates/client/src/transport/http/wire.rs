@@ -20,8 +20,9 @@
 //! `ALL_PROXY`, in either case), requests go through reqwest instead, which
 //! honours those variables and `NO_PROXY` as other HTTP tools do.
 
+use parking_lot::Mutex;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -385,7 +386,7 @@ impl Direct {
     /// may use.
     fn take(&self) -> Option<(SendRequest<Full<Bytes>>, Option<std::thread::ThreadId>)> {
         let here = std::thread::current().id();
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.idle.lock();
         loop {
             let at = idle
                 .iter()
@@ -401,7 +402,7 @@ impl Direct {
         if sender.is_closed() {
             return;
         }
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.idle.lock();
         if idle.len() >= MAX_IDLE {
             // Connections of runtimes that are gone end up closed here.
             idle.retain(|i| !i.sender.is_closed());
@@ -663,13 +664,13 @@ mod tests {
         let here = std::thread::current().id();
         let (oldest, _running) = line(&mut ends).await;
         direct.put(oldest, Some(here));
-        assert_eq!(direct.idle.lock().unwrap().len(), 1, "the closed ones went");
+        assert_eq!(direct.idle.lock().len(), 1, "the closed ones went");
         // Full of open ones: the oldest makes room.
         for _ in 0..MAX_IDLE {
             let (sender, _running) = line(&mut ends).await;
             direct.put(sender, None);
         }
-        let idle = direct.idle.lock().unwrap();
+        let idle = direct.idle.lock();
         assert_eq!(idle.len(), MAX_IDLE);
         assert!(idle.iter().all(|i| i.owner.is_none()), "the oldest went");
     }

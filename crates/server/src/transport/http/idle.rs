@@ -8,9 +8,10 @@
 //! been sent, so an open `subscriptions/listen` stream keeps its connection
 //! busy — and notes when the last one ended.
 
+use parking_lot::Mutex;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -46,12 +47,7 @@ impl Activity {
         if !self.http2.load(Ordering::Relaxed) || self.open.load(Ordering::Acquire) > 0 {
             return None;
         }
-        Some(
-            self.last
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .elapsed(),
-        )
+        Some(self.last.lock().elapsed())
     }
 }
 
@@ -60,7 +56,7 @@ pub(super) struct StreamGuard(Arc<Activity>);
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
-        *self.0.last.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        *self.0.last.lock() = Instant::now();
         self.0.open.fetch_sub(1, Ordering::AcqRel);
     }
 }
