@@ -284,7 +284,7 @@ fn to_toml(servers: &Map<String, Value>, from: &Path) -> anyhow::Result<String> 
         for key in ["autoApprove", "alwaysAllow"] {
             if let Some(tools) = entry.get(key).and_then(Value::as_array) {
                 for tool in tools.iter().filter_map(Value::as_str) {
-                    allowed.push(toml::Value::String(toolgate_gateway::names::qualify(
+                    allowed.push(toml::Value::String(toolgate_gateway::qualify(
                         &prefix, tool,
                     )));
                 }

@@ -119,7 +119,7 @@ fn declined(why: &str) -> Value {
 impl InputHandler for Answers {
     fn capabilities(&self) -> ClientCapabilities {
         if self.inner.as_gateway {
-            return toolgate_gateway::upstream::declared_capabilities();
+            return toolgate_gateway::declared_capabilities();
         }
         if !self.inner.enabled {
             return ClientCapabilities::default();

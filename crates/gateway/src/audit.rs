@@ -16,7 +16,6 @@ use std::pin::Pin;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -25,23 +24,8 @@ use toolgate_server::CallRecord;
 use toolgate_server::{NonceStore, SpendFuture};
 
 use crate::budget::{Ledger, SpendKey};
+pub use crate::config::AuditConfig;
 use crate::grants::Grant;
-
-/// `[audit]`.
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AuditConfig {
-    /// The database file (default `toolgate-audit.db` beside the
-    /// configuration file).
-    pub path: Option<PathBuf>,
-    /// Keep each call's arguments, not only their digest (default false:
-    /// arguments may hold personal data or secrets).
-    #[serde(default)]
-    pub arguments: bool,
-    /// Keep no audit store at all (default false).
-    #[serde(default)]
-    pub disabled: bool,
-}
 
 /// One row of the audit store.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

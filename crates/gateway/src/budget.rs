@@ -19,8 +19,6 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::CallToolResult;
@@ -28,56 +26,7 @@ use toolgate_protocol::types::CallToolResult;
 use crate::audit::StoreFuture;
 use crate::config::ConfigError;
 
-/// One `[[budget]]`.
-#[derive(Clone, Debug, PartialEq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BudgetConfig {
-    /// Globs on the gateway tool name; the first budget whose globs match
-    /// a tool is its budget.
-    pub tools: Vec<String>,
-    /// What the budget is called in answers and in the store (default: its
-    /// globs, joined with commas). Spending is kept under this name, so
-    /// keep it when editing the globs.
-    pub name: Option<String>,
-    /// What one successful call costs.
-    pub cost: Option<f64>,
-    /// Where the result says what it cost instead: `_meta/KEY`, a number
-    /// in the result's `_meta` (a missing or unreadable one costs 0, and is
-    /// logged).
-    pub cost_from: Option<String>,
-    /// The unit, in answers and descriptions (default `credits`).
-    pub unit: Option<String>,
-    /// The most one caller may spend per period (callers without a verified
-    /// subject share one).
-    pub per_caller: Option<Cap>,
-    /// The most all callers together may spend per period.
-    pub total: Option<Cap>,
-}
-
-/// A cap: `{ amount = 1000, per = "day" }`.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Cap {
-    /// The most that may be spent in one period.
-    pub amount: f64,
-    /// The period (UTC, calendar-aligned).
-    pub per: Period,
-}
-
-/// A budget's period, in UTC: a day starts at midnight, a month on the 1st.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Period {
-    /// A clock minute.
-    Minute,
-    /// A clock hour.
-    Hour,
-    /// A UTC day.
-    Day,
-    /// A calendar month.
-    Month,
-}
-
+pub use crate::config::{BudgetConfig, Cap, Period};
 use crate::duration::{civil_from_days, days_from_civil};
 
 impl Period {
@@ -419,11 +368,6 @@ impl Budgets {
             .find(|b| b.tools.iter().any(|p| p.matches(name)))
             .cloned()
     }
-
-    /// Whether no budget is set.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -431,7 +375,7 @@ mod tests {
     use super::*;
 
     fn budgets(text: &str) -> Result<Budgets, String> {
-        #[derive(Deserialize)]
+        #[derive(serde::Deserialize)]
         struct File {
             budget: Vec<BudgetConfig>,
         }

@@ -110,8 +110,7 @@ pub struct GatewayOptions {
     /// The downstream server's settings (limits, timeouts, state key).
     pub server: ServerConfig,
     /// The first wait before restarting a failed upstream (default
-    /// [`FIRST_BACKOFF`](crate::upstream::FIRST_BACKOFF)); it doubles up to
-    /// 30 s.
+    /// 250 ms); it doubles up to 30 s.
     pub restart_backoff: Option<Duration>,
 }
 

@@ -19,27 +19,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use toolgate_protocol::quote::quote;
 
 use crate::config::ConfigError;
+pub use crate::config::LoopsConfig;
 use crate::duration::parse_duration;
-
-/// `[loops]` (off unless a limit is given).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LoopsConfig {
-    /// The same caller, tool and arguments failing this many times within
-    /// `window`: the next identical call is not forwarded.
-    pub identical_failures: Option<u32>,
-    /// One caller's failures of one tool, whatever the arguments, within
-    /// `window`: past this many, no call of the tool by that caller is
-    /// forwarded until the window moves on or a call succeeds.
-    pub tool_failures: Option<u32>,
-    /// How far back failures count (`90s`, `10m`, `1h`; default `10m`).
-    pub window: Option<String>,
-}
 
 /// The window when none is given.
 const DEFAULT_WINDOW: Duration = Duration::from_secs(600);

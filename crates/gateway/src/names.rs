@@ -10,12 +10,12 @@ pub const MAX_NAME: usize = 128;
 
 /// The name a downstream client sees for `tool` of an upstream with
 /// `prefix` (`""`: no prefix). Dots are the specification's namespace
-/// separator. A name over [`MAX_NAME`] characters keeps its beginning and
+/// separator. A name over 128 characters keeps its beginning and
 /// ends with `-` and 8 hex digits of the SHA-256 of the full name, so it
 /// stays unique and does not change between restarts.
 ///
 /// ```
-/// use toolgate_gateway::names::qualify;
+/// use toolgate_gateway::qualify;
 /// assert_eq!(qualify("basket", "add_item"), "basket.add_item");
 /// assert_eq!(qualify("", "add_item"), "add_item");
 /// let long = qualify("p", &"x".repeat(200));

@@ -6,101 +6,17 @@
 //! annotations say `readOnlyHint: true`, and every other call is confirmed.
 //! (Annotations of an untrusted server are hints it wrote itself, so they
 //! never loosen the policy.)
-//!
-//! ```
-//! use toolgate_gateway::policy::{Action, Policy, PolicyConfig, ToolFacts};
-//! let config: PolicyConfig = toml::from_str(r#"
-//!     default = "confirm"
-//!     [[rules]]
-//!     tools = ["basket.get_*"]
-//!     action = "allow"
-//!     [[rules]]
-//!     effects = ["delete"]
-//!     action = "deny"
-//! "#).unwrap();
-//! let policy = Policy::new(&config).unwrap();
-//! let tool = |name: &str| ToolFacts::new(name, name.split('.').nth(1).unwrap(), None, None, false);
-//! assert_eq!(policy.decide(&tool("basket.get_cart"), None).action, Action::Allow);
-//! assert_eq!(policy.decide(&tool("files.remove_file"), None).action, Action::Deny);
-//! assert_eq!(policy.decide(&tool("basket.checkout"), None).action, Action::Confirm);
-//! ```
 
-use std::fmt;
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use toolgate_protocol::types::Tool;
 use toolgate_review::{Effect, classify_effects};
 use toolgate_server::AuthContext;
 
 use crate::config::ConfigError;
+pub use crate::config::{Action, PolicyConfig, RuleConfig};
 use crate::duration::parse_duration;
 use crate::grants::LONGEST;
-
-/// What happens to a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    /// Forwarded at once.
-    Allow,
-    /// Forwarded once a person approves it.
-    Confirm,
-    /// Refused; the tool is not listed when the refusal does not depend on
-    /// the caller.
-    Deny,
-}
-
-impl fmt::Display for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Action::Allow => "allow",
-            Action::Confirm => "confirm",
-            Action::Deny => "deny",
-        })
-    }
-}
-
-/// `[policy]`.
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyConfig {
-    /// What happens when no rule matches. Without it: allowed when the
-    /// upstream is `trusted` and the tool says `readOnlyHint: true`,
-    /// confirmed otherwise.
-    pub default: Option<Action>,
-    /// Checked in order; the first that matches decides.
-    #[serde(default)]
-    pub rules: Vec<RuleConfig>,
-}
-
-/// One `[[policy.rules]]` entry. Every condition given must hold; a
-/// condition left out holds for every call.
-#[derive(Clone, Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RuleConfig {
-    /// Globs on the gateway tool name (`prefix.tool`); any of them.
-    #[serde(default)]
-    pub tools: Vec<String>,
-    /// Effect classes the audit crate finds in the tool's name and
-    /// description; any of them.
-    #[serde(default)]
-    pub effects: Vec<Effect>,
-    /// Globs on the caller's verified subject; any of them. A caller
-    /// without a subject matches none.
-    #[serde(default)]
-    pub subjects: Vec<String>,
-    /// Scopes the caller must all hold.
-    #[serde(default)]
-    pub scopes: Vec<String>,
-    /// What a matching call gets.
-    pub action: Action,
-    /// With `action = "confirm"`: the approval form also offers "this
-    /// tool, any arguments, for this caller, for the next …" (`15m`, `1h`,
-    /// at most `24h`). The grant is kept in the audit store and revoked
-    /// with `toolgate grants --revoke ID`.
-    pub remember: Option<String>,
-}
 
 struct Rule {
     tools: Vec<glob::Pattern>,
@@ -186,6 +102,7 @@ impl ToolFacts {
     /// Facts of a tool named `name` at the gateway and `upstream_name` at
     /// its server, known only by its name, description and read-only hint
     /// (a tool without parameters; see [`ToolFacts::of`] for a whole one).
+    #[cfg(test)]
     pub fn new(
         name: &str,
         upstream_name: &str,
@@ -373,6 +290,37 @@ impl Policy {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_first_matching_rule_decides_and_default_catches_the_rest() {
+        let config: PolicyConfig = toml::from_str(
+            r#"
+            default = "confirm"
+            [[rules]]
+            tools = ["basket.get_*"]
+            action = "allow"
+            [[rules]]
+            effects = ["delete"]
+            action = "deny"
+            "#,
+        )
+        .unwrap();
+        let policy = Policy::new(&config).unwrap();
+        let tool =
+            |name: &str| ToolFacts::new(name, name.split('.').nth(1).unwrap(), None, None, false);
+        assert_eq!(
+            policy.decide(&tool("basket.get_cart"), None).action,
+            Action::Allow
+        );
+        assert_eq!(
+            policy.decide(&tool("files.remove_file"), None).action,
+            Action::Deny
+        );
+        assert_eq!(
+            policy.decide(&tool("basket.checkout"), None).action,
+            Action::Confirm
+        );
+    }
+
     use super::*;
 
     fn policy(text: &str) -> Policy {

@@ -17,6 +17,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+pub use crate::config::TelemetryConfig;
 use bytes::Bytes;
 use opentelemetry::trace::{
     Span as _, SpanContext, SpanId, SpanKind, Status, TraceContextExt as _, TraceFlags, TraceId,
@@ -24,8 +25,6 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use toolgate_protocol::trace::TraceContext;
 
 /// The instrumentation scope of the gateway's spans.
@@ -38,18 +37,6 @@ static ENABLED: AtomicBool = AtomicBool::new(false);
 
 fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
-}
-
-/// `[telemetry]`.
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TelemetryConfig {
-    /// The OTLP/HTTP collector (`http://host:4318`; `/v1/traces` is
-    /// appended unless the URL already ends with it). Without it, no
-    /// traces are exported.
-    pub otlp: Option<String>,
-    /// `service.name` of the spans (default `toolgate-gateway`).
-    pub service_name: Option<String>,
 }
 
 /// The exporter, installed as the process's tracer provider; flush it

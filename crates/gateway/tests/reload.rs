@@ -105,12 +105,12 @@ async fn a_reload_moves_only_what_changed_and_calls_in_flight_finish() {
     broken
         .policy
         .rules
-        .push(toolgate_gateway::policy::RuleConfig {
+        .push(toolgate_gateway::config::RuleConfig {
             tools: vec!["[".into()],
             effects: Vec::new(),
             subjects: Vec::new(),
             scopes: Vec::new(),
-            action: toolgate_gateway::policy::Action::Deny,
+            action: toolgate_gateway::config::Action::Deny,
             remember: None,
         });
     let e = gateway.reload(broken).await.unwrap_err();

@@ -28,24 +28,9 @@ use maud::{Markup, html};
 
 use super::{ApprovalDesk, plain, secured};
 use crate::audit::{Filter, now_ms};
+pub use crate::config::ConsoleConfig;
 use crate::config::GatewayConfig;
 use crate::grants::Revoked;
-
-/// `[console]`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ConsoleConfig {
-    /// Where the console listens (default `127.0.0.1:8791`; keep it on
-    /// loopback unless a proxy in front authenticates people). The
-    /// approval page is then served here too.
-    pub listen: Option<String>,
-    /// The address people open, when it differs from `http://LISTEN`.
-    pub url: Option<String>,
-    /// With `[auth]`: the scope a person's token must carry to log in with
-    /// it (at `/login`), beside the one-time link (default
-    /// `toolgate:operator`). Their subject is recorded as who acted.
-    pub operator_scope: Option<String>,
-}
 
 /// The scope an operator's token carries by default.
 pub const OPERATOR_SCOPE: &str = "toolgate:operator";

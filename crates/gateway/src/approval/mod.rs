@@ -33,33 +33,13 @@ use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use schemars::JsonSchema;
 use serde::Deserialize;
 
+pub use crate::config::ApprovalConfig;
 use crate::confirm::new_nonce;
 use login::Logins;
 pub use operator::Operator;
 pub use pending::{MemoryPending, Pending, Waiting};
-
-/// `[approval]`.
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ApprovalConfig {
-    /// Serve the approval page (default false).
-    #[serde(default)]
-    pub page: bool,
-    /// Where it listens (default `127.0.0.1:8790`; keep it on loopback
-    /// unless a proxy in front authenticates people).
-    pub listen: Option<String>,
-    /// The address people open, when it differs from `http://LISTEN`
-    /// (behind a proxy).
-    pub url: Option<String>,
-    /// Where the one-time login link is written (relative to the
-    /// configuration file), readable by its owner only, and rewritten with
-    /// a fresh link each time one is used (default: the link is only
-    /// printed at start and logged anew).
-    pub login_file: Option<std::path::PathBuf>,
-}
 
 /// Where the page listens by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8790";

@@ -1,0 +1,26 @@
+//! `[auth]`: how callers are verified.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// `[auth]`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// The issuer tokens must name (`iss`).
+    pub issuer: String,
+    /// The canonical URI of the gateway's endpoint as callers reach it
+    /// (`https://gateway.example.com/mcp`): tokens must be issued for it
+    /// (`aud`, RFC 8707).
+    pub audience: String,
+    /// The issuer's keys: an `https://` JWKS URL (fetched and cached by
+    /// key id) or a JWKS file.
+    pub jwks: String,
+    /// The authorization servers clients are pointed at (default: the
+    /// issuer).
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
+    /// Scopes listed in the metadata and the `401` challenge.
+    #[serde(default)]
+    pub scopes_supported: Vec<String>,
+}

@@ -1,0 +1,34 @@
+//! `[audit]` and `[telemetry]`: where calls are recorded and traced.
+
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// `[audit]`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// The database file (default `toolgate-audit.db` beside the
+    /// configuration file).
+    pub path: Option<PathBuf>,
+    /// Keep each call's arguments, not only their digest (default false:
+    /// arguments may hold personal data or secrets).
+    #[serde(default)]
+    pub arguments: bool,
+    /// Keep no audit store at all (default false).
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+/// `[telemetry]`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP collector (`http://host:4318`; `/v1/traces` is
+    /// appended unless the URL already ends with it). Without it, no
+    /// traces are exported.
+    pub otlp: Option<String>,
+    /// `service.name` of the spans (default `toolgate-gateway`).
+    pub service_name: Option<String>,
+}

@@ -1,0 +1,181 @@
+use super::*;
+
+fn env(var: &str) -> Option<String> {
+    (var == "TOKEN").then(|| "s3cret".to_owned())
+}
+
+#[test]
+fn unknown_keys_are_errors_naming_the_key_and_line() {
+    let e = GatewayConfig::parse_toml("[servers.a]\ncommand = \"x\"\ncomand = \"y\"\n", env)
+        .unwrap_err()
+        .0;
+    assert!(e.contains("comand") && e.contains("line 3"), "{e}");
+    let e = GatewayConfig::parse_toml("[server.a]\ncommand = \"x\"\n", env)
+        .unwrap_err()
+        .0;
+    assert!(e.contains("server") && e.contains("line 1"), "{e}");
+}
+
+#[test]
+fn variables_are_expanded_and_unset_ones_named() {
+    let c = GatewayConfig::parse_toml(
+        "[servers.r]\nurl = \"http://h/mcp\"\nheaders = { Authorization = \"Bearer ${TOKEN}\", X = \"$${TOKEN}\" }\n",
+        env,
+    )
+    .unwrap();
+    assert_eq!(c.servers["r"].headers["Authorization"], "Bearer s3cret");
+    assert_eq!(c.servers["r"].headers["X"], "${TOKEN}");
+    let e = GatewayConfig::parse_toml("[servers.r]\ncommand = \"x\"\nargs = [\"${NOPE}\"]\n", env)
+        .unwrap_err()
+        .0;
+    assert!(e.contains("${NOPE}") && e.contains("\"r\""), "{e}");
+}
+
+#[test]
+fn entries_need_exactly_one_way_to_reach_the_server() {
+    for (text, says) in [
+        ("[servers.a]\n", "neither"),
+        ("[servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n", "both"),
+        ("[servers.a]\nurl = \"ftp://h\"\n", "not http"),
+        ("[servers.a]\ncommand = \"x\"\nprefix = \"p.q\"\n", "prefix"),
+        ("[servers.a]\ncommand = \"x\"\ninclude = [\"[\"]\n", "glob"),
+    ] {
+        let e = GatewayConfig::parse_toml(text, env).unwrap_err().0;
+        assert!(e.contains(says), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn policy_limits_and_state_are_checked_when_loaded() {
+    for (text, says) in [
+        (
+            "[servers.a]\ncommand = \"x\"\nper_minute = 0\n",
+            "server \"a\": per_minute must be at least 1",
+        ),
+        (
+            "[[ratelimit.rules]]\ntools = [\"*\"]\nper_minute = 0\n",
+            "ratelimit rule 1: per_minute must be at least 1",
+        ),
+        (
+            "[[ratelimit.rules]]\ntools = [\"[\"]\nper_minute = 5\n",
+            "ratelimit rule 1: glob \"[\"",
+        ),
+        (
+            "[state]\nttl = 0\n",
+            "[state] ttl must be at least 1 second",
+        ),
+        (
+            "[policy]\ndefault = \"allow\"\n\n[[policy.rules]]\ntools = [\"rec.read\", \"rec.{wipe,delete_all}\"]\naction = \"deny\"\n",
+            "line 5: policy rule 1, key `tools`: glob \"rec.{wipe,delete_all}\": braces are not supported",
+        ),
+        (
+            "[state]\nttl = 1801\n",
+            "[state] ttl must be at most 1800 seconds",
+        ),
+        (
+            "[[policy.rules]]\ntools = [\"[\"]\naction = \"deny\"\n",
+            "policy rule 1: glob \"[\"",
+        ),
+        ("[policy]\ndefault = \"maybe\"\n", "unknown variant `maybe`"),
+        (
+            "[[policy.rules]]\neffects = [\"teleport\"]\naction = \"deny\"\n",
+            "unknown variant `teleport`",
+        ),
+        ("[audit]\npth = \"x.db\"\n", "unknown field `pth`"),
+        (
+            "[servers.a]\ncommand = \"x\"\ntransport = \"sse\"\n",
+            "server \"a\": transport applies to HTTP servers (give a url)",
+        ),
+        (
+            "[servers.a]\nurl = \"http://h/sse\"\ntransport = \"websocket\"\n",
+            "unknown variant `websocket`, expected `streamable-http` or `sse`",
+        ),
+    ] {
+        let e = GatewayConfig::parse_toml(text, env).unwrap_err().0;
+        assert!(e.contains(says), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn hosts_json_files_are_read_with_their_own_keys_ignored() {
+    let c = GatewayConfig::parse_json(
+        r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "x"], "type": "stdio", "disabled": false},
+                           "web": {"url": "https://h/mcp", "headers": {"A": "${TOKEN}"}}}}"#,
+        env,
+    )
+    .unwrap();
+    assert_eq!(c.servers["fs"].args, ["-y", "x"]);
+    assert_eq!(c.servers["web"].headers["A"], "s3cret");
+    assert!(c.servers["fs"].enabled && c.servers["web"].enabled);
+    assert!(GatewayConfig::parse_json("{}", env).is_err());
+    // A host's `"type": "sse"` is the deprecated HTTP+SSE transport.
+    let old = GatewayConfig::parse_json(
+        r#"{"mcpServers": {"old": {"type": "sse", "url": "https://h/sse"}, "new": {"type": "http", "url": "https://h/mcp"}}}"#,
+        env,
+    )
+    .unwrap();
+    assert_eq!(old.servers["old"].transport, Some(HttpKind::Sse));
+    assert_eq!(old.servers["new"].transport, None);
+}
+
+#[test]
+fn a_hosts_disabled_entries_stay_off_and_its_auto_approved_tools_are_allowed() {
+    use crate::policy::{Action, Policy, ToolFacts};
+    let c = GatewayConfig::parse_json(
+        r#"{"mcpServers": {"fs": {"command": "npx", "autoApprove": ["read_file", "list[1]"]},
+                           "old": {"command": "x", "disabled": true}}}"#,
+        env,
+    )
+    .unwrap();
+    assert!(!c.servers["old"].enabled && c.servers["fs"].enabled);
+    let policy = Policy::new(&c.policy).unwrap();
+    let decide = |name: &str| {
+        let tool = name.split_once('.').unwrap().1;
+        policy.decide(&ToolFacts::new(name, tool, None, None, false), None)
+    };
+    let read = decide("fs.read_file");
+    assert_eq!(read.action, Action::Allow);
+    assert_eq!(
+        read.rule,
+        r#"rule 1 (tools ["fs.read_file", "fs.list[[]1[]]"])"#
+    );
+    // Exactly those names: a glob character in a name is literal.
+    assert_eq!(decide("fs.list[1]").action, Action::Allow);
+    assert_eq!(decide("fs.list1").action, Action::Confirm);
+    assert_eq!(decide("fs.write_file").action, Action::Confirm);
+    for (text, says) in [
+        (
+            r#"{"mcpServers": {"a": {"command": "x", "disabled": "yes"}}}"#,
+            "mcpServers.a.disabled is not true or false",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"command": "x", "autoApprove": "all"}}}"#,
+            "mcpServers.a.autoApprove is not a list of tool names",
+        ),
+    ] {
+        assert_eq!(GatewayConfig::parse_json(text, env).unwrap_err().0, says);
+    }
+}
+
+#[test]
+fn include_and_exclude_globs_select_tools() {
+    let c = GatewayConfig::parse_toml(
+        "[servers.a]\ncommand = \"x\"\ninclude = [\"get_*\", \"list\"]\nexclude = [\"get_secret\"]\n",
+        env,
+    )
+    .unwrap();
+    let a = &c.servers["a"];
+    assert!(a.offers("get_basket") && a.offers("list"));
+    assert!(!a.offers("get_secret") && !a.offers("delete"));
+}
+
+#[test]
+fn the_published_schema_is_current() {
+    let published = include_str!("../../../../docs/gateway.schema.json");
+    let published: Value = serde_json::from_str(published).unwrap();
+    assert_eq!(
+        published,
+        GatewayConfig::json_schema(),
+        "regenerate docs/gateway.schema.json: cargo run -p toolgate -- serve --print-schema > docs/gateway.schema.json"
+    );
+}
