@@ -14,11 +14,9 @@ use toolgate_server::{
     PromptEntry, RateLimit, ResourceEntry, Server, ServerConfig, TemplateEntry, ToolDef, Withheld,
 };
 
-use crate::approval::{ApprovalDesk, MemoryPending, Pending};
-use crate::audit::{AuditSink, AuditStore};
-use crate::audit_pg::PgStore;
+use crate::approval::ApprovalDesk;
+use crate::audit::AuditSink;
 use crate::config::{GatewayConfig, RateLimitConfig};
-use crate::confirm::SharedNonces;
 use crate::forward::{complete, forward, get_prompt, read_resource};
 use crate::guard::Guard;
 use crate::metrics::{Metrics, Recorder};
@@ -28,8 +26,14 @@ use crate::upstream::Others;
 use crate::upstream::Upstream;
 
 mod lock;
+mod refusal;
 mod reload;
+mod stores;
 mod views;
+
+use stores::Stores;
+
+use refusal::Refusal;
 
 pub use lock::{Drift, NotApproved};
 pub use reload::Reloaded;
@@ -174,49 +178,54 @@ pub struct UpstreamStatus {
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
-pub struct Gateway {
+pub struct Gateway(Arc<Inner>);
+
+/// What every clone of a [`Gateway`] shares. Its fields are the gateway's
+/// own (this module and its children): a `Gateway` derefs to it only so
+/// that its methods read `self.offer`, not `self.0.offer`.
+pub struct Inner {
     server: Server,
     /// Upstream i is slot i, for the gateway's life: a reload replaces a
     /// changed one in its slot, retires a removed one, appends a new one.
-    upstreams: Arc<RwLock<Arc<Vec<Arc<Upstream>>>>>,
+    upstreams: RwLock<Arc<Vec<Arc<Upstream>>>>,
     /// Slots of upstreams a reload removed.
-    retired: Arc<RwLock<std::collections::HashSet<usize>>>,
+    retired: RwLock<std::collections::HashSet<usize>>,
     /// Each slot's name, for records of calls refused before a handler ran.
     names: Arc<RwLock<Vec<String>>>,
     offer: Arc<RwLock<Offer>>,
     /// Upstreams kept in the configuration but not started.
-    disabled: Arc<RwLock<Vec<UpstreamStatus>>>,
+    disabled: RwLock<Vec<UpstreamStatus>>,
     /// The policy's facts of every tool each upstream lists (offered or
     /// withheld), for finding rules that match none.
-    seen: Arc<RwLock<HashMap<usize, Vec<ToolFacts>>>>,
+    seen: RwLock<HashMap<usize, Vec<ToolFacts>>>,
     /// The lock file, as loaded or as the console last approved.
-    lock: Arc<RwLock<Option<LockFile>>>,
-    lock_file: Option<Arc<std::path::PathBuf>>,
+    lock: RwLock<Option<LockFile>>,
+    lock_file: Option<std::path::PathBuf>,
     /// Tools withheld because their definition differs from the lock, or
     /// is not in it: what the console shows and may approve.
-    drift: Arc<RwLock<HashMap<String, lock::Drift>>>,
+    drift: RwLock<HashMap<String, lock::Drift>>,
     /// One watch per upstream, on its current connection (a new one
     /// replaces, and so ends, the old).
-    watches: Arc<parking_lot::Mutex<HashMap<usize, ToolWatch>>>,
-    tasks: Arc<parking_lot::Mutex<Vec<tokio::task::AbortHandle>>>,
+    watches: parking_lot::Mutex<HashMap<usize, ToolWatch>>,
+    tasks: parking_lot::Mutex<Vec<tokio::task::AbortHandle>>,
     desk: Option<Arc<ApprovalDesk>>,
     /// Calls from clients that cannot show a form go to the approval page
     /// (`[approval] page`; the console alone only shows it).
     page_for_calls: bool,
     /// The console's views are served (`[console]`).
     console: bool,
-    policy: Arc<RwLock<Arc<Policy>>>,
-    ratelimit: Arc<RwLock<Arc<RateLimitConfig>>>,
+    policy: RwLock<Arc<Policy>>,
+    ratelimit: RwLock<Arc<RateLimitConfig>>,
     /// Bumped by each reload: a tool registered under an older one is
     /// registered anew (its guard holds the policy of its time).
-    generation: Arc<std::sync::atomic::AtomicU64>,
+    generation: std::sync::atomic::AtomicU64,
     /// Each slot's supervisor, aborted when its upstream is replaced.
-    supervisors: Arc<parking_lot::Mutex<HashMap<usize, tokio::task::AbortHandle>>>,
+    supervisors: parking_lot::Mutex<HashMap<usize, tokio::task::AbortHandle>>,
     /// What a reload cannot change, as loaded: compared to say so.
-    fixed: Arc<String>,
+    fixed: String,
     /// `[policy]` and the rate-limit rules as loaded, for saying whether a
     /// reload changed them.
-    rules: Arc<RwLock<String>>,
+    rules: RwLock<String>,
     backoff: Duration,
     /// Budgets in Redis (`[ratelimit] redis`), instead of in this process.
     shared_limits: Option<Arc<crate::shared_limit::SharedLimits>>,
@@ -224,14 +233,22 @@ pub struct Gateway {
     /// Failures counted to stop loops (`[loops]`).
     loops: Arc<crate::loops::Loops>,
     /// The configuration running now (the console shows it).
-    running: Arc<RwLock<Arc<GatewayConfig>>>,
+    running: RwLock<Arc<GatewayConfig>>,
     /// `[[budget]]`, swapped by a reload.
-    budgets: Arc<RwLock<Arc<crate::budget::Budgets>>>,
+    budgets: RwLock<Arc<crate::budget::Budgets>>,
     /// Where spending is kept: the audit store, or this process.
     ledger: Arc<dyn crate::budget::Ledger>,
     /// The SQLite file, when that is the store.
     audit_file: Option<std::path::PathBuf>,
     metrics: Arc<Metrics>,
+}
+
+impl std::ops::Deref for Gateway {
+    type Target = Inner;
+
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
 }
 
 /// The status of an entry kept but not started.
@@ -268,7 +285,7 @@ impl Gateway {
         mut config: GatewayConfig,
         options: GatewayOptions,
     ) -> Result<Self, GatewayError> {
-        let running = Arc::new(RwLock::new(Arc::new(config.clone())));
+        let running = RwLock::new(Arc::new(config.clone()));
         // Entries kept but not started (`enabled = false`, a host's
         // `"disabled": true`): listed in the status, never run.
         let disabled: Vec<UpstreamStatus> = config
@@ -281,8 +298,8 @@ impl Gateway {
         let offer: Arc<RwLock<Offer>> = Arc::default();
         let answers = offer.clone();
         let policy = Arc::new(Policy::new(&config.policy)?);
-        let fixed = Arc::new(reload::fixed_sections(&config));
-        let rules = Arc::new(RwLock::new(reload::rules_of(&config)));
+        let fixed = reload::fixed_sections(&config);
+        let rules = RwLock::new(reload::rules_of(&config));
         // Upstream i is the i-th key: `servers` is ordered.
         let names: Arc<RwLock<Vec<String>>> =
             Arc::new(RwLock::new(config.servers.keys().cloned().collect()));
@@ -290,40 +307,14 @@ impl Gateway {
         let mut server_config = options.server.clone();
         server_config.state_ttl =
             Duration::from_secs(config.state.ttl.unwrap_or(DEFAULT_STATE_TTL));
-        let audit_file = config
-            .audit_path()
-            .filter(|_| config.source.is_some() || config.audit.path.is_some());
-        // Pending approvals are shared when the store is.
-        let mut pending: Arc<dyn Pending> = Arc::new(MemoryPending::new(server_config.state_ttl));
-        let (audit, nonces): (Option<Arc<dyn AuditSink>>, SharedNonces) =
-            match (&config.store.url, &audit_file) {
-                (Some(url), _) if !config.audit.disabled => {
-                    let store = PgStore::connect(url, config.audit.arguments)
-                        .await
-                        .map_err(GatewayError::Store)?;
-                    pending = Arc::new(crate::pending_pg::PgPending::new(
-                        store.clone(),
-                        server_config.state_ttl,
-                    ));
-                    let store = Arc::new(store);
-                    (Some(store.clone()), store.nonces())
-                }
-                (_, Some(path)) => {
-                    let store = Arc::new(
-                        AuditStore::open(path, config.audit.arguments)
-                            .map_err(GatewayError::Store)?,
-                    );
-                    (Some(store.clone()), store.nonces())
-                }
-                // Rounds still count once, within this process.
-                _ => (
-                    None,
-                    Arc::new(toolgate_server::MemoryNonceStore::new(
-                        server_config.state_ttl * 2,
-                    )),
-                ),
-            };
-        let audit_file = audit_file.filter(|_| config.store.url.is_none());
+        let Stores {
+            audit,
+            nonces,
+            pending,
+            audit_file,
+            shared_limits,
+            state_key,
+        } = Stores::open(&config, server_config.state_ttl).await?;
         if audit.is_none() && config.policy.rules.iter().any(|r| r.remember.is_some()) {
             tracing::warn!(
                 "[policy] rules with remember offer only \"this call only\": grants are kept in the audit store, and [audit] is disabled"
@@ -363,7 +354,7 @@ impl Gateway {
                 names_of.read().get(i).cloned()
             }),
         }));
-        if let Some(key) = crate::state::load_key(&config.state).map_err(GatewayError::Store)? {
+        if let Some(key) = state_key {
             builder = builder.state_key(key);
         } else {
             tracing::warn!(
@@ -401,15 +392,7 @@ impl Gateway {
         } else {
             None
         };
-        let ratelimit = Arc::new(RwLock::new(Arc::new(config.ratelimit.clone())));
-        let shared_limits = match &config.ratelimit.redis {
-            Some(url) => Some(Arc::new(
-                crate::shared_limit::SharedLimits::connect(url, config.ratelimit.on_outage)
-                    .await
-                    .map_err(GatewayError::Store)?,
-            )),
-            None => None,
-        };
+        let ratelimit = RwLock::new(Arc::new(config.ratelimit.clone()));
         let backoff = options
             .restart_backoff
             .unwrap_or(crate::upstream::FIRST_BACKOFF);
@@ -418,34 +401,32 @@ impl Gateway {
             .into_values()
             .map(|c| Upstream::new(c, backoff))
             .collect();
-        let gateway = Gateway {
+        let gateway = Gateway(Arc::new(Inner {
             server,
-            upstreams: Arc::new(RwLock::new(Arc::new(upstreams))),
-            retired: Arc::default(),
+            upstreams: RwLock::new(Arc::new(upstreams)),
+            retired: RwLock::default(),
             names,
             offer,
-            disabled: Arc::new(RwLock::new(disabled)),
-            seen: Arc::default(),
-            lock: Arc::new(RwLock::new(options.lock)),
-            lock_file: options.lock_file.map(Arc::new),
-            drift: Arc::default(),
-            watches: Arc::default(),
-            tasks: Arc::new(parking_lot::Mutex::new(tasks)),
+            disabled: RwLock::new(disabled),
+            seen: RwLock::default(),
+            lock: RwLock::new(options.lock),
+            lock_file: options.lock_file,
+            drift: RwLock::default(),
+            watches: parking_lot::Mutex::default(),
+            tasks: parking_lot::Mutex::new(tasks),
             desk,
             page_for_calls: config.approval.page,
             console: config.console.is_some(),
-            policy: Arc::new(RwLock::new(policy)),
+            policy: RwLock::new(policy),
             ratelimit,
-            generation: Arc::default(),
-            supervisors: Arc::default(),
+            generation: std::sync::atomic::AtomicU64::default(),
+            supervisors: parking_lot::Mutex::default(),
             fixed,
             rules,
             backoff,
             shared_limits,
             running,
-            budgets: Arc::new(RwLock::new(Arc::new(crate::budget::Budgets::new(
-                &config.budget,
-            )?))),
+            budgets: RwLock::new(Arc::new(crate::budget::Budgets::new(&config.budget)?)),
             ledger: match &audit {
                 Some(store) => store.clone().ledger(),
                 None => Arc::new(crate::budget::MemoryLedger::default()),
@@ -454,7 +435,7 @@ impl Gateway {
             audit,
             loops,
             metrics,
-        };
+        }));
         if let Some(desk) = gateway.desk.as_ref().filter(|_| gateway.console) {
             desk.attach(gateway.clone());
         }
@@ -655,7 +636,7 @@ impl Gateway {
     }
 
     /// Re-list upstream `i` and bring the offer in step.
-    pub async fn refresh(&self, i: usize) {
+    pub(crate) async fn refresh(&self, i: usize) {
         let Some(upstream) = self.ups().get(i).cloned() else {
             return;
         };
@@ -719,42 +700,32 @@ impl Gateway {
                 .decide_for_all(&facts)
                 .filter(|d| d.action == Action::Deny)
                 .map(|d| {
-                    Withheld::new(format!(
-                        "The tool {name} is not offered: the gateway's policy denies it ({}). Ask the gateway's operator if it should be allowed.",
-                        d.reason
-                    ))
-                    .note("decision", "deny")
-                    .note("rule", d.rule)
-                    .note("status", "denied")
+                    Refusal::Denied {
+                        name: &name,
+                        reason: &d.reason,
+                        rule: d.rule,
+                    }
+                    .withheld()
                 });
-            let locked_out = |rule: &str, text: String| {
-                Withheld::new(text)
-                    .note("rule", rule)
-                    .note("status", "withheld")
-            };
             let refusal = denied.or_else(|| match locked {
-                Some(false) => Some(locked_out("lock file: server not locked", format!(
-                    "The tool {name} is withheld: its server {} is not in the lock file. Review it, then approve it with `toolgate lock --config FILE --all`.",
-                    config.name
-                ))),
+                Some(false) => Some(Refusal::ServerNotLocked {
+                    name: &name,
+                    server: &config.name,
+                }),
                 Some(true) => changes.iter().find_map(|c| match c {
-                    Change::Added(t) if *t == tool.name => Some(locked_out("lock file: tool added", format!(
-                        "The tool {name} is withheld: it was added to {} after the lock file was written. Review it, then approve it with `toolgate lock --update --config FILE --all`.",
-                        config.name
-                    ))),
-                    // The new definition is untrusted text the lock keeps
-                    // from the model: the caller is told only that it
-                    // changed; the change itself goes to the operator.
+                    Change::Added(t) if *t == tool.name => Some(Refusal::Added {
+                        name: &name,
+                        server: &config.name,
+                    }),
                     c @ Change::Changed(t, _) if *t == tool.name => {
                         tracing::warn!(tool = %name, change = %c.lines().join("; "), "definition changed since it was locked");
-                        Some(locked_out("lock file: definition changed", format!(
-                            "The tool {name} is disabled: its definition changed since the gateway's operator approved it, and it stays disabled until they review the change (`toolgate verify`) and approve it again (`toolgate lock --update --config FILE --all`)."
-                        )))
+                        Some(Refusal::Changed { name: &name })
                     }
                     _ => None,
                 }),
                 None => None,
-            });
+            }
+            .map(Refusal::withheld));
             wanted.insert(name, (tool.clone(), facts, refusal));
         }
         let facts = wanted.values().map(|(_, f, _)| f.clone()).collect();
@@ -885,9 +856,12 @@ impl Gateway {
                 }
                 Err(e) => {
                     tracing::warn!(tool = %name, error = %e, "not offered");
-                    let why = Withheld::new(format!("The tool {name} is not offered: its definition is invalid ({e}). This is a fault in the upstream server {}.", config.name))
-                        .note("rule", "invalid definition")
-                        .note("status", "withheld");
+                    let why = Refusal::Invalid {
+                        name: &name,
+                        server: &config.name,
+                        error: e.to_string(),
+                    }
+                    .withheld();
                     offer.withheld.insert(name.clone(), (i, why));
                 }
             }
