@@ -57,6 +57,19 @@ pub fn fail(code: u8, message: impl Into<String>) -> anyhow::Error {
     .into()
 }
 
+/// An error with this status that says `context` and keeps `cause` in its
+/// chain, so the line printed (`{:#}`) ends with what failed underneath.
+pub fn fail_with(
+    code: u8,
+    context: impl Into<String>,
+    cause: impl std::error::Error + Send + Sync + 'static,
+) -> anyhow::Error {
+    anyhow::Error::new(cause).context(Exit {
+        code,
+        message: context.into(),
+    })
+}
+
 /// The status for a client failure.
 pub fn for_client(error: &ClientError) -> u8 {
     match error {

@@ -87,7 +87,7 @@ pub fn database(db: Option<&Path>, config: Option<&Path>) -> Result<Database, an
             .then(|| "toolgate.toml".into())
     });
     if let Some(path) = config {
-        let config = GatewayConfig::load(&path).map_err(|e| exit::fail(exit::USAGE, e.0))?;
+        let config = GatewayConfig::load(&path).map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?;
         if let Some(url) = config.store.url.clone() {
             return Ok(Database::Postgres(url));
         }

@@ -225,7 +225,7 @@ pub async fn audit_command(
 fn read_lock(path: &Path) -> anyhow::Result<Option<LockFile>> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(Some(LockFile::parse(&text).map_err(|e| {
-            exit::fail(exit::USAGE, format!("{}: {e}", path.display()))
+            exit::fail_with(exit::USAGE, path.display().to_string(), e)
         })?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(exit::fail(

@@ -44,7 +44,7 @@ fn read_lock(path: &Path) -> anyhow::Result<LockFile> {
             ),
         )
     })?;
-    LockFile::parse(&text).map_err(|e| exit::fail(exit::USAGE, format!("{}: {e}", path.display())))
+    LockFile::parse(&text).map_err(|e| exit::fail_with(exit::USAGE, path.display().to_string(), e))
 }
 
 /// `toolgate serve`.
@@ -55,7 +55,7 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
             "say where to serve: --http ADDR (Streamable HTTP at /mcp) or --stdio (one host); or --check",
         ));
     }
-    let mut config = GatewayConfig::load(&o.config).map_err(|e| exit::fail(exit::USAGE, e.0))?;
+    let mut config = GatewayConfig::load(&o.config).map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?;
     if let Some(addr) = &o.console {
         let mut console = config.console.take().unwrap_or_default();
         console.listen = Some(addr.clone());
@@ -64,7 +64,7 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
     let auth = match (&config.auth, &o.http) {
         (Some(auth), Some(_)) => Some(Arc::new(
             auth.resource_server()
-                .map_err(|e| exit::fail(exit::USAGE, e.0))?,
+                .map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?,
         )),
         _ => None,
     };
@@ -202,7 +202,7 @@ async fn reload_on_request(
             // One line each, whatever the error spans, so a log keeps it whole.
             Err(e) => errln!(
                 "toolgate: not reloaded, the running configuration stays: {}",
-                one_line(&e.0)
+                one_line(&toolgate_protocol::error::with_causes(&e))
             ),
             Ok(config) => match gateway.reload(config).await {
                 Ok(report) => errln!(
@@ -212,7 +212,7 @@ async fn reload_on_request(
                 ),
                 Err(e) => errln!(
                     "toolgate: not reloaded, the running configuration stays: {}",
-                    one_line(&e.to_string())
+                    one_line(&toolgate_protocol::error::with_causes(&e))
                 ),
             },
         }

@@ -303,7 +303,7 @@ impl Budgets {
         let mut out = Vec::new();
         let mut names = std::collections::HashSet::new();
         for (i, c) in configs.iter().enumerate() {
-            let at = |what: String| ConfigError(format!("budget {}: {what}", i + 1));
+            let at = |what: String| ConfigError::new(format!("budget {}: {what}", i + 1));
             if c.tools.is_empty() {
                 return Err(at("tools is empty; name the tools it covers".into()));
             }
@@ -380,7 +380,7 @@ mod tests {
             budget: Vec<BudgetConfig>,
         }
         let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
-        Budgets::new(&file.budget).map_err(|e| e.0)
+        Budgets::new(&file.budget).map_err(|e| e.message().to_owned())
     }
 
     #[test]

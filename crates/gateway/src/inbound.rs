@@ -29,9 +29,9 @@ use crate::config::ConfigError;
 impl AuthConfig {
     /// The resource server that checks every HTTP request.
     pub fn resource_server(&self) -> Result<ResourceServer, ConfigError> {
-        let fail = |e: String| ConfigError(format!("[auth]: {e}"));
         let verifier = self.verifier()?;
-        let mut rs = ResourceServer::new(&self.audience, verifier).map_err(fail)?;
+        let mut rs = ResourceServer::new(&self.audience, verifier)
+            .map_err(|e| ConfigError::new(format!("[auth]: {e}")))?;
         let servers = if self.authorization_servers.is_empty() {
             std::slice::from_ref(&self.issuer)
         } else {
@@ -51,6 +51,6 @@ impl AuthConfig {
         } else {
             JwtVerifier::from_jwks_file(PathBuf::from(&self.jwks), &self.issuer, &self.audience)
         }
-        .map_err(|e| ConfigError(format!("[auth]: jwks {}: {e}", self.jwks)))
+        .map_err(|e| ConfigError::new(format!("[auth]: jwks {}: {e}", self.jwks)))
     }
 }

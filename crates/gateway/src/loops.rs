@@ -87,19 +87,19 @@ pub struct Loops {
 fn limits(config: &LoopsConfig) -> Result<Limits, ConfigError> {
     let window = match &config.window {
         Some(text) => {
-            parse_duration(text).map_err(|e| ConfigError(format!("[loops] window: {e}")))?
+            parse_duration(text).map_err(|e| ConfigError::new(format!("[loops] window: {e}")))?
         }
         None => DEFAULT_WINDOW,
     };
     if window.is_zero() {
-        return Err(ConfigError("[loops] window must be at least 1s".into()));
+        return Err(ConfigError::new("[loops] window must be at least 1s"));
     }
     for (key, value) in [
         ("identical_failures", config.identical_failures),
         ("tool_failures", config.tool_failures),
     ] {
         if value == Some(0) {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "[loops] {key} must be at least 1 (leave it out to not count)"
             )));
         }
@@ -293,7 +293,7 @@ mod tests {
         let l = loops("");
         l.observe(None, "s.t", "d", "tool_error", None);
         assert_eq!(l.check(None, "s.t", "d"), None);
-        let bad = |text: &str| Loops::new(&toml::from_str(text).unwrap()).err().unwrap().0;
+        let bad = |text: &str| Loops::new(&toml::from_str(text).unwrap()).err().unwrap().to_string();
         assert_eq!(
             bad("identical_failures = 0\n"),
             "[loops] identical_failures must be at least 1 (leave it out to not count)"

@@ -169,13 +169,13 @@ impl Policy {
                 .iter()
                 .map(|g| {
                     unsupported(g).map_or(Ok(()), |why| {
-                        Err(ConfigError(format!(
+                        Err(ConfigError::new(format!(
                             "policy rule {}: glob {g:?}: {why}",
                             i + 1
                         )))
                     })?;
                     glob::Pattern::new(g)
-                        .map_err(|e| ConfigError(format!("policy rule {}: glob {g:?}: {e}", i + 1)))
+                        .map_err(|e| ConfigError::new(format!("policy rule {}: glob {g:?}: {e}", i + 1)))
                 })
                 .collect()
         };
@@ -184,7 +184,7 @@ impl Policy {
             let remember = match &rule.remember {
                 None => None,
                 Some(_) if rule.action != Action::Confirm => {
-                    return Err(ConfigError(format!(
+                    return Err(ConfigError::new(format!(
                         "policy rule {}: remember applies to approvals, so only to action = \"confirm\" (this rule says {:?})",
                         i + 1,
                         rule.action.to_string()
@@ -192,10 +192,10 @@ impl Policy {
                 }
                 Some(text) => {
                     let span = parse_duration(text).map_err(|e| {
-                        ConfigError(format!("policy rule {}: remember: {e}", i + 1))
+                        ConfigError::new(format!("policy rule {}: remember: {e}", i + 1))
                     })?;
                     if span < Duration::from_secs(60) || span > LONGEST {
-                        return Err(ConfigError(format!(
+                        return Err(ConfigError::new(format!(
                             "policy rule {}: remember = {text:?}: give between 1m and 24h (a longer approval is an allow rule)",
                             i + 1
                         )));
@@ -414,7 +414,7 @@ mod tests {
         assert_eq!(p.decide(&facts("c.pay", None, false), None).remember, None);
         let error = |text: &str| {
             let config: PolicyConfig = toml::from_str(text).unwrap();
-            Policy::new(&config).err().unwrap().0
+            Policy::new(&config).err().unwrap().to_string()
         };
         assert_eq!(
             error("[[rules]]\naction = \"allow\"\nremember = \"1h\"\n"),
@@ -436,6 +436,6 @@ mod tests {
             toml::from_str("[[rules]]\ntools = [\"a\"]\naction = \"allow\"\n[[rules]]\ntools = [\"[\"]\naction = \"deny\"\n")
                 .unwrap();
         let e = Policy::new(&config).err().unwrap();
-        assert!(e.0.starts_with("policy rule 2: glob \"[\""), "{e}");
+        assert!(e.to_string().starts_with("policy rule 2: glob \"[\""), "{e}");
     }
 }

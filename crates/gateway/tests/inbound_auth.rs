@@ -223,8 +223,8 @@ fn an_auth_section_that_cannot_work_is_refused_at_start() {
     ];
     for (toml, expected) in bad {
         let error = match toolgate_gateway::config::GatewayConfig::parse_toml(toml, |_| None) {
-            Ok(c) => c.auth.unwrap().resource_server().unwrap_err().0,
-            Err(e) => e.0,
+            Ok(c) => c.auth.unwrap().resource_server().unwrap_err().to_string(),
+            Err(e) => e.to_string(),
         };
         assert!(error.contains(expected), "{error}");
     }

@@ -132,3 +132,30 @@ impl RpcError {
         )
     }
 }
+
+/// `error` and each of its causes, joined with `: ` (a cause whose text
+/// the one before already ends with is not said twice): for a log line or
+/// an answer that must show what failed underneath, where an `anyhow`
+/// chain is not at hand.
+///
+/// ```
+/// use toolgate_protocol::error::with_causes;
+/// let io = std::io::Error::other("disk full");
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("cannot write the audit store")]
+/// struct Write(#[source] std::io::Error);
+/// assert_eq!(with_causes(&Write(io)), "cannot write the audit store: disk full");
+/// ```
+pub fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let part = e.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = e.source();
+    }
+    text
+}

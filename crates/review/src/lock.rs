@@ -134,16 +134,37 @@ pub fn lock_server(tools: &[Tool]) -> LockedServer {
     }
 }
 
+/// Why a lock file cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// It is not JSON of a lock file's shape.
+    #[error("not a toolgate lock file")]
+    Malformed(#[source] serde_json::Error),
+    /// It is of a version this toolgate does not read.
+    #[error("lock file version {found} is not supported (this toolgate reads 1 to {VERSION})")]
+    Version {
+        /// The file's version.
+        found: u32,
+    },
+}
+
 impl LockFile {
     /// Parse a lock file.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let lock: LockFile =
-            serde_json::from_str(text).map_err(|e| format!("not a toolgate lock file: {e}"))?;
+    ///
+    /// ```
+    /// use toolgate_review::lock::{LockError, LockFile};
+    /// let refused = LockFile::parse("{").unwrap_err();
+    /// assert!(matches!(refused, LockError::Malformed(_)));
+    /// // The cause stays reachable for a caller that shows it.
+    /// assert!(std::error::Error::source(&refused).is_some());
+    /// ```
+    pub fn parse(text: &str) -> Result<Self, LockError> {
+        let lock: LockFile = serde_json::from_str(text).map_err(LockError::Malformed)?;
         if !(1..=VERSION).contains(&lock.version) {
-            return Err(format!(
-                "lock file version {} is not supported (this toolgate reads 1 to {VERSION})",
-                lock.version
-            ));
+            return Err(LockError::Version {
+                found: lock.version,
+            });
         }
         Ok(lock)
     }

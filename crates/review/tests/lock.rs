@@ -53,15 +53,15 @@ fn changes_are_shown() {
 
 #[test]
 fn bad_lock_files_are_refused_clearly() {
-    assert!(
-        LockFile::parse("{")
-            .unwrap_err()
-            .contains("not a toolgate lock file")
-    );
-    assert!(
+    let malformed = LockFile::parse("{").unwrap_err();
+    assert_eq!(malformed.to_string(), "not a toolgate lock file");
+    let cause = std::error::Error::source(&malformed).expect("the JSON error is kept");
+    assert!(cause.to_string().contains("EOF"), "{cause}");
+    assert_eq!(
         LockFile::parse(r#"{"version": 9, "servers": {}}"#)
             .unwrap_err()
-            .contains("version 9 is not supported (this toolgate reads 1 to 2)")
+            .to_string(),
+        "lock file version 9 is not supported (this toolgate reads 1 to 2)"
     );
 }
 

@@ -152,6 +152,7 @@
 
 mod auth;
 mod call_log;
+mod config_error;
 mod context;
 mod dispatch;
 mod elicit;
@@ -182,6 +183,7 @@ pub use auth::ResourceServer;
 pub use auth::resource_codes::INSUFFICIENT_SCOPE;
 pub use auth::{AuthContext, ScopeHierarchy, TokenError, TokenVerifier, VerifyFuture};
 pub use call_log::{CallLog, CallOutcome, CallRecord, Recorded};
+pub use config_error::{ConfigError, UrlError};
 pub use context::{ClientCapability, RequestContext};
 pub use dispatch::TransportContext;
 pub use elicit::Elicitation;

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use toolgate_protocol::meta::SERVER_INFO;
 use toolgate_protocol::types::{Implementation, Meta};
 
+use crate::ConfigError;
 use crate::prompt::PromptEntry;
 use crate::rate_limit::RateLimit;
 use crate::registry::{Catalog, Change, ChangeBus};
@@ -120,16 +121,16 @@ impl ServerConfig {
     /// Refuse values that would make the server useless or panic later:
     /// zero pages, a `requestState` that expires at once, zero legacy
     /// sessions while legacy service is on, zero schema bounds.
-    pub fn validate(&self) -> Result<(), String> {
-        let zero = |what: &str, why: &str| Err(format!("{what} is zero; {why}"));
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let zero = |field: &'static str, why: &'static str| Err(ConfigError::Zero { field, why });
         if self.page_size == 0 {
             return zero("page_size", "a list page must hold at least one item");
         }
         if self.encrypt_state && !cfg!(feature = "state-encryption") {
-            return Err(
-                "encrypt_state needs toolgate-server's feature `state-encryption`, which this build lacks"
-                    .into(),
-            );
+            return Err(ConfigError::MissingFeature {
+                setting: "encrypt_state",
+                feature: "state-encryption",
+            });
         }
         if self.state_ttl.is_zero() {
             return zero(
@@ -165,7 +166,10 @@ impl ServerConfig {
             return zero("legacy_idle", "every legacy session would end at once");
         }
         if let Some(limit) = &self.rate_limit {
-            limit.quota().map_err(|e| format!("rate_limit: {e}"))?;
+            limit.quota().map_err(|reason| ConfigError::RateLimit {
+                field: "rate_limit".into(),
+                reason,
+            })?;
         }
         let l = &self.schema_limits;
         for (name, value) in [
@@ -696,13 +700,13 @@ impl ServerBuilder {
     /// Check every registration and build the server. The first invalid
     /// registration is returned as the error.
     pub fn build(self) -> Result<Server, RegistrationError> {
-        self.config.validate().map_err(RegistrationError::Config)?;
+        self.config.validate()?;
         let state_keys = StateKeys::new(
             self.state_key.unwrap_or_else(StateKey::random),
             self.retired_state_keys,
             self.config.encrypt_state,
         )
-        .map_err(RegistrationError::Config)?;
+        .map_err(crate::ConfigError::StateKey)?;
         let bus = ChangeBus::default();
         let list_ttl_ms = u64::try_from(self.config.list_ttl.as_millis()).unwrap_or(u64::MAX);
         let mut result_meta = Map::new();

@@ -671,7 +671,10 @@ pub(super) async fn reload(
             Ok(report) => format!("reloaded: {}", report.summary()),
             Err(e) => format!("not reloaded, the running configuration stays: {e}"),
         },
-        Err(e) => format!("not reloaded, the running configuration stays: {}", e.0),
+        Err(e) => format!(
+            "not reloaded, the running configuration stays: {}",
+            toolgate_protocol::error::with_causes(&e)
+        ),
     };
     tracing::info!("console: {said}");
     desk.said_reload(said);

@@ -48,13 +48,53 @@ pub use observe::{AuditConfig, TelemetryConfig};
 pub use policy::{Action, PolicyConfig, RuleConfig};
 pub use upstream::{HttpKind, UpstreamConfig, UpstreamOAuth, default_prefix};
 
-/// A configuration problem, said so a person can fix it.
+/// A configuration problem, said so a person can fix it, with what failed
+/// underneath when something did (a file that cannot be read, a TOML
+/// syntax error, a server setting the SDK refuses).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+#[error("{message}")]
+pub struct ConfigError {
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl ConfigError {
+    /// A problem said in `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A problem said in `message`, caused by `source`.
+    pub fn because(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// The same problem, said as being in `place` (a file).
+    pub fn within(self, place: &str) -> Self {
+        Self {
+            message: format!("{place}: {}", self.message),
+            source: self.source,
+        }
+    }
+
+    /// What is wrong, without its cause.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
 
 fn err(message: impl Into<String>) -> ConfigError {
-    ConfigError(message.into())
+    ConfigError::new(message)
 }
 
 /// The 1-based line of the first TOML string that holds exactly `value`.
@@ -323,7 +363,7 @@ impl GatewayConfig {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let root: Value =
-            serde_json::from_str(text).map_err(|e| err(format!("not valid JSON: {e}")))?;
+            serde_json::from_str(text).map_err(|e| ConfigError::because("not valid JSON", e))?;
         let Some(servers) = root.get("mcpServers").and_then(Value::as_object) else {
             return Err(err(
                 "no \"mcpServers\" object (the format desktop and editor hosts write)",
@@ -386,7 +426,7 @@ impl GatewayConfig {
     /// with `{`, TOML otherwise. `${VAR}`s come from the process environment.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| err(format!("cannot read {}: {e}", path.display())))?;
+            .map_err(|e| ConfigError::because(format!("cannot read {}", path.display()), e))?;
         let env = |var: &str| std::env::var(var).ok();
         let json =
             path.extension().is_some_and(|e| e == "json") || text.trim_start().starts_with('{');
@@ -395,7 +435,7 @@ impl GatewayConfig {
         } else {
             Self::parse_toml(&text, env)
         };
-        let mut config = parsed.map_err(|e| err(format!("{}: {}", path.display(), e.0)))?;
+        let mut config = parsed.map_err(|e| e.within(&path.display().to_string()))?;
         config.source = Some(path.to_owned());
         Ok(config)
     }

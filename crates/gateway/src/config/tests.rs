@@ -8,11 +8,11 @@ fn env(var: &str) -> Option<String> {
 fn unknown_keys_are_errors_naming_the_key_and_line() {
     let e = GatewayConfig::parse_toml("[servers.a]\ncommand = \"x\"\ncomand = \"y\"\n", env)
         .unwrap_err()
-        .0;
+        .to_string();
     assert!(e.contains("comand") && e.contains("line 3"), "{e}");
     let e = GatewayConfig::parse_toml("[server.a]\ncommand = \"x\"\n", env)
         .unwrap_err()
-        .0;
+        .to_string();
     assert!(e.contains("server") && e.contains("line 1"), "{e}");
 }
 
@@ -27,7 +27,7 @@ fn variables_are_expanded_and_unset_ones_named() {
     assert_eq!(c.servers["r"].headers["X"], "${TOKEN}");
     let e = GatewayConfig::parse_toml("[servers.r]\ncommand = \"x\"\nargs = [\"${NOPE}\"]\n", env)
         .unwrap_err()
-        .0;
+        .to_string();
     assert!(e.contains("${NOPE}") && e.contains("\"r\""), "{e}");
 }
 
@@ -40,7 +40,7 @@ fn entries_need_exactly_one_way_to_reach_the_server() {
         ("[servers.a]\ncommand = \"x\"\nprefix = \"p.q\"\n", "prefix"),
         ("[servers.a]\ncommand = \"x\"\ninclude = [\"[\"]\n", "glob"),
     ] {
-        let e = GatewayConfig::parse_toml(text, env).unwrap_err().0;
+        let e = GatewayConfig::parse_toml(text, env).unwrap_err().to_string();
         assert!(e.contains(says), "{text:?}: {e}");
     }
 }
@@ -91,7 +91,7 @@ fn policy_limits_and_state_are_checked_when_loaded() {
             "unknown variant `websocket`, expected `streamable-http` or `sse`",
         ),
     ] {
-        let e = GatewayConfig::parse_toml(text, env).unwrap_err().0;
+        let e = GatewayConfig::parse_toml(text, env).unwrap_err().to_string();
         assert!(e.contains(says), "{text:?}: {e}");
     }
 }
@@ -153,7 +153,7 @@ fn a_hosts_disabled_entries_stay_off_and_its_auto_approved_tools_are_allowed() {
             "mcpServers.a.autoApprove is not a list of tool names",
         ),
     ] {
-        assert_eq!(GatewayConfig::parse_json(text, env).unwrap_err().0, says);
+        assert_eq!(GatewayConfig::parse_json(text, env).unwrap_err().to_string(), says);
     }
 }
 
@@ -178,4 +178,17 @@ fn the_published_schema_is_current() {
         GatewayConfig::json_schema(),
         "regenerate docs/gateway.schema.json: cargo run -p toolgate -- serve --print-schema > docs/gateway.schema.json"
     );
+}
+
+#[test]
+fn a_file_that_cannot_be_read_keeps_the_reason() {
+    let missing = std::env::temp_dir().join("toolgate-no-such-config.toml");
+    let e = GatewayConfig::load(&missing).unwrap_err();
+    assert_eq!(e.message(), format!("cannot read {}", missing.display()));
+    let cause = std::error::Error::source(&e).expect("the I/O error is kept");
+    assert_eq!(
+        cause.downcast_ref::<std::io::Error>().map(std::io::Error::kind),
+        Some(std::io::ErrorKind::NotFound)
+    );
+    assert!(toolgate_protocol::error::with_causes(&e).starts_with("cannot read "));
 }

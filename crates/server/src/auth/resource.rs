@@ -81,13 +81,15 @@ impl ResourceServer {
     /// Protect the resource whose canonical URI is `resource` (the
     /// endpoint's full URL, e.g. `https://mcp.example.com/mcp`: the audience
     /// tokens must be issued for).
-    pub fn new(resource: &str, verifier: impl TokenVerifier) -> Result<Self, String> {
-        let url = url::Url::parse(resource)
-            .map_err(|e| format!("resource URI {resource:?} is not a URL: {e}"))?;
+    pub fn new(resource: &str, verifier: impl TokenVerifier) -> Result<Self, crate::ConfigError> {
+        let url = url::Url::parse(resource).map_err(|source| crate::ConfigError::ResourceUri {
+            uri: resource.to_owned(),
+            source,
+        })?;
         if url.fragment().is_some() || !matches!(url.scheme(), "https" | "http") {
-            return Err(format!(
+            return Err(crate::ConfigError::Resource(format!(
                 "resource URI {resource:?} must be an http(s) URL without a fragment"
-            ));
+            )));
         }
         let path = url.path().trim_end_matches('/').to_owned();
         Ok(Self {
@@ -128,15 +130,15 @@ impl ResourceServer {
     /// Refuse a configuration clients could not use: no authorization
     /// server (RFC 9728 needs at least one to point clients at), or a
     /// resource URI whose path is not the endpoint's.
-    pub(crate) fn validate(&self, endpoint: &str) -> Result<(), String> {
+    pub(crate) fn validate(&self, endpoint: &str) -> Result<(), crate::ConfigError> {
         if self.authorization_servers.is_empty() {
-            return Err("auth: name at least one authorization server (ResourceServer::authorization_server), so clients know where to get tokens".into());
+            return Err(crate::ConfigError::Resource("auth: name at least one authorization server (ResourceServer::authorization_server), so clients know where to get tokens".into()));
         }
         if self.path != endpoint.trim_end_matches('/') {
-            return Err(format!(
+            return Err(crate::ConfigError::Resource(format!(
                 "auth: the resource URI {:?} does not end with the endpoint path {endpoint:?}",
                 self.resource
-            ));
+            )));
         }
         Ok(())
     }

@@ -142,9 +142,9 @@ pub enum RegistrationError {
     /// A prompt or resource definition is invalid.
     #[error("{0}")]
     Invalid(String),
-    /// A configuration value is zero or makes no sense.
-    #[error("invalid server configuration: {0}")]
-    Config(String),
+    /// A setting the server cannot work with.
+    #[error(transparent)]
+    Config(#[from] crate::ConfigError),
 }
 
 /// A tool's description, before a handler is attached.
@@ -506,7 +506,10 @@ impl ToolEntry {
             .or(default_rate)
             .map(Limiter::new)
             .transpose()
-            .map_err(|e| RegistrationError::Config(format!("tool {:?}: {e}", tool.name)))?;
+            .map_err(|reason| crate::ConfigError::RateLimit {
+                field: format!("tool {:?}", tool.name),
+                reason,
+            })?;
         validate_tool_name(&tool.name).map_err(|e| RegistrationError::InvalidName {
             name: tool.name.clone(),
             reason: e.to_string(),

@@ -360,23 +360,12 @@ impl Wire {
         method: &Method,
         error: &(dyn std::error::Error + 'static),
     ) -> ClientError {
-        ClientError::Unreachable(format!("{method} {}: {}", self.server, causes(error)))
+        ClientError::Unreachable(format!(
+            "{method} {}: {}",
+            self.server,
+            toolgate_protocol::error::with_causes(error)
+        ))
     }
-}
-
-/// `error` and its sources, each once, as `"a: b"`.
-fn causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let part = e.to_string();
-        if !text.ends_with(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = e.source();
-    }
-    text
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -526,7 +515,10 @@ impl Reply {
     /// The next piece of the body; `None` at its end.
     pub(super) async fn chunk(&mut self) -> Result<Option<Bytes>, String> {
         match &mut self.body {
-            Body::Proxied(response) => response.chunk().await.map_err(|e| causes(&e)),
+            Body::Proxied(response) => response
+                .chunk()
+                .await
+                .map_err(|e| toolgate_protocol::error::with_causes(&e)),
             Body::Direct { incoming, lease } => loop {
                 match incoming.frame().await {
                     Some(Ok(frame)) => {
@@ -538,7 +530,7 @@ impl Reply {
                     }
                     Some(Err(e)) => {
                         lease.take();
-                        return Err(causes(&e));
+                        return Err(toolgate_protocol::error::with_causes(&e));
                     }
                     None => {
                         if let Some(lease) = lease.take() {

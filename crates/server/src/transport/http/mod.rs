@@ -122,9 +122,9 @@ impl Default for HttpConfig {
 impl HttpConfig {
     /// Refuse values that would panic or make the endpoint useless: a zero
     /// keep-alive, body limit or timeout, a path that is not absolute.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
         if !self.path.starts_with('/') {
-            return Err(format!("path {:?} must start with '/'", self.path));
+            return Err(crate::ConfigError::Path(self.path.clone()));
         }
         if let Some(auth) = &self.auth {
             auth.validate(&self.path)?;
@@ -150,7 +150,10 @@ impl HttpConfig {
             ),
         ] {
             if zero {
-                return Err(format!("{name} is zero; give it a positive value"));
+                return Err(crate::ConfigError::Zero {
+                    field: name,
+                    why: "give it a positive value",
+                });
             }
         }
         Ok(())
