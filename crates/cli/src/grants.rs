@@ -44,7 +44,9 @@ pub async fn grants(args: GrantsArgs) -> anyhow::Result<u8> {
         for id in &args.revoke {
             let outcome = match (&db, &pg) {
                 (_, Some(pg)) => pg.revoke(id).await,
-                (Database::File(path), None) => grants::revoke(path, id),
+                (Database::File(path), None) => {
+                    grants::revoke(path, id).map_err(|e| toolgate_protocol::error::with_causes(&e))
+                }
                 (Database::Postgres(_), None) => Ok(Revoked::Unknown),
             }
             .map_err(|e| exit::fail(exit::PROTOCOL, e))?;

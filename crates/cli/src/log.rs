@@ -87,7 +87,8 @@ pub fn database(db: Option<&Path>, config: Option<&Path>) -> Result<Database, an
             .then(|| "toolgate.toml".into())
     });
     if let Some(path) = config {
-        let config = GatewayConfig::load(&path).map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?;
+        let config = GatewayConfig::load(&path)
+            .map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?;
         if let Some(url) = config.store.url.clone() {
             return Ok(Database::Postgres(url));
         }
@@ -113,11 +114,11 @@ impl Database {
                 ),
             )),
             Database::File(_) => Ok(None),
-            Database::Postgres(url) => Ok(Some(
-                PgStore::connect(url, false)
-                    .await
-                    .map_err(|e| exit::fail(exit::PROTOCOL, e))?,
-            )),
+            Database::Postgres(url) => {
+                Ok(Some(PgStore::connect(url, false).await.map_err(|e| {
+                    exit::fail_with(exit::PROTOCOL, "cannot open the audit store", e)
+                })?))
+            }
         }
     }
 }

@@ -55,19 +55,20 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
             "say where to serve: --http ADDR (Streamable HTTP at /mcp) or --stdio (one host); or --check",
         ));
     }
-    let mut config = GatewayConfig::load(&o.config).map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?;
+    let mut config = GatewayConfig::load(&o.config)
+        .map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?;
     if let Some(addr) = &o.console {
         let mut console = config.console.take().unwrap_or_default();
         console.listen = Some(addr.clone());
         config.console = Some(console);
     }
-    let auth = match (&config.auth, &o.http) {
-        (Some(auth), Some(_)) => Some(Arc::new(
-            auth.resource_server()
-                .map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?,
-        )),
-        _ => None,
-    };
+    let auth =
+        match (&config.auth, &o.http) {
+            (Some(auth), Some(_)) => Some(Arc::new(auth.resource_server().map_err(|e| {
+                exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e))
+            })?)),
+            _ => None,
+        };
     let lock = o.lock.as_deref().map(read_lock).transpose()?;
     let telemetry = toolgate_gateway::telemetry::Telemetry::install(&config.telemetry)
         .map_err(|e| exit::fail(exit::USAGE, e))?;

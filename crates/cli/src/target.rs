@@ -106,7 +106,8 @@ fn load_config(path: &Path) -> anyhow::Result<BTreeMap<String, ServerEntry>> {
             ),
         ));
     }
-    let config = GatewayConfig::load(path).map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?;
+    let config = GatewayConfig::load(path)
+        .map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?;
     Ok(config
         .servers
         .into_iter()

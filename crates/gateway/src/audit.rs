@@ -23,6 +23,7 @@ use toolgate_server::CallRecord;
 
 use toolgate_server::{NonceStore, SpendFuture};
 
+use crate::StoreError;
 use crate::budget::{Ledger, SpendKey};
 pub use crate::config::AuditConfig;
 use crate::grants::Grant;
@@ -235,26 +236,32 @@ pub fn now_ms(t: SystemTime) -> i64 {
 
 /// Open (creating or migrating if needed) the database at `path` for
 /// writing.
-pub(crate) fn open_for_writing(path: &Path) -> Result<Connection, String> {
-    let mut conn = Connection::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub(crate) fn open_for_writing(path: &Path) -> Result<Connection, StoreError> {
+    let mut conn = Connection::open(path).map_err(|source| StoreError::Sqlite {
+        context: format!("cannot open the audit store {}", path.display()),
+        source,
+    })?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .and_then(|_| conn.pragma_update(None, "synchronous", "FULL"))
         .and_then(|_| conn.busy_timeout(Duration::from_secs(5)))
         .and_then(|_| conn.execute_batch(SCHEMA))
         .and_then(|_| migrate(&mut conn))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|source| StoreError::Sqlite {
+            context: format!("the audit store {}", path.display()),
+            source,
+        })?;
     Ok(conn)
 }
 
 impl AuditStore {
     /// Open the store at `path` and start its writer thread.
-    pub fn open(path: &Path, arguments: bool) -> Result<Self, String> {
+    pub fn open(path: &Path, arguments: bool) -> Result<Self, StoreError> {
         let conn = open_for_writing(path)?;
         let (jobs, rx) = mpsc::channel(4096);
         std::thread::Builder::new()
             .name("toolgate-audit".into())
             .spawn(move || write_loop(conn, rx))
-            .map_err(|e| format!("cannot start the audit writer: {e}"))?;
+            .map_err(|e| StoreError::Other(format!("cannot start the audit writer: {e}")))?;
         Ok(Self {
             jobs,
             arguments,
@@ -348,6 +355,7 @@ impl AuditSink for AuditStore {
             tokio::task::spawn_blocking(move || crate::grants::revoke(&path, &id))
                 .await
                 .map_err(|e| format!("writing the audit store: {e}"))?
+                .map_err(|e| toolgate_protocol::error::with_causes(&e))
         })
     }
 }

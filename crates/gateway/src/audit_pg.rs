@@ -23,6 +23,8 @@ use crate::budget::{Ledger, SpendKey};
 use crate::grants::{Grant, Revoked};
 use toolgate_server::{NonceStore, SpendFuture};
 
+use crate::StoreError;
+
 /// Migrations in order; the database records how many ran.
 const MIGRATIONS: &[&str] = &[
     "
@@ -156,11 +158,13 @@ impl PgStore {
     /// Connect to `url`, create or migrate the schema. Fails when the
     /// database cannot be reached: a gateway told to share its state
     /// does not start without it.
-    pub async fn connect(url: &str, arguments: bool) -> Result<Self, String> {
+    pub async fn connect(url: &str, arguments: bool) -> Result<Self, StoreError> {
         let shown = redact(url);
-        let mut config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|e| format!("[store] url {shown}: {e}"))?;
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|source| StoreError::Postgres {
+                context: format!("[store] url {shown}"),
+                source,
+            })?;
         config.connect_timeout(CONNECT_TIMEOUT);
         config.application_name("toolgate");
         let store = Self {
@@ -290,13 +294,16 @@ impl PgStore {
     }
 
     /// Whether the database answers now (for readiness).
-    pub async fn ping(&self) -> Result<(), String> {
+    pub async fn ping(&self) -> Result<(), StoreError> {
         let client = self.client().await?;
         client
             .simple_query("SELECT 1")
             .await
             .map(drop)
-            .map_err(|e| self.inner.fail(&e))
+            .map_err(|source| StoreError::Postgres {
+                context: format!("the audit database {} is unavailable", self.inner.shown),
+                source,
+            })
     }
 
     /// Rows of the store, oldest first (what `toolgate log` shows).
@@ -469,7 +476,12 @@ impl AuditSink for PgStore {
 
     fn check(&self) -> Reply<()> {
         let store = self.clone();
-        Box::pin(async move { store.ping().await })
+        Box::pin(async move {
+            store
+                .ping()
+                .await
+                .map_err(|e| toolgate_protocol::error::with_causes(&e))
+        })
     }
 
     fn nonces(self: Arc<Self>) -> crate::confirm::SharedNonces {

@@ -96,9 +96,12 @@ pub enum GatewayError {
     /// The configuration is inconsistent.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
-    /// The audit store or the state key could not be opened.
+    /// A store could not be opened or reached.
+    #[error(transparent)]
+    Store(#[from] crate::StoreError),
+    /// The approval page could not be served, or the state key read.
     #[error("{0}")]
-    Store(String),
+    Start(String),
 }
 
 /// Options beyond the configuration file.
@@ -385,7 +388,7 @@ impl Gateway {
                 operator,
             )
             .await
-            .map_err(GatewayError::Store)?;
+            .map_err(GatewayError::Start)?;
             tracing::info!(%addr, "approval page at {}", desk.page_url());
             tasks.push(task);
             Some(desk)

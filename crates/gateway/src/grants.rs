@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::audit::now_ms;
 
+use crate::StoreError;
+
 /// The longest `remember` a rule may have: an approval that outlives a
 /// working day is a policy decision, written as an `allow` rule.
 pub const LONGEST: Duration = Duration::from_secs(24 * 3600);
@@ -187,10 +189,16 @@ pub enum Revoked {
 
 /// Revoke the grant `id` in the database at `path`, and record the
 /// revocation there as a row (`toolgate.grant`, status `revoked`).
-pub fn revoke(path: &Path, id: &str) -> Result<Revoked, String> {
-    let shown = |e: rusqlite::Error| format!("{}: {e}", path.display());
+pub fn revoke(path: &Path, id: &str) -> Result<Revoked, StoreError> {
+    let shown = |source: rusqlite::Error| StoreError::Sqlite {
+        context: format!("the audit store {}", path.display()),
+        source,
+    };
     if !path.exists() {
-        return Err(format!("no audit store at {}", path.display()));
+        return Err(StoreError::Other(format!(
+            "no audit store at {}",
+            path.display()
+        )));
     }
     let mut conn = crate::audit::open_for_writing(path)?;
     let tx = conn

@@ -44,7 +44,10 @@ impl Gateway {
         };
         let redis = match self.shared_limits() {
             None => "not configured".to_owned(),
-            Some(limits) => limits.ping().await.map_or_else(|e| e, |()| "ok".to_owned()),
+            Some(limits) => limits.ping().await.map_or_else(
+                |e| toolgate_protocol::error::with_causes(&e),
+                |()| "ok".to_owned(),
+            ),
         };
         Readiness {
             ready: up == enabled

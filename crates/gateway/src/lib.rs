@@ -47,11 +47,13 @@ mod pending_pg;
 mod policy;
 mod shared_limit;
 mod state;
+mod store_error;
 pub mod telemetry;
 mod upstream;
 mod upstream_task;
 
 pub use names::qualify;
+pub use store_error::StoreError;
 pub use upstream::declared_capabilities;
 
 pub use gateway::{

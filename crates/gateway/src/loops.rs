@@ -293,7 +293,12 @@ mod tests {
         let l = loops("");
         l.observe(None, "s.t", "d", "tool_error", None);
         assert_eq!(l.check(None, "s.t", "d"), None);
-        let bad = |text: &str| Loops::new(&toml::from_str(text).unwrap()).err().unwrap().to_string();
+        let bad = |text: &str| {
+            Loops::new(&toml::from_str(text).unwrap())
+                .err()
+                .unwrap()
+                .to_string()
+        };
         assert_eq!(
             bad("identical_failures = 0\n"),
             "[loops] identical_failures must be at least 1 (leave it out to not count)"

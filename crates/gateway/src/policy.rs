@@ -174,8 +174,9 @@ impl Policy {
                             i + 1
                         )))
                     })?;
-                    glob::Pattern::new(g)
-                        .map_err(|e| ConfigError::new(format!("policy rule {}: glob {g:?}: {e}", i + 1)))
+                    glob::Pattern::new(g).map_err(|e| {
+                        ConfigError::new(format!("policy rule {}: glob {g:?}: {e}", i + 1))
+                    })
                 })
                 .collect()
         };
@@ -436,6 +437,9 @@ mod tests {
             toml::from_str("[[rules]]\ntools = [\"a\"]\naction = \"allow\"\n[[rules]]\ntools = [\"[\"]\naction = \"deny\"\n")
                 .unwrap();
         let e = Policy::new(&config).err().unwrap();
-        assert!(e.to_string().starts_with("policy rule 2: glob \"[\""), "{e}");
+        assert!(
+            e.to_string().starts_with("policy rule 2: glob \"[\""),
+            "{e}"
+        );
     }
 }

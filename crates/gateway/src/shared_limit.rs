@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use crate::StoreError;
+
 /// GCRA: `KEYS[1]` holds the theoretical arrival time (ms); `ARGV[1]` is
 /// the emission interval (ms) and `ARGV[2]` the burst. Returns 0 when the
 /// call is allowed, else the milliseconds to wait.
@@ -55,17 +57,25 @@ impl SharedLimits {
     /// Connect to `url` (`redis://[:password@]host[:port][/db]`). Fails
     /// when Redis cannot be reached: a gateway told to share its limits
     /// does not start without them.
-    pub async fn connect(url: &str, on_outage: crate::config::OnOutage) -> Result<Self, String> {
+    pub async fn connect(
+        url: &str,
+        on_outage: crate::config::OnOutage,
+    ) -> Result<Self, StoreError> {
         let shown = crate::audit_pg::redact(url);
-        let client =
-            redis::Client::open(url).map_err(|e| format!("[ratelimit] redis {shown}: {e}"))?;
+        let client = redis::Client::open(url).map_err(|source| StoreError::Redis {
+            context: format!("[ratelimit] redis {shown}"),
+            source,
+        })?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(TIMEOUT)
             .set_response_timeout(TIMEOUT)
             .set_number_of_retries(1);
         let connection = ConnectionManager::new_with_config(client, config)
             .await
-            .map_err(|e| format!("the rate-limit store {shown} is unavailable: {e}"))?;
+            .map_err(|source| StoreError::Redis {
+                context: format!("the rate-limit store {shown} is unavailable"),
+                source,
+            })?;
         Ok(Self {
             connection,
             script: redis::Script::new(GCRA),
@@ -80,13 +90,16 @@ impl SharedLimits {
     }
 
     /// Whether Redis answers now (for readiness).
-    pub async fn ping(&self) -> Result<(), String> {
+    pub async fn ping(&self) -> Result<(), StoreError> {
         let mut connection = self.connection.clone();
         redis::cmd("PING")
             .query_async::<String>(&mut connection)
             .await
             .map(drop)
-            .map_err(|e| format!("the rate-limit store {} is unavailable: {e}", self.shown))
+            .map_err(|source| StoreError::Redis {
+                context: format!("the rate-limit store {} is unavailable", self.shown),
+                source,
+            })
     }
 
     /// Take one call from the budget `key` of `calls` per `period`.

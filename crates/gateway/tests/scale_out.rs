@@ -201,8 +201,15 @@ async fn instances_starting_together_migrate_the_schema_once() {
         .err()
         .unwrap();
     assert!(
-        bad.contains("unavailable") && !bad.contains(":pw@"),
-        "{bad}"
+        matches!(bad, toolgate_gateway::StoreError::Postgres { .. }),
+        "{bad:?}"
+    );
+    // The driver's error is kept as the cause, and the password is never said.
+    let said = toolgate_protocol::error::with_causes(&bad);
+    assert!(std::error::Error::source(&bad).is_some(), "{said}");
+    assert!(
+        said.contains("unavailable") && !said.contains(":pw@"),
+        "{said}"
     );
 }
 

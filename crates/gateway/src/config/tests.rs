@@ -40,7 +40,9 @@ fn entries_need_exactly_one_way_to_reach_the_server() {
         ("[servers.a]\ncommand = \"x\"\nprefix = \"p.q\"\n", "prefix"),
         ("[servers.a]\ncommand = \"x\"\ninclude = [\"[\"]\n", "glob"),
     ] {
-        let e = GatewayConfig::parse_toml(text, env).unwrap_err().to_string();
+        let e = GatewayConfig::parse_toml(text, env)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(says), "{text:?}: {e}");
     }
 }
@@ -91,7 +93,9 @@ fn policy_limits_and_state_are_checked_when_loaded() {
             "unknown variant `websocket`, expected `streamable-http` or `sse`",
         ),
     ] {
-        let e = GatewayConfig::parse_toml(text, env).unwrap_err().to_string();
+        let e = GatewayConfig::parse_toml(text, env)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(says), "{text:?}: {e}");
     }
 }
@@ -153,7 +157,12 @@ fn a_hosts_disabled_entries_stay_off_and_its_auto_approved_tools_are_allowed() {
             "mcpServers.a.autoApprove is not a list of tool names",
         ),
     ] {
-        assert_eq!(GatewayConfig::parse_json(text, env).unwrap_err().to_string(), says);
+        assert_eq!(
+            GatewayConfig::parse_json(text, env)
+                .unwrap_err()
+                .to_string(),
+            says
+        );
     }
 }
 
@@ -187,7 +196,9 @@ fn a_file_that_cannot_be_read_keeps_the_reason() {
     assert_eq!(e.message(), format!("cannot read {}", missing.display()));
     let cause = std::error::Error::source(&e).expect("the I/O error is kept");
     assert_eq!(
-        cause.downcast_ref::<std::io::Error>().map(std::io::Error::kind),
+        cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind),
         Some(std::io::ErrorKind::NotFound)
     );
     assert!(toolgate_protocol::error::with_causes(&e).starts_with("cannot read "));

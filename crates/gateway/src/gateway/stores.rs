@@ -51,27 +51,20 @@ impl Stores {
         let (audit, nonces): (Option<Arc<dyn AuditSink>>, SharedNonces) =
             match (&config.store.url, &audit_file) {
                 (Some(url), _) if !config.audit.disabled => {
-                    let store = PgStore::connect(url, config.audit.arguments)
-                        .await
-                        .map_err(GatewayError::Store)?;
+                    let store = PgStore::connect(url, config.audit.arguments).await?;
                     pending = Arc::new(crate::pending_pg::PgPending::new(store.clone(), state_ttl));
                     let store = Arc::new(store);
                     (Some(store.clone()), store.nonces())
                 }
                 (_, Some(path)) => {
-                    let store = Arc::new(
-                        AuditStore::open(path, config.audit.arguments)
-                            .map_err(GatewayError::Store)?,
-                    );
+                    let store = Arc::new(AuditStore::open(path, config.audit.arguments)?);
                     (Some(store.clone()), store.nonces())
                 }
                 _ => (None, Arc::new(MemoryNonceStore::new(state_ttl * 2))),
             };
         let shared_limits = match &config.ratelimit.redis {
             Some(url) => Some(Arc::new(
-                SharedLimits::connect(url, config.ratelimit.on_outage)
-                    .await
-                    .map_err(GatewayError::Store)?,
+                SharedLimits::connect(url, config.ratelimit.on_outage).await?,
             )),
             None => None,
         };
@@ -81,7 +74,7 @@ impl Stores {
             pending,
             audit_file: audit_file.filter(|_| config.store.url.is_none()),
             shared_limits,
-            state_key: crate::state::load_key(&config.state).map_err(GatewayError::Store)?,
+            state_key: crate::state::load_key(&config.state).map_err(GatewayError::Start)?,
         })
     }
 }
