@@ -141,7 +141,9 @@ pub async fn call(
         // A task interrupted by a lost connection runs on: say how to
         // pick it up.
         Err(
-            e @ (ClientError::Transport(_) | ClientError::Unreachable(_) | ClientError::Timeout(_)),
+            e @ (ClientError::Transport { .. }
+            | ClientError::Unreachable { .. }
+            | ClientError::Timeout(_)),
         ) if task_id.is_some() => {
             let id = task_id.unwrap_or_default();
             Err(conn

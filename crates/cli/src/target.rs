@@ -386,7 +386,7 @@ impl Connection {
             && self.minimal_env
             && matches!(
                 error,
-                ClientError::ServerExited(_) | ClientError::Transport(_)
+                ClientError::ServerExited(_) | ClientError::Transport { .. }
             );
         let error = anyhow::Error::new(error).context(format!("{what} ({})", self.name));
         if login {

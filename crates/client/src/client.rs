@@ -536,8 +536,8 @@ impl Client {
             loop {
                 match pending.next().await {
                     None => {
-                        return Err(ClientError::Transport(
-                            "the server ended the exchange without a response".into(),
+                        return Err(ClientError::transport(
+                            "the server ended the exchange without a response",
                         ));
                     }
                     Some(Err(e)) => return Err(e),

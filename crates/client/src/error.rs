@@ -37,11 +37,23 @@ pub enum ClientError {
     ServerExited(String),
     /// The server could not be reached: connection refused, name not
     /// resolved, TLS handshake failed. Nothing was delivered.
-    #[error("cannot reach the server: {0}")]
-    Unreachable(String),
+    #[error("cannot reach the server: {message}")]
+    Unreachable {
+        /// What failed, said for a person.
+        message: String,
+        /// The error underneath (I/O, TLS, HTTP), when there was one.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The connection or HTTP exchange failed.
-    #[error("transport failure: {0}")]
-    Transport(String),
+    #[error("transport failure: {message}")]
+    Transport {
+        /// What failed, said for a person.
+        message: String,
+        /// The error underneath (I/O, TLS, HTTP), when there was one.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The server sent more than a [`Limits`](crate::transport::Limits)
     /// bound allows (or, for lists, kept paging); the exchange was abandoned.
     #[error("{server} went over the client's {limit} limit: {detail}")]
@@ -98,6 +110,43 @@ pub enum ClientError {
     /// The server asked for input the application cannot give.
     #[error("the server asked for {0}, which this client does not provide")]
     InputUnavailable(String),
+}
+
+/// An error underneath a client failure.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl ClientError {
+    /// [`ClientError::Transport`] saying `message`.
+    pub fn transport(message: impl Into<String>) -> Self {
+        ClientError::Transport {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`ClientError::Transport`] saying `message`, caused by `source`.
+    pub fn transport_because(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        ClientError::Transport {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// [`ClientError::Unreachable`] saying `message`.
+    pub fn unreachable(message: impl Into<String>) -> Self {
+        ClientError::Unreachable {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`ClientError::Unreachable`] saying `message`, caused by `source`.
+    pub fn unreachable_because(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        ClientError::Unreachable {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
 }
 
 fn describe(violations: &[Violation]) -> String {

@@ -44,7 +44,7 @@ fn verifying(provider: Arc<CryptoProvider>) -> Result<rustls::ClientConfig, Clie
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .and_then(|b| b.with_platform_verifier())
-        .map_err(|e| ClientError::Transport(format!("cannot set up TLS: {e}")))?
+        .map_err(|e| ClientError::transport_because("cannot set up TLS", e))?
         .with_no_client_auth())
 }
 

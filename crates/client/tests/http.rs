@@ -658,7 +658,7 @@ async fn a_refused_connection_is_unreachable_and_names_the_cause() {
     drop(listener);
     let c = client(&url);
     match c.list_tools().await {
-        Err(ClientError::Unreachable(m)) => {
+        Err(ClientError::Unreachable { message: m, .. }) => {
             assert!(
                 m.contains(&url) && m.to_lowercase().contains("refused"),
                 "{m}"
@@ -899,9 +899,12 @@ async fn a_response_cut_short_fails_that_call_and_the_next_one_works() {
         .call_tool("echo", Map::new(), &CallOptions::default())
         .await;
     assert!(
-        matches!(&cut, Err(ClientError::Transport(m)) if m.starts_with(&format!("reading from {url}: ")) && m.contains("end of file")),
+        matches!(&cut, Err(ClientError::Transport { message: m, .. }) if *m == format!("reading from {url}")),
         "{cut:?}"
     );
+    // What failed underneath is the error's source, and shows in its chain.
+    let chain = toolgate_protocol::error::with_causes(cut.as_ref().unwrap_err());
+    assert!(chain.contains("end of file"), "{chain}");
     let next = c
         .call_tool("echo", Map::new(), &CallOptions::default())
         .await
@@ -942,7 +945,7 @@ async fn an_https_server_whose_certificate_is_not_trusted_is_refused() {
         .call_tool("echo", Map::new(), &CallOptions::default())
         .await
     {
-        Err(ClientError::Unreachable(m)) => {
+        Err(ClientError::Unreachable { message: m, .. }) => {
             assert!(
                 m.contains(&url) && m.to_lowercase().contains("certificate"),
                 "{m}"
@@ -1037,7 +1040,7 @@ async fn redirects_are_followed_only_within_the_servers_origin() {
     let (other, accepted) = counted(close).await;
     let url = redirecting(307, other.clone()).await;
     match call(url.clone()).await {
-        Err(ClientError::Unreachable(m)) => assert!(
+        Err(ClientError::Unreachable { message: m, .. }) => assert!(
             m.contains(&url)
                 && m.contains("HTTP 307")
                 && m.contains(&other)
@@ -1050,13 +1053,15 @@ async fn redirects_are_followed_only_within_the_servers_origin() {
     // A redirect that would turn the POST into a GET is refused too.
     let url = redirecting(302, "/mcp/".into()).await;
     match call(url).await {
-        Err(ClientError::Unreachable(m)) => assert!(m.contains("HTTP 302"), "{m}"),
+        Err(ClientError::Unreachable { message: m, .. }) => assert!(m.contains("HTTP 302"), "{m}"),
         other => panic!("{other:?}"),
     }
     // And a loop ends.
     let url = redirecting(307, "/mcp".into()).await;
     match call(url).await {
-        Err(ClientError::Unreachable(m)) => assert!(m.contains("more than 5 redirects"), "{m}"),
+        Err(ClientError::Unreachable { message: m, .. }) => {
+            assert!(m.contains("more than 5 redirects"), "{m}")
+        }
         other => panic!("{other:?}"),
     }
 }

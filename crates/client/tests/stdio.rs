@@ -71,7 +71,9 @@ async fn a_missing_program_is_a_clear_error() {
         ..Default::default()
     };
     match StdioTransport::spawn(&command) {
-        Err(ClientError::Transport(m)) => assert!(m.contains("cannot start"), "{m}"),
+        Err(ClientError::Transport { message: m, .. }) => {
+            assert!(m.contains("cannot start"), "{m}")
+        }
         Err(e) => panic!("{e:?}"),
         Ok(_) => panic!("spawned a missing program"),
     }

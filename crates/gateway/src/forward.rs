@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate_client::{CallOptions, CallRound, Client, ClientError, Round, RoundInput};
+use toolgate_protocol::error::with_causes;
 use toolgate_protocol::methods::{Complete, GetPrompt, Method, ReadResource};
 use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::{
@@ -193,7 +194,7 @@ where
     // before the result does.
     let outcome = call(client, previous, options).await;
     if let Err(e) = &outcome {
-        telemetry::failed(span_cx.as_ref(), &e.to_string());
+        telemetry::failed(span_cx.as_ref(), &with_causes(e));
     }
     drop(span_cx);
     drain(drains).await;
@@ -212,11 +213,7 @@ fn downcast<T: 'static>(outcome: Box<dyn std::any::Any + Send>) -> Result<Outcom
     outcome
         .downcast::<Result<Outcome<T>, ClientError>>()
         .map(|b| *b)
-        .unwrap_or_else(|_| {
-            Err(ClientError::Transport(
-                "the relayed call ended abnormally".into(),
-            ))
-        })
+        .unwrap_or_else(|_| Err(ClientError::transport("the relayed call ended abnormally")))
 }
 
 /// The end of an upstream round: its result, or its questions for the
@@ -256,10 +253,10 @@ fn finish<T>(
 /// gave — which often is itself "cannot reach the server: …", so it is
 /// not said twice.
 fn unreachable(reason: String) -> ClientError {
-    let prefix = ClientError::Unreachable(String::new()).to_string();
+    let prefix = ClientError::unreachable(String::new()).to_string();
     match reason.strip_prefix(&prefix) {
-        Some(rest) => ClientError::Unreachable(rest.to_owned()),
-        None => ClientError::Unreachable(reason),
+        Some(rest) => ClientError::unreachable(rest.to_owned()),
+        None => ClientError::unreachable(reason),
     }
 }
 
@@ -270,13 +267,17 @@ fn failure(server: &str, what: &str, e: &ClientError) -> String {
             "The upstream server {server} did not answer {what} within {} s; the request was cancelled there. Try again later, or with a smaller request.",
             after.as_secs_f64()
         ),
-        ClientError::ServerExited(_) | ClientError::Unreachable(_) | ClientError::Transport(_) => {
+        ClientError::ServerExited(_)
+        | ClientError::Unreachable { .. }
+        | ClientError::Transport { .. } => {
             format!(
-                "The upstream server {server} is unavailable ({e}); the gateway restarts it. Its tools cannot be used until it is back; the gateway's other servers are not affected."
+                "The upstream server {server} is unavailable ({}); the gateway restarts it. Its tools cannot be used until it is back; the gateway's other servers are not affected.",
+                with_causes(e)
             )
         }
         _ => format!(
-            "The upstream server {server} answered {what} with something the gateway cannot pass on ({e}). This is a fault in the upstream server."
+            "The upstream server {server} answered {what} with something the gateway cannot pass on ({}). This is a fault in the upstream server.",
+            with_causes(e)
         ),
     }
 }
@@ -571,11 +572,12 @@ async fn answer(
             ctx.note("failure", e.message.as_str());
             Err(ToolError::protocol(e))
         }
-        Err(e @ (ClientError::ServerExited(_) | ClientError::Transport(_))) => {
+        Err(e @ (ClientError::ServerExited(_) | ClientError::Transport { .. })) => {
             ctx.note("status", "upstream_error");
             ctx.note("failure", format!("the upstream server {server} failed"));
             Ok(error(format!(
-                "The upstream server {server} failed during the call ({e}); the gateway restarts it. Its tools cannot be used until it is back; the gateway's other servers are not affected."
+                "The upstream server {server} failed during the call ({}); the gateway restarts it. Its tools cannot be used until it is back; the gateway's other servers are not affected.",
+                with_causes(&e)
             )))
         }
         Err(e) => {
@@ -585,7 +587,7 @@ async fn answer(
                 "upstream_error"
             };
             ctx.note("status", status);
-            ctx.note("failure", e.to_string());
+            ctx.note("failure", with_causes(&e));
             Ok(error(failure(&server, &quote(tool), &e)))
         }
     }
@@ -801,7 +803,7 @@ mod tests {
 
     #[test]
     fn an_unreachable_upstream_is_said_so_once() {
-        let first = ClientError::Unreachable("POST http://x/mcp: connection refused".into());
+        let first = ClientError::unreachable("POST http://x/mcp: connection refused");
         let again = unreachable(first.to_string());
         assert_eq!(
             again.to_string(),

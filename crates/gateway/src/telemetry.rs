@@ -115,7 +115,7 @@ impl Telemetry {
         let client = toolgate_client::with_tls(client)
             .and_then(|b| {
                 b.build()
-                    .map_err(|e| toolgate_client::ClientError::Transport(e.to_string()))
+                    .map_err(|e| toolgate_client::ClientError::transport(e.to_string()))
             })
             .map_err(|e| format!("[telemetry]: {e}"))?;
         let runtime = tokio::runtime::Handle::try_current()

@@ -13,6 +13,7 @@ use toolgate_client::auth::{Assertion, ClientCredentials, Grant, OAuth, Secret};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::transport::stdio::{StderrTail, StdioCommand, StdioTransport};
 use toolgate_client::{Client, ClientError, InputHandler};
+use toolgate_protocol::error::with_causes;
 use toolgate_protocol::methods::{ListPrompts, ListResourceTemplates, ListResources, Paginated};
 use toolgate_protocol::types::{ClientCapabilities, Prompt, Resource, ResourceTemplate, Tool};
 
@@ -289,7 +290,7 @@ impl Upstream {
                 Ok(client)
             }
             Err(e) => {
-                self.note_failure(&mut link, e.to_string());
+                self.note_failure(&mut link, with_causes(&e));
                 Err(self.unavailable(&link))
             }
         }
@@ -325,11 +326,11 @@ impl Upstream {
         match result {
             Err(
                 e @ (ClientError::ServerExited(_)
-                | ClientError::Unreachable(_)
-                | ClientError::Transport(_)),
+                | ClientError::Unreachable { .. }
+                | ClientError::Transport { .. }),
             ) => {
                 tracing::warn!(server = %self.config.name, error = %e, "upstream failed; it will be restarted");
-                self.note_failure(&mut link, e.to_string());
+                self.note_failure(&mut link, with_causes(e));
             }
             Ok(_) => {
                 link.failed = None;
@@ -354,7 +355,7 @@ impl Upstream {
         self.outcome(&listed);
         listed.map_err(|e| Unavailable {
             server: self.config.name.clone(),
-            reason: format!("listing its tools failed: {e}"),
+            reason: format!("listing its tools failed: {}", with_causes(&e)),
         })
     }
 
@@ -372,7 +373,7 @@ impl Upstream {
             .map(|d| d.capabilities)
             .map_err(|e| Unavailable {
                 server: self.config.name.clone(),
-                reason: format!("discovery failed: {e}"),
+                reason: format!("discovery failed: {}", with_causes(&e)),
             })?;
         if capabilities.prompts.is_some() {
             others.prompts = self.list_kind::<ListPrompts>(&client).await?;
@@ -394,7 +395,7 @@ impl Upstream {
             Err(e) => {
                 let result: Result<(), ClientError> = Err(e);
                 self.outcome(&result);
-                let reason = result.err().map(|e| e.to_string()).unwrap_or_default();
+                let reason = result.err().map(|e| with_causes(&e)).unwrap_or_default();
                 Err(Unavailable {
                     server: self.config.name.clone(),
                     reason: format!("listing its {} failed: {reason}", M::FIELD),

@@ -97,7 +97,7 @@ impl AuthHttp {
             .timeout(limits.timeout);
         let client = crate::tls::with_tls(builder)?
             .build()
-            .map_err(|e| ClientError::Transport(e.to_string()))?;
+            .map_err(|e| ClientError::transport_because("cannot build the HTTP client", e))?;
         Ok(Self { client, limits })
     }
 

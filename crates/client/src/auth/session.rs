@@ -90,7 +90,7 @@ fn union(mut a: Vec<String>, b: &[String]) -> Vec<String> {
 impl Session {
     pub fn new(oauth: OAuth, server: &str) -> Result<Self, ClientError> {
         let url = Url::parse(server)
-            .map_err(|e| ClientError::Unreachable(format!("{server}: not a URL: {e}")))?;
+            .map_err(|e| ClientError::unreachable(format!("{server}: not a URL: {e}")))?;
         Ok(Self {
             http: AuthHttp::new(oauth.config.limits.clone())?,
             config: oauth.config,

@@ -97,7 +97,7 @@ impl Client {
             // the timeout it is.
             Err(
                 e @ (ClientError::Timeout(_)
-                | ClientError::Unreachable(_)
+                | ClientError::Unreachable { .. }
                 | ClientError::LimitExceeded { .. }),
             ) if self.transport.kind() == TransportKind::Http => return Err(e),
             Err(e) => {

@@ -168,8 +168,8 @@ impl Client {
                     task
                 }
                 Err(
-                    e @ (ClientError::Transport(_)
-                    | ClientError::Unreachable(_)
+                    e @ (ClientError::Transport { .. }
+                    | ClientError::Unreachable { .. }
                     | ClientError::Timeout(_)),
                 ) if failures + 1 < MAX_POLL_FAILURES => {
                     failures += 1;

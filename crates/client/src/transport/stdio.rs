@@ -203,13 +203,13 @@ impl StdioTransport {
             cmd.process_group(0);
         }
         let mut child = cmd.spawn().map_err(|e| {
-            ClientError::Transport(format!("cannot start {:?}: {e}", command.program))
+            ClientError::transport_because(format!("cannot start {:?}", command.program), e)
         })?;
         let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            return Err(ClientError::Transport(
-                "the child's standard streams are unavailable".into(),
+            return Err(ClientError::transport(
+                "the child's standard streams are unavailable",
             ));
         };
         let group = Group(command.process_group.then(|| child.id()).flatten());

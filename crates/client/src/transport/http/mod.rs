@@ -146,7 +146,7 @@ impl HttpTransport {
             .map(|o| crate::auth::Session::new(o, &url))
             .transpose()?;
         let url = url::Url::parse(&url)
-            .map_err(|e| ClientError::Unreachable(format!("{url}: not a URL: {e}")))?;
+            .map_err(|e| ClientError::unreachable(format!("{url}: not a URL: {e}")))?;
         let connect_timeout = options.connect_timeout.unwrap_or(Duration::from_secs(10));
         let wire = Arc::new(Wire::new(&url, server.clone(), connect_timeout)?);
         Ok(Self {
@@ -179,7 +179,7 @@ impl HttpTransport {
             .get_or_try_init(|| async {
                 match self.open_old().await? {
                     old_sse::Opened::Session(session) => Ok(session),
-                    old_sse::Opened::NotSse(why) => Err(ClientError::Unreachable(format!(
+                    old_sse::Opened::NotSse(why) => Err(ClientError::unreachable(format!(
                         "{} is not an HTTP+SSE (2024-11-05) endpoint: {why}",
                         self.shared.server
                     ))),
@@ -388,7 +388,7 @@ impl Transport for HttpTransport {
                         "HTTP {status} with a body that is not JSON: {shown:?}"
                     ))
                 } else {
-                    ClientError::Transport(format!("HTTP {status}: {shown:?}"))
+                    ClientError::transport(format!("HTTP {status}: {shown:?}"))
                 }
             })?;
             Ok(Pending::answered(Ok(Inbound::Response(value))))
@@ -536,11 +536,9 @@ impl Shared {
             return Err(too_big());
         }
         let mut body = Vec::with_capacity(declared.map_or(0, |n| n as usize));
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| ClientError::Transport(format!("reading from {}: {e}", self.server)))?
-        {
+        while let Some(chunk) = response.chunk().await.map_err(|e| {
+            ClientError::transport_because(format!("reading from {}", self.server), e)
+        })? {
             if body.len() + chunk.len() > cap {
                 return Err(too_big());
             }
@@ -561,7 +559,7 @@ impl Shared {
         if response.status().is_success() {
             Ok(())
         } else {
-            Err(ClientError::Transport(format!(
+            Err(ClientError::transport(format!(
                 "a message was refused with HTTP {}",
                 response.status()
             )))
@@ -582,7 +580,7 @@ impl Shared {
         self.in_session(&mut out, legacy)?;
         let response = self.execute(out).await?;
         if !response.status().is_success() {
-            return Err(ClientError::Transport(format!(
+            return Err(ClientError::transport(format!(
                 "resuming the event stream was refused with HTTP {}",
                 response.status()
             )));
@@ -708,7 +706,7 @@ async fn pump(
                     }
                 },
                 Ok(None) => break None,
-                Err(ClientError::Transport(e)) => break Some(e),
+                Err(ClientError::Transport { message, .. }) => break Some(message),
                 Err(e) => {
                     let _ = tx.send(Err(e)).await;
                     return;
@@ -720,7 +718,7 @@ async fn pump(
         let resumable = legacy.is_some() && resumed < MAX_RESUMES;
         let Some(last_id) = cursor.last_id.clone().filter(|_| resumable) else {
             let why = broke.unwrap_or_else(|| "the event stream ended before the response".into());
-            let _ = tx.send(Err(ClientError::Transport(why))).await;
+            let _ = tx.send(Err(ClientError::transport(why))).await;
             return;
         };
         resumed += 1;

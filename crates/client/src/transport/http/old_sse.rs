@@ -135,7 +135,7 @@ impl Session {
     }
 
     fn ended(&self) -> Option<ClientError> {
-        self.ended.lock().clone().map(ClientError::Transport)
+        self.ended.lock().clone().map(ClientError::transport)
     }
 
     /// Send a request: post it; its answer arrives on the stream.
@@ -182,7 +182,7 @@ async fn post(shared: &Shared, to: &url::Url, body: Vec<u8>) -> Result<(), Clien
     }
     let said = shared.body(response).await.unwrap_or_default();
     let shown: String = String::from_utf8_lossy(&said).chars().take(200).collect();
-    Err(ClientError::Transport(format!(
+    Err(ClientError::transport(format!(
         "{}: a message was refused with HTTP {}: {:?}",
         shared.server,
         status.as_u16(),
@@ -245,6 +245,6 @@ async fn read<S, E>(
     };
     *ended.lock() = Some(why.clone());
     router
-        .fail_all(|| ClientError::Transport(why.clone()))
+        .fail_all(|| ClientError::transport(why.clone()))
         .await;
 }

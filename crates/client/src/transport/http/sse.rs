@@ -113,7 +113,7 @@ where
                 match self.body.next().await {
                     Some(Ok(chunk)) => self.buffer.extend_from_slice(&chunk),
                     Some(Err(e)) => {
-                        return Err(ClientError::Transport(format!(
+                        return Err(ClientError::transport(format!(
                             "the event stream from {} broke: {e}",
                             self.server
                         )));

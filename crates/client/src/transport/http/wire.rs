@@ -72,9 +72,9 @@ impl Outbound {
     /// refused here rather than sent.
     pub(crate) fn add(&mut self, name: &str, value: &str) -> Result<(), ClientError> {
         let name = header::HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| ClientError::Transport(format!("{name:?} is not a valid header name")))?;
+            .map_err(|_| ClientError::transport(format!("{name:?} is not a valid header name")))?;
         let mut value = HeaderValue::from_str(value).map_err(|_| {
-            ClientError::Transport(format!("the {name} header's value cannot be sent in HTTP"))
+            ClientError::transport(format!("the {name} header's value cannot be sent in HTTP"))
         })?;
         // Credentials stay out of `Debug` output and any logs built on it.
         value.set_sensitive(name == header::AUTHORIZATION || name == "dpop");
@@ -154,7 +154,7 @@ impl Wire {
         proxied: bool,
     ) -> Result<Self, ClientError> {
         let not_http = || {
-            ClientError::Unreachable(format!(
+            ClientError::unreachable(format!(
                 "{server}: only http:// and https:// URLs are served"
             ))
         };
@@ -170,7 +170,7 @@ impl Wire {
                 .tcp_nodelay(true);
             let client = crate::tls::with_tls(builder)?
                 .build()
-                .map_err(|e| ClientError::Transport(e.to_string()))?;
+                .map_err(|e| ClientError::transport_because("cannot build the HTTP client", e))?;
             return Ok(Self {
                 url: url.clone(),
                 server,
@@ -189,13 +189,13 @@ impl Wire {
             None => url.host_str().unwrap_or_default().to_owned(),
         };
         let host = HeaderValue::from_str(&authority)
-            .map_err(|_| ClientError::Unreachable(format!("{server}: not a usable host")))?;
+            .map_err(|_| ClientError::unreachable(format!("{server}: not a usable host")))?;
         let target: Uri = url[url::Position::BeforePath..url::Position::AfterQuery]
             .parse()
-            .map_err(|_| ClientError::Unreachable(format!("{server}: not a usable path")))?;
+            .map_err(|_| ClientError::unreachable(format!("{server}: not a usable path")))?;
         let tls = if https {
             let name = ServerName::try_from(name).map_err(|_| {
-                ClientError::Unreachable(format!("{server}: not a TLS server name"))
+                ClientError::unreachable(format!("{server}: not a TLS server name"))
             })?;
             let connector = tokio_rustls::TlsConnector::from(crate::tls::client_config()?);
             Some((connector, name))
@@ -256,7 +256,7 @@ impl Wire {
              configure the new URL if it is the server's"
                 .to_owned()
         };
-        Err(ClientError::Unreachable(format!(
+        Err(ClientError::unreachable(format!(
             "{method} {}: HTTP {} to {to:?}: {why}",
             self.server,
             status.as_u16()
@@ -293,7 +293,7 @@ impl Wire {
             Some(at) => at[url::Position::BeforePath..url::Position::AfterQuery]
                 .parse()
                 .map_err(|_| {
-                    ClientError::Unreachable(format!(
+                    ClientError::unreachable(format!(
                         "{}: redirected to {at}, not a usable path",
                         self.server
                     ))
@@ -360,7 +360,7 @@ impl Wire {
         method: &Method,
         error: &(dyn std::error::Error + 'static),
     ) -> ClientError {
-        ClientError::Unreachable(format!(
+        ClientError::unreachable(format!(
             "{method} {}: {}",
             self.server,
             toolgate_protocol::error::with_causes(error)
@@ -681,7 +681,7 @@ mod tests {
         assert!(shown.contains("tools/call"), "{shown}");
         let refused = out.add("mcp-name", "a\r\nx-injected: 1");
         assert!(
-            matches!(&refused, Err(ClientError::Transport(m)) if m == "the mcp-name header's value cannot be sent in HTTP"),
+            matches!(&refused, Err(ClientError::Transport { message: m, .. }) if m == "the mcp-name header's value cannot be sent in HTTP"),
             "{refused:?}"
         );
     }
@@ -695,6 +695,8 @@ mod tests {
             Duration::from_secs(1),
             false,
         );
-        assert!(matches!(refused, Err(ClientError::Unreachable(m)) if m.contains("only http")));
+        assert!(
+            matches!(refused, Err(ClientError::Unreachable { message: m, .. }) if m.contains("only http"))
+        );
     }
 }
