@@ -172,7 +172,10 @@ impl ClientBuilder {
         self
     }
 
-    /// A name for this server in logs and audit events.
+    /// What to call the *server* this client talks to in logs, warnings
+    /// and errors (`"basket"`, a URL). Default `"server"`. The client's own
+    /// name, the one the server sees in `clientInfo`, is the one given to
+    /// [`Client::builder`].
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self

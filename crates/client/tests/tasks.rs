@@ -39,10 +39,7 @@ async fn fixture() -> Fixture {
     let stopped = Arc::new(AtomicUsize::new(0));
     let stop_seen = Arc::new(Notify::new());
     let (r, s, seen) = (release.clone(), stopped.clone(), stop_seen.clone());
-    let config = ServerConfig {
-        task_poll_interval: Duration::from_millis(50),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_task_poll_interval(Duration::from_millis(50));
     let server = Server::builder("tasks", "1")
         .config(config)
         .tool(

@@ -514,10 +514,7 @@ async fn list_hints_promise_no_more_than_the_strictest_upstream() {
     };
     // One toolgate upstream that caches for 20 s: the gateway says 20 s.
     let brief = toolgate_server::Server::builder("brief", "1")
-        .config(toolgate_server::ServerConfig {
-            list_ttl: Duration::from_secs(20),
-            ..Default::default()
-        })
+        .config(toolgate_server::ServerConfig::default().with_list_ttl(Duration::from_secs(20)))
         .tool(
             ToolDef::new("now")
                 .description("Says now.")

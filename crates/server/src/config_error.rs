@@ -4,7 +4,7 @@
 ///
 /// ```
 /// use toolgate_server::{ConfigError, ServerConfig};
-/// let config = ServerConfig { page_size: 0, ..ServerConfig::default() };
+/// let config = ServerConfig::default().with_page_size(0);
 /// let refused = config.validate().unwrap_err();
 /// assert!(matches!(refused, ConfigError::Zero { field: "page_size", .. }));
 /// assert_eq!(refused.to_string(), "page_size is zero; a list page must hold at least one item");

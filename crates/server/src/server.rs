@@ -17,7 +17,21 @@ use crate::state::{StateKey, StateKeys};
 use crate::tool::{RegisteredTool, RegistrationError, ToolEntry};
 
 /// Tunables, with safe defaults.
+///
+/// Start from [`ServerConfig::default`] and change what you need, with the
+/// `with_*` methods or by assigning fields (new fields may come in a minor
+/// release, so it cannot be built as a struct literal outside this crate):
+///
+/// ```
+/// use std::time::Duration;
+/// use toolgate_server::ServerConfig;
+/// let config = ServerConfig::default()
+///     .with_page_size(100)
+///     .with_call_timeout(Duration::from_secs(30));
+/// assert!(config.validate().is_ok());
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// Items per page of every `*/list` result. Default 1000: pages are
     /// served from bytes serialized once, so a page costs the server the
@@ -89,6 +103,122 @@ pub struct ServerConfig {
     /// At most this many of them belong to one caller (unauthenticated
     /// callers count as one). Default 1000.
     pub max_tasks_per_caller: usize,
+}
+
+impl ServerConfig {
+    /// Set [`ServerConfig::page_size`].
+    pub fn with_page_size(mut self, value: usize) -> Self {
+        self.page_size = value;
+        self
+    }
+
+    /// Set [`ServerConfig::list_ttl`].
+    pub fn with_list_ttl(mut self, value: Duration) -> Self {
+        self.list_ttl = value;
+        self
+    }
+
+    /// Set [`ServerConfig::discover_ttl`].
+    pub fn with_discover_ttl(mut self, value: Duration) -> Self {
+        self.discover_ttl = value;
+        self
+    }
+
+    /// Set [`ServerConfig::read_ttl`].
+    pub fn with_read_ttl(mut self, value: Duration) -> Self {
+        self.read_ttl = value;
+        self
+    }
+
+    /// Set [`ServerConfig::shutdown_grace`].
+    pub fn with_shutdown_grace(mut self, value: Duration) -> Self {
+        self.shutdown_grace = value;
+        self
+    }
+
+    /// Set [`ServerConfig::state_ttl`].
+    pub fn with_state_ttl(mut self, value: Duration) -> Self {
+        self.state_ttl = value;
+        self
+    }
+
+    /// Set [`ServerConfig::encrypt_state`].
+    pub fn with_encrypt_state(mut self, value: bool) -> Self {
+        self.encrypt_state = value;
+        self
+    }
+
+    /// Set [`ServerConfig::rate_limit`].
+    pub fn with_rate_limit(mut self, value: Option<RateLimit>) -> Self {
+        self.rate_limit = value;
+        self
+    }
+
+    /// Set [`ServerConfig::schema_limits`].
+    pub fn with_schema_limits(mut self, value: toolgate_schema::Limits) -> Self {
+        self.schema_limits = value;
+        self
+    }
+
+    /// Set [`ServerConfig::eager_schemas`].
+    pub fn with_eager_schemas(mut self, value: bool) -> Self {
+        self.eager_schemas = value;
+        self
+    }
+
+    /// Set [`ServerConfig::legacy`].
+    pub fn with_legacy(mut self, value: bool) -> Self {
+        self.legacy = value;
+        self
+    }
+
+    /// Set [`ServerConfig::legacy_idle`].
+    pub fn with_legacy_idle(mut self, value: Duration) -> Self {
+        self.legacy_idle = value;
+        self
+    }
+
+    /// Set [`ServerConfig::max_legacy_sessions`].
+    pub fn with_max_legacy_sessions(mut self, value: usize) -> Self {
+        self.max_legacy_sessions = value;
+        self
+    }
+
+    /// Set [`ServerConfig::max_legacy_sessions_per_principal`].
+    pub fn with_max_legacy_sessions_per_principal(mut self, value: usize) -> Self {
+        self.max_legacy_sessions_per_principal = value;
+        self
+    }
+
+    /// Set [`ServerConfig::call_timeout`].
+    pub fn with_call_timeout(mut self, value: Duration) -> Self {
+        self.call_timeout = value;
+        self
+    }
+
+    /// Set [`ServerConfig::task_ttl`].
+    pub fn with_task_ttl(mut self, value: Option<Duration>) -> Self {
+        self.task_ttl = value;
+        self
+    }
+
+    /// Set [`ServerConfig::task_poll_interval`].
+    pub fn with_task_poll_interval(mut self, value: Duration) -> Self {
+        self.task_poll_interval = value;
+        self
+    }
+
+    /// Set [`ServerConfig::max_tasks`].
+    pub fn with_max_tasks(mut self, value: usize) -> Self {
+        self.max_tasks = value;
+        self
+    }
+
+    /// Set [`ServerConfig::max_tasks_per_caller`].
+    pub fn with_max_tasks_per_caller(mut self, value: usize) -> Self {
+        self.max_tasks_per_caller = value;
+        self
+    }
 }
 
 impl Default for ServerConfig {
@@ -262,11 +392,39 @@ pub struct Server {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// What the builder's own setters said, applied over [`ServerBuilder::config`]
+/// at build, so their order does not matter.
+#[derive(Default)]
+struct Overrides {
+    page_size: Option<usize>,
+    rate_limit: Option<RateLimit>,
+    encrypt_state: bool,
+    eager_schemas: bool,
+    no_legacy: bool,
+}
+
+impl Overrides {
+    fn apply(self, config: &mut ServerConfig) {
+        if let Some(page_size) = self.page_size {
+            config.page_size = page_size;
+        }
+        if let Some(limit) = self.rate_limit {
+            config.rate_limit = Some(limit);
+        }
+        config.encrypt_state |= self.encrypt_state;
+        config.eager_schemas |= self.eager_schemas;
+        if self.no_legacy {
+            config.legacy = false;
+        }
+    }
+}
+
 /// Builds a [`Server`].
 pub struct ServerBuilder {
     info: Implementation,
     instructions: Option<String>,
     config: ServerConfig,
+    overrides: Overrides,
     tools: Vec<ToolEntry>,
     prompts: Vec<PromptEntry>,
     resources: Vec<ResourceEntry>,
@@ -337,6 +495,7 @@ impl Server {
             info: Implementation::new(name, version),
             instructions: None,
             config: ServerConfig::default(),
+            overrides: Overrides::default(),
             tools: Vec::new(),
             prompts: Vec::new(),
             resources: Vec::new(),
@@ -499,7 +658,21 @@ impl ServerBuilder {
         self
     }
 
-    /// Replace the configuration.
+    /// Start from `config`. The builder's own settings
+    /// ([`page_size`](Self::page_size), [`rate_limit`](Self::rate_limit),
+    /// [`encrypt_state`](Self::encrypt_state),
+    /// [`eager_schemas`](Self::eager_schemas), [`modern_only`](Self::modern_only))
+    /// win over it, whether they come before or after:
+    ///
+    /// ```
+    /// use toolgate_server::{Server, ServerConfig};
+    /// let server = Server::builder("s", "1")
+    ///     .page_size(5)
+    ///     .config(ServerConfig::default().with_page_size(50))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(server.config().page_size, 5);
+    /// ```
     pub fn config(mut self, config: ServerConfig) -> Self {
         self.config = config;
         self
@@ -507,7 +680,7 @@ impl ServerBuilder {
 
     /// Items per list page (at least 1; zero is refused by `build()`).
     pub fn page_size(mut self, page_size: usize) -> Self {
-        self.config.page_size = page_size;
+        self.overrides.page_size = Some(page_size);
         self
     }
 
@@ -560,7 +733,7 @@ impl ServerBuilder {
 
     /// Limit calls to every tool per caller (see [`ServerConfig::rate_limit`]).
     pub fn rate_limit(mut self, limit: RateLimit) -> Self {
-        self.config.rate_limit = Some(limit);
+        self.overrides.rate_limit = Some(limit);
         self
     }
 
@@ -568,7 +741,7 @@ impl ServerBuilder {
     /// `state-encryption`, on by default).
     #[cfg(feature = "state-encryption")]
     pub fn encrypt_state(mut self) -> Self {
-        self.config.encrypt_state = true;
+        self.overrides.encrypt_state = true;
         self
     }
 
@@ -599,14 +772,14 @@ impl ServerBuilder {
     /// assert!(Server::builder("s", "1").eager_schemas().tool(tool).build().is_err());
     /// ```
     pub fn eager_schemas(mut self) -> Self {
-        self.config.eager_schemas = true;
+        self.overrides.eager_schemas = true;
         self
     }
 
     /// Serve modern (2026-07-28) clients only: `initialize` is refused with
     /// an error naming the supported versions.
     pub fn modern_only(mut self) -> Self {
-        self.config.legacy = false;
+        self.overrides.no_legacy = true;
         self
     }
 
@@ -699,7 +872,8 @@ impl ServerBuilder {
 
     /// Check every registration and build the server. The first invalid
     /// registration is returned as the error.
-    pub fn build(self) -> Result<Server, RegistrationError> {
+    pub fn build(mut self) -> Result<Server, RegistrationError> {
+        std::mem::take(&mut self.overrides).apply(&mut self.config);
         self.config.validate()?;
         let state_keys = StateKeys::new(
             self.state_key.unwrap_or_else(StateKey::random),

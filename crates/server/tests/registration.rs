@@ -236,11 +236,9 @@ fn nonsensical_configuration_is_an_error_from_build_not_a_panic() {
     // The builder's own setter goes through the same check.
     assert!(Server::builder("s", "1").page_size(0).build().is_err());
     // Without legacy service, zero legacy sessions is fine.
-    let config = ServerConfig {
-        legacy: false,
-        max_legacy_sessions: 0,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default()
+        .with_legacy(false)
+        .with_max_legacy_sessions(0);
     assert!(Server::builder("s", "1").config(config).build().is_ok());
 }
 

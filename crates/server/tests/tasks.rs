@@ -512,10 +512,7 @@ async fn another_callers_task_does_not_exist_for_them() {
 
 #[tokio::test]
 async fn a_caller_over_its_task_share_is_told_to_wait() {
-    let config = ServerConfig {
-        max_tasks_per_caller: 1,
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_max_tasks_per_caller(1);
     let f = fixture(config);
     let first = forever_as(&f.server, "alice").await;
     assert_eq!(first["result"]["resultType"], "task");
@@ -530,10 +527,7 @@ async fn a_caller_over_its_task_share_is_told_to_wait() {
 
 #[tokio::test]
 async fn an_expired_task_is_gone_and_its_work_stopped() {
-    let config = ServerConfig {
-        task_ttl: Some(std::time::Duration::from_millis(1)),
-        ..ServerConfig::default()
-    };
+    let config = ServerConfig::default().with_task_ttl(Some(std::time::Duration::from_millis(1)));
     let f = fixture(config);
     let r = send(
         &f.server,

@@ -141,8 +141,24 @@ pub type ServerRequestHandler = std::sync::Arc<
         + Sync,
 >;
 
-/// A way to reach a server.
-pub trait Transport: Send + Sync + 'static {
+mod sealed {
+    /// Only this crate's transports implement [`super::Transport`].
+    pub trait Sealed {}
+    impl Sealed for super::stdio::StdioTransport {}
+    impl Sealed for super::http::HttpTransport {}
+}
+
+/// A way to reach a server: [`stdio::StdioTransport`] or
+/// [`http::HttpTransport`] (which also speaks the deprecated HTTP+SSE
+/// transport).
+///
+/// The trait is sealed: besides sending, a transport takes part in the
+/// legacy handshake, routes a legacy server's own requests and session
+/// notifications, and orders answers against later requests, and those
+/// contracts are this crate's to keep. A server reached some other way is
+/// started as a command (stdio) or put behind Streamable HTTP; to test
+/// against a server in-process, serve it on a loopback port.
+pub trait Transport: sealed::Sealed + Send + Sync + 'static {
     /// Send one request.
     fn send(&self, request: Outgoing) -> SendFuture<'_>;
     /// The family.
