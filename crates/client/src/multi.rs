@@ -1,13 +1,14 @@
 //! Several servers behind one tool namespace.
 //!
-//! Each server gets a prefix; its tools appear as `prefix.tool`. Prefixes may
-//! not contain `.`, so a qualified name splits unambiguously at its first dot
-//! and no server can shadow another's tool, whatever names they choose.
+//! Each server gets a prefix; its tools appear as `prefix.tool`, named by the
+//! same rule as the gateway's ([`qualify`]: a name over 128 characters is
+//! shortened with a hash of the whole). Prefixes may not contain `.`, so no
+//! server can shadow another's tool, whatever names they choose.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
-use toolgate_protocol::names::validate_tool_name;
+use toolgate_protocol::names::{qualify, validate_tool_name};
 use toolgate_protocol::types::{CallToolResult, Tool};
 
 use crate::{CallOptions, Client, ClientError};
@@ -37,6 +38,9 @@ pub struct QualifiedTool {
 /// Clients of several servers, each under a prefix.
 pub struct MultiClient {
     servers: BTreeMap<String, Client>,
+    /// Qualified name → (prefix, the server's name), from the last listing:
+    /// a shortened name cannot be split back.
+    named: parking_lot::RwLock<BTreeMap<String, (String, String)>>,
 }
 
 impl MultiClient {
@@ -56,7 +60,10 @@ impl MultiClient {
                 return Err(MultiError::DuplicatePrefix(prefix));
             }
         }
-        Ok(Self { servers: map })
+        Ok(Self {
+            servers: map,
+            named: Default::default(),
+        })
     }
 
     /// Every server's tools, qualified. A server that fails to list is
@@ -64,15 +71,17 @@ impl MultiClient {
     pub async fn list_tools(&self) -> (Vec<QualifiedTool>, Vec<(String, ClientError)>) {
         let mut tools = Vec::new();
         let mut failures = Vec::new();
+        let mut named = BTreeMap::new();
         for (prefix, client) in &self.servers {
             match client.list_tools().await {
                 Ok(list) => {
                     for tool in list {
-                        let qualified_name = format!("{prefix}.{}", tool.name);
+                        let qualified_name = qualify(prefix, &tool.name);
                         if let Err(e) = validate_tool_name(&qualified_name) {
                             tracing::warn!(server = %prefix, tool = %tool.name, reason = %e, "excluded: its qualified name is not a valid tool name");
                             continue;
                         }
+                        named.insert(qualified_name.clone(), (prefix.clone(), tool.name.clone()));
                         tools.push(QualifiedTool {
                             qualified_name,
                             server: prefix.clone(),
@@ -83,19 +92,24 @@ impl MultiClient {
                 Err(e) => failures.push((prefix.clone(), e)),
             }
         }
+        *self.named.write() = named;
         (tools, failures)
     }
 
-    /// Call `prefix.tool`.
+    /// Call `prefix.tool` (a name [`MultiClient::list_tools`] gave).
     pub async fn call_tool(
         &self,
         qualified_name: &str,
         arguments: Map<String, Value>,
         options: &CallOptions,
     ) -> Result<CallToolResult, ClientError> {
-        let (prefix, name) = qualified_name
-            .split_once('.')
-            .ok_or_else(|| ClientError::UnknownTool(qualified_name.to_owned()))?;
+        let listed = self.named.read().get(qualified_name).cloned();
+        let (prefix, name) = match &listed {
+            Some((prefix, name)) => (prefix.as_str(), name.as_str()),
+            None => qualified_name
+                .split_once('.')
+                .ok_or_else(|| ClientError::UnknownTool(qualified_name.to_owned()))?,
+        };
         let client = self
             .servers
             .get(prefix)

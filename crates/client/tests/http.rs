@@ -434,6 +434,33 @@ async fn several_servers_share_one_namespace_without_shadowing() {
 }
 
 #[tokio::test]
+async fn a_qualified_name_too_long_is_shortened_as_the_gateway_does_and_still_calls() {
+    use toolgate_client::MultiClient;
+    let long = "l".repeat(125);
+    let server = Server::builder("long", "1")
+        .tool(
+            ToolDef::new(long.clone())
+                .description("Answers ok.")
+                .handler(|| async { "ok" }),
+        )
+        .build()
+        .unwrap();
+    let url = serve(server).await;
+    let multi = MultiClient::new([("shop".to_owned(), client(&url))]).unwrap();
+    let (tools, failures) = multi.list_tools().await;
+    assert!(failures.is_empty());
+    let name = &tools[0].qualified_name;
+    assert_eq!(name, &toolgate_protocol::names::qualify("shop", &long));
+    assert_eq!(name.len(), 128, "{name}");
+    assert!(!name.ends_with('l'), "shortened with a hash: {name}");
+    let answer = multi
+        .call_tool(name, Map::new(), &CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(answer.content[0].as_text(), Some("ok"));
+}
+
+#[tokio::test]
 async fn header_mismatch_relists_and_retries_once_and_stale_lists_survive_outages() {
     let calls = Arc::new(AtomicUsize::new(0));
     let lists = Arc::new(AtomicUsize::new(0));

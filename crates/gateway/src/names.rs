@@ -1,41 +1,9 @@
-//! Gateway tool names: `<prefix>.<tool>`, at most 128 characters, the same
-//! on every start.
+//! Gateway tool names: `<prefix>.<tool>` by [`qualify`] (the protocol
+//! crate's one rule), and the check that no two upstream tools share one.
 
 use std::collections::BTreeMap;
 
-use sha2::{Digest as _, Sha256};
-
-/// The longest tool name the specification allows.
-pub const MAX_NAME: usize = 128;
-
-/// The name a downstream client sees for `tool` of an upstream with
-/// `prefix` (`""`: no prefix). Dots are the specification's namespace
-/// separator. A name over 128 characters keeps its beginning and
-/// ends with `-` and 8 hex digits of the SHA-256 of the full name, so it
-/// stays unique and does not change between restarts.
-///
-/// ```
-/// use toolgate_gateway::qualify;
-/// assert_eq!(qualify("basket", "add_item"), "basket.add_item");
-/// assert_eq!(qualify("", "add_item"), "add_item");
-/// let long = qualify("p", &"x".repeat(200));
-/// assert_eq!(long.len(), 128);
-/// assert_eq!(long, qualify("p", &"x".repeat(200)));
-/// ```
-pub fn qualify(prefix: &str, tool: &str) -> String {
-    let full = if prefix.is_empty() {
-        tool.to_owned()
-    } else {
-        format!("{prefix}.{tool}")
-    };
-    if full.chars().count() <= MAX_NAME {
-        return full;
-    }
-    let digest = Sha256::digest(full.as_bytes());
-    let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
-    let keep: String = full.chars().take(MAX_NAME - hex.len() - 1).collect();
-    format!("{keep}-{hex}")
-}
+pub use toolgate_protocol::names::qualify;
 
 /// Two upstream tools that would share a gateway name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -76,7 +44,10 @@ mod tests {
     fn long_names_are_shortened_deterministically_and_stay_distinct() {
         let a = qualify("server", &format!("{}a", "t".repeat(130)));
         let b = qualify("server", &format!("{}b", "t".repeat(130)));
-        assert_eq!(a.chars().count(), MAX_NAME);
+        assert_eq!(
+            a.chars().count(),
+            toolgate_protocol::names::TOOL_NAME_MAX_LEN
+        );
         assert_ne!(a, b);
         assert_eq!(a, qualify("server", &format!("{}a", "t".repeat(130))));
     }

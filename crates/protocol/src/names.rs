@@ -1,6 +1,9 @@
-//! Tool-name rules of the 2026-07-28 tools page.
+//! Tool-name rules of the 2026-07-28 tools page, and the one rule by which
+//! toolgate names a server's tool among many servers' ([`qualify`]).
 
 use std::fmt;
+
+use sha2::{Digest as _, Sha256};
 
 /// Longest tool name allowed.
 pub const TOOL_NAME_MAX_LEN: usize = 128;
@@ -65,6 +68,39 @@ pub fn validate_tool_name(name: &str) -> Result<(), ToolNameError> {
         return Err(ToolNameError::TooLong(name.len()));
     }
     Ok(())
+}
+
+/// The name of `tool` of the server with `prefix` (`""`: no prefix) among
+/// many servers' tools: `prefix.tool`, dots being the specification's
+/// namespace separator. A name over [`TOOL_NAME_MAX_LEN`] characters keeps
+/// its beginning and ends with `-` and 8 hex digits of the SHA-256 of the
+/// full name, so it stays unique and is the same on every start. The
+/// gateway and `MultiClient` both name tools by it.
+///
+/// ```
+/// use toolgate_protocol::names::qualify;
+/// assert_eq!(qualify("basket", "add_item"), "basket.add_item");
+/// assert_eq!(qualify("", "add_item"), "add_item");
+/// let long = qualify("p", &"x".repeat(200));
+/// assert_eq!(long.len(), 128);
+/// assert_eq!(long, qualify("p", &"x".repeat(200)));
+/// ```
+pub fn qualify(prefix: &str, tool: &str) -> String {
+    let full = if prefix.is_empty() {
+        tool.to_owned()
+    } else {
+        format!("{prefix}.{tool}")
+    };
+    if full.chars().count() <= TOOL_NAME_MAX_LEN {
+        return full;
+    }
+    let digest = Sha256::digest(full.as_bytes());
+    let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let keep: String = full
+        .chars()
+        .take(TOOL_NAME_MAX_LEN - hex.len() - 1)
+        .collect();
+    format!("{keep}-{hex}")
 }
 
 #[cfg(test)]
