@@ -96,7 +96,7 @@ pub use client::{
 pub use error::ClientError;
 pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Risk, classify};
 pub use multi::{MultiClient, MultiError, QualifiedTool};
-pub use tls::{install_default_tls_provider, with_tls};
+pub use tls::{install_default_tls_provider, rustls_config, with_tls};
 pub use watch::ToolWatch;
 
 // The README is the registry page: its examples are compiled and run as

@@ -26,14 +26,22 @@ pub fn with_tls(builder: reqwest::ClientBuilder) -> Result<reqwest::ClientBuilde
     Ok(builder.tls_backend_preconfigured(config))
 }
 
+/// A rustls client configuration that verifies servers as the client does
+/// (the application's default provider when it installed one, else `ring`;
+/// the platform's verifier), for other TLS an application makes beside the
+/// client, such as a database connection.
+pub fn rustls_config() -> Result<rustls::ClientConfig, ClientError> {
+    let provider = CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+    verifying(provider)
+}
+
 /// The TLS configuration of the transport's own connections: the
 /// application's default provider when it installed one, else `ring`; the
 /// platform's verifier either way; HTTP/1.1 by ALPN.
 pub(crate) fn client_config() -> Result<Arc<rustls::ClientConfig>, ClientError> {
-    let provider = CryptoProvider::get_default()
-        .cloned()
-        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-    let mut config = verifying(provider)?;
+    let mut config = rustls_config()?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

@@ -129,13 +129,10 @@ pub fn redact(url: &str) -> String {
 }
 
 fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, String> {
-    use rustls_platform_verifier::BuilderVerifierExt as _;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .and_then(|b| b.with_platform_verifier())
-        .map_err(|e| format!("cannot set up TLS for PostgreSQL: {e}"))?
-        .with_no_client_auth();
+    // The client crate's configuration: servers verified the same way
+    // everywhere the gateway connects.
+    let config = toolgate_client::rustls_config()
+        .map_err(|e| format!("cannot set up TLS for PostgreSQL: {e}"))?;
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
