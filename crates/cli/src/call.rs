@@ -308,3 +308,100 @@ pub fn print_result(
     }
     Ok(())
 }
+
+/// The options of `toolgate call`.
+#[derive(clap::Args)]
+pub struct CallCommand {
+    /// `[TARGET] TOOL`.
+    #[arg(num_args = 1..=2, required = true, value_name = "TARGET/TOOL")]
+    pub names: Vec<String>,
+    /// Arguments as a JSON object.
+    #[arg(long, default_value = "{}")]
+    pub args: String,
+    /// Send without asking for confirmation.
+    #[arg(long)]
+    pub yes: bool,
+    /// Answer a field of any form the server asks for (JSON, or text).
+    #[arg(long, value_name = "FIELD=JSON", value_parser = crate::input::parse_answer)]
+    pub answer: Vec<(String, serde_json::Value)>,
+    /// Decline every question the server asks.
+    #[arg(long, conflicts_with = "answer")]
+    pub decline: bool,
+    /// A directory offered to the server as a root (repeatable; default:
+    /// the working directory). Some servers, like server-filesystem, then
+    /// use the roots instead of the directories on their command line.
+    #[arg(long, value_name = "DIR")]
+    pub root: Vec<PathBuf>,
+    /// Offer no roots (the server keeps its own directories).
+    #[arg(long, conflicts_with = "root")]
+    pub no_roots: bool,
+    /// Print the whole result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write binary content (images, audio, blobs) to FILE (then FILE.2, …).
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Let the server run the call as a task (the tasks extension): its
+    /// status is shown while it runs, and `toolgate task` picks it up
+    /// again if this command is interrupted.
+    #[arg(long)]
+    pub task: bool,
+    #[command(flatten)]
+    pub reach: crate::args::ReachArgs,
+    /// The server as a command over stdio.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `toolgate call`, as the command line gave it.
+pub async fn call_command(command: CallCommand) -> anyhow::Result<u8> {
+    let CallCommand {
+        names,
+        args,
+        yes,
+        answer,
+        decline,
+        root,
+        no_roots,
+        json,
+        output,
+        task,
+        reach,
+        command,
+    } = command;
+    let roots = match (no_roots, root.is_empty()) {
+        (true, _) => None,
+        (false, true) => Some(vec![std::env::current_dir().map_err(|e| {
+            crate::exit::fail(
+                crate::exit::USAGE,
+                format!("no working directory to offer as a root: {e}"),
+            )
+        })?]),
+        (false, false) => Some(root),
+    };
+    // One word is the tool, whether or not a COMMAND follows.
+    let (target, tool) = match names.as_slice() {
+        [tool] => (None, tool.clone()),
+        [target, tool, ..] => (Some(target.clone()), tool.clone()),
+        [] => {
+            return Err(crate::exit::fail(
+                crate::exit::USAGE,
+                "name the tool to call",
+            ));
+        }
+    };
+    let options = CallArgs {
+        args,
+        yes,
+        json,
+        output,
+        answers: answer
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>(),
+        decline,
+        roots,
+    };
+    let mut reach = reach.reach();
+    reach.tasks = task;
+    call(target.as_deref(), &tool, &command, &reach, options).await
+}

@@ -67,16 +67,22 @@ const CARRIED: &[&str] = &["command", "args", "env", "cwd", "url", "headers"];
 const READ: &[&str] = &["disabled", "autoApprove", "alwaysAllow", "type"];
 
 /// Options of `toolgate import`.
+#[derive(clap::Args)]
 pub struct ImportArgs {
-    /// A host by name, or `None` with `from`.
+    /// The host whose file to read.
+    #[arg(value_name = "HOST")]
     pub host: Option<String>,
-    /// The host's file, given directly.
+    /// Read this mcpServers file instead of a host's.
+    #[arg(long, value_name = "FILE")]
     pub from: Option<PathBuf>,
     /// Where the configuration goes.
+    #[arg(long, value_name = "FILE", default_value = "toolgate.toml")]
     pub output: PathBuf,
-    /// Replace the host's entries with one that runs the gateway.
+    /// Also replace the host's entries with one that runs the gateway.
+    #[arg(long)]
     pub install: bool,
     /// Overwrite an existing output file.
+    #[arg(long)]
     pub force: bool,
 }
 

@@ -234,3 +234,65 @@ impl UserAgent for Loopback {
         })
     }
 }
+
+/// The options of `toolgate login`.
+#[derive(clap::Args)]
+pub struct LoginCommand {
+    /// A URL, HOST:PORT, or a server name from the config file.
+    pub target: String,
+    /// A client id registered with the authorization server beforehand.
+    #[arg(long)]
+    pub client_id: Option<String>,
+    /// The HTTPS URL of toolgate's Client ID Metadata Document, where
+    /// the authorization server supports them.
+    #[arg(long, value_name = "URL")]
+    pub client_metadata_url: Option<String>,
+    /// Print the authorization URL instead of opening a browser.
+    #[arg(long)]
+    pub no_browser: bool,
+    /// Seconds to wait for the authorization to complete.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub wait: u64,
+    /// An mcpServers config file, for server names.
+    #[arg(long, value_name = "FILE", default_value = "mcp.json")]
+    pub config: PathBuf,
+}
+
+/// `toolgate login`, as the command line gave it.
+pub async fn login_command(command: LoginCommand) -> anyhow::Result<u8> {
+    let LoginCommand {
+        target,
+        client_id,
+        client_metadata_url,
+        no_browser,
+        wait,
+        config,
+    } = command;
+    let args = LoginArgs {
+        target,
+        client_id,
+        client_secret: std::env::var("TOOLGATE_CLIENT_SECRET")
+            .ok()
+            .filter(|s| !s.is_empty()),
+        client_metadata_url,
+        no_browser,
+        wait: std::time::Duration::from_secs(wait.max(1)),
+    };
+    login(args, &crate::args::config_only(config)).await
+}
+
+/// The options of `toolgate logout`.
+#[derive(clap::Args)]
+pub struct LogoutCommand {
+    /// A URL, HOST:PORT, or a server name from the config file.
+    pub target: String,
+    /// An mcpServers config file, for server names.
+    #[arg(long, value_name = "FILE", default_value = "mcp.json")]
+    pub config: PathBuf,
+}
+
+/// `toolgate logout`, as the command line gave it.
+pub async fn logout_command(command: LogoutCommand) -> anyhow::Result<u8> {
+    let LogoutCommand { target, config } = command;
+    logout(&target, &crate::args::config_only(config))
+}

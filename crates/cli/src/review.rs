@@ -161,7 +161,7 @@ pub enum Format {
 }
 
 /// `toolgate audit`.
-pub async fn audit_command(
+pub async fn run_audit(
     t: Targets<'_>,
     format: Format,
     fail_on: Option<Severity>,
@@ -273,7 +273,7 @@ fn print_changes(server: &str, changes: &[Change]) {
 }
 
 /// `toolgate lock`.
-pub async fn lock_command(t: Targets<'_>, path: &Path, update: bool) -> anyhow::Result<u8> {
+pub async fn run_lock(t: Targets<'_>, path: &Path, update: bool) -> anyhow::Result<u8> {
     let fetched = fetch(&t).await?;
     let mut lock = read_lock(path)?.unwrap_or_default();
     // Entries written now are version 2; version-1 entries still compare.
@@ -333,7 +333,7 @@ fn changes_json(changes: &[Change]) -> serde_json::Value {
 }
 
 /// `toolgate verify`.
-pub async fn verify_command(t: Targets<'_>, path: &Path, json: bool) -> anyhow::Result<u8> {
+pub async fn run_verify(t: Targets<'_>, path: &Path, json: bool) -> anyhow::Result<u8> {
     let Some(lock) = read_lock(path)? else {
         return Err(exit::fail(
             exit::USAGE,
@@ -391,4 +391,86 @@ pub async fn verify_command(t: Targets<'_>, path: &Path, json: bool) -> anyhow::
         if changed { exit::FAILED } else { exit::OK },
         &fetched,
     ))
+}
+
+/// The options of `toolgate audit`.
+#[derive(clap::Args)]
+pub struct AuditCommand {
+    #[command(flatten)]
+    pub servers: crate::args::ServerArgs,
+    /// Findings as JSON.
+    #[arg(long, conflicts_with = "sarif")]
+    pub json: bool,
+    /// Findings as SARIF 2.1.0 (for code-scanning interfaces).
+    #[arg(long)]
+    pub sarif: bool,
+    /// Exit 1 if any finding is at least this severe (info, low, medium, high).
+    #[arg(long, value_name = "LEVEL", value_parser = crate::args::parse_severity)]
+    pub fail_on: Option<toolgate_review::Severity>,
+}
+
+/// `toolgate audit`, as the command line gave it.
+pub async fn audit_command(command: AuditCommand) -> anyhow::Result<u8> {
+    let AuditCommand {
+        servers,
+        json,
+        sarif,
+        fail_on,
+    } = command;
+    let format = if sarif {
+        Format::Sarif
+    } else if json {
+        Format::Json
+    } else {
+        Format::Text
+    };
+    run_audit(servers.targets(), format, fail_on).await
+}
+
+/// The options of `toolgate lock`.
+#[derive(clap::Args)]
+pub struct LockCommand {
+    #[command(flatten)]
+    pub servers: crate::args::ServerArgs,
+    /// The lock file.
+    #[arg(long, default_value = "toolgate.lock")]
+    pub lock: std::path::PathBuf,
+    /// Accept changes to servers already locked.
+    #[arg(long)]
+    pub update: bool,
+}
+
+/// `toolgate lock`, as the command line gave it.
+pub async fn lock_command(command: LockCommand) -> anyhow::Result<u8> {
+    let LockCommand {
+        servers,
+        lock,
+        update,
+    } = command;
+    run_lock(servers.targets(), &lock, update).await
+}
+
+/// The options of `toolgate verify`.
+#[derive(clap::Args)]
+pub struct VerifyCommand {
+    #[command(flatten)]
+    pub servers: crate::args::ServerArgs,
+    /// The lock file.
+    #[arg(long, default_value = "toolgate.lock")]
+    pub lock: std::path::PathBuf,
+    /// Print the result as JSON: per server, the tools added and
+    /// removed, and for each changed tool an RFC 6902 JSON Patch from the
+    /// locked definition to the live one.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `toolgate verify`, as the command line gave it.
+pub async fn verify_command(command: VerifyCommand) -> anyhow::Result<u8> {
+    let VerifyCommand {
+        servers,
+        lock,
+        json,
+    } = command;
+    run_verify(servers.targets(), &lock, json).await
 }

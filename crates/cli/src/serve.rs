@@ -15,23 +15,49 @@ use crate::term::one_line;
 use crate::{errln, exit, outln, target};
 
 /// Options of `toolgate serve`.
+#[derive(clap::Args)]
 pub struct ServeArgs {
-    /// The configuration file.
+    /// The configuration: toolgate.toml, or a hosts' mcpServers JSON file.
+    #[arg(long, value_name = "FILE", default_value = "toolgate.toml")]
     pub config: PathBuf,
-    /// Serve Streamable HTTP on this address.
+    /// Serve Streamable HTTP at http://ADDR/mcp (HOST:PORT).
+    #[arg(long, value_name = "ADDR", conflicts_with = "stdio")]
     pub http: Option<String>,
     /// Serve one host over stdio.
+    #[arg(long)]
     pub stdio: bool,
-    /// The lock file whose approvals are enforced.
+    /// Withhold tools whose definition differs from this lock file.
+    #[arg(long, value_name = "FILE")]
     pub lock: Option<PathBuf>,
-    /// Start, list, report, exit.
+    /// Start every upstream, list their tools, print a table and exit
+    /// (1 if the lock withholds tools or a policy rule matches none, 3
+    /// if an upstream fails; tools the policy denies are not a failure).
+    #[arg(long)]
     pub check: bool,
-    /// Serve Prometheus metrics on this address.
+    /// Serve Prometheus metrics at http://ADDR/metrics (keep it on
+    /// loopback or a private network: it names every tool and caller
+    /// count).
+    #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
-    /// Reload when the configuration file changes (as on SIGHUP).
-    pub watch: bool,
-    /// Serve the console on this address.
+    /// Serve the console at http://ADDR/console (as `[console] listen`;
+    /// keep it on loopback): upstreams, tools, approvals, calls,
+    /// grants and the configuration, behind a one-time login link.
+    #[arg(long, value_name = "ADDR")]
     pub console: Option<String>,
+    /// Worker threads (default: one per CPU core, and one thread in all
+    /// on a machine of two cores or fewer). With 1 the gateway runs on
+    /// a single thread, which spends the least CPU per call where it
+    /// shares a small machine with its upstreams or callers.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
+    /// Print the configuration's JSON Schema and exit.
+    #[arg(long)]
+    pub print_schema: bool,
+    /// Reload the configuration when its file changes, as on SIGHUP:
+    /// only upstreams whose entries changed restart, calls in flight
+    /// finish, a file that does not load keeps the running one.
+    #[arg(long)]
+    pub watch: bool,
 }
 
 fn read_lock(path: &Path) -> anyhow::Result<LockFile> {

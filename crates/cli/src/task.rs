@@ -114,3 +114,62 @@ pub async fn task(
     print_result(&result, o.json, o.output.as_deref())?;
     Ok(exit::OK)
 }
+
+/// The options of `toolgate task`.
+#[derive(clap::Args)]
+pub struct TaskCommand {
+    /// `[TARGET] TASK_ID`.
+    #[arg(num_args = 1..=2, required = true, value_name = "TARGET/TASK_ID")]
+    pub names: Vec<String>,
+    /// Ask the server to cancel the task instead of waiting for it.
+    #[arg(long)]
+    pub cancel: bool,
+    /// Print the whole result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Write binary content (images, audio, blobs) to FILE (then FILE.2, …).
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Answer a field of any form the task asks for (JSON, or text).
+    #[arg(long, value_name = "FIELD=JSON", value_parser = crate::input::parse_answer)]
+    pub answer: Vec<(String, serde_json::Value)>,
+    /// Decline every question the task asks.
+    #[arg(long, conflicts_with = "answer")]
+    pub decline: bool,
+    #[command(flatten)]
+    pub reach: crate::args::ReachArgs,
+    /// The server as a command over stdio.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `toolgate task`, as the command line gave it.
+pub async fn task_command(command: TaskCommand) -> anyhow::Result<u8> {
+    let TaskCommand {
+        names,
+        cancel,
+        json,
+        output,
+        answer,
+        decline,
+        reach,
+        command,
+    } = command;
+    let (target, task_id) = match names.as_slice() {
+        [id] => (None, id.clone()),
+        [target, id, ..] => (Some(target.clone()), id.clone()),
+        [] => return Err(crate::exit::fail(crate::exit::USAGE, "name the task")),
+    };
+    let mut reach = reach.reach();
+    reach.tasks = true;
+    let options = TaskArgs {
+        cancel,
+        json,
+        output,
+        answers: answer
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>(),
+        decline,
+    };
+    task(target.as_deref(), &task_id, &command, &reach, options).await
+}

@@ -305,3 +305,55 @@ fn show(tool: &Tool, trusted: bool) {
         None => outln!("output schema: (none)"),
     }
 }
+
+/// The options of `toolgate tools`.
+#[derive(clap::Args)]
+pub struct ToolsCommand {
+    /// `[TARGET] [TOOL]`: the server (unless given after `--`), then a
+    /// tool to show in full.
+    #[arg(num_args = 0..=2, value_name = "TARGET/TOOL")]
+    pub names: Vec<String>,
+    /// Every server of the config file, one table (also what `--config
+    /// FILE` alone does). A server that fails is reported and the rest
+    /// still listed.
+    #[arg(long)]
+    pub all: bool,
+    /// Print the definitions as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub reach: crate::args::ReachArgs,
+    /// The server as a command over stdio.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `toolgate tools`, as the command line gave it.
+pub async fn tools_command(command: ToolsCommand) -> anyhow::Result<u8> {
+    let ToolsCommand {
+        names,
+        all,
+        json,
+        reach,
+        command,
+    } = command;
+    let config_alone = names.is_empty() && command.is_empty() && reach.config.exists();
+    if all || config_alone {
+        if !names.is_empty() || !command.is_empty() {
+            return Err(crate::exit::fail(
+                crate::exit::USAGE,
+                "--all lists every server of the config file; give no TARGET or COMMAND with it",
+            ));
+        }
+        return tools_of_all(&reach.reach(), json).await;
+    }
+    let (target, tool) = crate::args::split_names(&names, &command);
+    tools(
+        target.as_deref(),
+        tool.as_deref(),
+        &command,
+        &reach.reach(),
+        json,
+    )
+    .await
+}
