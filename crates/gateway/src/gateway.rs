@@ -1,30 +1,29 @@
-//! The gateway: upstream tools registered on one toolgate server, kept in
-//! step with the upstreams, checked against a lock file.
+//! The gateway's lifecycle: start (its stores, its server, its upstreams),
+//! supervision of failed upstreams, and stop. What it offers is kept in
+//! [`catalogue`], why it withholds a tool in [`refusal`], the stores it
+//! opens in [`stores`], reload, the lock file and the console's views in
+//! modules of their own.
 
-use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::RwLock;
+
 use toolgate_client::ToolWatch;
-use toolgate_protocol::types::{CompletionReference, Prompt, Resource, ResourceTemplate, Tool};
-use toolgate_review::lock::{Change, LockFile, compare};
-use toolgate_server::tasks::TaskSupport;
-use toolgate_server::{
-    PromptEntry, RateLimit, ResourceEntry, Server, ServerConfig, TemplateEntry, ToolDef, Withheld,
-};
+use toolgate_protocol::types::Tool;
+use toolgate_review::lock::LockFile;
+use toolgate_server::{Server, ServerConfig, Withheld};
 
 use crate::approval::ApprovalDesk;
 use crate::audit::AuditSink;
 use crate::config::{GatewayConfig, RateLimitConfig};
-use crate::forward::{complete, forward, get_prompt, read_resource};
-use crate::guard::Guard;
 use crate::metrics::{Metrics, Recorder};
 use crate::names::{check_unique, qualify};
-use crate::policy::{Action, Policy, ToolFacts};
-use crate::upstream::Others;
+use crate::policy::{Policy, ToolFacts};
 use crate::upstream::Upstream;
 
+mod catalogue;
 mod lock;
 mod refusal;
 mod reload;
@@ -33,50 +32,11 @@ mod views;
 
 use stores::Stores;
 
-use refusal::Refusal;
+use catalogue::Offer;
 
 pub use lock::{Drift, NotApproved};
 pub use reload::Reloaded;
 pub use views::ToolView;
-
-/// Make upstream `i`'s entries in `offered` exactly `wanted` (key →
-/// definition): stale or changed ones are removed, new ones added; a key
-/// another upstream already has stays with it.
-fn sync<T: Clone + PartialEq>(
-    offered: &mut HashMap<String, (usize, T)>,
-    i: usize,
-    wanted: impl Iterator<Item = (String, T)>,
-    remove: impl Fn(&str) -> bool,
-    add: impl Fn(&str, &T) -> Result<(), toolgate_server::RegistrationError>,
-) {
-    let wanted: HashMap<String, T> = wanted.collect();
-    offered.retain(|key, (u, def)| {
-        let keep = *u != i || wanted.get(key) == Some(def);
-        if !keep {
-            remove(key);
-        }
-        keep
-    });
-    for (key, def) in wanted {
-        if offered.contains_key(&key) {
-            continue;
-        }
-        match add(&key, &def) {
-            Ok(()) => {
-                offered.insert(key, (i, def));
-            }
-            Err(e) => tracing::warn!(%key, error = %e, "not offered"),
-        }
-    }
-}
-
-/// The lists whose caching hints the gateway passes on.
-const LISTS: [&str; 4] = [
-    "tools/list",
-    "prompts/list",
-    "resources/list",
-    "resources/templates/list",
-];
 
 /// Seconds an approval question stays answerable, by default.
 const DEFAULT_STATE_TTL: u64 = 300;
@@ -119,29 +79,6 @@ pub struct GatewayOptions {
     /// The first wait before restarting a failed upstream (default
     /// 250 ms); it doubles up to 30 s.
     pub restart_backoff: Option<Duration>,
-}
-
-/// One gateway tool.
-#[derive(Clone)]
-struct Offered {
-    upstream: usize,
-    definition: Tool,
-    /// The reload generation it was registered in.
-    generation: u64,
-}
-
-/// What the gateway offers now, and why it withholds the rest.
-#[derive(Default)]
-struct Offer {
-    tools: HashMap<String, Offered>,
-    /// Gateway name → (upstream, why a call to it is refused).
-    withheld: HashMap<String, (usize, Withheld)>,
-    /// Gateway prompt name → (upstream, definition).
-    prompts: HashMap<String, (usize, Prompt)>,
-    /// URI → (upstream, definition); URIs are not prefixed.
-    resources: HashMap<String, (usize, Resource)>,
-    /// URI template → (upstream, definition).
-    templates: HashMap<String, (usize, ResourceTemplate)>,
 }
 
 /// How one upstream is doing, for `toolgate serve --check`.
@@ -522,90 +459,6 @@ impl Gateway {
         })));
     }
 
-    /// Re-list upstream `i`'s prompts, resources and templates.
-    async fn refresh_others(&self, i: usize) {
-        let Some(upstream) = self.ups().get(i).cloned() else {
-            return;
-        };
-        match upstream.list_others().await {
-            Ok(others) => self.apply_others(i, &others),
-            Err(e) => tracing::warn!(error = %e, "keeping its prompts and resources offered"),
-        }
-    }
-
-    /// Make upstream `i`'s prompts, resources and templates exactly
-    /// `others`. Prompts are prefixed like tools; resource URIs are kept,
-    /// so a URI two upstreams both serve goes to the first.
-    fn apply_others(&self, i: usize, others: &Others) {
-        let ups = self.ups();
-        let upstream = &ups[i];
-        let prefix = upstream.config.prefix();
-        let mut offer = self.offer.write();
-        let server = &self.server;
-        let prompts = others
-            .prompts
-            .iter()
-            .map(|p| (qualify(&prefix, &p.name), p.clone()));
-        sync(
-            &mut offer.prompts,
-            i,
-            prompts,
-            |name| server.remove_prompt(name),
-            |name, prompt| {
-                let relay_to = upstream.clone();
-                let upstream_name = prompt.name.clone();
-                let mut wire = prompt.clone();
-                wire.name = name.to_owned();
-                let completing = (upstream.clone(), prompt.name.clone());
-                let entry = PromptEntry::from_prompt(wire, move |args, ctx| {
-                    get_prompt(relay_to.clone(), upstream_name.clone(), args, ctx)
-                })
-                .completer_async(move |argument, value, others| {
-                    let (upstream, name) = completing.clone();
-                    let reference = CompletionReference::Prompt { name, title: None };
-                    complete(upstream, reference, argument, value, others)
-                });
-                server.add_prompt(entry)
-            },
-        );
-        let resources = others.resources.iter().map(|r| (r.uri.clone(), r.clone()));
-        sync(
-            &mut offer.resources,
-            i,
-            resources,
-            |uri| server.remove_resource(uri),
-            |_, resource| {
-                let relay_to = upstream.clone();
-                server.add_resource(ResourceEntry::new(resource.clone(), move |uri, ctx| {
-                    read_resource(relay_to.clone(), uri, ctx)
-                }))
-            },
-        );
-        let templates = others
-            .templates
-            .iter()
-            .map(|t| (t.uri_template.clone(), t.clone()));
-        sync(
-            &mut offer.templates,
-            i,
-            templates,
-            |t| server.remove_template(t),
-            |_, template| {
-                let relay_to = upstream.clone();
-                let completing = (upstream.clone(), template.uri_template.clone());
-                let entry = TemplateEntry::new(template.clone(), move |uri, _vars, ctx| {
-                    read_resource(relay_to.clone(), uri, ctx)
-                })
-                .completer_async(move |argument, value, others| {
-                    let (upstream, uri) = completing.clone();
-                    let reference = CompletionReference::Resource { uri };
-                    complete(upstream, reference, argument, value, others)
-                });
-                server.add_template(entry)
-            },
-        );
-    }
-
     /// Stop every upstream (a stdio upstream's whole process group ends).
     pub fn stop(&self) {
         if let Some(desk) = &self.desk {
@@ -655,220 +508,6 @@ impl Gateway {
         }
         self.refresh_others(i).await;
         self.publish_hints();
-    }
-
-    /// List results promise no more than the upstreams do: `ttlMs` is the
-    /// smallest of theirs (and of the gateway's own), `cacheScope` private
-    /// if any of theirs is.
-    fn publish_hints(&self) {
-        let mut ttl = self.server.config().list_ttl;
-        let mut private = false;
-        for client in self.ups().iter().filter_map(|u| u.current()) {
-            for method in LISTS {
-                if let Some(h) = client.list_hints(method) {
-                    ttl = ttl.min(h.ttl);
-                    private |= h.private;
-                }
-            }
-        }
-        self.server.set_list_hints(ttl, private);
-    }
-
-    /// Make upstream `i`'s offered tools exactly `tools` (less those its
-    /// include/exclude, the lock or a name clash withhold).
-    fn apply(&self, i: usize, tools: &[Tool]) {
-        let ups = self.ups();
-        let upstream = &ups[i];
-        let config = &upstream.config;
-        let policy = self.policy();
-        let ratelimit = self.ratelimit.read().clone();
-        let budgets = self.budgets.read().clone();
-        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
-        // Whether a lock is enforced and has this server, and what differs:
-        // read under the lock's guard, nothing of it copied.
-        let (locked, changes): (Option<bool>, Vec<Change>) = match self.lock.read().as_ref() {
-            None => (None, Vec::new()),
-            Some(lock) => match lock.servers.get(&config.name) {
-                None => (Some(false), Vec::new()),
-                Some(server) => (Some(true), compare(server, tools)),
-            },
-        };
-        let mut wanted: BTreeMap<String, (Tool, ToolFacts, Option<Withheld>)> = BTreeMap::new();
-        for tool in tools.iter().filter(|t| config.offers(&t.name)) {
-            let name = qualify(&config.prefix(), &tool.name);
-            let facts = ToolFacts::of(&name, tool, config.trusted);
-            // A refusal is recorded with what made it: the policy rule, or
-            // the lock file (told apart by `decision` and `status`).
-            let denied = policy
-                .decide_for_all(&facts)
-                .filter(|d| d.action == Action::Deny)
-                .map(|d| {
-                    Refusal::Denied {
-                        name: &name,
-                        reason: &d.reason,
-                        rule: d.rule,
-                    }
-                    .withheld()
-                });
-            let refusal = denied.or_else(|| match locked {
-                Some(false) => Some(Refusal::ServerNotLocked {
-                    name: &name,
-                    server: &config.name,
-                }),
-                Some(true) => changes.iter().find_map(|c| match c {
-                    Change::Added(t) if *t == tool.name => Some(Refusal::Added {
-                        name: &name,
-                        server: &config.name,
-                    }),
-                    c @ Change::Changed(t, _) if *t == tool.name => {
-                        tracing::warn!(tool = %name, change = %c.lines().join("; "), "definition changed since it was locked");
-                        Some(Refusal::Changed { name: &name })
-                    }
-                    _ => None,
-                }),
-                None => None,
-            }
-            .map(Refusal::withheld));
-            wanted.insert(name, (tool.clone(), facts, refusal));
-        }
-        let facts = wanted.values().map(|(_, f, _)| f.clone()).collect();
-        self.seen.write().insert(i, facts);
-        let drifted = lock::drifted(i, &config.name, &wanted, &changes);
-        {
-            let mut drift = self.drift.write();
-            drift.retain(|_, d| d.upstream != i);
-            drift.extend(drifted);
-        }
-        let mut offer = self.offer.write();
-        // Remove what is gone or changed.
-        let current: Vec<String> = offer
-            .tools
-            .iter()
-            .filter(|(_, t)| t.upstream == i)
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in current {
-            let keep = match (wanted.get(&name), offer.tools.get(&name)) {
-                (Some((tool, _, None)), Some(offered)) => {
-                    offered.definition == *tool && offered.generation == generation
-                }
-                _ => false,
-            };
-            if !keep {
-                offer.tools.remove(&name);
-                self.server.remove_tool(&name);
-            }
-        }
-        offer.withheld.retain(|_, (u, _)| *u != i);
-        for (name, (tool, facts, refusal)) in wanted {
-            if let Some(why) = refusal {
-                tracing::warn!(tool = %name, "withheld: {}", why.text);
-                offer.withheld.insert(name, (i, why));
-                continue;
-            }
-            if offer.tools.contains_key(&name) {
-                continue;
-            }
-            // A tool whose refusal depends on the caller is shown only to
-            // callers it is not refused to (lists become private).
-            let per_caller = policy.decide_for_all(&facts).is_none();
-            let visibility = per_caller.then(|| {
-                let policy = policy.clone();
-                let facts = facts.clone();
-                move |caller: Option<&toolgate_server::AuthContext>| {
-                    policy.decide(&facts, caller).action != Action::Deny
-                }
-            });
-            // The caller is told the tool is unknown; the record says which
-            // rule hid it.
-            let hidden_notes = per_caller.then(|| {
-                let policy = policy.clone();
-                let facts = facts.clone();
-                move |caller: Option<&toolgate_server::AuthContext>| {
-                    let decision = policy.decide(&facts, caller);
-                    let mut notes = serde_json::Map::new();
-                    notes.insert("decision".into(), decision.action.to_string().into());
-                    notes.insert("rule".into(), decision.rule.into());
-                    notes.insert("status".into(), "denied".into());
-                    notes
-                }
-            });
-            let budget = budgets.of(&name);
-            let guard = Arc::new(Guard {
-                policy: policy.clone(),
-                facts,
-                definition: tool.clone(),
-                server: config.name.clone(),
-                trusted: config.trusted,
-                desk: self.desk.clone().filter(|_| self.page_for_calls),
-                grants: self.audit.clone(),
-                loops: self.loops.clone(),
-                budget: budget.clone(),
-                ledger: self.ledger.clone(),
-                shared: self
-                    .shared_limits
-                    .clone()
-                    .map(|l| (l, ratelimit.per_minute(&name))),
-            });
-            let upstream = upstream.clone();
-            let upstream_name = tool.name.clone();
-            // A call becomes a gateway task only when its upstream made it
-            // one, after any approval and upstream rounds in the request.
-            // The model reads the terms with the description, to plan.
-            let mut shown = tool.clone();
-            if let Some(budget) = &budget {
-                let terms = budget.terms();
-                shown.description = Some(match shown.description.take() {
-                    Some(d) if !d.trim().is_empty() => format!("{}\n\n{terms}", d.trim_end()),
-                    _ => terms,
-                });
-            }
-            let mut entry = ToolDef::from_tool(shown)
-                .rename(name.clone())
-                .timeout(config.call_timeout() + Duration::from_secs(1))
-                .task_support(TaskSupport::Optional)
-                .task_started_by_handler();
-            if let Some(n) = ratelimit
-                .per_minute(&name)
-                .filter(|_| self.shared_limits.is_none())
-            {
-                entry = entry.rate_limit(RateLimit::per_minute(n));
-            }
-            if let (Some(rule), Some(notes)) = (visibility, hidden_notes) {
-                entry = entry.visible_when(rule).hidden_notes(notes);
-            }
-            let entry = entry.forward(move |args, ctx| {
-                forward(
-                    upstream.clone(),
-                    upstream_name.clone(),
-                    guard.clone(),
-                    args,
-                    ctx,
-                )
-            });
-            match self.server.add_tool(entry) {
-                Ok(()) => {
-                    offer.tools.insert(
-                        name,
-                        Offered {
-                            upstream: i,
-                            definition: tool,
-                            generation,
-                        },
-                    );
-                }
-                Err(e) => {
-                    tracing::warn!(tool = %name, error = %e, "not offered");
-                    let why = Refusal::Invalid {
-                        name: &name,
-                        server: &config.name,
-                        error: e.to_string(),
-                    }
-                    .withheld();
-                    offer.withheld.insert(name.clone(), (i, why));
-                }
-            }
-        }
     }
 
     /// Bring slot `i`'s upstream back after failures: after each failure
