@@ -43,7 +43,7 @@ fn key(round: u64, upstream_key: &str) -> String {
 }
 
 /// How one upstream round ended.
-enum Outcome<T> {
+pub(crate) enum Outcome<T> {
     Complete(T),
     InputRequired {
         input_requests: Map<String, Value>,
@@ -53,9 +53,57 @@ enum Outcome<T> {
 
 /// How a relayed tool call came back: a result, or a task the upstream
 /// runs it as.
-enum UpCall {
+pub(crate) enum UpCall {
     Result(CallToolResult),
     Task(Task),
+}
+
+/// How a relayed call that ran in its own task (a legacy upstream's, parked
+/// between its caller's rounds) ended, whichever kind of call it was.
+pub(crate) enum Ended {
+    /// A tool call.
+    Call(Result<Outcome<UpCall>, ClientError>),
+    /// Any other request (`prompts/get`, `resources/read`).
+    Other(Result<Outcome<Value>, ClientError>),
+    /// The task ended without saying how (it was aborted or panicked).
+    Lost,
+}
+
+/// A kind of relayed call: what its outcome becomes in an [`Ended`], and
+/// back.
+pub(crate) trait Relayed: Sized + Send + 'static {
+    fn ended(outcome: Result<Outcome<Self>, ClientError>) -> Ended;
+    fn outcome(ended: Ended) -> Result<Outcome<Self>, ClientError>;
+}
+
+fn lost() -> ClientError {
+    ClientError::transport("the relayed call ended abnormally")
+}
+
+impl Relayed for UpCall {
+    fn ended(outcome: Result<Outcome<Self>, ClientError>) -> Ended {
+        Ended::Call(outcome)
+    }
+
+    fn outcome(ended: Ended) -> Result<Outcome<Self>, ClientError> {
+        match ended {
+            Ended::Call(outcome) => outcome,
+            Ended::Other(_) | Ended::Lost => Err(lost()),
+        }
+    }
+}
+
+impl Relayed for Value {
+    fn ended(outcome: Result<Outcome<Self>, ClientError>) -> Ended {
+        Ended::Other(outcome)
+    }
+
+    fn outcome(ended: Ended) -> Result<Outcome<Self>, ClientError> {
+        match ended {
+            Ended::Other(outcome) => outcome,
+            Ended::Call(_) | Ended::Lost => Err(lost()),
+        }
+    }
 }
 
 impl From<CallRound> for Outcome<UpCall> {
@@ -105,7 +153,7 @@ async fn relay<T, F, Fut>(
     call: F,
 ) -> Result<Result<T, ClientError>, ToolError>
 where
-    T: Send + 'static,
+    T: Relayed,
     F: FnOnce(Client, Option<RoundInput>, CallOptions) -> Fut,
     Fut: Future<Output = Result<Outcome<T>, ClientError>> + Send + 'static,
 {
@@ -129,7 +177,7 @@ where
             }
             parked::Step::Done(outcome) => outcome,
         };
-        return finish(upstream, input, 0, downcast(outcome), remember);
+        return finish(upstream, input, 0, T::outcome(outcome), remember);
     }
     let mut round = 0u64;
     let mut previous: Option<RoundInput> = None;
@@ -177,7 +225,7 @@ where
     if client.is_legacy().await.unwrap_or(false) {
         // A legacy upstream asks in the middle of its call: the call runs on
         // in its own task, parked between the caller's rounds.
-        let flight = parked::Flight::start(options, |options| call(client, None, options));
+        let flight = parked::Flight::start::<T, _>(options, |options| call(client, None, options));
         return match parked::fly(upstream, &mut input, flight).await? {
             parked::Step::Parked(id) => {
                 remember(&mut input, json!({ "parked": id }));
@@ -185,7 +233,7 @@ where
             }
             parked::Step::Done(outcome) => {
                 drain(drains).await;
-                finish(upstream, input, round, downcast(outcome), remember)
+                finish(upstream, input, round, T::outcome(outcome), remember)
             }
         };
     }
@@ -206,14 +254,6 @@ async fn drain(relays: Vec<tokio::task::JoinHandle<()>>) {
     for relay in relays {
         let _ = tokio::time::timeout(RELAY_DRAIN, relay).await;
     }
-}
-
-/// The outcome of a call that ran in its own task.
-fn downcast<T: 'static>(outcome: Box<dyn std::any::Any + Send>) -> Result<Outcome<T>, ClientError> {
-    outcome
-        .downcast::<Result<Outcome<T>, ClientError>>()
-        .map(|b| *b)
-        .unwrap_or_else(|_| Err(ClientError::transport("the relayed call ended abnormally")))
 }
 
 /// The end of an upstream round: its result, or its questions for the

@@ -14,7 +14,6 @@
 //! number per upstream and forgotten after the call's own timeout.
 
 use parking_lot::Mutex;
-use std::any::Any;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -22,10 +21,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
-use toolgate_client::CallOptions;
+use toolgate_client::{CallOptions, ClientError};
 use toolgate_protocol::{RpcError, codes};
 use toolgate_server::{Inputs, ToolError};
 
+use crate::forward::{Ended, Outcome, Relayed};
 use crate::upstream::Upstream;
 
 /// At most this many calls of one upstream wait for answers at once.
@@ -42,13 +42,13 @@ pub struct Question {
 }
 
 /// An upstream call running in its own task: its questions as they come,
-/// and its outcome (boxed: the calls relayed differ in result type).
+/// and how it ended (an [`Ended`], whichever kind of call it is).
 /// Dropping it ends the call (and so cancels it upstream).
 pub struct Flight {
     /// The upstream's questions.
     questions: mpsc::Receiver<Question>,
     /// The call's outcome, once it ends.
-    done: oneshot::Receiver<Box<dyn Any + Send>>,
+    done: oneshot::Receiver<Ended>,
     /// How many questions the upstream asked so far (the next key).
     asked: u64,
     task: tokio::task::AbortHandle,
@@ -65,8 +65,8 @@ impl Flight {
     /// going to the flight's questions.
     pub fn start<T, Fut>(mut options: CallOptions, call: impl FnOnce(CallOptions) -> Fut) -> Self
     where
-        T: Send + 'static,
-        Fut: Future<Output = T> + Send + 'static,
+        T: Relayed,
+        Fut: Future<Output = Result<Outcome<T>, ClientError>> + Send + 'static,
     {
         let (asks, questions) = mpsc::channel::<Question>(4);
         options.questions = Some(Arc::new(move |method, params| {
@@ -92,8 +92,7 @@ impl Flight {
         let (finished, done) = oneshot::channel();
         let running = call(options);
         let task = tokio::spawn(async move {
-            let outcome: Box<dyn Any + Send> = Box::new(running.await);
-            let _ = finished.send(outcome);
+            let _ = finished.send(T::ended(running.await));
         });
         Flight {
             questions,
@@ -108,8 +107,8 @@ impl Flight {
 pub enum Step {
     /// Parked under this id, waiting for the caller's answer.
     Parked(String),
-    /// Ended with this outcome (a `Result<Outcome<T>, ClientError>`).
-    Done(Box<dyn Any + Send>),
+    /// Ended so.
+    Done(Ended),
 }
 
 /// Pass the caller's answer to the question `waiting` parked on, then fly
@@ -144,14 +143,14 @@ pub async fn fly(
         let question = tokio::select! {
             biased;
             outcome = &mut flight.done => {
-                return Ok(Step::Done(outcome.unwrap_or_else(|_| Box::new(()))));
+                return Ok(Step::Done(outcome.unwrap_or(Ended::Lost)));
             }
             question = flight.questions.recv() => question,
         };
         // The call's own handler is gone: only its end is left to wait for.
         let Some(question) = question else {
             let outcome = (&mut flight.done).await;
-            return Ok(Step::Done(outcome.unwrap_or_else(|_| Box::new(()))));
+            return Ok(Step::Done(outcome.unwrap_or(Ended::Lost)));
         };
         flight.asked += 1;
         let key = format!("legacy-{}", flight.asked);
