@@ -495,28 +495,16 @@ fn parse(kind: &str, options: &[(Value, String)], line: &str) -> Result<Value, S
     }
 }
 
-/// Check an answer against its field's schema (the restricted form
-/// schema: type, length, range, format, choices).
+/// Check an answer against its field's schema: the choices (named by
+/// their titles, as they were offered), then everything else (type,
+/// length, range, format) by the same bounded validator that checks tool
+/// arguments, asserting formats as a form should.
 fn check(field: &Field<'_>, value: &Value) -> Result<(), String> {
     let schema = field.schema;
     let kind = schema
         .get("type")
         .and_then(Value::as_str)
         .unwrap_or("string");
-    let type_ok = match kind {
-        "string" => value.is_string(),
-        "number" => value.is_number(),
-        "integer" => value.is_i64() || value.is_u64(),
-        "boolean" => value.is_boolean(),
-        "array" => value.is_array(),
-        _ => true,
-    };
-    if !type_ok {
-        return Err(format!(
-            "expected a {kind}, got {}",
-            one_line(&value.to_string())
-        ));
-    }
     let options = if kind == "array" {
         choices(schema.get("items").unwrap_or(&Value::Null))
     } else {
@@ -533,61 +521,14 @@ fn check(field: &Field<'_>, value: &Value) -> Result<(), String> {
             return Err(format!("choose from {}", names.join(", ")));
         }
     }
-    if let Some(s) = value.as_str() {
-        let len = s.chars().count() as u64;
-        if let Some(min) = schema
-            .get("minLength")
-            .and_then(Value::as_u64)
-            .filter(|m| len < *m)
-        {
-            return Err(format!("at least {min} characters"));
-        }
-        if let Some(max) = schema
-            .get("maxLength")
-            .and_then(Value::as_u64)
-            .filter(|m| len > *m)
-        {
-            return Err(format!("at most {max} characters"));
-        }
-        match schema.get("format").and_then(Value::as_str) {
-            Some("email") if !s.contains('@') || s.starts_with('@') || s.ends_with('@') => {
-                return Err("not an email address".into());
-            }
-            Some("uri") if !s.contains(':') => return Err("not a URI (scheme:…)".into()),
-            Some("date") if !is_date(s) => return Err("not a date (YYYY-MM-DD)".into()),
-            Some("date-time") if s.len() < 11 || !is_date(&s[..10]) || s.as_bytes()[10] != b'T' => {
-                return Err("not a date-time (YYYY-MM-DDThh:mm:ssZ)".into());
-            }
-            _ => {}
-        }
-    }
-    if let Some(n) = value.as_f64() {
-        if let Some(min) = schema
-            .get("minimum")
-            .and_then(Value::as_f64)
-            .filter(|m| n < *m)
-        {
-            return Err(format!("at least {min}"));
-        }
-        if let Some(max) = schema
-            .get("maximum")
-            .and_then(Value::as_f64)
-            .filter(|m| n > *m)
-        {
-            return Err(format!("at most {max}"));
-        }
-    }
-    Ok(())
-}
-
-fn is_date(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() == 10
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+    let compiled = toolgate_schema::CompiledSchema::compile_asserting_formats(schema)
+        .map_err(|e| format!("the server asked with a schema that cannot be checked ({e})"))?;
+    compiled.validate(value).map_err(|violations| {
+        violations
+            .first()
+            .map(|v| v.expected.clone())
+            .unwrap_or_else(|| "not what the form asks for".into())
+    })
 }
 
 #[cfg(test)]
@@ -621,6 +562,17 @@ mod tests {
         let d = json!({"type": "string", "format": "date"});
         assert!(check(&field(&d), &json!("2026-12-01")).is_ok());
         assert!(check(&field(&d), &json!("tomorrow")).is_err());
+        let email = json!({"type": "string", "format": "email"});
+        assert!(check(&field(&email), &json!("ada@example.com")).is_ok());
+        assert_eq!(
+            check(&field(&email), &json!("ada at example")),
+            Err("a valid email".into())
+        );
+        let short = json!({"type": "string", "maxLength": 3});
+        assert_eq!(
+            check(&field(&short), &json!("abcd")),
+            Err("at most 3 characters".into())
+        );
     }
 
     #[test]

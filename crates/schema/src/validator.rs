@@ -96,6 +96,31 @@ impl CompiledSchema {
         Self::compile_checked(schema, limits, dialect)
     }
 
+    /// Compile `schema` with the default [`Limits`], asserting `format`
+    /// (`email`, `uri`, `date`, `date-time`, …) where 2020-12 makes it an
+    /// annotation only: for a form a person fills in, such as an
+    /// elicitation's requested schema, where a malformed address is an
+    /// answer to send back, not one to pass on.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use toolgate_schema::CompiledSchema;
+    /// let email = json!({"type": "string", "format": "email"});
+    /// assert!(CompiledSchema::compile(&email).unwrap().validate(&json!("nope")).is_ok());
+    /// let strict = CompiledSchema::compile_asserting_formats(&email).unwrap();
+    /// assert!(strict.validate(&json!("nope")).is_err());
+    /// assert!(strict.validate(&json!("ada@example.com")).is_ok());
+    /// ```
+    pub fn compile_asserting_formats(schema: &Value) -> Result<Self, SchemaError> {
+        let limits = Limits::default();
+        let dialect = precheck(schema, &limits)?;
+        Ok(Self {
+            engine: Engine::Full(build_with(schema, dialect, true)?),
+            limits,
+            dialect,
+        })
+    }
+
     /// Compile a schema that already passed [`precheck`] as `dialect`.
     pub(crate) fn compile_checked(
         schema: &Value,
@@ -213,7 +238,21 @@ pub(crate) fn precheck(schema: &Value, limits: &Limits) -> Result<Dialect, Schem
 }
 
 fn build(schema: &Value, dialect: Dialect) -> Result<jsonschema::Validator, SchemaError> {
-    jsonschema::options()
+    build_with(schema, dialect, false)
+}
+
+/// `assert_formats`: `format` is checked whatever the dialect says (else
+/// the dialect's default stands: an annotation in 2019-09 and 2020-12).
+fn build_with(
+    schema: &Value,
+    dialect: Dialect,
+    assert_formats: bool,
+) -> Result<jsonschema::Validator, SchemaError> {
+    let mut options = jsonschema::options();
+    if assert_formats {
+        options = options.should_validate_formats(true);
+    }
+    options
         .with_draft(dialect.draft())
         .with_retriever(NoRetrieval)
         .with_pattern_options(PatternOptions::regex())
