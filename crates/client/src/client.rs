@@ -31,7 +31,7 @@ mod era;
 mod rounds;
 mod tasks;
 
-pub use rounds::{CallRound, Round, RoundInput};
+pub use rounds::{CallEnd, CallRound, Round, RoundInput};
 pub use tasks::{CallStart, TaskFn, TaskGuard, TaskUpdates, suggested_poll, task_outcome};
 
 /// A progress callback.

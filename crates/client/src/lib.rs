@@ -90,8 +90,8 @@ mod watch;
 
 pub use cache::ListHints;
 pub use client::{
-    CallOptions, CallRound, CallStart, Client, ClientBuilder, LogFn, ProgressFn, QuestionFn, Round,
-    RoundInput, TaskFn, TaskGuard, TaskUpdates, suggested_poll, task_outcome,
+    CallEnd, CallOptions, CallRound, CallStart, Client, ClientBuilder, LogFn, ProgressFn,
+    QuestionFn, Round, RoundInput, TaskFn, TaskGuard, TaskUpdates, suggested_poll, task_outcome,
 };
 pub use error::ClientError;
 pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Risk, classify};

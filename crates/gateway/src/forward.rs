@@ -13,14 +13,14 @@ use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
-use toolgate_client::{CallOptions, CallRound, Client, ClientError, Round, RoundInput};
+use toolgate_client::{CallEnd, CallOptions, Client, ClientError, Round, RoundInput};
 use toolgate_protocol::error::with_causes;
 use toolgate_protocol::methods::{Complete, GetPrompt, Method, ReadResource};
 use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::{
     CallToolResult, ClientCapabilities, CompleteRequestParams, CompletionArgument,
     CompletionContext, CompletionReference, GetPromptRequestParams, GetPromptResult, LoggingLevel,
-    ReadResourceRequestParams, ResourceContents, Task,
+    ReadResourceRequestParams, ResourceContents,
 };
 use toolgate_server::{Inputs, RequestContext, ToolError, ToolReply};
 
@@ -42,29 +42,13 @@ fn key(round: u64, upstream_key: &str) -> String {
     }
 }
 
-/// How one upstream round ended.
-pub(crate) enum Outcome<T> {
-    Complete(T),
-    InputRequired {
-        input_requests: Map<String, Value>,
-        request_state: Option<String>,
-    },
-}
-
-/// How a relayed tool call came back: a result, or a task the upstream
-/// runs it as.
-pub(crate) enum UpCall {
-    Result(CallToolResult),
-    Task(Task),
-}
-
 /// How a relayed call that ran in its own task (a legacy upstream's, parked
 /// between its caller's rounds) ended, whichever kind of call it was.
 pub(crate) enum Ended {
     /// A tool call.
-    Call(Result<Outcome<UpCall>, ClientError>),
+    Call(Result<Round<CallEnd>, ClientError>),
     /// Any other request (`prompts/get`, `resources/read`).
-    Other(Result<Outcome<Value>, ClientError>),
+    Other(Result<Round<Value>, ClientError>),
     /// The task ended without saying how (it was aborted or panicked).
     Lost,
 }
@@ -72,20 +56,20 @@ pub(crate) enum Ended {
 /// A kind of relayed call: what its outcome becomes in an [`Ended`], and
 /// back.
 pub(crate) trait Relayed: Sized + Send + 'static {
-    fn ended(outcome: Result<Outcome<Self>, ClientError>) -> Ended;
-    fn outcome(ended: Ended) -> Result<Outcome<Self>, ClientError>;
+    fn ended(outcome: Result<Round<Self>, ClientError>) -> Ended;
+    fn outcome(ended: Ended) -> Result<Round<Self>, ClientError>;
 }
 
 fn lost() -> ClientError {
     ClientError::transport("the relayed call ended abnormally")
 }
 
-impl Relayed for UpCall {
-    fn ended(outcome: Result<Outcome<Self>, ClientError>) -> Ended {
+impl Relayed for CallEnd {
+    fn ended(outcome: Result<Round<Self>, ClientError>) -> Ended {
         Ended::Call(outcome)
     }
 
-    fn outcome(ended: Ended) -> Result<Outcome<Self>, ClientError> {
+    fn outcome(ended: Ended) -> Result<Round<Self>, ClientError> {
         match ended {
             Ended::Call(outcome) => outcome,
             Ended::Other(_) | Ended::Lost => Err(lost()),
@@ -94,45 +78,14 @@ impl Relayed for UpCall {
 }
 
 impl Relayed for Value {
-    fn ended(outcome: Result<Outcome<Self>, ClientError>) -> Ended {
+    fn ended(outcome: Result<Round<Self>, ClientError>) -> Ended {
         Ended::Other(outcome)
     }
 
-    fn outcome(ended: Ended) -> Result<Outcome<Self>, ClientError> {
+    fn outcome(ended: Ended) -> Result<Round<Self>, ClientError> {
         match ended {
             Ended::Other(outcome) => outcome,
             Ended::Call(_) | Ended::Lost => Err(lost()),
-        }
-    }
-}
-
-impl From<CallRound> for Outcome<UpCall> {
-    fn from(r: CallRound) -> Self {
-        match r {
-            CallRound::Complete(result) => Outcome::Complete(UpCall::Result(result)),
-            CallRound::Task(task) => Outcome::Complete(UpCall::Task(task)),
-            CallRound::InputRequired {
-                input_requests,
-                request_state,
-            } => Outcome::InputRequired {
-                input_requests,
-                request_state,
-            },
-        }
-    }
-}
-
-impl From<Round> for Outcome<Value> {
-    fn from(r: Round) -> Self {
-        match r {
-            Round::Complete(result) => Outcome::Complete(result),
-            Round::InputRequired {
-                input_requests,
-                request_state,
-            } => Outcome::InputRequired {
-                input_requests,
-                request_state,
-            },
         }
     }
 }
@@ -155,7 +108,7 @@ async fn relay<T, F, Fut>(
 where
     T: Relayed,
     F: FnOnce(Client, Option<RoundInput>, CallOptions) -> Fut,
-    Fut: Future<Output = Result<Outcome<T>, ClientError>> + Send + 'static,
+    Fut: Future<Output = Result<Round<T>, ClientError>> + Send + 'static,
 {
     let remember = |input: &mut Inputs, relay: Value| {
         let mut kept = carry.clone();
@@ -262,13 +215,13 @@ fn finish<T>(
     upstream: &Upstream,
     mut input: Inputs,
     round: u64,
-    outcome: Result<Outcome<T>, ClientError>,
+    outcome: Result<Round<T>, ClientError>,
     remember: impl Fn(&mut Inputs, Value),
 ) -> Result<Result<T, ClientError>, ToolError> {
     upstream.outcome(&outcome);
     match outcome {
-        Ok(Outcome::Complete(result)) => Ok(Ok(result)),
-        Ok(Outcome::InputRequired {
+        Ok(Round::Complete(result)) => Ok(Ok(result)),
+        Ok(Round::InputRequired {
             input_requests,
             request_state,
         }) => {
@@ -519,13 +472,12 @@ async fn forward_in_span(
                 client
                     .call_tool_round(&name, args, previous, &options)
                     .await
-                    .map(Outcome::from)
             }
         },
     )
     .await?;
     let outcome = match (outcome, &checker) {
-        (Ok(UpCall::Task(task)), Some(client)) => {
+        (Ok(CallEnd::Task(task)), Some(client)) => {
             ctx.note("upstream_task", task.task_id.as_str());
             upstream_task::follow(
                 &server,
@@ -538,10 +490,10 @@ async fn forward_in_span(
             )
             .await?
         }
-        (Ok(UpCall::Task(_)), None) => Err(ClientError::InvalidResponse(
+        (Ok(CallEnd::Task(_)), None) => Err(ClientError::InvalidResponse(
             "a task came back from a call that was never sent".into(),
         )),
-        (Ok(UpCall::Result(result)), _) => Ok(result),
+        (Ok(CallEnd::Result(result)), _) => Ok(result),
         (Err(e), _) => Err(e),
     };
     let reply = answer(&upstream, &tool, &ctx, checker, outcome).await;
@@ -658,7 +610,6 @@ async fn relay_request<M: Method>(
             client
                 .request_round(method, params, previous, &options)
                 .await
-                .map(Outcome::from)
         },
     )
     .await?;

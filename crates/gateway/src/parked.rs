@@ -25,7 +25,9 @@ use toolgate_client::{CallOptions, ClientError};
 use toolgate_protocol::{RpcError, codes};
 use toolgate_server::{Inputs, ToolError};
 
-use crate::forward::{Ended, Outcome, Relayed};
+use toolgate_client::Round;
+
+use crate::forward::{Ended, Relayed};
 use crate::upstream::Upstream;
 
 /// At most this many calls of one upstream wait for answers at once.
@@ -66,7 +68,7 @@ impl Flight {
     pub fn start<T, Fut>(mut options: CallOptions, call: impl FnOnce(CallOptions) -> Fut) -> Self
     where
         T: Relayed,
-        Fut: Future<Output = Result<Outcome<T>, ClientError>> + Send + 'static,
+        Fut: Future<Output = Result<Round<T>, ClientError>> + Send + 'static,
     {
         let (asks, questions) = mpsc::channel::<Question>(4);
         options.questions = Some(Arc::new(move |method, params| {

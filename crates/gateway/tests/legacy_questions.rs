@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{
-    BoxFuture, CallOptions, CallRound, Client, ClientError, InputHandler, RoundInput,
+    BoxFuture, CallEnd, CallOptions, CallRound, Client, ClientError, InputHandler, RoundInput,
 };
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_protocol::types::ClientCapabilities;
@@ -163,7 +163,7 @@ async fn an_answer_that_reaches_another_gateway_process_is_told_to_call_again() 
         )
         .await
         .unwrap();
-    let CallRound::Complete(refused) = elsewhere else {
+    let CallRound::Complete(CallEnd::Result(refused)) = elsewhere else {
         panic!("asked again");
     };
     assert_eq!(refused.is_error, Some(true));
@@ -182,7 +182,9 @@ async fn an_answer_that_reaches_another_gateway_process_is_told_to_call_again() 
         .await
         .unwrap()
     {
-        CallRound::Complete(r) => assert_eq!(r.content[0].as_text(), Some("hello Ada")),
+        CallRound::Complete(CallEnd::Result(r)) => {
+            assert_eq!(r.content[0].as_text(), Some("hello Ada"))
+        }
         other => panic!("asked again: {other:?}"),
     }
     // Both keep serving.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use support::{Person, Pipe, args, config, refused, serve, shop, tool_names};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_client::{CallOptions, CallRound, Client, ClientError, RoundInput};
+use toolgate_client::{CallEnd, CallOptions, CallRound, Client, ClientError, RoundInput};
 use toolgate_gateway::audit::{AuditRow, Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_protocol::types::CallToolResult;
@@ -215,12 +215,12 @@ async fn an_approval_lets_one_call_through_for_those_arguments_only() {
     }
     // The approved call runs once...
     match round("SKU-0007", Some(state.clone())).await.unwrap() {
-        CallRound::Complete(r) => assert!(text(&r).contains("ordered SKU-0007")),
+        CallRound::Complete(CallEnd::Result(r)) => assert!(text(&r).contains("ordered SKU-0007")),
         other => panic!("asked again: {other:?}"),
     }
     // ...and a replay of the same approval is refused.
     match round("SKU-0007", Some(state)).await.unwrap() {
-        CallRound::Complete(r) => {
+        CallRound::Complete(CallEnd::Result(r)) => {
             assert_eq!(r.is_error, Some(true));
             assert!(text(&r).contains("already answered"), "{}", text(&r));
         }
@@ -228,7 +228,7 @@ async fn an_approval_lets_one_call_through_for_those_arguments_only() {
     }
     // An approval nobody asked for (no state) counts for nothing.
     match round("SKU-0007", None).await.unwrap() {
-        CallRound::Complete(r) => {
+        CallRound::Complete(CallEnd::Result(r)) => {
             assert_eq!(r.is_error, Some(true));
             assert!(text(&r).contains("answers no question"), "{}", text(&r));
         }

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use support::{args, serve};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_client::{CallOptions, CallRound, Client, RoundInput};
+use toolgate_client::{CallEnd, CallOptions, CallRound, Client, RoundInput};
 use toolgate_gateway::audit::{Filter, query};
 use toolgate_gateway::config::GatewayConfig;
 use toolgate_gateway::{Gateway, GatewayOptions};
@@ -147,8 +147,8 @@ async fn checkout(c: &Client, steps: u8) -> (Vec<Retry>, CallToolResult) {
                 sent.push(retry.clone());
                 next = Some(retry);
             }
-            CallRound::Complete(result) => return (sent, result),
-            CallRound::Task(t) => panic!("a task: {t:?}"),
+            CallRound::Complete(CallEnd::Result(result)) => return (sent, result),
+            CallRound::Complete(CallEnd::Task(t)) => panic!("a task: {t:?}"),
         }
     }
 }
@@ -182,7 +182,7 @@ const REPLAYED: &str = "This round of \"shop.checkout\" was already answered: ea
 /// A replay is refused with the exact answer, before the upstream.
 async fn refused_as_replay(c: &Client, steps: u8, retry: Retry) {
     match round(c, steps, Some(retry)).await {
-        CallRound::Complete(r) => {
+        CallRound::Complete(CallEnd::Result(r)) => {
             assert_eq!(r.is_error, Some(true));
             assert_eq!(text(&r), REPLAYED);
         }
@@ -258,11 +258,11 @@ async fn of_concurrent_replays_of_one_round_exactly_one_is_forwarded() {
     let mut refused = 0;
     while let Some(done) = racing.join_next().await {
         match done.unwrap() {
-            CallRound::Complete(r) if r.is_error.is_none() => {
+            CallRound::Complete(CallEnd::Result(r)) if r.is_error.is_none() => {
                 assert_eq!(text(&r), "Paid. Order 1 is confirmed.");
                 paid += 1;
             }
-            CallRound::Complete(r) => {
+            CallRound::Complete(CallEnd::Result(r)) => {
                 assert_eq!(text(&r), REPLAYED);
                 refused += 1;
             }
@@ -288,7 +288,9 @@ async fn a_round_answered_on_one_instance_is_refused_on_another_and_after_a_rest
     // A flow begun on one instance completes on the other (shared key)…
     let last = all_but_the_last(&on_a, 1).await;
     match round(&on_b, 1, Some(last.clone())).await {
-        CallRound::Complete(r) => assert_eq!(text(&r), "Paid. Order 1 is confirmed."),
+        CallRound::Complete(CallEnd::Result(r)) => {
+            assert_eq!(text(&r), "Paid. Order 1 is confirmed.")
+        }
         other => panic!("{other:?}"),
     }
     let runs = till.runs.load(Ordering::SeqCst);
@@ -365,7 +367,9 @@ async fn a_forged_or_moved_state_is_refused_and_recorded() {
     let answers = yes_to(&Map::from_iter([("step1".to_owned(), Value::Null)]));
     let genuine = Retry { answers, state };
     match round(&c, 1, Some(genuine)).await {
-        CallRound::Complete(r) => assert_eq!(text(&r), "Paid. Order 1 is confirmed."),
+        CallRound::Complete(CallEnd::Result(r)) => {
+            assert_eq!(text(&r), "Paid. Order 1 is confirmed.")
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(till.runs.load(Ordering::SeqCst), runs + 1);

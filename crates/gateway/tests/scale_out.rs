@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Map, json};
-use toolgate_client::{CallOptions, CallRound, Client, RoundInput};
+use toolgate_client::{CallEnd, CallOptions, CallRound, Client, RoundInput};
 use toolgate_gateway::audit::Filter;
 use toolgate_gateway::audit_pg::PgStore;
 use toolgate_gateway::config::GatewayConfig;
@@ -112,11 +112,11 @@ async fn a_confirmation_started_on_one_instance_completes_on_the_other_and_count
     let mut ordered = 0;
     while let Some(done) = racing.join_next().await {
         match done.unwrap() {
-            CallRound::Complete(r) if r.is_error.is_none() => {
+            CallRound::Complete(CallEnd::Result(r)) if r.is_error.is_none() => {
                 assert!(text(&r).contains("ordered SKU-0042"), "{}", text(&r));
                 ordered += 1;
             }
-            CallRound::Complete(r) => {
+            CallRound::Complete(CallEnd::Result(r)) => {
                 assert!(text(&r).contains("already answered"), "{}", text(&r));
             }
             other => panic!("asked again: {other:?}"),
@@ -163,7 +163,7 @@ async fn calls_fail_closed_while_postgres_is_down_and_resume_when_it_returns() {
     let gateway = instance(&upstream, &key, "[policy]\ndefault = \"allow\"\n").await;
     let c = downstream(&gateway).await;
     let ok = |r: CallRound| match r {
-        CallRound::Complete(r) => r,
+        CallRound::Complete(CallEnd::Result(r)) => r,
         other => panic!("{other:?}"),
     };
     assert_eq!(ok(round(&c, None).await).is_error, None);

@@ -15,29 +15,27 @@ pub struct RoundInput {
     pub request_state: Option<String>,
 }
 
-/// How one round of a relayed call ended.
+/// How a relayed tool call came back ([`Client::call_tool_round`]).
 #[derive(Clone, Debug)]
-pub enum CallRound {
+pub enum CallEnd {
     /// The result, as the server sent it.
-    Complete(CallToolResult),
+    Result(CallToolResult),
     /// The server runs the call as this task (only when the call declared
     /// the tasks extension, and the client accepts tasks:
     /// [`ClientBuilder::tasks`]).
     Task(toolgate_protocol::types::Task),
-    /// The server needs input first.
-    InputRequired {
-        /// `inputRequests`, by key.
-        input_requests: Map<String, Value>,
-        /// The state to echo on the next round.
-        request_state: Option<String>,
-    },
 }
 
-/// How one round of a relayed request ended ([`Client::request_round`]).
+/// One round of a relayed tool call.
+pub type CallRound = Round<CallEnd>;
+
+/// How one round of a relayed request ended: `T` is what it came back with
+/// (the raw result object for [`Client::request_round`], a [`CallEnd`] for
+/// [`Client::call_tool_round`]).
 #[derive(Clone, Debug)]
-pub enum Round {
-    /// The result object, as the server sent it.
-    Complete(Value),
+pub enum Round<T = Value> {
+    /// The request's answer.
+    Complete(T),
     /// The server needs input first.
     InputRequired {
         /// `inputRequests`, by key.
@@ -137,9 +135,9 @@ impl Client {
             .await?
         {
             Round::Complete(result) => match tasks::task_of(&result)? {
-                Some(task) => Ok(CallRound::Task(task)),
+                Some(task) => Ok(Round::Complete(CallEnd::Task(task))),
                 None => serde_json::from_value(result)
-                    .map(CallRound::Complete)
+                    .map(|result| Round::Complete(CallEnd::Result(result)))
                     .map_err(|e| ClientError::InvalidResponse(format!("tools/call result: {e}"))),
             },
             Round::InputRequired {
