@@ -84,6 +84,11 @@ pub fn for_client(error: &ClientError) -> u8 {
 /// The status for any failure: the first [`Exit`] or [`ClientError`] in
 /// its chain decides; anything else is a local problem.
 pub fn for_error(error: &anyhow::Error) -> u8 {
+    // An `Exit` given as context (`fail_with`) is reachable only through
+    // the error itself, not as a link of its chain.
+    if let Some(exit) = error.downcast_ref::<Exit>() {
+        return exit.code;
+    }
     for cause in error.chain() {
         if let Some(exit) = cause.downcast_ref::<Exit>() {
             return exit.code;
@@ -98,4 +103,20 @@ pub fn for_error(error: &anyhow::Error) -> u8 {
 /// `code` as a process exit code.
 pub fn code(code: u8) -> ExitCode {
     ExitCode::from(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_given_with_its_cause_is_the_one_returned() {
+        let cause = std::io::Error::other("connection refused");
+        let e = fail_with(PROTOCOL, "cannot open the audit store", cause);
+        assert_eq!(for_error(&e), PROTOCOL);
+        assert_eq!(
+            format!("{e:#}"),
+            "cannot open the audit store: connection refused"
+        );
+    }
 }
