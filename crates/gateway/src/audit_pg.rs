@@ -137,6 +137,15 @@ fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, String> {
 }
 
 impl Inner {
+    /// What a connection failure says where a text is wanted (the
+    /// database's own message when it sent one).
+    fn said(&self, e: &StoreError) -> String {
+        match e {
+            StoreError::Postgres { source, .. } => self.fail(source),
+            other => toolgate_protocol::error::with_causes(other),
+        }
+    }
+
     fn fail(&self, e: &tokio_postgres::Error) -> String {
         let detail = e
             .as_db_error()
@@ -172,13 +181,18 @@ impl PgStore {
                 client: Mutex::new(None),
             }),
         };
-        let client = store.client().await?;
+        let client = store.connection().await?;
         store.migrate(&client).await?;
         Ok(store)
     }
 
     /// The open connection, or a new one.
     pub(crate) async fn client(&self) -> Result<Arc<Client>, String> {
+        self.connection().await.map_err(|e| self.inner.said(&e))
+    }
+
+    /// [`PgStore::client`], with the driver's error kept as the cause.
+    async fn connection(&self) -> Result<Arc<Client>, StoreError> {
         let mut slot = self.inner.client.lock().await;
         if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(client.clone());
@@ -188,7 +202,10 @@ impl PgStore {
             .config
             .connect(tls()?)
             .await
-            .map_err(|e| self.inner.fail(&e))?;
+            .map_err(|source| StoreError::Postgres {
+                context: format!("the audit database {} is unavailable", self.inner.shown),
+                source,
+            })?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::warn!(error = %e, "the audit database connection ended");
@@ -292,7 +309,7 @@ impl PgStore {
 
     /// Whether the database answers now (for readiness).
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let client = self.client().await?;
+        let client = self.connection().await?;
         client
             .simple_query("SELECT 1")
             .await
