@@ -197,15 +197,15 @@ impl PgStore {
         if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(client.clone());
         }
-        let (client, connection) = self
-            .inner
-            .config
-            .connect(tls()?)
-            .await
-            .map_err(|source| StoreError::Postgres {
-                context: format!("the audit database {} is unavailable", self.inner.shown),
-                source,
-            })?;
+        let (client, connection) =
+            self.inner
+                .config
+                .connect(tls()?)
+                .await
+                .map_err(|source| StoreError::Postgres {
+                    context: format!("the audit database {} is unavailable", self.inner.shown),
+                    source,
+                })?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::warn!(error = %e, "the audit database connection ended");
