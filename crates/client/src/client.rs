@@ -971,10 +971,9 @@ impl Client {
     }
 }
 
-/// A method's params as the JSON object the envelope carries.
-pub(crate) fn to_params<P: serde::Serialize>(
-    params: &P,
-) -> Result<Map<String, Value>, ClientError> {
+/// A method's params as the JSON object the envelope carries (for a relay
+/// that sends typed params through [`Client::request_round`]).
+pub fn to_params<P: serde::Serialize>(params: &P) -> Result<Map<String, Value>, ClientError> {
     match serde_json::to_value(params) {
         Ok(Value::Object(map)) => Ok(map),
         // The catalogue's params are all structs: this is a programming error.

@@ -92,6 +92,7 @@ pub use cache::ListHints;
 pub use client::{
     CallEnd, CallOptions, CallRound, CallStart, Client, ClientBuilder, LogFn, ProgressFn,
     QuestionFn, Round, RoundInput, TaskFn, TaskGuard, TaskUpdates, suggested_poll, task_outcome,
+    to_params,
 };
 pub use error::ClientError;
 pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Risk, classify};

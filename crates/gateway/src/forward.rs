@@ -595,10 +595,8 @@ async fn relay_request<M: Method>(
     what: &str,
 ) -> Result<M::Result, ToolError> {
     let method = M::NAME;
-    let params = match serde_json::to_value(params) {
-        Ok(Value::Object(params)) => params,
-        _ => Map::new(),
-    };
+    let params = toolgate_client::to_params(params)
+        .map_err(|e| ToolError::new(failure(&upstream.config.name, what, &e)))?;
     let outcome = relay(
         upstream,
         ctx,

@@ -388,14 +388,12 @@ impl Upstream {
     /// Every item of the list method `M`; none from a server that refuses
     /// it (one without the feature says so, and that is no failure).
     async fn list_kind<M: Paginated>(&self, client: &Client) -> Result<Vec<M::Item>, Unavailable> {
-        let listed = client.list::<M>().await;
-        match listed {
+        match client.list::<M>().await {
             Ok(items) => Ok(items),
             Err(ClientError::Protocol(_)) => Ok(Vec::new()),
             Err(e) => {
-                let result: Result<(), ClientError> = Err(e);
-                self.outcome(&result);
-                let reason = result.err().map(|e| with_causes(&e)).unwrap_or_default();
+                let reason = with_causes(&e);
+                self.outcome::<()>(&Err(e));
                 Err(Unavailable {
                     server: self.config.name.clone(),
                     reason: format!("listing its {} failed: {reason}", M::FIELD),
