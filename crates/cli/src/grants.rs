@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use toolgate_gateway::audit::now_ms;
 use toolgate_gateway::grants::{self, Grant, Revoked};
+use toolgate_protocol::error::with_causes;
 
 use crate::log::{Database, database, format_time};
 use crate::term::one_line;
@@ -44,12 +45,10 @@ pub async fn grants(args: GrantsArgs) -> anyhow::Result<u8> {
         for id in &args.revoke {
             let outcome = match (&db, &pg) {
                 (_, Some(pg)) => pg.revoke(id).await,
-                (Database::File(path), None) => {
-                    grants::revoke(path, id).map_err(|e| toolgate_protocol::error::with_causes(&e))
-                }
+                (Database::File(path), None) => grants::revoke(path, id),
                 (Database::Postgres(_), None) => Ok(Revoked::Unknown),
             }
-            .map_err(|e| exit::fail(exit::PROTOCOL, e))?;
+            .map_err(|e| exit::fail(exit::PROTOCOL, with_causes(&e)))?;
             match outcome {
                 Revoked::Now(g) => outln!(
                     "revoked {}: {} for {} (it was good until {} UTC)",
@@ -76,9 +75,9 @@ pub async fn grants(args: GrantsArgs) -> anyhow::Result<u8> {
         (_, Some(pg)) => pg
             .grants(args.all)
             .await
-            .map_err(|e| exit::fail(exit::PROTOCOL, e))?,
+            .map_err(|e| exit::fail(exit::PROTOCOL, with_causes(&e)))?,
         (Database::File(path), None) => {
-            grants::list(path, args.all).map_err(|e| exit::fail(exit::USAGE, e))?
+            grants::list(path, args.all).map_err(|e| exit::fail(exit::USAGE, with_causes(&e)))?
         }
         (Database::Postgres(_), None) => Vec::new(),
     };

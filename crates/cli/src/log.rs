@@ -9,6 +9,7 @@ use serde_json::Value;
 use toolgate_gateway::audit::{AuditRow, Filter, query};
 use toolgate_gateway::audit_pg::PgStore;
 use toolgate_gateway::config::GatewayConfig;
+use toolgate_protocol::error::with_causes;
 
 use crate::term::one_line;
 use crate::{errln, exit, outln};
@@ -167,7 +168,7 @@ pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
     let pg = db.open().await?;
     let since_ms = match &args.since {
         Some(s) => {
-            let back = parse_duration(s).map_err(|e| exit::fail(exit::USAGE, e))?;
+            let back = parse_duration(s).map_err(|e| exit::fail(exit::USAGE, e.to_string()))?;
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default();
@@ -187,8 +188,10 @@ pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
         (_, Some(pg)) => pg
             .query(filter)
             .await
-            .map_err(|e| exit::fail(exit::PROTOCOL, e)),
-        (Database::File(path), None) => query(path, filter).map_err(|e| exit::fail(exit::USAGE, e)),
+            .map_err(|e| exit::fail(exit::PROTOCOL, with_causes(&e))),
+        (Database::File(path), None) => {
+            query(path, filter).map_err(|e| exit::fail(exit::USAGE, with_causes(&e)))
+        }
         (Database::Postgres(_), None) => Ok(Vec::new()),
     };
     if args.spend {

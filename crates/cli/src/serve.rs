@@ -97,7 +97,7 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
         };
     let lock = o.lock.as_deref().map(read_lock).transpose()?;
     let telemetry = toolgate_gateway::telemetry::Telemetry::install(&config.telemetry)
-        .map_err(|e| exit::fail(exit::USAGE, e))?;
+        .map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?;
     let listener =
         match &o.http {
             Some(addr) => {

@@ -166,7 +166,7 @@ pub(crate) const NONCE_MARGIN: Duration = Duration::from_secs(3600);
 
 /// The future of a store operation.
 pub type StoreFuture<T> =
-    Pin<Box<dyn std::future::Future<Output = Result<T, String>> + Send + 'static>>;
+    Pin<Box<dyn std::future::Future<Output = Result<T, StoreError>> + Send + 'static>>;
 
 /// Where rows go and approvals are spent: the embedded SQLite store, or
 /// PostgreSQL shared by several instances ([`crate::audit_pg`]).
@@ -285,11 +285,9 @@ impl AuditStore {
         let (tx, rx) = oneshot::channel();
         let job = job(tx);
         Box::pin(async move {
-            jobs.send(job)
-                .await
-                .map_err(|_| "the audit writer stopped".to_owned())?;
-            rx.await
-                .map_err(|_| "the audit writer stopped".to_owned())?
+            let stopped = || StoreError::Other("the audit writer stopped".to_owned());
+            jobs.send(job).await.map_err(|_| stopped())?;
+            rx.await.map_err(|_| stopped())?.map_err(StoreError::Other)
         })
     }
 }
@@ -336,7 +334,7 @@ impl AuditSink for AuditStore {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || query(&path, &filter))
                 .await
-                .map_err(|e| format!("reading the audit store: {e}"))?
+                .map_err(|e| StoreError::Other(format!("reading the audit store: {e}")))?
         })
     }
 
@@ -345,7 +343,7 @@ impl AuditSink for AuditStore {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || crate::grants::list(&path, all))
                 .await
-                .map_err(|e| format!("reading the audit store: {e}"))?
+                .map_err(|e| StoreError::Other(format!("reading the audit store: {e}")))?
         })
     }
 
@@ -354,8 +352,7 @@ impl AuditSink for AuditStore {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || crate::grants::revoke(&path, &id))
                 .await
-                .map_err(|e| format!("writing the audit store: {e}"))?
-                .map_err(|e| toolgate_protocol::error::with_causes(&e))
+                .map_err(|e| StoreError::Other(format!("writing the audit store: {e}")))?
         })
     }
 }
@@ -504,7 +501,8 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
 
 impl NonceStore for AuditStore {
     fn spend(&self, nonce: String) -> SpendFuture {
-        self.ask(|tx| Job::Nonce(nonce, tx))
+        let spent = self.ask(|tx| Job::Nonce(nonce, tx));
+        Box::pin(async move { Ok(spent.await?) })
     }
 }
 
@@ -614,21 +612,18 @@ pub struct Filter {
 }
 
 /// Rows of the database at `path`, oldest first. Opened read-only.
-pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| format!("cannot open the audit store {}: {e}", path.display()))?;
-    let _ = conn.busy_timeout(Duration::from_secs(5));
+pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, StoreError> {
+    let conn = open_for_reading(path)?;
     let tool = match &filter.tool {
-        Some(g) => Some(glob::Pattern::new(g).map_err(|e| format!("--tool {g:?}: {e}"))?),
+        Some(g) => Some(
+            glob::Pattern::new(g).map_err(|e| StoreError::Other(format!("--tool {g:?}: {e}")))?,
+        ),
         None => None,
     };
     // A store written before grants existed has no grant column.
     let version: i32 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| format!("{}: not a toolgate audit store ({e})", path.display()))?;
+        .map_err(not_a_store(path))?;
     let grant = if version >= 2 { "grant_id" } else { "NULL" };
     let cost = if version >= 3 { "cost" } else { "NULL" };
     let (result, trace) = if version >= 4 {
@@ -640,7 +635,7 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
         .prepare(&format!(
             "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, {grant}, {cost}, {result}, {trace} FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) AND id < ?5 ORDER BY id DESC"
         ))
-        .map_err(|e| format!("{}: not a toolgate audit store ({e})", path.display()))?;
+        .map_err(not_a_store(path))?;
     let rows = stmt
         .query_map(
             params![
@@ -671,21 +666,52 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, String> {
                 })
             },
         )
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(reading(path))?;
     newest(
-        rows.map(|r| r.map_err(|e| format!("{}: {e}", path.display()))),
+        rows.map(|r| r.map_err(reading(path))),
         tool.as_ref(),
         filter.limit,
     )
 }
 
+/// Open the database at `path` read-only, as `toolgate log` and
+/// `toolgate grants` do (a writer may be busy: wait for it a while).
+pub(crate) fn open_for_reading(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|source| StoreError::Sqlite {
+        context: format!("cannot open the audit store {}", path.display()),
+        source,
+    })?;
+    let _ = conn.busy_timeout(Duration::from_secs(5));
+    Ok(conn)
+}
+
+/// The error of a file that is not (or not yet) a toolgate audit store.
+pub(crate) fn not_a_store(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+    move |source| StoreError::Sqlite {
+        context: format!("{}: not a toolgate audit store", path.display()),
+        source,
+    }
+}
+
+/// The error of a row that could not be read.
+pub(crate) fn reading(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+    move |source| StoreError::Sqlite {
+        context: format!("reading {}", path.display()),
+        source,
+    }
+}
+
 /// Of `rows` (newest first), those matching `tool`, at most `limit` of
 /// them (reading stops there), oldest first.
-pub(crate) fn newest(
-    rows: impl Iterator<Item = Result<AuditRow, String>>,
+pub(crate) fn newest<E>(
+    rows: impl Iterator<Item = Result<AuditRow, E>>,
     tool: Option<&glob::Pattern>,
     limit: Option<usize>,
-) -> Result<Vec<AuditRow>, String> {
+) -> Result<Vec<AuditRow>, E> {
     let mut out = Vec::new();
     for row in rows {
         let row = row?;
@@ -786,10 +812,10 @@ mod tests {
         let path = dir.path().join("audit.db");
         let a = AuditStore::open(&path, false).unwrap();
         let b = AuditStore::open(&path, false).unwrap();
-        assert_eq!(a.spend("n1".into()).await, Ok(true));
-        assert_eq!(b.spend("n1".into()).await, Ok(false));
-        assert_eq!(a.spend("n1".into()).await, Ok(false));
-        assert_eq!(b.spend("n2".into()).await, Ok(true));
+        assert!(a.spend("n1".into()).await.unwrap());
+        assert!(!b.spend("n1".into()).await.unwrap());
+        assert!(!a.spend("n1".into()).await.unwrap());
+        assert!(b.spend("n2".into()).await.unwrap());
     }
 
     #[tokio::test]
@@ -832,6 +858,11 @@ mod tests {
         let path = dir.path().join("x.db");
         std::fs::write(&path, b"not sqlite at all, just text").unwrap();
         let e = query(&path, &Filter::default()).unwrap_err();
-        assert!(e.contains("x.db"), "{e}");
+        assert!(matches!(e, StoreError::Sqlite { .. }), "{e:?}");
+        let said = toolgate_protocol::error::with_causes(&e);
+        assert!(
+            said.contains("x.db") && said.contains("not a toolgate audit store"),
+            "{said}"
+        );
     }
 }

@@ -11,14 +11,13 @@
 //! database is down, calls fail closed with a clear error and nothing
 //! panics. TLS is used when the server offers it (`sslmode=require` insists).
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::Mutex;
 use tokio_postgres::Client;
 
-use crate::audit::{AuditRow, AuditSink, Filter, NONCE_MARGIN, now_ms};
+use crate::audit::{AuditRow, AuditSink, Filter, NONCE_MARGIN, StoreFuture, now_ms};
 use crate::budget::{Ledger, SpendKey};
 use crate::grants::{Grant, Revoked};
 use toolgate_server::{NonceStore, SpendFuture};
@@ -128,36 +127,33 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, String> {
+fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
     // The client crate's configuration: servers verified the same way
     // everywhere the gateway connects.
-    let config = toolgate_client::rustls_config()
-        .map_err(|e| format!("cannot set up TLS for PostgreSQL: {e}"))?;
+    let config = toolgate_client::rustls_config().map_err(|e| {
+        StoreError::Other(format!(
+            "cannot set up TLS for PostgreSQL: {}",
+            toolgate_protocol::error::with_causes(&e)
+        ))
+    })?;
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
 impl Inner {
-    /// What a connection failure says where a text is wanted (the
-    /// database's own message when it sent one).
-    fn said(&self, e: &StoreError) -> String {
-        match e {
-            StoreError::Postgres { source, .. } => self.fail(source),
-            other => toolgate_protocol::error::with_causes(other),
+    /// The error of an operation `source` ended (the database named, its
+    /// password left out; the driver's error, and the database's own
+    /// message when it sent one, are the causes).
+    fn fail(&self, source: tokio_postgres::Error) -> StoreError {
+        StoreError::Postgres {
+            context: format!("the audit database {} is unavailable", self.shown),
+            source,
         }
-    }
-
-    fn fail(&self, e: &tokio_postgres::Error) -> String {
-        let detail = e
-            .as_db_error()
-            .map_or_else(|| e.to_string(), |d| d.message().to_owned());
-        format!("the audit database {} is unavailable: {detail}", self.shown)
     }
 }
 
 impl PgStore {
-    /// What to say when `e` ends an operation (the database named, its
-    /// password left out).
-    pub(crate) fn fail(&self, e: &tokio_postgres::Error) -> String {
+    /// What ends an operation that `e` failed.
+    pub(crate) fn fail(&self, e: tokio_postgres::Error) -> StoreError {
         self.inner.fail(e)
     }
 
@@ -181,31 +177,23 @@ impl PgStore {
                 client: Mutex::new(None),
             }),
         };
-        let client = store.connection().await?;
+        let client = store.client().await?;
         store.migrate(&client).await?;
         Ok(store)
     }
 
     /// The open connection, or a new one.
-    pub(crate) async fn client(&self) -> Result<Arc<Client>, String> {
-        self.connection().await.map_err(|e| self.inner.said(&e))
-    }
-
-    /// [`PgStore::client`], with the driver's error kept as the cause.
-    async fn connection(&self) -> Result<Arc<Client>, StoreError> {
+    pub(crate) async fn client(&self) -> Result<Arc<Client>, StoreError> {
         let mut slot = self.inner.client.lock().await;
         if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(client.clone());
         }
-        let (client, connection) =
-            self.inner
-                .config
-                .connect(tls()?)
-                .await
-                .map_err(|source| StoreError::Postgres {
-                    context: format!("the audit database {} is unavailable", self.inner.shown),
-                    source,
-                })?;
+        let (client, connection) = self
+            .inner
+            .config
+            .connect(tls()?)
+            .await
+            .map_err(|e| self.inner.fail(e))?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::warn!(error = %e, "the audit database connection ended");
@@ -217,7 +205,7 @@ impl PgStore {
     }
 
     /// Bring the schema to this version, one instance at a time.
-    async fn migrate(&self, client: &Client) -> Result<(), String> {
+    async fn migrate(&self, client: &Client) -> Result<(), StoreError> {
         let steps = async {
             client
                 .batch_execute(&format!(
@@ -242,20 +230,20 @@ impl PgStore {
             Ok::<i32, tokio_postgres::Error>(version)
         };
         match steps.await {
-            Ok(version) if version > MIGRATIONS.len() as i32 => Err(format!(
+            Ok(version) if version > MIGRATIONS.len() as i32 => Err(StoreError::Other(format!(
                 "the audit database {} has schema version {version}, newer than this toolgate knows ({}); upgrade toolgate",
                 self.inner.shown,
                 MIGRATIONS.len()
-            )),
+            ))),
             Ok(_) => Ok(()),
             Err(e) => {
                 let _ = client.batch_execute("ROLLBACK").await;
-                Err(self.inner.fail(&e))
+                Err(self.inner.fail(e))
             }
         }
     }
 
-    async fn insert(&self, r: &AuditRow) -> Result<(), String> {
+    async fn insert(&self, r: &AuditRow) -> Result<(), StoreError> {
         let client = self.client().await?;
         client
             .execute(
@@ -280,10 +268,10 @@ impl PgStore {
             )
             .await
             .map(|_| ())
-            .map_err(|e| self.inner.fail(&e))
+            .map_err(|e| self.inner.fail(e))
     }
 
-    async fn spend_nonce(&self, nonce: &str) -> Result<bool, String> {
+    async fn spend_nonce(&self, nonce: &str) -> Result<bool, StoreError> {
         let client = self.client().await?;
         let now = now_ms(SystemTime::now());
         let fresh = client
@@ -292,7 +280,7 @@ impl PgStore {
                 &[&nonce, &now],
             )
             .await
-            .map_err(|e| self.inner.fail(&e))?
+            .map_err(|e| self.inner.fail(e))?
             == 1;
         let horizon = now - NONCE_MARGIN.as_millis() as i64;
         if let Err(e) = client
@@ -302,29 +290,29 @@ impl PgStore {
             )
             .await
         {
-            tracing::warn!(error = %self.inner.fail(&e), "old approval nonces were not removed");
+            tracing::warn!(error = %toolgate_protocol::error::with_causes(&self.inner.fail(e)), "old approval nonces were not removed");
         }
         Ok(fresh)
     }
 
     /// Whether the database answers now (for readiness).
     pub async fn ping(&self) -> Result<(), StoreError> {
-        let client = self.connection().await?;
+        let client = self.client().await?;
         client
             .simple_query("SELECT 1")
             .await
             .map(drop)
-            .map_err(|source| StoreError::Postgres {
-                context: format!("the audit database {} is unavailable", self.inner.shown),
-                source,
-            })
+            .map_err(|e| self.inner.fail(e))
     }
 
     /// Rows of the store, oldest first (what `toolgate log` shows).
-    pub async fn query(&self, filter: &Filter) -> Result<Vec<AuditRow>, String> {
+    pub async fn query(&self, filter: &Filter) -> Result<Vec<AuditRow>, StoreError> {
         let client = self.client().await?;
         let tool = match &filter.tool {
-            Some(g) => Some(glob::Pattern::new(g).map_err(|e| format!("--tool {g:?}: {e}"))?),
+            Some(g) => Some(
+                glob::Pattern::new(g)
+                    .map_err(|e| StoreError::Other(format!("--tool {g:?}: {e}")))?,
+            ),
             None => None,
         };
         let rows = client
@@ -344,9 +332,9 @@ impl PgStore {
                 ],
             )
             .await
-            .map_err(|e| self.inner.fail(&e))?;
+            .map_err(|e| self.inner.fail(e))?;
         let rows = rows.iter().map(|r| {
-            Ok(AuditRow {
+            Ok::<_, StoreError>(AuditRow {
                 id: r.get(0),
                 time_ms: r.get(1),
                 caller: r.get(2),
@@ -385,7 +373,7 @@ fn grant_of(r: &tokio_postgres::Row) -> Grant {
 }
 
 impl PgStore {
-    async fn insert_grant(&self, g: &Grant) -> Result<(), String> {
+    async fn insert_grant(&self, g: &Grant) -> Result<(), StoreError> {
         let client = self.client().await?;
         client
             .execute(
@@ -403,10 +391,14 @@ impl PgStore {
             )
             .await
             .map(drop)
-            .map_err(|e| self.inner.fail(&e))
+            .map_err(|e| self.inner.fail(e))
     }
 
-    async fn find_grant(&self, caller: Option<&str>, tool: &str) -> Result<Option<String>, String> {
+    async fn find_grant(
+        &self,
+        caller: Option<&str>,
+        tool: &str,
+    ) -> Result<Option<String>, StoreError> {
         let client = self.client().await?;
         let now = now_ms(SystemTime::now());
         client
@@ -416,12 +408,12 @@ impl PgStore {
             )
             .await
             .map(|row| row.map(|r| r.get(0)))
-            .map_err(|e| self.inner.fail(&e))
+            .map_err(|e| self.inner.fail(e))
     }
 
     /// The grants that hold now, or with `all` every one kept, oldest
     /// first (what `toolgate grants` shows).
-    pub async fn grants(&self, all: bool) -> Result<Vec<Grant>, String> {
+    pub async fn grants(&self, all: bool) -> Result<Vec<Grant>, StoreError> {
         let client = self.client().await?;
         let now = now_ms(SystemTime::now());
         let rows = client
@@ -430,13 +422,13 @@ impl PgStore {
                 &[&all, &now],
             )
             .await
-            .map_err(|e| self.inner.fail(&e))?;
+            .map_err(|e| self.inner.fail(e))?;
         Ok(rows.iter().map(grant_of).collect())
     }
 
     /// Revoke the grant `id`, and record the revocation as a row
     /// (`toolgate.grant`, status `revoked`), in one statement.
-    pub async fn revoke(&self, id: &str) -> Result<Revoked, String> {
+    pub async fn revoke(&self, id: &str) -> Result<Revoked, StoreError> {
         let client = self.client().await?;
         let now = now_ms(SystemTime::now());
         let revoked = client
@@ -450,7 +442,7 @@ impl PgStore {
                 &[&now, &id],
             )
             .await
-            .map_err(|e| self.inner.fail(&e))?;
+            .map_err(|e| self.inner.fail(e))?;
         if let Some(row) = revoked {
             return Ok(Revoked::Now(grant_of(&row)));
         }
@@ -460,22 +452,20 @@ impl PgStore {
                 &[&id],
             )
             .await
-            .map_err(|e| self.inner.fail(&e))?;
+            .map_err(|e| self.inner.fail(e))?;
         Ok(found.map_or(Revoked::Unknown, |r| Revoked::Already(grant_of(&r))))
     }
 }
 
-type Reply<T> = Pin<Box<dyn std::future::Future<Output = Result<T, String>> + Send + 'static>>;
-
 impl NonceStore for PgStore {
     fn spend(&self, nonce: String) -> SpendFuture {
         let store = self.clone();
-        Box::pin(async move { store.spend_nonce(&nonce).await })
+        Box::pin(async move { Ok(store.spend_nonce(&nonce).await?) })
     }
 }
 
 impl AuditSink for PgStore {
-    fn write(&self, row: AuditRow) -> Reply<()> {
+    fn write(&self, row: AuditRow) -> StoreFuture<()> {
         let store = self.clone();
         Box::pin(async move { store.insert(&row).await })
     }
@@ -488,26 +478,21 @@ impl AuditSink for PgStore {
         self.inner.shown.clone()
     }
 
-    fn check(&self) -> Reply<()> {
+    fn check(&self) -> StoreFuture<()> {
         let store = self.clone();
-        Box::pin(async move {
-            store
-                .ping()
-                .await
-                .map_err(|e| toolgate_protocol::error::with_causes(&e))
-        })
+        Box::pin(async move { store.ping().await })
     }
 
     fn nonces(self: Arc<Self>) -> crate::confirm::SharedNonces {
         self
     }
 
-    fn grant(&self, grant: Grant) -> Reply<()> {
+    fn grant(&self, grant: Grant) -> StoreFuture<()> {
         let store = self.clone();
         Box::pin(async move { store.insert_grant(&grant).await })
     }
 
-    fn granted(&self, caller: Option<String>, tool: String) -> Reply<Option<String>> {
+    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<String>> {
         let store = self.clone();
         Box::pin(async move { store.find_grant(caller.as_deref(), &tool).await })
     }
@@ -516,24 +501,24 @@ impl AuditSink for PgStore {
         self
     }
 
-    fn rows(&self, filter: Filter) -> Reply<Vec<AuditRow>> {
+    fn rows(&self, filter: Filter) -> StoreFuture<Vec<AuditRow>> {
         let store = self.clone();
         Box::pin(async move { store.query(&filter).await })
     }
 
-    fn grants(&self, all: bool) -> Reply<Vec<Grant>> {
+    fn grants(&self, all: bool) -> StoreFuture<Vec<Grant>> {
         let store = self.clone();
         Box::pin(async move { PgStore::grants(&store, all).await })
     }
 
-    fn revoke(&self, id: String) -> Reply<Revoked> {
+    fn revoke(&self, id: String) -> StoreFuture<Revoked> {
         let store = self.clone();
         Box::pin(async move { PgStore::revoke(&store, &id).await })
     }
 }
 
 impl Ledger for PgStore {
-    fn spent(&self, keys: Vec<SpendKey>) -> Reply<Vec<f64>> {
+    fn spent(&self, keys: Vec<SpendKey>) -> StoreFuture<Vec<f64>> {
         let store = self.clone();
         Box::pin(async move {
             let client = store.client().await?;
@@ -545,14 +530,14 @@ impl Ledger for PgStore {
                         &[&k.budget, &k.scope, &k.period],
                     )
                     .await
-                    .map_err(|e| store.inner.fail(&e))?;
+                    .map_err(|e| store.inner.fail(e))?;
                 amounts.push(row.map_or(0.0, |r| r.get::<_, f64>(0)));
             }
             Ok(amounts)
         })
     }
 
-    fn charge(&self, keys: Vec<SpendKey>, amount: f64) -> Reply<()> {
+    fn charge(&self, keys: Vec<SpendKey>, amount: f64) -> StoreFuture<()> {
         let store = self.clone();
         Box::pin(async move {
             let client = store.client().await?;
@@ -565,7 +550,7 @@ impl Ledger for PgStore {
                         &[&k.budget, &k.scope, &k.period, &amount],
                     )
                     .await
-                    .map_err(|e| store.inner.fail(&e))?;
+                    .map_err(|e| store.inner.fail(e))?;
             }
             Ok(())
         })

@@ -3,6 +3,19 @@
 
 use std::time::Duration;
 
+/// A duration that [`parse_duration`] cannot read; the text says how to
+/// write one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DurationError {
+    /// Not a number followed by a unit (the text given).
+    #[error("{0:?} is not a duration such as 90s, 15m, 2h or 7d")]
+    NotADuration(String),
+    /// A number with a unit other than `s`, `m`, `h` or `d`.
+    #[error("{0:?}: the unit is one of s, m, h, d (as in 90s, 15m, 2h, 7d)")]
+    Unit(String),
+}
+
 /// `90s`, `15m`, `2h`, `7d` (or plain seconds).
 ///
 /// ```
@@ -11,7 +24,7 @@ use std::time::Duration;
 /// assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
 /// assert!(parse_duration("5 weeks").is_err());
 /// ```
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
         Some(i) => text.split_at(i),
@@ -19,17 +32,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     };
     let n: u64 = number
         .parse()
-        .map_err(|_| format!("{text:?} is not a duration such as 90s, 15m, 2h or 7d"))?;
+        .map_err(|_| DurationError::NotADuration(text.to_owned()))?;
     let seconds = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
-        _ => {
-            return Err(format!(
-                "{text:?}: the unit is one of s, m, h, d (as in 90s, 15m, 2h, 7d)"
-            ));
-        }
+        _ => return Err(DurationError::Unit(text.to_owned())),
     };
     Ok(Duration::from_secs(n.saturating_mul(seconds)))
 }

@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::audit::now_ms;
@@ -155,15 +155,11 @@ fn has_grants(conn: &Connection) -> rusqlite::Result<bool> {
 
 /// The grants in the database at `path`, oldest first: those that hold
 /// now, or with `all` every one kept. Opened read-only.
-pub fn list(path: &Path, all: bool) -> Result<Vec<Grant>, String> {
-    let shown = |e: rusqlite::Error| format!("{}: {e}", path.display());
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .map_err(|e| format!("cannot open the audit store {}: {e}", path.display()))?;
-    let _ = conn.busy_timeout(Duration::from_secs(5));
+pub fn list(path: &Path, all: bool) -> Result<Vec<Grant>, StoreError> {
+    let shown = crate::audit::reading(path);
+    let conn = crate::audit::open_for_reading(path)?;
     // A store written before grants existed has none.
-    if !has_grants(&conn)
-        .map_err(|e| format!("{}: not a toolgate audit store ({e})", path.display()))?
-    {
+    if !has_grants(&conn).map_err(crate::audit::not_a_store(path))? {
         return Ok(Vec::new());
     }
     let now = now_ms(SystemTime::now());
@@ -171,9 +167,9 @@ pub fn list(path: &Path, all: bool) -> Result<Vec<Grant>, String> {
         .prepare(&format!(
             "SELECT {COLUMNS} FROM grants WHERE ?1 OR (revoked_ms IS NULL AND expires_ms > ?2) ORDER BY created_ms, rowid"
         ))
-        .map_err(shown)?;
-    let rows = stmt.query_map(params![all, now], of_row).map_err(shown)?;
-    rows.map(|r| r.map_err(shown)).collect()
+        .map_err(&shown)?;
+    let rows = stmt.query_map(params![all, now], of_row).map_err(&shown)?;
+    rows.map(|r| r.map_err(&shown)).collect()
 }
 
 /// What revoking found.

@@ -267,7 +267,8 @@ impl Guard {
         };
         // When the pending approvals cannot be reached (a shared store
         // down), nothing goes through and nothing is asked.
-        let unreachable = |e: String| {
+        let unreachable = |e: crate::StoreError| {
+            let e = toolgate_protocol::error::with_causes(&e);
             tracing::warn!(error = %e, "the pending approvals cannot be reached");
             ctx.note("status", "approval_unavailable");
             Admission::Refuse(format!(

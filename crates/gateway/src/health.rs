@@ -40,7 +40,10 @@ impl Gateway {
         let enabled = status.len() - disabled;
         let audit = match self.audit_sink() {
             None => "disabled".to_owned(),
-            Some(store) => store.check().await.map_or_else(|e| e, |()| "ok".to_owned()),
+            Some(store) => store.check().await.map_or_else(
+                |e| toolgate_protocol::error::with_causes(&e),
+                |()| "ok".to_owned(),
+            ),
         };
         let redis = match self.shared_limits() {
             None => "not configured".to_owned(),

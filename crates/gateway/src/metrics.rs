@@ -220,7 +220,10 @@ impl CallLog for Recorder {
                 .and_then(serde_json::Value::as_str),
         );
         match &self.store {
-            Some(store) => store.write(row),
+            Some(store) => {
+                let written = store.write(row);
+                Box::pin(async move { Ok(written.await?) })
+            }
             None => Box::pin(async { Ok(()) }),
         }
     }

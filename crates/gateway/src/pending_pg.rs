@@ -49,7 +49,7 @@ impl Pending for PgPending {
         let oldest = cutoff(self.ttl);
         Box::pin(async move {
             let client = store.client().await?;
-            let fail = |e: tokio_postgres::Error| store.fail(&e);
+            let fail = |e: tokio_postgres::Error| store.fail(e);
             client
                 .execute(
                     "DELETE FROM toolgate_approvals WHERE opened_ms < $1",
@@ -104,7 +104,7 @@ impl Pending for PgPending {
                     &[&tool, &digest, &caller, &oldest],
                 )
                 .await
-                .map_err(|e| store.fail(&e))?;
+                .map_err(|e| store.fail(e))?;
             Ok(row.and_then(|r| Status::parse(r.get(0))))
         })
     }
@@ -123,7 +123,7 @@ impl Pending for PgPending {
                     &[&id, &status.as_str(), &oldest],
                 )
                 .await
-                .map_err(|e| store.fail(&e))?;
+                .map_err(|e| store.fail(e))?;
             Ok(changed == 1)
         })
     }
@@ -139,7 +139,7 @@ impl Pending for PgPending {
                     &[&oldest],
                 )
                 .await
-                .map_err(|e| store.fail(&e))?;
+                .map_err(|e| store.fail(e))?;
             Ok(rows.iter().filter_map(waiting).collect())
         })
     }

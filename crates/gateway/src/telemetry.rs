@@ -27,6 +27,8 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use toolgate_protocol::trace::TraceContext;
 
+use crate::config::ConfigError;
+
 /// The instrumentation scope of the gateway's spans.
 const SCOPE: &str = "toolgate-gateway";
 
@@ -99,7 +101,7 @@ impl opentelemetry_http::HttpClient for OtlpHttp {
 impl Telemetry {
     /// Start exporting as `config` says; `None` when it names no
     /// collector. Must run inside the gateway's tokio runtime.
-    pub fn install(config: &TelemetryConfig) -> Result<Option<Self>, String> {
+    pub fn install(config: &TelemetryConfig) -> Result<Option<Self>, ConfigError> {
         use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
         let Some(base) = &config.otlp else {
             return Ok(None);
@@ -117,16 +119,16 @@ impl Telemetry {
                 b.build()
                     .map_err(|e| toolgate_client::ClientError::transport(e.to_string()))
             })
-            .map_err(|e| format!("[telemetry]: {e}"))?;
+            .map_err(|e| ConfigError::because("[telemetry]", e))?;
         let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| "[telemetry]: no async runtime to export from".to_owned())?;
+            .map_err(|e| ConfigError::because("[telemetry]: no async runtime to export from", e))?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_http_client(OtlpHttp { client, runtime })
             .with_protocol(opentelemetry_otlp::Protocol::HttpJson)
             .with_endpoint(endpoint)
             .build()
-            .map_err(|e| format!("[telemetry] otlp {base}: {e}"))?;
+            .map_err(|e| ConfigError::because(format!("[telemetry] otlp {base}"), e))?;
         let service = config.service_name.clone().unwrap_or_else(|| SCOPE.into());
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)

@@ -110,7 +110,7 @@ pub struct CallRecord {
 }
 
 /// The future [`CallLog::record`] returns.
-pub type Recorded = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
+pub type Recorded = Pin<Box<dyn Future<Output = Result<(), crate::BoxError>> + Send + 'static>>;
 
 /// Where call records go: one [`CallRecord`] per `tools/call` that reached
 /// a tool, kept before its answer is sent.
@@ -121,7 +121,7 @@ pub trait CallLog: Send + Sync + 'static {
     }
 
     /// Keep `record`; the answer is sent once this resolves. `Err` withholds
-    /// the result (the text is logged, not sent).
+    /// the result (the error is logged with its causes, not sent).
     fn record(&self, record: CallRecord) -> Recorded;
 }
 

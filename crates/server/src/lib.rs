@@ -189,7 +189,7 @@ pub use dispatch::TransportContext;
 pub use elicit::Elicitation;
 pub use handles::Handles;
 pub use mrtr::{ElicitAction, Elicited, Inputs, arguments_digest};
-pub use nonce::{MemoryNonceStore, NonceStore, SpendFuture};
+pub use nonce::{BoxError, MemoryNonceStore, NonceStore, SpendFuture};
 pub use prompt::{AsyncCompleter, Completer, PromptEntry};
 pub use rate_limit::RateLimit;
 pub use registry::Change;

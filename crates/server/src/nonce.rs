@@ -25,8 +25,14 @@ use std::time::{Duration, Instant};
 
 /// The future of [`NonceStore::spend`]: `Ok(true)` the first time a nonce
 /// is spent, `Ok(false)` every time after; `Err` when the store cannot say
-/// (the round is then refused: single use fails closed).
-pub type SpendFuture = Pin<Box<dyn Future<Output = Result<bool, String>> + Send + 'static>>;
+/// (the round is then refused: single use fails closed), with the store's
+/// own error as its cause.
+pub type SpendFuture = Pin<Box<dyn Future<Output = Result<bool, BoxError>> + Send + 'static>>;
+
+/// A store's failure, whatever its kind: the server logs it with its
+/// causes ([`with_causes`](toolgate_protocol::error::with_causes)) and
+/// never shows it to a client.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Where single-use nonces are spent. Spending must be atomic: of two
 /// concurrent spends of one nonce, exactly one gets `Ok(true)`.
@@ -95,7 +101,7 @@ pub(crate) enum NotRun {
     /// Its state was already answered once.
     Replayed,
     /// The store could not say (fail closed).
-    StoreFailed(String),
+    StoreFailed(BoxError),
 }
 
 /// Spend the round's nonce, if it has one.
@@ -119,8 +125,8 @@ mod tests {
         let store = MemoryNonceStore::new(Duration::from_secs(60));
         let n = new_nonce();
         assert_eq!(n.len(), 32);
-        assert_eq!(store.spend(n.clone()).await, Ok(true));
-        assert_eq!(store.spend(n).await, Ok(false));
-        assert_eq!(store.spend(new_nonce()).await, Ok(true));
+        assert!(store.spend(n.clone()).await.unwrap());
+        assert!(!store.spend(n).await.unwrap());
+        assert!(store.spend(new_nonce()).await.unwrap());
     }
 }

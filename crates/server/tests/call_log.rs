@@ -34,7 +34,7 @@ impl CallLog for Kept {
         }
         Box::pin(async move {
             if broken {
-                Err("disk full".to_owned())
+                Err("disk full".into())
             } else {
                 Ok(())
             }

@@ -27,10 +27,12 @@ use serde::Deserialize;
 use maud::{Markup, html};
 
 use super::{ApprovalDesk, plain, secured};
+use crate::StoreError;
 use crate::audit::{Filter, now_ms};
 pub use crate::config::ConsoleConfig;
 use crate::config::GatewayConfig;
 use crate::grants::Revoked;
+use toolgate_protocol::error::with_causes;
 
 /// The scope an operator's token carries by default.
 pub const OPERATOR_SCOPE: &str = "toolgate:operator";
@@ -150,8 +152,8 @@ fn code(v: &str) -> Markup {
 }
 
 /// A paragraph saying the audit store cannot be read.
-pub(super) fn unreadable(e: &str) -> Markup {
-    html! { p { "The audit store cannot be read: " (e) } }
+pub(super) fn unreadable(e: &StoreError) -> Markup {
+    html! { p { "The audit store cannot be read: " (with_causes(e)) } }
 }
 
 /// `GET /console`: each upstream's state, and the last hour's calls.

@@ -35,11 +35,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 
+use crate::StoreError;
 pub use crate::config::ApprovalConfig;
 use crate::confirm::new_nonce;
 use login::Logins;
 pub use operator::Operator;
 pub use pending::{MemoryPending, Pending, Waiting};
+use toolgate_protocol::error::with_causes;
 
 /// Where the page listens by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8790";
@@ -125,7 +127,7 @@ impl ApprovalDesk {
         caller: Option<&str>,
         tool: &str,
         digest: &str,
-    ) -> Result<Option<Status>, String> {
+    ) -> Result<Option<Status>, StoreError> {
         self.pending
             .take(
                 caller.map(str::to_owned),
@@ -145,7 +147,7 @@ impl ApprovalDesk {
         digest: &str,
         question: &str,
         remember: Option<String>,
-    ) -> Result<Opened, String> {
+    ) -> Result<Opened, StoreError> {
         let entry = Waiting {
             id: new_nonce(),
             caller: caller.map(str::to_owned),
@@ -166,7 +168,7 @@ impl ApprovalDesk {
 
     /// Decide a waiting approval (what the page's buttons do): `false`
     /// when it is not waiting, or `Remembered` was not offered.
-    pub async fn decide(&self, id: &str, status: Status) -> Result<bool, String> {
+    pub async fn decide(&self, id: &str, status: Status) -> Result<bool, StoreError> {
         self.pending.decide(id.to_owned(), status).await
     }
 
@@ -340,8 +342,8 @@ impl ApprovalDesk {
 
 /// The answer when the store of pending approvals cannot be reached (the
 /// reason goes to the log, not to the page).
-fn unavailable(e: &str) -> Response {
-    tracing::warn!(error = %e, "the pending approvals cannot be read or written");
+fn unavailable(e: &StoreError) -> Response {
+    tracing::warn!(error = %with_causes(e), "the pending approvals cannot be read or written");
     plain(
         StatusCode::SERVICE_UNAVAILABLE,
         "the pending approvals cannot be reached now; try again",

@@ -255,9 +255,22 @@ fn yes() -> bool {
     true
 }
 
-/// `${VAR}` replaced from `env`; `$${` is a literal `${`. `Err(VAR)` for
-/// the first unset variable.
-pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+/// A `${VAR}` of the configuration whose variable is not set (its name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("${{{0}}} is not set in the environment")]
+pub struct UnsetVariable(pub String);
+
+/// `${VAR}` replaced from `env`; `$${` is a literal `${`. Fails on the
+/// first unset variable.
+///
+/// ```
+/// use toolgate_gateway::config::{UnsetVariable, expand};
+/// let env = |name: &str| (name == "HOST").then(|| "db.internal".to_owned());
+/// assert_eq!(expand("postgres://${HOST}/audit", &env).unwrap(), "postgres://db.internal/audit");
+/// assert_eq!(expand("$${HOST}", &env).unwrap(), "${HOST}");
+/// assert_eq!(expand("${TOKEN}", &env), Err(UnsetVariable("TOKEN".into())));
+/// ```
+pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, UnsetVariable> {
     if !text.contains('$') {
         return Ok(text.to_owned());
     }
@@ -275,7 +288,7 @@ pub fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String
                 return Ok(out);
             };
             let var = &tail[..end];
-            out.push_str(&env(var).ok_or_else(|| var.to_owned())?);
+            out.push_str(&env(var).ok_or_else(|| UnsetVariable(var.to_owned()))?);
             rest = &tail[end + 1..];
         } else {
             out.push('$');
@@ -474,11 +487,7 @@ impl GatewayConfig {
             )));
         }
         if let Some(url) = &mut self.ratelimit.redis {
-            *url = expand(url, env).map_err(|var| {
-                err(format!(
-                    "[ratelimit] redis: ${{{var}}} is not set in the environment"
-                ))
-            })?;
+            *url = expand(url, env).map_err(|unset| err(format!("[ratelimit] redis: {unset}")))?;
             if !url.starts_with("redis://") {
                 return Err(err(format!(
                     "[ratelimit] redis {}: only redis:// URLs are supported",
@@ -487,11 +496,7 @@ impl GatewayConfig {
             }
         }
         if let Some(url) = &mut self.store.url {
-            *url = expand(url, env).map_err(|var| {
-                err(format!(
-                    "[store] url: ${{{var}}} is not set in the environment"
-                ))
-            })?;
+            *url = expand(url, env).map_err(|unset| err(format!("[store] url: {unset}")))?;
             if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
                 return Err(err(format!(
                     "[store] url {}: only postgres:// URLs are supported",

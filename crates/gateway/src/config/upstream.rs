@@ -243,11 +243,7 @@ impl UpstreamConfig {
     ) -> Result<(), ConfigError> {
         let name = self.name.clone();
         let x = |text: &mut String| -> Result<(), ConfigError> {
-            *text = expand(text, env).map_err(|var| {
-                err(format!(
-                    "server {name:?}: ${{{var}}} is not set in the environment"
-                ))
-            })?;
+            *text = expand(text, env).map_err(|unset| err(format!("server {name:?}: {unset}")))?;
             Ok(())
         };
         if let Some(c) = &mut self.command {

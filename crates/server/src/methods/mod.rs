@@ -166,6 +166,7 @@ pub(crate) async fn spend_round(
             "Invalid requestState: this round of {what} was already answered, and each round is answered once; call again without requestState to start over"
         ))),
         Err(crate::nonce::NotRun::StoreFailed(e)) => {
+            let e = toolgate_protocol::error::with_causes(&*e);
             tracing::error!(error = %e, "cannot spend a single-use round");
             Err(RpcError::internal())
         }

@@ -261,6 +261,7 @@ pub(crate) async fn spend(
             CallOutcome::Replayed,
         ),
         Err(NotRun::StoreFailed(e)) => {
+            let e = toolgate_protocol::error::with_causes(&*e);
             tracing::error!(tool = %tool.tool.name, error = %e, "cannot spend a single-use round");
             (
                 format!(
@@ -497,6 +498,7 @@ impl Audit {
         match self.log.record(record).await {
             Ok(()) => frame,
             Err(e) => {
+                let e = toolgate_protocol::error::with_causes(&*e);
                 tracing::error!(tool = %tool, error = %e, "call not recorded; result withheld");
                 server.result_frame(id, &CallToolResult::error(unrecorded(&tool)))
             }
