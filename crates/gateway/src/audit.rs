@@ -25,7 +25,6 @@ use toolgate_server::{NonceStore, SpendFuture};
 
 use crate::StoreError;
 use crate::budget::{Ledger, SpendKey};
-pub use crate::config::AuditConfig;
 use crate::grants::Grant;
 
 /// One row of the audit store.

@@ -24,7 +24,7 @@ use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::CallToolResult;
 
 use crate::audit::StoreFuture;
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Cost, check_budgets};
 
 pub use crate::config::{BudgetConfig, Cap, Period};
 use crate::duration::{civil_from_days, days_from_civil};
@@ -120,13 +120,6 @@ pub struct Budget {
     unit: String,
     per_caller: Option<Cap>,
     total: Option<Cap>,
-}
-
-#[derive(Debug)]
-enum Cost {
-    Fixed(f64),
-    /// A key of the result's `_meta`.
-    Reported(String),
 }
 
 /// `25`, `2.5`.
@@ -300,65 +293,21 @@ pub struct Budgets(Vec<Arc<Budget>>);
 impl Budgets {
     /// Compile and check `[[budget]]`.
     pub fn new(configs: &[BudgetConfig]) -> Result<Self, ConfigError> {
-        let mut out = Vec::new();
-        let mut names = std::collections::HashSet::new();
-        for (i, c) in configs.iter().enumerate() {
-            let at = |what: String| ConfigError::new(format!("budget {}: {what}", i + 1));
-            if c.tools.is_empty() {
-                return Err(at("tools is empty; name the tools it covers".into()));
-            }
-            let tools = c
-                .tools
-                .iter()
-                .map(|g| {
-                    if let Some(why) = crate::policy::unsupported(g) {
-                        return Err(at(format!("glob {g:?}: {why}")));
-                    }
-                    glob::Pattern::new(g).map_err(|e| at(format!("glob {g:?}: {e}")))
+        Ok(Self(
+            check_budgets(configs)?
+                .into_iter()
+                .map(|c| {
+                    Arc::new(Budget {
+                        name: c.name,
+                        tools: c.tools,
+                        cost: c.cost,
+                        unit: c.unit,
+                        per_caller: c.per_caller,
+                        total: c.total,
+                    })
                 })
-                .collect::<Result<Vec<_>, _>>()?;
-            let cost = match (c.cost, &c.cost_from) {
-                (Some(n), None) if n.is_finite() && n >= 0.0 => Cost::Fixed(n),
-                (Some(n), None) => {
-                    return Err(at(format!("cost {n} is not a number of 0 or more")));
-                }
-                (None, Some(path)) => match path.strip_prefix("_meta/") {
-                    Some(key) if !key.is_empty() => Cost::Reported(key.to_owned()),
-                    _ => {
-                        return Err(at(format!(
-                            "cost_from {path:?}: write _meta/KEY, a key of the result's _meta"
-                        )));
-                    }
-                },
-                (Some(_), Some(_)) => return Err(at("give cost or cost_from, not both".into())),
-                (None, None) => {
-                    return Err(at("give cost (per successful call) or cost_from".into()));
-                }
-            };
-            if c.per_caller.is_none() && c.total.is_none() {
-                return Err(at(
-                    "give per_caller or total (or both): a budget caps spending".into(),
-                ));
-            }
-            for cap in [c.per_caller, c.total].into_iter().flatten() {
-                if !(cap.amount.is_finite() && cap.amount > 0.0) {
-                    return Err(at(format!("amount {} must be more than 0", cap.amount)));
-                }
-            }
-            let name = c.name.clone().unwrap_or_else(|| c.tools.join(","));
-            if !names.insert(name.clone()) {
-                return Err(at(format!("the name {name:?} is another budget's too")));
-            }
-            out.push(Arc::new(Budget {
-                name,
-                tools,
-                cost,
-                unit: c.unit.clone().unwrap_or_else(|| "credits".into()),
-                per_caller: c.per_caller,
-                total: c.total,
-            }));
-        }
-        Ok(Self(out))
+                .collect(),
+        ))
     }
 
     /// The budget of the gateway tool `name`, if any.

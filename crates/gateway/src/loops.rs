@@ -23,10 +23,6 @@ use toolgate_protocol::quote::quote;
 
 use crate::config::ConfigError;
 pub use crate::config::LoopsConfig;
-use crate::duration::parse_duration;
-
-/// The window when none is given.
-const DEFAULT_WINDOW: Duration = Duration::from_secs(600);
 
 /// Callers and tools followed at most; the least recently failing are
 /// forgotten first (a flood of distinct calls cannot grow the table).
@@ -85,29 +81,10 @@ pub struct Loops {
 }
 
 fn limits(config: &LoopsConfig) -> Result<Limits, ConfigError> {
-    let window = match &config.window {
-        Some(text) => {
-            parse_duration(text).map_err(|e| ConfigError::new(format!("[loops] window: {e}")))?
-        }
-        None => DEFAULT_WINDOW,
-    };
-    if window.is_zero() {
-        return Err(ConfigError::new("[loops] window must be at least 1s"));
-    }
-    for (key, value) in [
-        ("identical_failures", config.identical_failures),
-        ("tool_failures", config.tool_failures),
-    ] {
-        if value == Some(0) {
-            return Err(ConfigError::new(format!(
-                "[loops] {key} must be at least 1 (leave it out to not count)"
-            )));
-        }
-    }
     Ok(Limits {
+        window: config.checked_window()?,
         identical: config.identical_failures,
         tool: config.tool_failures,
-        window,
     })
 }
 

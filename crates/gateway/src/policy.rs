@@ -15,8 +15,6 @@ use toolgate_server::AuthContext;
 
 use crate::config::ConfigError;
 pub use crate::config::{Action, PolicyConfig, RuleConfig};
-use crate::duration::parse_duration;
-use crate::grants::LONGEST;
 
 struct Rule {
     tools: Vec<glob::Pattern>,
@@ -73,18 +71,6 @@ impl Rule {
             || caller.is_some_and(|c| self.scopes.iter().all(|s| c.has_scope(s)));
         subject_ok && scopes_ok
     }
-}
-
-/// Why `glob` is refused although the glob crate would compile it: syntax
-/// of other glob dialects that this one reads as literal characters, so
-/// the rule would silently match nothing.
-pub(crate) fn unsupported(glob: &str) -> Option<&'static str> {
-    if glob.contains('{') || glob.contains('}') {
-        return Some(
-            "braces are not supported (the pattern would match only a name with a literal brace); write one glob per alternative, e.g. [\"rec.wipe\", \"rec.delete_all\"]",
-        );
-    }
-    None
 }
 
 /// What the policy needs to know about a tool.
@@ -164,51 +150,13 @@ pub struct Policy {
 impl Policy {
     /// Compile `[policy]`; a bad glob is an error naming the rule.
     pub fn new(config: &PolicyConfig) -> Result<Self, ConfigError> {
-        let compile = |i: usize, globs: &[String]| -> Result<Vec<glob::Pattern>, ConfigError> {
-            globs
-                .iter()
-                .map(|g| {
-                    unsupported(g).map_or(Ok(()), |why| {
-                        Err(ConfigError::new(format!(
-                            "policy rule {}: glob {g:?}: {why}",
-                            i + 1
-                        )))
-                    })?;
-                    glob::Pattern::new(g).map_err(|e| {
-                        ConfigError::new(format!("policy rule {}: glob {g:?}: {e}", i + 1))
-                    })
-                })
-                .collect()
-        };
         let mut rules = Vec::new();
         for (i, rule) in config.rules.iter().enumerate() {
-            let remember = match &rule.remember {
-                None => None,
-                Some(_) if rule.action != Action::Confirm => {
-                    return Err(ConfigError::new(format!(
-                        "policy rule {}: remember applies to approvals, so only to action = \"confirm\" (this rule says {:?})",
-                        i + 1,
-                        rule.action.to_string()
-                    )));
-                }
-                Some(text) => {
-                    let span = parse_duration(text).map_err(|e| {
-                        ConfigError::new(format!("policy rule {}: remember: {e}", i + 1))
-                    })?;
-                    if span < Duration::from_secs(60) || span > LONGEST {
-                        return Err(ConfigError::new(format!(
-                            "policy rule {}: remember = {text:?}: give between 1m and 24h (a longer approval is an allow rule)",
-                            i + 1
-                        )));
-                    }
-                    Some(span)
-                }
-            };
             rules.push(Rule {
-                remember,
-                tools: compile(i, &rule.tools)?,
+                remember: rule.remember_span(i)?,
+                tools: rule.tool_globs(i)?,
                 effects: rule.effects.clone(),
-                subjects: compile(i, &rule.subjects)?,
+                subjects: rule.subject_globs(i)?,
                 scopes: rule.scopes.clone(),
                 action: rule.action,
                 described: describe(i + 1, rule),

@@ -1,7 +1,16 @@
 //! `[loops]` and `[[budget]]`: what repeated failures and what calls cost may do.
 
+use std::collections::HashSet;
+use std::time::Duration;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::ConfigError;
+use crate::duration::parse_duration;
+
+/// The `[loops]` window when none is given.
+const DEFAULT_WINDOW: Duration = Duration::from_secs(600);
 
 /// `[loops]` (off unless a limit is given).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, JsonSchema)]
@@ -66,4 +75,102 @@ pub enum Period {
     Day,
     /// A calendar month.
     Month,
+}
+
+impl LoopsConfig {
+    /// How far back failures count, once the section is checked: a window
+    /// that is not a duration of 1s or more, or a limit of 0, is an error
+    /// naming it.
+    pub(crate) fn checked_window(&self) -> Result<Duration, ConfigError> {
+        let window = match &self.window {
+            Some(text) => parse_duration(text)
+                .map_err(|e| ConfigError::new(format!("[loops] window: {e}")))?,
+            None => DEFAULT_WINDOW,
+        };
+        if window.is_zero() {
+            return Err(ConfigError::new("[loops] window must be at least 1s"));
+        }
+        for (key, value) in [
+            ("identical_failures", self.identical_failures),
+            ("tool_failures", self.tool_failures),
+        ] {
+            if value == Some(0) {
+                return Err(ConfigError::new(format!(
+                    "[loops] {key} must be at least 1 (leave it out to not count)"
+                )));
+            }
+        }
+        Ok(window)
+    }
+}
+
+/// What a budgeted call costs.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Cost {
+    /// The same for every successful call.
+    Fixed(f64),
+    /// A key of the result's `_meta`.
+    Reported(String),
+}
+
+/// One `[[budget]]`, checked: its globs compiled, its cost and caps read.
+#[derive(Debug)]
+pub(crate) struct CheckedBudget {
+    pub(crate) name: String,
+    pub(crate) tools: Vec<glob::Pattern>,
+    pub(crate) cost: Cost,
+    pub(crate) unit: String,
+    pub(crate) per_caller: Option<Cap>,
+    pub(crate) total: Option<Cap>,
+}
+
+/// Check `[[budget]]`: each names its tools, gives one cost and a cap of
+/// more than 0, and has a name no other budget has.
+pub(crate) fn check_budgets(configs: &[BudgetConfig]) -> Result<Vec<CheckedBudget>, ConfigError> {
+    let mut out = Vec::new();
+    let mut names = HashSet::new();
+    for (i, c) in configs.iter().enumerate() {
+        let at = |what: String| ConfigError::new(format!("budget {}: {what}", i + 1));
+        if c.tools.is_empty() {
+            return Err(at("tools is empty; name the tools it covers".into()));
+        }
+        let tools = super::policy::globs(&c.tools, at)?;
+        let cost = match (c.cost, &c.cost_from) {
+            (Some(n), None) if n.is_finite() && n >= 0.0 => Cost::Fixed(n),
+            (Some(n), None) => return Err(at(format!("cost {n} is not a number of 0 or more"))),
+            (None, Some(path)) => match path.strip_prefix("_meta/") {
+                Some(key) if !key.is_empty() => Cost::Reported(key.to_owned()),
+                _ => {
+                    return Err(at(format!(
+                        "cost_from {path:?}: write _meta/KEY, a key of the result's _meta"
+                    )));
+                }
+            },
+            (Some(_), Some(_)) => return Err(at("give cost or cost_from, not both".into())),
+            (None, None) => return Err(at("give cost (per successful call) or cost_from".into())),
+        };
+        if c.per_caller.is_none() && c.total.is_none() {
+            return Err(at(
+                "give per_caller or total (or both): a budget caps spending".into(),
+            ));
+        }
+        for cap in [c.per_caller, c.total].into_iter().flatten() {
+            if !(cap.amount.is_finite() && cap.amount > 0.0) {
+                return Err(at(format!("amount {} must be more than 0", cap.amount)));
+            }
+        }
+        let name = c.name.clone().unwrap_or_else(|| c.tools.join(","));
+        if !names.insert(name.clone()) {
+            return Err(at(format!("the name {name:?} is another budget's too")));
+        }
+        out.push(CheckedBudget {
+            name,
+            tools,
+            cost,
+            unit: c.unit.clone().unwrap_or_else(|| "credits".into()),
+            per_caller: c.per_caller,
+            total: c.total,
+        });
+    }
+    Ok(out)
 }

@@ -44,6 +44,7 @@ mod upstream;
 pub use approval::{ApprovalConfig, ConsoleConfig};
 pub use auth::AuthConfig;
 pub use limits::{BudgetConfig, Cap, LoopsConfig, Period};
+pub(crate) use limits::{Cost, check_budgets};
 pub use observe::{AuditConfig, TelemetryConfig};
 pub use policy::{Action, PolicyConfig, RuleConfig};
 pub use upstream::{HttpKind, UpstreamConfig, UpstreamOAuth, default_prefix};
@@ -356,7 +357,7 @@ impl GatewayConfig {
         for (i, rule) in self.policy.rules.iter().enumerate() {
             for (key, globs) in [("tools", &rule.tools), ("subjects", &rule.subjects)] {
                 for glob in globs {
-                    if let Some(why) = crate::policy::unsupported(glob) {
+                    if let Some(why) = policy::unsupported(glob) {
                         let at =
                             line_of(text, glob).map_or(String::new(), |n| format!("line {n}: "));
                         return Err(err(format!(
@@ -459,9 +460,9 @@ impl GatewayConfig {
             upstream.check()?;
             upstream.expand(env)?;
         }
-        crate::policy::Policy::new(&self.policy)?;
-        crate::loops::Loops::new(&self.loops)?;
-        crate::budget::Budgets::new(&self.budget)?;
+        self.policy.check()?;
+        self.loops.checked_window()?;
+        limits::check_budgets(&self.budget)?;
         for (i, rule) in self.ratelimit.rules.iter().enumerate() {
             if rule.per_minute == 0 {
                 return Err(err(format!(
