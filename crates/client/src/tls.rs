@@ -9,9 +9,6 @@
 
 use std::sync::Arc;
 
-use rustls::crypto::CryptoProvider;
-use rustls_platform_verifier::BuilderVerifierExt as _;
-
 use crate::ClientError;
 
 /// Give `builder` TLS: the application's default provider when it installed
@@ -19,11 +16,10 @@ use crate::ClientError;
 /// platform's verifier). For other HTTP an application makes beside the
 /// client (an exporter, a webhook), so it verifies servers the same way.
 pub fn with_tls(builder: reqwest::ClientBuilder) -> Result<reqwest::ClientBuilder, ClientError> {
-    if CryptoProvider::get_default().is_some() {
+    if toolgate_protocol::tls::has_default_provider() {
         return Ok(builder);
     }
-    let config = verifying(Arc::new(rustls::crypto::ring::default_provider()))?;
-    Ok(builder.tls_backend_preconfigured(config))
+    Ok(builder.tls_backend_preconfigured(rustls_config()?))
 }
 
 /// A rustls client configuration that verifies servers as the client does
@@ -31,10 +27,8 @@ pub fn with_tls(builder: reqwest::ClientBuilder) -> Result<reqwest::ClientBuilde
 /// the platform's verifier), for other TLS an application makes beside the
 /// client, such as a database connection.
 pub fn rustls_config() -> Result<rustls::ClientConfig, ClientError> {
-    let provider = CryptoProvider::get_default()
-        .cloned()
-        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-    verifying(provider)
+    toolgate_protocol::tls::rustls_config()
+        .map_err(|e| ClientError::transport_because("cannot set up TLS", e))
 }
 
 /// The TLS configuration of the transport's own connections: the
@@ -44,16 +38,6 @@ pub(crate) fn client_config() -> Result<Arc<rustls::ClientConfig>, ClientError> 
     let mut config = rustls_config()?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
-}
-
-/// A client configuration over `provider` that verifies servers with the
-/// platform's verifier.
-fn verifying(provider: Arc<CryptoProvider>) -> Result<rustls::ClientConfig, ClientError> {
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .and_then(|b| b.with_platform_verifier())
-        .map_err(|e| ClientError::transport_because("cannot set up TLS", e))?
-        .with_no_client_auth())
 }
 
 /// Install `ring` as the process-wide rustls provider, for applications
@@ -72,8 +56,6 @@ pub fn install_default_tls_provider() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn building_a_client_installs_no_process_wide_provider() {
         // This test binary installs none, so the client must bring its own.
@@ -82,6 +64,6 @@ mod tests {
             Default::default(),
         );
         assert!(transport.is_ok());
-        assert!(CryptoProvider::get_default().is_none());
+        assert!(!toolgate_protocol::tls::has_default_provider());
     }
 }

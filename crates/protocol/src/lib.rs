@@ -43,6 +43,8 @@ pub mod methods;
 pub mod names;
 pub mod quote;
 pub mod sanitize;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod trace;
 pub mod types;
 pub mod version;

@@ -1,22 +1,12 @@
-//! TLS for the server's own outgoing requests (fetching a JWKS), without
-//! touching process-wide state: the application's rustls provider when it
-//! installed one, else a configuration of our own (ring and the platform's
-//! verifier). The client crate does the same for its connections.
+//! TLS for the server's own outgoing requests (fetching a JWKS), verified
+//! as everywhere in toolgate ([`toolgate_protocol::tls`]), without touching
+//! process-wide state.
 
-use std::sync::Arc;
-
-use rustls::crypto::CryptoProvider;
-use rustls_platform_verifier::BuilderVerifierExt as _;
-
-pub(crate) fn with_tls(builder: reqwest::ClientBuilder) -> Result<reqwest::ClientBuilder, String> {
-    if CryptoProvider::get_default().is_some() {
+pub(crate) fn with_tls(
+    builder: reqwest::ClientBuilder,
+) -> Result<reqwest::ClientBuilder, rustls::Error> {
+    if toolgate_protocol::tls::has_default_provider() {
         return Ok(builder);
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .and_then(|b| b.with_platform_verifier())
-        .map_err(|e| format!("cannot set up TLS: {e}"))?
-        .with_no_client_auth();
-    Ok(builder.tls_backend_preconfigured(config))
+    Ok(builder.tls_backend_preconfigured(toolgate_protocol::tls::rustls_config()?))
 }

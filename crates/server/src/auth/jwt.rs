@@ -225,8 +225,9 @@ impl JwtVerifier {
             .timeout(FETCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none());
         let client = crate::tls::with_tls(builder)
-            .and_then(|b| b.build().map_err(|e| e.to_string()))
-            .map_err(TokenError::Unavailable)?;
+            .map_err(|e| TokenError::Unavailable(format!("cannot set up TLS: {e}")))?
+            .build()
+            .map_err(|e| TokenError::Unavailable(e.to_string()))?;
         let mut verifier = Self::with_keys(issuer, audience, Keys::default());
         verifier.remote = Some(Remote {
             url: url.to_owned(),
