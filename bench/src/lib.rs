@@ -25,6 +25,19 @@ pub mod tools;
 
 use serde_json::json;
 
+// In the library, so that every binary of the bench (the load generator and
+// each server under test) gets the same allocator.
+#[cfg(not(feature = "system-allocator"))]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Which allocator every binary of this build of the bench uses.
+pub const ALLOCATOR_NAME: &str = if cfg!(feature = "system-allocator") {
+    "glibc malloc"
+} else {
+    "mimalloc"
+};
+
 /// The `_meta` every benchmark request carries (revision 2026-07-28).
 pub fn request_meta() -> serde_json::Value {
     json!({

@@ -112,6 +112,9 @@ impl Report {
     /// The markdown tables.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
+        if let Some(allocator) = self.context.get("allocator").and_then(|a| a.as_str()) {
+            out.push_str(&format!("Allocator: {allocator}.\n\n"));
+        }
         out.push_str("| Scenario | Server | req/s | p50 ms | p99 ms | CPU s / 10k | peak RSS MiB | × rmcp best | × ceiling |\n");
         out.push_str("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         for row in &self.rows {

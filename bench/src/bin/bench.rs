@@ -726,60 +726,47 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
             format!("{s}: ≥ 1.5× rmcp best"),
             ratio(rate(&s, TOOLGATE), rate(&s, RMCP_BEST), 1.5),
         );
+        // #41: 0.75× the ceiling under load; a lone caller is judged by
+        // its latency instead (below).
+        let share = if c == "c=32" { 0.75 } else { 0.6 };
         check(
-            format!("{s}: ≥ 0.6× ceiling"),
-            ratio(rate(&s, TOOLGATE), rate(&s, CEILING), 0.6),
+            format!("{s}: ≥ {share}× ceiling"),
+            ratio(rate(&s, TOOLGATE), rate(&s, CEILING), share),
         );
         let latency = p99(&s, TOOLGATE)
             .zip(p99(&s, RMCP_BEST))
             .map(|(t, b)| (format!("{t:.3} ms vs {b:.3} ms"), t <= b));
         check(format!("{s}: p99 ≤ rmcp best"), latency);
     }
-    check(
-        format!("HTTP tools/call, c=32: {GATEWAY} ≥ 0.45× toolgate direct"),
-        ratio(
-            rate("HTTP tools/call, c=32", GATEWAY),
-            rate("HTTP tools/call, c=32", TOOLGATE),
-            0.45,
-        ),
-    );
-    check(
-        "HTTP tools/call, c=32: the two-hop bound (the faster forwarder plus the direct server's own MCP work) ≥ 0.45× toolgate direct, i.e. the target above is reachable in this run".into(),
-        two_hop_bound(report).map(|(bound, direct)| {
-            let reached = c32_rate(report, GATEWAY)
-                .map(|gateway| format!("; the gateway reaches {:.2}× of it", gateway / bound))
-                .unwrap_or_default();
-            (
-                format!("{:.2}× ({bound:.0}/s){reached}", bound / direct),
-                bound >= 0.45 * direct,
-            )
-        }),
-    );
-    // What two hops cost here before a gateway does any work: the issue's
-    // ratio above asks a gateway to come within a tenth of a forwarder
-    // that reads nothing, so the gateways are also judged against it (a
-    // target proposed in #16, not yet agreed). The default gateway, whose
-    // threads depend on the machine, meets the faster forwarder; the
-    // two-worker one the forwarder's default runtime.
-    let c32 = |server| c32_rate(report, server);
+    // #41: the gateway is judged against the two-hop bound of the same
+    // run, the most any gateway on this server can reach here.
     check(
         format!(
-            "HTTP tools/call, c=32: {GATEWAY} ≥ 0.6× the faster bare HTTP forwarder (proposed)"
+            "HTTP tools/call, c=32: {GATEWAY} ≥ 0.9× the two-hop bound (the faster bare forwarder plus the direct server's own MCP work)"
         ),
-        ratio(c32(GATEWAY), faster_forwarder(report), 0.6),
+        two_hop_bound(report).and_then(|(bound, direct)| {
+            let gateway = c32_rate(report, GATEWAY)?;
+            Some((
+                format!(
+                    "{:.2}× ({gateway:.0}/s against {bound:.0}/s; the bound is {:.2}× direct)",
+                    gateway / bound,
+                    bound / direct
+                ),
+                gateway >= 0.9 * bound,
+            ))
+        }),
     );
     check(
-        format!("HTTP tools/call, c=32: {GATEWAY_TWO_THREADS} ≥ 0.6× {FORWARDER} (proposed)"),
-        ratio(c32(GATEWAY_TWO_THREADS), c32(FORWARDER), 0.6),
+        format!("{PROXIED}: {GATEWAY_STDIO} ≥ 5× {MCP_PROXY}"),
+        ratio(rate(PROXIED, GATEWAY_STDIO), rate(PROXIED, MCP_PROXY), 5.0),
     );
-    check(
-        format!("{PROXIED}: {GATEWAY_STDIO} ≥ 2× {MCP_PROXY}"),
-        ratio(rate(PROXIED, GATEWAY_STDIO), rate(PROXIED, MCP_PROXY), 2.0),
-    );
-    for s in ["HTTP tools/call, c=1", "HTTP tools/call, c=32"] {
+    for (s, share) in [
+        ("HTTP tools/call, c=1", 0.6),
+        ("HTTP tools/call, c=32", 0.85),
+    ] {
         check(
-            format!("{s}: {GATEWAY_AUDITED} ≥ 0.8× without it"),
-            ratio(rate(s, GATEWAY_AUDITED), rate(s, GATEWAY), 0.8),
+            format!("{s}: {GATEWAY_AUDITED} ≥ {share}× without it"),
+            ratio(rate(s, GATEWAY_AUDITED), rate(s, GATEWAY), share),
         );
     }
     let p50 = |server: &str| {
@@ -805,6 +792,15 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
     check(
         "default configuration never slowed by Nagle (c=1 p50 < 5 ms)".into(),
         c1,
+    );
+    check(
+        "HTTP tools/call, c=1: p50 within 20 µs of the ceiling's".into(),
+        p50(TOOLGATE).zip(p50(CEILING)).map(|(t, c)| {
+            (
+                format!("+{:.0} µs ({t:.3} vs {c:.3} ms)", (t - c) * 1000.0),
+                t - c <= 0.020,
+            )
+        }),
     );
     for s in [
         "HTTP tools/list (base set)",
@@ -882,8 +878,8 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
         .iter()
         .find(|m| m.what.contains("listen streams (HTTP/2"));
     check(
-        format!("{streams} listen streams ≤ 64 MiB"),
-        listen.map(|m| (format!("{:.1} MiB", m.mib), m.mib <= 64.0)),
+        format!("{streams} listen streams ≤ 32 MiB"),
+        listen.map(|m| (format!("{:.1} MiB", m.mib), m.mib <= 32.0)),
     );
     out
 }
@@ -1066,6 +1062,7 @@ async fn main() -> anyhow::Result<()> {
             "seconds_per_run": args.seconds,
             "rounds": args.rounds,
             "rmcp": "3.11 (crates.io)",
+            "allocator": format!("{} in every bench server (toolgate's, rmcp's, the ceiling, the forwarder); the gateway is the `toolgate` binary, on mimalloc", toolgate_bench::ALLOCATOR_NAME),
             "load": "toolgate-bench load generator: HTTP/1.1 keep-alive, fixed concurrency, HDR histogram",
         }),
         rows,
@@ -1137,37 +1134,32 @@ mod tests {
         assert_eq!(direct, 87_394.0);
         // 1 / (1/44,769 + 1/87,394 − 1/151,491) s per call.
         assert!((bound - 36_794.0).abs() < 5.0, "{bound}");
+        // Without a gateway row there is nothing to judge against it.
         let judged = targets(&run, 0);
-        let row = judged
-            .iter()
-            .find(|t| t.target.contains("two-hop bound"))
-            .unwrap();
-        assert_eq!(row.measured, "0.42× (36794/s)");
-        assert!(!row.holds);
-        // The default gateway meets whichever forwarder served more, and
-        // the bound says how close the gateway comes to it.
-        let with_gateway = report(&[
-            (TOOLGATE, 87_394.0),
-            (CEILING, 151_491.0),
-            (FORWARDER, 43_369.0),
-            (FORWARDER_ONE_THREAD, 44_769.0),
-            (GATEWAY, 36_166.0),
-        ]);
-        let judged = targets(&with_gateway, 0);
-        let measured = |label: &str| {
-            judged
-                .iter()
-                .find(|t| t.target.contains(label))
-                .map(|t| (t.measured.as_str(), t.holds))
+        assert!(!judged.iter().any(|t| t.target.contains("two-hop bound")));
+        // The gateway of that run came within 2 % of the bound: it meets
+        // the 0.9× target, and one a fifth slower would not.
+        let with = |gateway: f64| {
+            let run = report(&[
+                (TOOLGATE, 87_394.0),
+                (CEILING, 151_491.0),
+                (FORWARDER, 43_369.0),
+                (FORWARDER_ONE_THREAD, 44_769.0),
+                (GATEWAY, gateway),
+            ]);
+            targets(&run, 0)
+                .into_iter()
+                .find(|t| t.target.contains("two-hop bound"))
+                .map(|t| (t.measured, t.holds))
         };
         assert_eq!(
-            measured("the faster bare HTTP forwarder"),
-            Some(("0.81×", true))
+            with(36_166.0),
+            Some((
+                "0.98× (36166/s against 36794/s; the bound is 0.42× direct)".to_owned(),
+                true
+            ))
         );
-        assert_eq!(
-            measured("two-hop bound"),
-            Some(("0.42× (36794/s); the gateway reaches 0.98× of it", false))
-        );
+        assert_eq!(with(29_000.0).map(|(_, holds)| holds), Some(false));
         // Without the forwarder or the ceiling there is nothing to judge.
         assert!(two_hop_bound(&report(&[(TOOLGATE, 1.0), (CEILING, 2.0)])).is_none());
     }
