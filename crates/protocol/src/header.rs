@@ -109,8 +109,50 @@ pub fn decode_header_value(raw: &[u8]) -> Result<String, HeaderValueError> {
     String::from_utf8(bytes).map_err(|_| HeaderValueError::InvalidUtf8)
 }
 
+/// Whether the received header value `raw` decodes to `expected`: what
+/// [`decode_header_value`] would say, without allocating when the value was
+/// sent plainly (the usual case, checked on every request).
+///
+/// ```
+/// use toolgate_protocol::header::{encode_header_value, header_value_matches};
+/// assert_eq!(header_value_matches(b"get_weather", "get_weather"), Ok(true));
+/// let encoded = encode_header_value("caf\u{e9}");
+/// assert_eq!(header_value_matches(encoded.as_bytes(), "caf\u{e9}"), Ok(true));
+/// assert_eq!(header_value_matches(b"other", "get_weather"), Ok(false));
+/// ```
+pub fn header_value_matches(raw: &[u8], expected: &str) -> Result<bool, HeaderValueError> {
+    let plain = |b: &u8| (0x20..=0x7e).contains(b) || *b == b'\t';
+    if raw == expected.as_bytes() && !is_sentinel(expected) && raw.iter().all(plain) {
+        return Ok(true);
+    }
+    Ok(decode_header_value(raw)? == expected)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_match_is_what_decoding_says() {
+        use super::{HeaderValueError, decode_header_value, header_value_matches};
+        for (raw, expected) in [
+            ("plain", "plain"),
+            ("=?base64?aGk=?=", "hi"),
+            ("=?base64?aGk=?=", "=?base64?aGk=?="),
+            ("a\tb", "a\tb"),
+            ("x", "y"),
+        ] {
+            let decoded = decode_header_value(raw.as_bytes()).map(|d| d == expected);
+            assert_eq!(
+                header_value_matches(raw.as_bytes(), expected),
+                decoded,
+                "{raw}"
+            );
+        }
+        assert_eq!(
+            header_value_matches(b"caf\xc3\xa9", "caf\u{e9}"),
+            Err(HeaderValueError::InvalidChar(0xc3))
+        );
+    }
+
     /// Found by the `header_codec` fuzz target (a wrong assertion in the
     /// target, kept as a test of what the codec promises): a tab inside a
     /// value is sent plainly, as HTTP allows, and round-trips.

@@ -1,10 +1,10 @@
 //! Checks on the HTTP layer of a request: origin and host (DNS rebinding),
 //! content negotiation, and the headers that mirror the JSON-RPC body.
 
-use http::HeaderMap;
 use http::header::{ACCEPT, CONTENT_TYPE, HOST, ORIGIN};
+use http::{HeaderMap, HeaderName};
 use toolgate_protocol::RpcError;
-use toolgate_protocol::header::decode_header_value;
+use toolgate_protocol::header::{decode_header_value, header_value_matches};
 use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::meta::RequestMeta;
 use toolgate_protocol::quote::quote;
@@ -165,7 +165,13 @@ pub(crate) fn check_accept(headers: &HeaderMap) -> Result<(), String> {
     }
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<&'a [u8], RpcError> {
+// Parsed once: looking a header up by `&str` parses the name on every
+// request.
+const PROTOCOL_VERSION_NAME: HeaderName = HeaderName::from_static(PROTOCOL_VERSION_HEADER);
+const METHOD_NAME: HeaderName = HeaderName::from_static(METHOD_HEADER);
+const NAME_NAME: HeaderName = HeaderName::from_static(NAME_HEADER);
+
+fn header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<&'a [u8], RpcError> {
     headers
         .get(name)
         .map(|v| v.as_bytes())
@@ -178,7 +184,7 @@ pub(crate) fn check_mirrored_headers(
     req: &Request,
     meta: &RequestMeta,
 ) -> Result<(), RpcError> {
-    let version = header(headers, PROTOCOL_VERSION_HEADER)?;
+    let version = header(headers, &PROTOCOL_VERSION_NAME)?;
     if version != meta.protocol_version.as_bytes() {
         return Err(RpcError::header_mismatch(format!(
             "MCP-Protocol-Version header value {} does not match body value {}",
@@ -186,7 +192,7 @@ pub(crate) fn check_mirrored_headers(
             quote(&meta.protocol_version)
         )));
     }
-    let method = header(headers, METHOD_HEADER)?;
+    let method = header(headers, &METHOD_NAME)?;
     if method != req.method.as_bytes() {
         return Err(RpcError::header_mismatch(format!(
             "Mcp-Method header value {} does not match body value {}",
@@ -205,10 +211,10 @@ pub(crate) fn check_mirrored_headers(
     // method's own parameter check answers that with -32602.
     let body_name = name_field.and_then(|f| req.params.as_ref()?.get(f)?.as_str());
     if let Some(body) = body_name {
-        let raw = header(headers, NAME_HEADER)?;
-        let decoded = decode_header_value(raw)
-            .map_err(|e| RpcError::header_mismatch(format!("Mcp-Name header {e}")))?;
-        if body != decoded {
+        let raw = header(headers, &NAME_NAME)?;
+        let invalid = |e| RpcError::header_mismatch(format!("Mcp-Name header {e}"));
+        if !header_value_matches(raw, body).map_err(invalid)? {
+            let decoded = decode_header_value(raw).map_err(invalid)?;
             return Err(RpcError::header_mismatch(format!(
                 "Mcp-Name header value {} does not match body value {}",
                 quote(&decoded),
