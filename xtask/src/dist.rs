@@ -32,15 +32,13 @@ pub fn dist(args: &[String]) -> anyhow::Result<()> {
     // not the line tables the release profile keeps for profiling.
     let mut envs = vec![
         ("TOOLGATE_COMMIT", commit.as_str()),
-        ("CARGO_PROFILE_RELEASE_DEBUG", "0"),
         ("CARGO_PROFILE_RELEASE_STRIP", "debuginfo"),
     ];
     if fast {
-        envs.extend([
-            ("CARGO_PROFILE_RELEASE_LTO", "off"),
-            ("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1"),
-            ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16"),
-        ]);
+        envs.extend(crate::QUICK_RELEASE);
+        envs.push(("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1"));
+    } else {
+        envs.push(("CARGO_PROFILE_RELEASE_DEBUG", "0"));
     }
     cargo_with(
         &[

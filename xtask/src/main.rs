@@ -182,9 +182,9 @@ fn ci() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A release build for a timed check rather than for shipping: optimised,
-/// without fat LTO and one codegen unit, no line tables.
-const QUICK_RELEASE: &[(&str, &str)] = &[
+/// A release build that is checked rather than shipped (the timed runs,
+/// `dist --fast`): without fat LTO and one codegen unit, no line tables.
+pub(crate) const QUICK_RELEASE: &[(&str, &str)] = &[
     ("CARGO_PROFILE_RELEASE_LTO", "off"),
     ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16"),
     ("CARGO_PROFILE_RELEASE_DEBUG", "0"),

@@ -44,6 +44,11 @@ impl fmt::Display for HeaderValueError {
 
 impl std::error::Error for HeaderValueError {}
 
+/// A byte a received value may carry: visible ASCII, space and tab.
+fn is_plain(b: &u8) -> bool {
+    (0x20..=0x7e).contains(b) || *b == b'\t'
+}
+
 fn is_sentinel(value: &str) -> bool {
     value.len() >= PREFIX.len() + SUFFIX.len()
         && value.starts_with(PREFIX)
@@ -90,10 +95,7 @@ pub fn encode_header_value(value: &str) -> Cow<'_, str> {
 /// assert!(decode_header_value(b"caf\xc3\xa9").is_err());
 /// ```
 pub fn decode_header_value(raw: &[u8]) -> Result<String, HeaderValueError> {
-    if let Some(b) = raw
-        .iter()
-        .find(|b| !((0x20..=0x7e).contains(*b) || **b == b'\t'))
-    {
+    if let Some(b) = raw.iter().find(|b| !is_plain(b)) {
         return Err(HeaderValueError::InvalidChar(*b));
     }
     // Every byte is ASCII now, so this conversion cannot fail.
@@ -121,8 +123,7 @@ pub fn decode_header_value(raw: &[u8]) -> Result<String, HeaderValueError> {
 /// assert_eq!(header_value_matches(b"other", "get_weather"), Ok(false));
 /// ```
 pub fn header_value_matches(raw: &[u8], expected: &str) -> Result<bool, HeaderValueError> {
-    let plain = |b: &u8| (0x20..=0x7e).contains(b) || *b == b'\t';
-    if raw == expected.as_bytes() && !is_sentinel(expected) && raw.iter().all(plain) {
+    if raw == expected.as_bytes() && !is_sentinel(expected) && raw.iter().all(is_plain) {
         return Ok(true);
     }
     Ok(decode_header_value(raw)? == expected)
