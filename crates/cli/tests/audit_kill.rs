@@ -1,6 +1,7 @@
 //! The audit store's promise, tested the hard way: `kill -9` of
 //! `toolgate serve` while 200 calls are in flight loses no call whose
-//! result a client received.
+//! result a client received (its row was written ahead of the forward,
+//! and the answer waited for it).
 // Tests fail loudly by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -92,12 +93,15 @@ async fn kill_9_under_load_loses_no_call_whose_result_was_received() {
     let rows = query(&dir.join("toolgate-audit.db"), &Filter::default()).unwrap();
     let recorded: BTreeSet<u64> = rows
         .iter()
-        .filter(|r| r.status == "ok")
+        // A row written ahead may not have had its outcome committed
+        // before the kill: it still names the call.
+        .filter(|r| r.status == "ok" || r.status == "forwarded")
         .filter_map(|r| {
             let args: Value = serde_json::from_str(r.arguments.as_deref()?).ok()?;
             args["n"].as_u64()
         })
         .collect();
+    let forwarded = rows.iter().filter(|r| r.status == "forwarded").count();
     let lost: Vec<&u64> = received.difference(&recorded).collect();
     assert!(
         lost.is_empty(),
@@ -110,7 +114,7 @@ async fn kill_9_under_load_loses_no_call_whose_result_was_received() {
         "{counted}"
     );
     eprintln!(
-        "received {} of {CALLS}; recorded {} (the rest were in flight at the kill)",
+        "received {} of {CALLS}; recorded {} ({forwarded} forwarded with no outcome: in flight at the kill)",
         received.len(),
         recorded.len()
     );

@@ -5,7 +5,9 @@
 //! thread. Calls finishing together share one transaction, so under load
 //! one fsync covers many rows — and each call's answer still waits for the
 //! commit that holds its row, so `kill -9` at any moment loses no call
-//! whose result a client received. The same thread spends the nonces of
+//! whose result a client received. A forwarded call's row is written ahead
+//! ([`AuditSink::begin`]), beside the forward, and its outcome completes it
+//! ([`AuditSink::complete`]) in a commit nobody waits for. The same thread spends the nonces of
 //! single-use rounds ([`NonceStore`]), so a replayed round is refused even
 //! by another process sharing the file.
 //!
@@ -54,7 +56,8 @@ pub struct AuditRow {
     /// `declined`, `cancelled` or `unsolicited`.
     pub confirmation: Option<String>,
     /// `ok`, `tool_error`, `invalid_arguments`, `output_invalid`,
-    /// `upstream_error`, `timeout`, `denied`, `declined`,
+    /// `upstream_error`, `timeout`, `forwarded` (written ahead, no outcome
+    /// recorded: the gateway stopped first), `denied`, `declined`,
     /// `approval_pending`, `approval_unavailable`, `rate_limited`,
     /// `withheld`, `input_required`,
     /// `failed`; for a refused `requestState`: `replayed`, `moved`,
@@ -172,6 +175,15 @@ pub type StoreFuture<T> =
 pub trait AuditSink: NonceStore + Send + Sync {
     /// Write `row`; resolves once it is durable.
     fn write(&self, row: AuditRow) -> StoreFuture<()>;
+    /// Write `row` ahead of its call's effect; resolves with its id once
+    /// it is durable.
+    fn begin(&self, row: AuditRow) -> StoreFuture<i64>;
+    /// Complete the row `id` written ahead with the call's outcome (every
+    /// column but its time, caller, tool and arguments). Resolves once the
+    /// write is handed on, not once it is durable: it is made durable with
+    /// the store's next sync, and the answer it would delay was covered by
+    /// the row written ahead.
+    fn complete(&self, id: i64, row: AuditRow) -> StoreFuture<()>;
     /// Whether rows keep the arguments, not only their digest.
     fn keeps_arguments(&self) -> bool;
     /// Where it is, for messages (a file, or a database URL without its
@@ -198,6 +210,10 @@ pub trait AuditSink: NonceStore + Send + Sync {
 
 enum Job {
     Row(Box<AuditRow>, oneshot::Sender<Result<(), String>>),
+    /// A row written ahead: answered with its id once durable.
+    Begin(Box<AuditRow>, oneshot::Sender<Result<i64, String>>),
+    /// The outcome of a row written ahead: nobody waits for its sync.
+    Complete(i64, Box<AuditRow>),
     /// Answered with the outcome of the transaction it shares.
     Check(oneshot::Sender<Result<(), String>>),
     Nonce(String, oneshot::Sender<Result<bool, String>>),
@@ -217,6 +233,7 @@ enum Done {
     Fresh(bool),
     Found(Option<String>),
     Amounts(Vec<f64>),
+    Row(i64),
 }
 
 /// The audit store's writer.
@@ -224,6 +241,10 @@ pub struct AuditStore {
     jobs: mpsc::Sender<Job>,
     arguments: bool,
     path: PathBuf,
+}
+
+fn stopped() -> StoreError {
+    StoreError::Other("the audit writer stopped".to_owned())
 }
 
 /// Milliseconds since the Unix epoch (0 before it).
@@ -280,20 +301,48 @@ impl AuditStore {
         &self,
         job: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Job,
     ) -> StoreFuture<T> {
-        let jobs = self.jobs.clone();
         let (tx, rx) = oneshot::channel();
-        let job = job(tx);
+        let pending = self.hand(job(tx));
         Box::pin(async move {
-            let stopped = || StoreError::Other("the audit writer stopped".to_owned());
-            jobs.send(job).await.map_err(|_| stopped())?;
+            if let Some(send) = pending {
+                send.await?;
+            }
             rx.await.map_err(|_| stopped())?.map_err(StoreError::Other)
         })
+    }
+
+    /// Queue `job` now, so the writer takes jobs in the order they were
+    /// asked for (a row written ahead is queued before its call is
+    /// forwarded, a call's outcome before its answer leaves); `Some` with
+    /// the send still to await when the queue is full.
+    fn hand(&self, job: Job) -> Option<StoreFuture<()>> {
+        match self.jobs.try_send(job) {
+            Ok(()) => None,
+            Err(mpsc::error::TrySendError::Full(job)) => {
+                let jobs = self.jobs.clone();
+                Some(Box::pin(async move {
+                    jobs.send(job).await.map_err(|_| stopped())
+                }))
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Some(Box::pin(async { Err(stopped()) })),
+        }
     }
 }
 
 impl AuditSink for AuditStore {
     fn write(&self, row: AuditRow) -> StoreFuture<()> {
         self.ask(|tx| Job::Row(Box::new(row), tx))
+    }
+
+    fn begin(&self, row: AuditRow) -> StoreFuture<i64> {
+        self.ask(|tx| Job::Begin(Box::new(row), tx))
+    }
+
+    fn complete(&self, id: i64, row: AuditRow) -> StoreFuture<()> {
+        match self.hand(Job::Complete(id, Box::new(row))) {
+            None => Box::pin(async { Ok(()) }),
+            Some(send) => send,
+        }
     }
 
     fn grant(&self, grant: Grant) -> StoreFuture<()> {
@@ -366,10 +415,26 @@ impl Ledger for AuditStore {
     }
 }
 
+/// How the writer's connection syncs its commits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Syncing {
+    /// Every commit is on disk before it returns (`synchronous = FULL`).
+    Durable,
+    /// Commits go to the log without a sync (`synchronous = NORMAL`); the
+    /// next durable commit's sync covers them, as the log is one file
+    /// written in order.
+    Deferred,
+}
+
 /// Write what arrives, one transaction per batch of what is waiting.
+///
+/// A batch holding only the outcomes of rows written ahead commits without
+/// a sync: nobody waits for it, and a sync here would hold up the next
+/// call's row written ahead, which somebody does wait for.
 fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
     const BATCH: usize = 1024;
     let mut batch = Vec::with_capacity(BATCH);
+    let mut syncing = Syncing::Durable;
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
         while batch.len() < BATCH {
@@ -378,121 +443,181 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let mut done: Vec<Done> = batch.iter().map(|_| Done::Nothing).collect();
-        let written = (|| -> rusqlite::Result<()> {
-            let tx = conn.transaction()?;
-            {
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-                )?;
-                let mut spend = tx.prepare_cached(
-                    "INSERT OR IGNORE INTO nonces (nonce, spent_ms) VALUES (?1, ?2)",
-                )?;
-                let now = now_ms(SystemTime::now());
-                for (i, job) in batch.iter().enumerate() {
-                    match job {
-                        Job::Row(r, _) => {
-                            insert.execute(params![
-                                r.time_ms,
-                                r.caller,
-                                r.upstream,
-                                r.tool,
-                                r.arguments_digest,
-                                r.arguments,
-                                r.decision,
-                                r.rule,
-                                r.confirmation,
-                                r.status,
-                                r.latency_ms,
-                                r.grant,
-                                r.cost,
-                                r.result,
-                                r.trace_id
-                            ])?;
-                        }
-                        Job::Nonce(nonce, _) => {
-                            done[i] = Done::Fresh(spend.execute(params![nonce, now])? == 1);
-                        }
-                        Job::Grant(grant, _) => crate::grants::insert(&tx, grant)?,
-                        Job::Spent(keys, _) => {
-                            let mut read = tx.prepare_cached(
-                                "SELECT amount FROM spend WHERE budget = ?1 AND scope = ?2 AND period = ?3",
-                            )?;
-                            let mut amounts = Vec::with_capacity(keys.len());
-                            for k in keys {
-                                let amount: Option<f64> = read
-                                    .query_row(params![k.budget, k.scope, k.period], |r| r.get(0))
-                                    .optional()?;
-                                amounts.push(amount.unwrap_or(0.0));
-                            }
-                            done[i] = Done::Amounts(amounts);
-                        }
-                        Job::Charge(keys, amount, _) => {
-                            let mut add = tx.prepare_cached(
-                                "INSERT INTO spend (budget, scope, period, amount) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (budget, scope, period) DO UPDATE SET amount = amount + excluded.amount",
-                            )?;
-                            for k in keys {
-                                add.execute(params![k.budget, k.scope, k.period, amount])?;
-                            }
-                        }
-                        Job::Granted { caller, tool, .. } => {
-                            done[i] = Done::Found(crate::grants::find(
-                                &tx,
-                                caller.as_deref(),
-                                tool,
-                                now,
-                            )?);
-                        }
-                        // Takes the write lock, as a row would.
-                        Job::Check(_) => {
-                            tx.execute("DELETE FROM nonces WHERE spent_ms < 0", [])?;
-                        }
-                    }
-                }
-                if batch.iter().any(|j| matches!(j, Job::Nonce(..))) {
-                    tx.execute(
-                        "DELETE FROM nonces WHERE spent_ms < ?1",
-                        params![now - NONCE_MARGIN.as_millis() as i64],
-                    )?;
+        let wanted = if batch.iter().all(|j| matches!(j, Job::Complete(..))) {
+            Syncing::Deferred
+        } else {
+            Syncing::Durable
+        };
+        if wanted != syncing {
+            let level = match wanted {
+                Syncing::Durable => "FULL",
+                Syncing::Deferred => "NORMAL",
+            };
+            match conn.pragma_update(None, "synchronous", level) {
+                Ok(()) => syncing = wanted,
+                Err(e) => {
+                    tracing::error!(error = %e, "audit store: cannot set synchronous = {level}")
                 }
             }
-            tx.commit()
-        })();
+        }
+        let mut done: Vec<Done> = batch.iter().map(|_| Done::Nothing).collect();
+        // What somebody waits for is never answered from a commit that did not sync.
+        let written = if wanted == Syncing::Durable && syncing != Syncing::Durable {
+            Err("audit store: cannot make writes durable (synchronous = FULL)".to_owned())
+        } else {
+            write_batch(&mut conn, &batch, &mut done).map_err(|e| format!("audit store: {e}"))
+        };
         if let Err(e) = &written {
             tracing::error!(error = %e, "audit store write failed");
         }
-        for (job, done) in batch.drain(..).zip(done) {
-            let failed = || {
-                written
-                    .as_ref()
-                    .map_err(|e| format!("audit store: {e}"))
-                    .err()
-            };
+        answer_batch(&mut batch, done, &written);
+    }
+}
+
+/// The row's columns, in the order of the `INSERT` below.
+macro_rules! row_params {
+    ($r:expr) => {
+        params![
+            $r.time_ms,
+            $r.caller,
+            $r.upstream,
+            $r.tool,
+            $r.arguments_digest,
+            $r.arguments,
+            $r.decision,
+            $r.rule,
+            $r.confirmation,
+            $r.status,
+            $r.latency_ms,
+            $r.grant,
+            $r.cost,
+            $r.result,
+            $r.trace_id
+        ]
+    };
+}
+
+/// One transaction for `batch`, what each job found in `done`.
+fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    {
+        let mut insert = tx.prepare_cached(
+                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                )?;
+        let mut spend =
+            tx.prepare_cached("INSERT OR IGNORE INTO nonces (nonce, spent_ms) VALUES (?1, ?2)")?;
+        let now = now_ms(SystemTime::now());
+        for (i, job) in batch.iter().enumerate() {
             match job {
-                Job::Row(_, reply)
-                | Job::Check(reply)
-                | Job::Grant(_, reply)
-                | Job::Charge(_, _, reply) => {
-                    let _ = reply.send(failed().map_or(Ok(()), Err));
+                Job::Row(r, _) => {
+                    insert.execute(row_params!(r))?;
                 }
-                Job::Nonce(_, reply) => {
-                    let fresh = matches!(done, Done::Fresh(true));
-                    let _ = reply.send(failed().map_or(Ok(fresh), Err));
+                Job::Begin(r, _) => {
+                    insert.execute(row_params!(r))?;
+                    done[i] = Done::Row(tx.last_insert_rowid());
                 }
-                Job::Spent(_, reply) => {
-                    let amounts = match done {
-                        Done::Amounts(a) => a,
-                        _ => Vec::new(),
-                    };
-                    let _ = reply.send(failed().map_or(Ok(amounts), Err));
+                Job::Complete(id, r) => {
+                    let mut update = tx.prepare_cached(
+                                "UPDATE calls SET upstream = ?2, decision = ?3, rule = ?4, confirmation = ?5, status = ?6, latency_ms = ?7, grant_id = ?8, cost = ?9, result = ?10, trace_id = ?11 WHERE id = ?1",
+                            )?;
+                    update.execute(params![
+                        id,
+                        r.upstream,
+                        r.decision,
+                        r.rule,
+                        r.confirmation,
+                        r.status,
+                        r.latency_ms,
+                        r.grant,
+                        r.cost,
+                        r.result,
+                        r.trace_id
+                    ])?;
                 }
-                Job::Granted { reply, .. } => {
-                    let found = match done {
-                        Done::Found(found) => found,
-                        _ => None,
-                    };
-                    let _ = reply.send(failed().map_or(Ok(found), Err));
+                Job::Nonce(nonce, _) => {
+                    done[i] = Done::Fresh(spend.execute(params![nonce, now])? == 1);
                 }
+                Job::Grant(grant, _) => crate::grants::insert(&tx, grant)?,
+                Job::Spent(keys, _) => {
+                    let mut read = tx.prepare_cached(
+                        "SELECT amount FROM spend WHERE budget = ?1 AND scope = ?2 AND period = ?3",
+                    )?;
+                    let mut amounts = Vec::with_capacity(keys.len());
+                    for k in keys {
+                        let amount: Option<f64> = read
+                            .query_row(params![k.budget, k.scope, k.period], |r| r.get(0))
+                            .optional()?;
+                        amounts.push(amount.unwrap_or(0.0));
+                    }
+                    done[i] = Done::Amounts(amounts);
+                }
+                Job::Charge(keys, amount, _) => {
+                    let mut add = tx.prepare_cached(
+                                "INSERT INTO spend (budget, scope, period, amount) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (budget, scope, period) DO UPDATE SET amount = amount + excluded.amount",
+                            )?;
+                    for k in keys {
+                        add.execute(params![k.budget, k.scope, k.period, amount])?;
+                    }
+                }
+                Job::Granted { caller, tool, .. } => {
+                    done[i] = Done::Found(crate::grants::find(&tx, caller.as_deref(), tool, now)?);
+                }
+                // Takes the write lock, as a row would.
+                Job::Check(_) => {
+                    tx.execute("DELETE FROM nonces WHERE spent_ms < 0", [])?;
+                }
+            }
+        }
+        if batch.iter().any(|j| matches!(j, Job::Nonce(..))) {
+            tx.execute(
+                "DELETE FROM nonces WHERE spent_ms < ?1",
+                params![now - NONCE_MARGIN.as_millis() as i64],
+            )?;
+        }
+    }
+    tx.commit()
+}
+
+/// Tell each job of `batch` how its transaction ended.
+fn answer_batch(batch: &mut Vec<Job>, done: Vec<Done>, written: &Result<(), String>) {
+    for (job, done) in batch.drain(..).zip(done) {
+        let failed = || written.as_ref().err().cloned();
+        match job {
+            Job::Row(_, reply)
+            | Job::Check(reply)
+            | Job::Grant(_, reply)
+            | Job::Charge(_, _, reply) => {
+                let _ = reply.send(failed().map_or(Ok(()), Err));
+            }
+            Job::Complete(id, _) => {
+                if let Some(e) = failed() {
+                    tracing::error!(row = id, error = %e, "the outcome of a call written ahead was lost; its row says in_flight");
+                }
+            }
+            Job::Begin(_, reply) => {
+                let id = match done {
+                    Done::Row(id) => id,
+                    _ => 0,
+                };
+                let _ = reply.send(failed().map_or(Ok(id), Err));
+            }
+            Job::Nonce(_, reply) => {
+                let fresh = matches!(done, Done::Fresh(true));
+                let _ = reply.send(failed().map_or(Ok(fresh), Err));
+            }
+            Job::Spent(_, reply) => {
+                let amounts = match done {
+                    Done::Amounts(a) => a,
+                    _ => Vec::new(),
+                };
+                let _ = reply.send(failed().map_or(Ok(amounts), Err));
+            }
+            Job::Granted { reply, .. } => {
+                let found = match done {
+                    Done::Found(found) => found,
+                    _ => None,
+                };
+                let _ = reply.send(failed().map_or(Ok(found), Err));
             }
         }
     }

@@ -5,7 +5,8 @@
 //! instance's calls.
 //!
 //! Each row is committed (PostgreSQL's default synchronous commit) before
-//! the call's answer is sent, as with SQLite. The schema is created and
+//! the call's answer is sent, as with SQLite; a forwarded call's row is
+//! written ahead of the forward, and its outcome completes it after. The schema is created and
 //! migrated on start, under an advisory lock so instances starting together
 //! do not race. A lost connection is re-opened on the next use; while the
 //! database is down, calls fail closed with a clear error and nothing
@@ -244,10 +245,15 @@ impl PgStore {
     }
 
     async fn insert(&self, r: &AuditRow) -> Result<(), StoreError> {
+        self.insert_returning(r).await.map(drop)
+    }
+
+    /// Insert `r` and give its id, once committed.
+    async fn insert_returning(&self, r: &AuditRow) -> Result<i64, StoreError> {
         let client = self.client().await?;
         client
-            .execute(
-                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+            .query_one(
+                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
                 &[
                     &r.time_ms,
                     &r.caller,
@@ -267,7 +273,32 @@ impl PgStore {
                 ],
             )
             .await
-            .map(|_| ())
+            .map(|row| row.get(0))
+            .map_err(|e| self.inner.fail(e))
+    }
+
+    /// Complete the row `id`, written ahead, with `r`'s outcome.
+    async fn update(&self, id: i64, r: &AuditRow) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "UPDATE toolgate_calls SET upstream = $2, decision = $3, rule = $4, confirmation = $5, status = $6, latency_ms = $7, grant_id = $8, cost = $9, result = $10, trace_id = $11 WHERE id = $1",
+                &[
+                    &id,
+                    &r.upstream,
+                    &r.decision,
+                    &r.rule,
+                    &r.confirmation,
+                    &r.status,
+                    &r.latency_ms,
+                    &r.grant,
+                    &r.cost,
+                    &r.result,
+                    &r.trace_id,
+                ],
+            )
+            .await
+            .map(drop)
             .map_err(|e| self.inner.fail(e))
     }
 
@@ -468,6 +499,23 @@ impl AuditSink for PgStore {
     fn write(&self, row: AuditRow) -> StoreFuture<()> {
         let store = self.clone();
         Box::pin(async move { store.insert(&row).await })
+    }
+
+    fn begin(&self, row: AuditRow) -> StoreFuture<i64> {
+        let store = self.clone();
+        Box::pin(async move { store.insert_returning(&row).await })
+    }
+
+    fn complete(&self, id: i64, row: AuditRow) -> StoreFuture<()> {
+        let store = self.clone();
+        // Its own task: the answer this would delay was covered by the row
+        // written ahead.
+        tokio::spawn(async move {
+            if let Err(e) = store.update(id, &row).await {
+                tracing::error!(row = id, error = %toolgate_protocol::error::with_causes(&e), "the outcome of a call written ahead was lost; its row says in_flight");
+            }
+        });
+        Box::pin(async { Ok(()) })
     }
 
     fn keeps_arguments(&self) -> bool {

@@ -468,6 +468,9 @@ async fn forward_in_span(
         ("tools/call", Some(tool.as_str())),
         |client, previous, options| {
             checker = Some(client.clone());
+            // The row goes to the audit store beside the call, not before
+            // it: the answer waits for it, the forward does not.
+            ctx.write_ahead();
             async move {
                 client
                     .call_tool_round(&name, args, previous, &options)

@@ -12,7 +12,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use toolgate_server::{CallLog, CallRecord, Recorded};
+use toolgate_server::{Begun, CallLog, CallRecord, Recorded};
 
 use crate::audit::{AuditRow, AuditSink, row_of};
 
@@ -219,15 +219,34 @@ impl CallLog for Recorder {
                 .get("failure")
                 .and_then(serde_json::Value::as_str),
         );
-        match &self.store {
-            Some(store) => {
-                let written = store.write(row);
-                Box::pin(async move { Ok(written.await?) })
-            }
-            None => Box::pin(async { Ok(()) }),
+        let written = match (&self.store, record.begun) {
+            (Some(store), Some(id)) => store.complete(id, row),
+            (Some(store), None) => store.write(row),
+            (None, _) => return Box::pin(async { Ok(()) }),
+        };
+        Box::pin(async move { Ok(written.await?) })
+    }
+
+    /// A forwarded call's row, `forwarded` until its outcome completes it.
+    fn begin(&self, mut record: CallRecord) -> Begun {
+        let Some(store) = &self.store else {
+            return Box::pin(async { Ok(None) });
+        };
+        if !record.notes.contains_key("upstream")
+            && let Some(upstream) = (self.upstream_of)(&record.tool)
+        {
+            record.notes.insert("upstream".into(), upstream.into());
         }
+        let mut row = row_of(&record);
+        row.status = FORWARDED.to_owned();
+        let written = store.begin(row);
+        Box::pin(async move { Ok(Some(written.await?)) })
     }
 }
+
+/// The status of a row written ahead of its forward: it stays so when the
+/// gateway stopped before the answer came back.
+pub const FORWARDED: &str = "forwarded";
 
 #[cfg(test)]
 mod tests {
@@ -253,6 +272,7 @@ mod tests {
             arguments: None,
             outcome: CallOutcome::Ok,
             notes,
+            begun: None,
         };
         metrics.observe(&record);
         let mut invalid = record.clone();

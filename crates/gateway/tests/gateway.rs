@@ -758,3 +758,80 @@ async fn health_says_whether_the_gateway_serves_and_is_ready_naming_nothing() {
     );
     ready.stop();
 }
+
+/// The audit row of a forwarded call is written ahead: it is in the store
+/// while the upstream still holds the call (a gateway killed then would
+/// leave it saying `forwarded`), and the outcome completes the same row.
+#[tokio::test]
+async fn a_forwarded_call_is_in_the_store_while_the_upstream_holds_it() {
+    let arrived = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (a, r) = (arrived.clone(), release.clone());
+    let upstream = toolgate_server::Server::builder("slow", "1")
+        .tool(
+            ToolDef::new("hold")
+                .description("Answers once released.")
+                .handler(move |_: toolgate_server::NoArgs| {
+                    let (a, r) = (a.clone(), r.clone());
+                    async move {
+                        let released = r.notified();
+                        a.notify_one();
+                        released.await;
+                        Ok("released".to_owned())
+                    }
+                }),
+        )
+        .build()
+        .unwrap();
+    let up = serve(upstream).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let toml = format!(
+        "[servers.slow]\nurl = \"{up}\"\n[audit]\npath = {}\narguments = true\n",
+        toml_string(&db.display().to_string())
+    );
+    let gateway = Gateway::start(config(&toml), GatewayOptions::default())
+        .await
+        .unwrap();
+    let c = downstream(&gateway).await;
+    let call = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.call_tool("slow.hold", Map::new(), &CallOptions::default())
+                .await
+        })
+    };
+    arrived.notified().await;
+    // The store's writer takes jobs in order: once readiness has written
+    // through it, the row queued before the forward is committed.
+    assert_eq!(gateway.readiness().await.audit, "ok");
+    let rows = toolgate_gateway::audit::query(&db, &Default::default()).unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r.tool == "slow.hold")
+        .expect("the row is written ahead");
+    assert_eq!(
+        (
+            row.status.as_str(),
+            row.upstream.as_deref(),
+            row.decision.as_deref()
+        ),
+        ("forwarded", Some("slow"), Some("allow")),
+        "{row:?}"
+    );
+    assert_eq!(row.arguments.as_deref(), Some("{}"));
+    let id = row.id;
+
+    release.notify_one();
+    let result = call.await.unwrap().unwrap();
+    assert_eq!(result.content[0].as_text(), Some("released"));
+    // The outcome was queued before the answer left.
+    assert_eq!(gateway.readiness().await.audit, "ok");
+    let rows = toolgate_gateway::audit::query(&db, &Default::default()).unwrap();
+    let held: Vec<_> = rows.iter().filter(|r| r.tool == "slow.hold").collect();
+    assert_eq!(held.len(), 1, "one row, completed: {held:?}");
+    assert_eq!((held[0].id, held[0].status.as_str()), (id, "ok"));
+    assert!(held[0].latency_ms > 0.0);
+    assert_eq!(held[0].result.as_deref(), Some("1 block: text (8 chars)"));
+    gateway.stop();
+}

@@ -14,6 +14,20 @@
 //! [`RequestContext::note`](crate::RequestContext::note) (a gateway notes
 //! the upstream, the policy decision, the confirmation).
 //!
+//! **Writing ahead.** A handler about to do what cannot be undone (a
+//! gateway forwarding the call upstream) calls
+//! [`RequestContext::write_ahead`](crate::RequestContext::write_ahead):
+//! the server hands [`CallLog::begin`] the record so far (outcome
+//! [`CallOutcome::InFlight`]) and lets the handler go on at once, the
+//! write and the work running side by side. The answer then waits only
+//! for that row to be durable, not for a second write: the outcome goes
+//! to [`CallLog::record`] with [`CallRecord::begun`] set, and the log may
+//! complete the row without making the answer wait. So a call's latency is
+//! the larger of the write and the work, not their sum, and a call whose
+//! answer never came (the process killed mid-call) is in the log too. A
+//! log that does not write ahead (the default [`CallLog::begin`]) is
+//! asked to record the outcome as before, and the answer waits for it.
+//!
 //! Every refusal of a tool that exists is recorded too: a hidden tool
 //! (its caller is told it is unknown), missing scopes, a `requestState`
 //! that was forged, moved to another request or caller, expired, or
@@ -61,12 +75,17 @@ pub enum CallOutcome {
     Hidden,
     /// The caller lacks the scopes the tool needs.
     InsufficientScope,
+    /// Written ahead ([`CallLog::begin`]): the call went on to its effect
+    /// and its outcome is not known yet. A row left so after a crash is a
+    /// call whose answer may or may not have reached the client.
+    InFlight,
 }
 
 impl CallOutcome {
     /// `ok`, `tool_error`, `invalid_arguments`, `rate_limited`,
     /// `withheld`, `timeout`, `input_required`, `failed`, `replayed`,
-    /// `tampered`, `moved`, `expired`, `hidden` or `insufficient_scope`.
+    /// `tampered`, `moved`, `expired`, `hidden`, `insufficient_scope` or
+    /// `in_flight`.
     pub fn as_str(self) -> &'static str {
         match self {
             CallOutcome::Ok => "ok",
@@ -83,6 +102,7 @@ impl CallOutcome {
             CallOutcome::Expired => "expired",
             CallOutcome::Hidden => "hidden",
             CallOutcome::InsufficientScope => "insufficient_scope",
+            CallOutcome::InFlight => "in_flight",
         }
     }
 }
@@ -107,10 +127,20 @@ pub struct CallRecord {
     pub outcome: CallOutcome,
     /// What the handler noted ([`RequestContext::note`](crate::RequestContext::note)).
     pub notes: Map<String, Value>,
+    /// The key [`CallLog::begin`] gave this call's row when it was written
+    /// ahead: the log completes that row, and need not make the answer
+    /// wait for it (the row is durable already). `None` for a call not
+    /// written ahead, whose record the answer waits for.
+    pub begun: Option<i64>,
 }
 
 /// The future [`CallLog::record`] returns.
 pub type Recorded = Pin<Box<dyn Future<Output = Result<(), crate::BoxError>> + Send + 'static>>;
+
+/// The future [`CallLog::begin`] returns: the key of the row written, once
+/// it is durable, or `None` from a log that does not write ahead.
+pub type Begun =
+    Pin<Box<dyn Future<Output = Result<Option<i64>, crate::BoxError>> + Send + 'static>>;
 
 /// Where call records go: one [`CallRecord`] per `tools/call` that reached
 /// a tool, kept before its answer is sent.
@@ -122,7 +152,26 @@ pub trait CallLog: Send + Sync + 'static {
 
     /// Keep `record`; the answer is sent once this resolves. `Err` withholds
     /// the result (the error is logged with its causes, not sent).
+    ///
+    /// When [`CallRecord::begun`] is set, the call's row was written ahead
+    /// and is durable: complete it, and resolve as soon as the outcome is
+    /// handed on — the answer waits for this future, so a log that waits
+    /// for a second sync here gives back what writing ahead won.
     fn record(&self, record: CallRecord) -> Recorded;
+
+    /// Write `record` (outcome [`CallOutcome::InFlight`], the notes made so
+    /// far) ahead of the call's effect, and resolve with the row's key once
+    /// it is durable. The server runs this beside the handler and holds
+    /// the answer until it resolves. `Err` withholds the result, unless
+    /// the outcome can still be recorded the ordinary way.
+    ///
+    /// The default writes nothing and resolves with `None`: the outcome is
+    /// then recorded by [`CallLog::record`] before the answer, as for a
+    /// call that was not written ahead.
+    fn begin(&self, record: CallRecord) -> Begun {
+        drop(record);
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// The text a client gets when its call could not be recorded.

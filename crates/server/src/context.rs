@@ -43,8 +43,8 @@ pub(crate) struct Inner {
     pub(crate) round: Round,
     /// Bits of the last progress value sent (f64), to keep progress increasing.
     last_progress: AtomicU64,
-    /// Facts the handler noted for the call log.
-    pub(crate) notes: Arc<parking_lot::Mutex<serde_json::Map<String, serde_json::Value>>>,
+    /// Facts the handler noted for the call log, and its row written ahead.
+    pub(crate) notes: Arc<parking_lot::Mutex<Noted>>,
     /// The task this call may become (tools that support tasks, called by
     /// a client that declared the extension).
     pub(crate) task: Option<Arc<Slot>>,
@@ -53,6 +53,41 @@ pub(crate) struct Inner {
     /// The questions typed elicitation asked in this run, and the answers
     /// it used ([`RequestContext::elicit`]).
     pub(crate) inputs: parking_lot::Mutex<Option<Inputs>>,
+}
+
+/// What a call's handler gave its record: notes, and the row written
+/// ahead ([`RequestContext::write_ahead`]).
+#[derive(Default)]
+pub(crate) struct Noted {
+    notes: serde_json::Map<String, serde_json::Value>,
+    ahead: Option<Ahead>,
+}
+
+/// A call that may be written ahead: where, what, and the write once begun.
+pub(crate) struct Ahead {
+    log: Arc<dyn crate::CallLog>,
+    /// The record as far as it is known before the handler runs.
+    start: crate::CallRecord,
+    clock: std::time::Instant,
+    begun: Option<BeginTask>,
+}
+
+/// The write ahead, running beside the handler.
+pub(crate) type BeginTask = tokio::task::JoinHandle<Result<Option<i64>, crate::BoxError>>;
+
+impl Ahead {
+    pub(crate) fn new(
+        log: Arc<dyn crate::CallLog>,
+        start: crate::CallRecord,
+        clock: std::time::Instant,
+    ) -> Self {
+        Self {
+            log,
+            start,
+            clock,
+            begun: None,
+        }
+    }
 }
 
 /// A client capability a handler may need.
@@ -287,12 +322,65 @@ impl RequestContext {
     /// ctx.note("upstream", "basket");
     /// ```
     pub fn note(&self, key: &str, value: impl Into<serde_json::Value>) {
-        self.inner.notes.lock().insert(key.to_owned(), value.into());
+        self.inner
+            .notes
+            .lock()
+            .notes
+            .insert(key.to_owned(), value.into());
+    }
+
+    /// Write this call's record to the server's [`CallLog`](crate::CallLog)
+    /// now, before the handler does what cannot be undone (a gateway
+    /// forwarding the call, a tool sending the payment): the record so far,
+    /// its notes included, goes to [`CallLog::begin`](crate::CallLog::begin)
+    /// while the handler goes on, and the answer waits only for that row to
+    /// be durable. If the process dies before the answer, the row says the
+    /// call was in flight. Returns whether a write was started (or had been
+    /// already): `false` without a call log, for a call that runs as a
+    /// task, and outside a `tools/call`.
+    ///
+    /// ```
+    /// # use toolgate_server::RequestContext;
+    /// let ctx = RequestContext::detached();
+    /// ctx.note("upstream", "basket");
+    /// assert!(!ctx.write_ahead(), "no call log behind a detached context");
+    /// ```
+    pub fn write_ahead(&self) -> bool {
+        let mut noted = self.inner.notes.lock();
+        let Noted { notes, ahead } = &mut *noted;
+        let Some(ahead) = ahead.as_mut() else {
+            return false;
+        };
+        if ahead.begun.is_none() {
+            let mut record = ahead.start.clone();
+            record.notes = notes.clone();
+            record.elapsed = ahead.clock.elapsed();
+            // Spawned so the write goes out now, whatever the handler awaits next.
+            ahead.begun = Some(tokio::spawn(ahead.log.begin(record)));
+        }
+        true
+    }
+
+    /// Make [`RequestContext::write_ahead`] write to `ahead`'s log.
+    pub(crate) fn arm_write_ahead(&self, ahead: Ahead) {
+        self.inner.notes.lock().ahead = Some(ahead);
     }
 
     /// The notes made so far, taken out.
     pub(crate) fn take_notes(&self) -> serde_json::Map<String, serde_json::Value> {
-        std::mem::take(&mut *self.inner.notes.lock())
+        std::mem::take(&mut self.inner.notes.lock().notes)
+    }
+
+    /// The notes made so far and the write ahead, if one was started.
+    pub(crate) fn take_record(
+        &self,
+    ) -> (
+        serde_json::Map<String, serde_json::Value>,
+        Option<BeginTask>,
+    ) {
+        let mut noted = self.inner.notes.lock();
+        let begun = noted.ahead.take().and_then(|a| a.begun);
+        (std::mem::take(&mut noted.notes), begun)
     }
 
     /// Whether the request was cancelled.

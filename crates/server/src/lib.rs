@@ -182,7 +182,7 @@ pub use auth::JwtVerifier;
 pub use auth::ResourceServer;
 pub use auth::resource_codes::INSUFFICIENT_SCOPE;
 pub use auth::{AuthContext, ScopeHierarchy, TokenError, TokenVerifier, VerifyFuture};
-pub use call_log::{CallLog, CallOutcome, CallRecord, Recorded};
+pub use call_log::{Begun, CallLog, CallOutcome, CallRecord, Recorded};
 pub use config_error::{ConfigError, UrlError};
 pub use context::{ClientCapability, RequestContext};
 pub use dispatch::TransportContext;

@@ -295,3 +295,110 @@ async fn a_single_use_round_runs_once_on_every_server_sharing_the_store_and_refu
         "input_required"
     );
 }
+
+/// Writes rows ahead: keeps what `begin` was given, and what `record`
+/// completed; refuses to begin while `broken`.
+#[derive(Default)]
+struct Ahead {
+    begun: Mutex<Vec<CallRecord>>,
+    completed: Mutex<Vec<CallRecord>>,
+    broken: bool,
+}
+
+impl CallLog for Ahead {
+    fn record(&self, record: CallRecord) -> Recorded {
+        self.completed.lock().unwrap().push(record);
+        Box::pin(async { Ok(()) })
+    }
+    fn begin(&self, record: CallRecord) -> toolgate_server::Begun {
+        self.begun.lock().unwrap().push(record);
+        let broken = self.broken;
+        Box::pin(async move {
+            if broken {
+                Err("disk full".into())
+            } else {
+                Ok(Some(7))
+            }
+        })
+    }
+}
+
+fn forwarding(log: Arc<dyn CallLog>, seen: Arc<Mutex<Vec<usize>>>) -> Server {
+    Server::builder("s", "1")
+        .call_log(log)
+        .tool(
+            ToolDef::new("send")
+                .description("Writes its call ahead, then sends.")
+                .handler(move |ctx: RequestContext| {
+                    let seen = seen.clone();
+                    async move {
+                        ctx.note("upstream", "shop");
+                        let started = ctx.write_ahead();
+                        // Twice is once.
+                        ctx.write_ahead();
+                        seen.lock().unwrap().push(usize::from(started));
+                        ctx.note("status", "sent");
+                        Ok("sent".to_owned())
+                    }
+                }),
+        )
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_call_written_ahead_is_begun_before_its_effect_and_completed_by_its_key() {
+    let log = Arc::new(Ahead::default());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = forwarding(log.clone(), seen.clone());
+    let answer = call(&s, "send", json!({})).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "sent");
+    assert_eq!(*seen.lock().unwrap(), [1]);
+    let begun = log.begun.lock().unwrap();
+    assert_eq!(begun.len(), 1, "begun once");
+    let b = &begun[0];
+    assert_eq!(b.outcome, CallOutcome::InFlight);
+    assert_eq!(b.caller.as_deref(), Some("alice"));
+    // What was noted before the write, and nothing after.
+    assert_eq!(b.notes.get("upstream"), Some(&json!("shop")));
+    assert!(!b.notes.contains_key("status"));
+    let completed = log.completed.lock().unwrap();
+    assert_eq!(outcomes(&completed), [("send", CallOutcome::Ok)]);
+    let c = &completed[0];
+    assert_eq!(c.begun, Some(7));
+    assert_eq!(c.arguments_digest, b.arguments_digest);
+    assert_eq!(c.notes.get("status"), Some(&json!("sent")));
+}
+
+#[tokio::test]
+async fn a_write_ahead_that_fails_leaves_the_outcome_to_the_ordinary_record() {
+    let log = Arc::new(Ahead {
+        broken: true,
+        ..Ahead::default()
+    });
+    let s = forwarding(log.clone(), Arc::default());
+    let answer = call(&s, "send", json!({})).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "sent");
+    let completed = log.completed.lock().unwrap();
+    assert_eq!(outcomes(&completed), [("send", CallOutcome::Ok)]);
+    assert_eq!(
+        completed[0].begun, None,
+        "recorded as a call not written ahead"
+    );
+}
+
+#[tokio::test]
+async fn a_log_that_does_not_write_ahead_records_the_outcome_before_the_answer() {
+    let log = Arc::new(Kept::default());
+    let s = forwarding(log.clone(), Arc::default());
+    call(&s, "send", json!({})).await;
+    {
+        let records = log.records.lock().unwrap();
+        assert_eq!(outcomes(&records), [("send", CallOutcome::Ok)]);
+        assert_eq!(records[0].begun, None);
+    }
+    // Broken, it withholds the result as before.
+    *log.broken.lock().unwrap() = true;
+    let answer = call(&s, "send", json!({})).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+}

@@ -15,6 +15,7 @@ use toolgate_schema::Violation;
 use super::{Ended, Failure, exchange, guarded, params};
 use crate::Server;
 use crate::call_log::{CallLog, CallOutcome, CallRecord, unrecorded};
+use crate::context::Ahead;
 use crate::dispatch::{TransportContext, error_frame};
 use crate::exchange::{Exchange, Frame, Reply};
 use crate::mrtr::{Binding, Retry, take_retry_fields};
@@ -168,6 +169,7 @@ pub(super) fn call(
         caller: binding.subject.clone(),
         digest: binding.digest.clone(),
         arguments: log.wants_arguments().then(|| args_value.clone()),
+        begun: None,
     });
     let input = match tool.input.get() {
         Ok(input) => input,
@@ -225,15 +227,19 @@ pub(super) fn call(
         transport,
         round,
         move |ctx| async move {
-            let noted = audit.as_ref().map(|_| ctx.clone());
+            let noted = audit.as_ref().map(|audit| {
+                ctx.arm_write_ahead(audit.ahead());
+                ctx.clone()
+            });
             let (frame, outcome) = match spend(&server, &tool, &id, once).await {
                 Ok(()) => run(&server, &tool, &id, &binding, args, ctx).await,
                 Err(refused) => refused,
             };
             match (audit, noted) {
                 (Some(audit), Some(noted)) => {
-                    let notes = noted.take_notes();
+                    let (notes, begun) = noted.take_record();
                     drop(noted);
+                    let audit = audit.after(begun).await;
                     Some(audit.finish(frame, outcome, notes, &server, &id).await)
                 }
                 _ => Some(frame),
@@ -454,9 +460,50 @@ pub(crate) struct Audit {
     caller: Option<String>,
     digest: String,
     arguments: Option<Value>,
+    /// The key of the row written ahead, once durable.
+    begun: Option<i64>,
 }
 
 impl Audit {
+    /// What [`RequestContext::write_ahead`](crate::RequestContext::write_ahead)
+    /// writes for this call.
+    fn ahead(&self) -> Ahead {
+        let start = CallRecord {
+            started: self.started,
+            elapsed: std::time::Duration::ZERO,
+            tool: self.tool.clone(),
+            caller: self.caller.clone(),
+            arguments_digest: self.digest.clone(),
+            arguments: self.arguments.clone(),
+            outcome: CallOutcome::InFlight,
+            notes: Map::new(),
+            begun: None,
+        };
+        Ahead::new(self.log.clone(), start, self.clock)
+    }
+
+    /// This call once its row written ahead (if one was begun) is durable.
+    /// A write ahead that failed leaves the outcome to be recorded the
+    /// ordinary way, before the answer.
+    async fn after(mut self, begun: Option<crate::context::BeginTask>) -> Self {
+        let Some(begun) = begun else {
+            return self;
+        };
+        self.begun = match begun.await {
+            Ok(Ok(key)) => key,
+            Ok(Err(e)) => {
+                let e = toolgate_protocol::error::with_causes(&*e);
+                tracing::error!(tool = %self.tool, error = %e, "call not written ahead; its outcome is recorded before the answer");
+                None
+            }
+            Err(e) => {
+                tracing::error!(tool = %self.tool, error = %e, "call not written ahead; its outcome is recorded before the answer");
+                None
+            }
+        };
+        self
+    }
+
     /// For a call answered before its arguments were bound (refused
     /// outright); `None` without a call log.
     fn start(
@@ -476,6 +523,7 @@ impl Audit {
             caller: binding.subject,
             digest: binding.digest,
             arguments: log.wants_arguments().then(|| arguments.clone()),
+            begun: None,
         })
     }
 
@@ -498,10 +546,17 @@ impl Audit {
             arguments: self.arguments,
             outcome,
             notes,
+            begun: self.begun,
         };
         let tool = record.tool.clone();
         match self.log.record(record).await {
             Ok(()) => frame,
+            // The row is durable already; only its outcome is missing.
+            Err(e) if self.begun.is_some() => {
+                let e = toolgate_protocol::error::with_causes(&*e);
+                tracing::error!(tool = %tool, error = %e, "the outcome of a call written ahead was not recorded");
+                frame
+            }
             Err(e) => {
                 let e = toolgate_protocol::error::with_causes(&*e);
                 tracing::error!(tool = %tool, error = %e, "call not recorded; result withheld");
