@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -122,6 +123,11 @@ fn reject(id: Option<RequestId>, error: RpcError) -> Rejected {
 
 /// Parse one JSON-RPC message from bytes, enforcing MCP's envelope rules.
 ///
+/// The envelope is read field by field, straight from the bytes: only
+/// `params` (and a response's `result` or `error`) become JSON values, and
+/// members MCP does not define are skipped without being built. As with a
+/// JSON object, the last of a repeated member wins.
+///
 /// ```
 /// use toolgate_protocol::jsonrpc::parse_message;
 /// let err = parse_message(b"[]").unwrap_err();
@@ -130,115 +136,288 @@ fn reject(id: Option<RequestId>, error: RpcError) -> Rejected {
 /// assert_eq!(err.error.code, -32700);
 /// ```
 pub fn parse_message(bytes: &[u8]) -> Result<Incoming, Rejected> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| reject(None, RpcError::parse_error(e)))?;
-    parse_value(value)
+    match serde_json::from_slice::<Top>(bytes) {
+        Ok(Top::Object(fields)) => fields.check(),
+        Ok(Top::Array) => Err(not_batch()),
+        Ok(Top::Other) => Err(not_object()),
+        Err(e) => Err(reject(None, RpcError::parse_error(e))),
+    }
 }
 
 /// Like [`parse_message`], for an already-parsed JSON value.
 pub fn parse_value(value: Value) -> Result<Incoming, Rejected> {
-    let mut obj = match value {
-        Value::Object(obj) => obj,
-        Value::Array(_) => {
-            return Err(reject(
-                None,
-                RpcError::invalid_request(
-                    "batches are not supported; send one JSON-RPC message per request",
-                ),
-            ));
+    match value {
+        Value::Object(mut obj) => Fields {
+            jsonrpc: Some(matches!(obj.get("jsonrpc"), Some(Value::String(v)) if v == JSONRPC_VERSION)),
+            id: obj.remove("id"),
+            method: obj.remove("method"),
+            params: obj.remove("params"),
+            result: obj.remove("result"),
+            error: obj.remove("error"),
         }
-        _ => {
-            return Err(reject(
-                None,
-                RpcError::invalid_request("a JSON-RPC message must be a JSON object"),
-            ));
-        }
-    };
+        .check(),
+        Value::Array(_) => Err(not_batch()),
+        _ => Err(not_object()),
+    }
+}
 
-    // Read the id first so that every later rejection can echo it.
-    let id = match obj.remove("id") {
-        None => None,
-        Some(Value::Null) => {
-            return Err(reject(
-                None,
-                RpcError::invalid_request("\"id\" must not be null"),
-            ));
-        }
-        Some(v) => match RequestId::from_value(&v) {
-            Some(id) => Some(id),
-            None => {
+fn not_batch() -> Rejected {
+    reject(
+        None,
+        RpcError::invalid_request("batches are not supported; send one JSON-RPC message per request"),
+    )
+}
+
+fn not_object() -> Rejected {
+    reject(
+        None,
+        RpcError::invalid_request("a JSON-RPC message must be a JSON object"),
+    )
+}
+
+/// A message's top level, as far as the envelope rules care.
+enum Top {
+    Object(Fields),
+    Array,
+    Other,
+}
+
+/// The members of a message object that MCP defines, not yet checked.
+#[derive(Default)]
+struct Fields {
+    /// Whether `jsonrpc` was present (`Some`) and exactly `"2.0"`.
+    jsonrpc: Option<bool>,
+    id: Option<Value>,
+    method: Option<Value>,
+    params: Option<Value>,
+    result: Option<Value>,
+    error: Option<Value>,
+}
+
+impl Fields {
+    /// Apply MCP's envelope rules, in the order that lets every rejection
+    /// echo the id when it could be read.
+    fn check(self) -> Result<Incoming, Rejected> {
+        let id = match self.id {
+            None => None,
+            Some(Value::Null) => {
                 return Err(reject(
                     None,
-                    RpcError::invalid_request("\"id\" must be a string or an integer"),
+                    RpcError::invalid_request("\"id\" must not be null"),
                 ));
             }
-        },
-    };
-
-    match obj.get("jsonrpc") {
-        Some(Value::String(v)) if v == JSONRPC_VERSION => {}
-        _ => {
+            Some(Value::String(s)) => Some(RequestId::String(s)),
+            Some(v) => match v.as_i64() {
+                Some(n) if v.is_number() => Some(RequestId::Number(n)),
+                _ => {
+                    return Err(reject(
+                        None,
+                        RpcError::invalid_request("\"id\" must be a string or an integer"),
+                    ));
+                }
+            },
+        };
+        if self.jsonrpc != Some(true) {
             return Err(reject(
                 id,
                 RpcError::invalid_request("\"jsonrpc\" must be \"2.0\""),
             ));
         }
+        let method = match self.method {
+            Some(Value::String(m)) => m,
+            Some(_) => {
+                return Err(reject(
+                    id,
+                    RpcError::invalid_request("\"method\" must be a string"),
+                ));
+            }
+            // Without a method this can only be a response.
+            None => return response(id, self.result, self.error),
+        };
+        let params = match self.params {
+            None => None,
+            Some(Value::Object(p)) => Some(p),
+            Some(_) => {
+                return Err(reject(
+                    id,
+                    RpcError::invalid_params("\"params\" must be an object"),
+                ));
+            }
+        };
+        Ok(match id {
+            Some(id) => Incoming::Request(Request { id, method, params }),
+            None => Incoming::Notification(Notification { method, params }),
+        })
+    }
+}
+
+/// A message without a method: a response, with exactly one of `result`
+/// and `error`.
+fn response(
+    id: Option<RequestId>,
+    result: Option<Value>,
+    error: Option<Value>,
+) -> Result<Incoming, Rejected> {
+    match (result, error) {
+        (Some(result), None) => Ok(Incoming::Response(Response {
+            id,
+            outcome: Ok(result),
+        })),
+        (None, Some(error)) => match serde_json::from_value::<RpcError>(error) {
+            Ok(error) => Ok(Incoming::Response(Response {
+                id,
+                outcome: Err(error),
+            })),
+            Err(_) => Err(reject(
+                id,
+                RpcError::invalid_request(
+                    "\"error\" must have an integer \"code\" and a string \"message\"",
+                ),
+            )),
+        },
+        _ => Err(reject(
+            id,
+            RpcError::invalid_request("a message needs a \"method\" (request or notification)"),
+        )),
+    }
+}
+
+impl<'de> Deserialize<'de> for Top {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(TopVisitor)
+    }
+}
+
+/// Reads the top level without building it: an object member by member,
+/// anything else skipped to learn only what it was.
+struct TopVisitor;
+
+impl<'de> Visitor<'de> for TopVisitor {
+    type Value = Top;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC message")
     }
 
-    let method = match obj.remove("method") {
-        Some(Value::String(m)) => Some(m),
-        Some(_) => {
-            return Err(reject(
-                id,
-                RpcError::invalid_request("\"method\" must be a string"),
-            ));
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top, A::Error> {
+        let mut fields = Fields::default();
+        while let Some(key) = map.next_key::<Member>()? {
+            match key {
+                Member::Jsonrpc => fields.jsonrpc = Some(map.next_value::<IsVersion>()?.0),
+                Member::Id => fields.id = Some(map.next_value()?),
+                Member::Method => fields.method = Some(map.next_value()?),
+                Member::Params => fields.params = Some(map.next_value()?),
+                Member::Result => fields.result = Some(map.next_value()?),
+                Member::Error => fields.error = Some(map.next_value()?),
+                Member::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
         }
-        None => None,
-    };
+        Ok(Top::Object(fields))
+    }
 
-    let Some(method) = method else {
-        // Without a method this can only be a response.
-        let result = obj.remove("result");
-        let error = obj.remove("error");
-        return match (result, error) {
-            (Some(result), None) => Ok(Incoming::Response(Response {
-                id,
-                outcome: Ok(result),
-            })),
-            (None, Some(error)) => match serde_json::from_value::<RpcError>(error) {
-                Ok(error) => Ok(Incoming::Response(Response {
-                    id,
-                    outcome: Err(error),
-                })),
-                Err(_) => Err(reject(
-                    id,
-                    RpcError::invalid_request(
-                        "\"error\" must have an integer \"code\" and a string \"message\"",
-                    ),
-                )),
-            },
-            _ => Err(reject(
-                id,
-                RpcError::invalid_request("a message needs a \"method\" (request or notification)"),
-            )),
-        };
-    };
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Top, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Top::Array)
+    }
 
-    let params = match obj.remove("params") {
-        None => None,
-        Some(Value::Object(p)) => Some(p),
-        Some(_) => {
-            return Err(reject(
-                id,
-                RpcError::invalid_params("\"params\" must be an object"),
-            ));
+    fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+    fn visit_unit<E>(self) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+}
+
+/// A member name of the envelope, matched without allocating.
+enum Member {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+    Result,
+    Error,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Member {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl Visitor<'_> for Name {
+            type Value = Member;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E>(self, name: &str) -> Result<Member, E> {
+                Ok(match name {
+                    "jsonrpc" => Member::Jsonrpc,
+                    "id" => Member::Id,
+                    "method" => Member::Method,
+                    "params" => Member::Params,
+                    "result" => Member::Result,
+                    "error" => Member::Error,
+                    _ => Member::Other,
+                })
+            }
         }
-    };
+        deserializer.deserialize_identifier(Name)
+    }
+}
 
-    Ok(match id {
-        Some(id) => Incoming::Request(Request { id, method, params }),
-        None => Incoming::Notification(Notification { method, params }),
-    })
+/// Whether a value is exactly the string `"2.0"`; any other JSON value
+/// (read and dropped) is not.
+struct IsVersion(bool);
+
+impl<'de> Deserialize<'de> for IsVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Version;
+        impl<'de> Visitor<'de> for Version {
+            type Value = IsVersion;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("\"2.0\"")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<IsVersion, E> {
+                Ok(IsVersion(v == JSONRPC_VERSION))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<IsVersion, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(IsVersion(false))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<IsVersion, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(IsVersion(false))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<IsVersion, E> {
+                Ok(IsVersion(false))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<IsVersion, E> {
+                Ok(IsVersion(false))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<IsVersion, E> {
+                Ok(IsVersion(false))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<IsVersion, E> {
+                Ok(IsVersion(false))
+            }
+            fn visit_unit<E>(self) -> Result<IsVersion, E> {
+                Ok(IsVersion(false))
+            }
+        }
+        deserializer.deserialize_any(Version)
+    }
 }
 
 #[derive(Serialize)]
@@ -362,6 +541,87 @@ mod tests {
         );
         let r = rejected(r#"{"jsonrpc":"2.0","id":7}"#);
         assert_eq!(r.error.code, codes::INVALID_REQUEST);
+    }
+
+    /// Reading the envelope member by member says what building the whole
+    /// value and taking it apart says, for every shape of message.
+    #[test]
+    fn the_streaming_reader_agrees_with_the_value_reader() {
+        let cases = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":[1,{"b":null}]}}}"#,
+            r#"{"method":"m","id":"x","jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b","params":{},"params":{"k":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","extra":{"deep":[[[]]]},"more":"x"}"#,
+            r#"{"\u006asonrpc":"2.0","\u0069d":5,"m\u0065thod":"m"}"#,
+            r#"{"jsonrpc":2.0,"id":1,"method":"m"}"#,
+            r#"{"jsonrpc":{"v":"2.0"},"id":1,"method":"m"}"#,
+            r#"{"jsonrpc":["2.0"],"id":1,"method":"m"}"#,
+            r#"{"jsonrpc":null,"id":1,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0 ","id":1,"method":"m"}"#,
+            r#"{"id":1,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":1.0,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":-9007199254740993,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":null}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"x":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0"}"#,
+            r#"{}"#,
+            r#"[]"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"m"}]"#,
+            r#""text""#,
+            r#"42"#,
+            r#"-1.5"#,
+            r#"true"#,
+            r#"null"#,
+        ];
+        for raw in cases {
+            let value: Value = serde_json::from_str(raw).expect(raw);
+            assert_eq!(
+                parse_message(raw.as_bytes()),
+                parse_value(value),
+                "{raw}"
+            );
+        }
+    }
+
+    #[test]
+    fn broken_json_anywhere_is_a_parse_error() {
+        for raw in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","extra":[1,}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m"} trailing"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m""#,
+            r#"[1,2"#,
+            "",
+        ] {
+            assert_eq!(rejected(raw).error.code, codes::PARSE_ERROR, "{raw}");
+        }
+        // Nesting past serde_json's limit in what becomes a value is
+        // refused, not a stack overflow; in a member that is skipped it is
+        // passed over without recursion.
+        let nested = |member: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"m","{member}":{{"a":{}{}}}}}"#,
+                "[".repeat(10_000),
+                "]".repeat(10_000)
+            )
+        };
+        assert_eq!(rejected(&nested("params")).error.code, codes::PARSE_ERROR);
+        assert!(matches!(
+            parse_message(nested("extra").as_bytes()),
+            Ok(Incoming::Request(_))
+        ));
     }
 
     #[test]
