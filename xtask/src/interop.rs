@@ -59,20 +59,8 @@ fn install_legacy(node_bin: &Path) -> anyhow::Result<PathBuf> {
 
 fn install_py() -> anyhow::Result<PathBuf> {
     let venv = tools_dir().join("interop-py");
-    let python = venv.join("bin/python");
-    let stamp = venv.join(".installed");
-    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(PY_SDK) && python.exists() {
-        return Ok(python);
-    }
-    crate::run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-    crate::run(Command::new(venv.join("bin/pip")).args([
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        PY_SDK,
-    ]))?;
-    std::fs::write(stamp, PY_SDK)?;
-    Ok(python)
+    crate::support::pip_venv(&venv, PY_SDK)?;
+    Ok(venv.join("bin/python"))
 }
 
 /// Run `toolgate ARGS`, returning exit code and stdout.

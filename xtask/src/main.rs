@@ -238,6 +238,9 @@ fn bench(args: &[String]) -> anyhow::Result<()> {
         &[MCP_PROXY],
         Some(&node_bin),
     )?;
+    // The Python one, from PyPI.
+    let proxy_py = root().join(".tools/bench-mcp-proxy-py");
+    support::pip_venv(&proxy_py, MCP_PROXY_PY)?;
     // The two-instance gateway row shares these.
     let postgres = services::Postgres::start()?;
     let redis = services::Redis::start()?;
@@ -250,12 +253,16 @@ fn bench(args: &[String]) -> anyhow::Result<()> {
             "TOOLGATE_BENCH_MCP_PROXY",
             proxy_dir.join("node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs"),
         )
+        .env("TOOLGATE_BENCH_MCP_PROXY_PY", proxy_py.join("bin/mcp-proxy"))
         .current_dir(root()))
 }
 
 /// The proxy the gateway's stdio row is compared with (the bench's label
 /// names this version).
 const MCP_PROXY: &str = "mcp-proxy@6.7.19";
+
+/// The Python proxy compared likewise (PyPI; the bench's label names it).
+const MCP_PROXY_PY: &str = "mcp-proxy==0.13.0";
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

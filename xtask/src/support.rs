@@ -102,6 +102,27 @@ pub fn npm_install(
     Ok(())
 }
 
+/// A Python virtual environment at `venv` with `requirement` (`name==x.y`)
+/// installed from PyPI, made once: a stamp says what is there.
+pub fn pip_venv(venv: &Path, requirement: &str) -> anyhow::Result<()> {
+    let stamp = venv.join(".installed");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(requirement)
+        && venv.join("bin/python").exists()
+    {
+        return Ok(());
+    }
+    crate::run(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
+    crate::run(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        requirement,
+    ]))
+    .with_context(|| format!("installing {requirement} from PyPI"))?;
+    std::fs::write(stamp, requirement)?;
+    Ok(())
+}
+
 /// `apt-get` as root (directly, or through sudo).
 fn apt_get(args: &[&str]) -> std::process::Command {
     let mut cmd = if is_root() {

@@ -57,6 +57,8 @@ struct Bins {
     /// Node and the npm `mcp-proxy` script (`TOOLGATE_BENCH_NODE`,
     /// `TOOLGATE_BENCH_MCP_PROXY`, set by `cargo xtask bench`).
     mcp_proxy: Option<(PathBuf, PathBuf)>,
+    /// The PyPI `mcp-proxy` command (`TOOLGATE_BENCH_MCP_PROXY_PY`).
+    mcp_proxy_py: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy)]
@@ -92,6 +94,8 @@ enum Kind {
     /// The npm `mcp-proxy` in front of the toolgate server over stdio (a
     /// legacy session: it speaks the initialize-handshake revisions).
     McpProxy,
+    /// The PyPI `mcp-proxy` (on the official Python SDK) likewise.
+    McpProxyPy,
 }
 
 /// The label of the gateway row.
@@ -111,6 +115,9 @@ const FORWARDER_ONE_THREAD: &str = "bare HTTP forwarder, one thread → toolgate
 
 /// The label of the npm `mcp-proxy` row.
 const MCP_PROXY: &str = "mcp-proxy 6.7.19 (npm) → toolgate (stdio)";
+
+/// The label of the PyPI `mcp-proxy` row.
+const MCP_PROXY_PY: &str = "mcp-proxy 0.13.0 (PyPI) → toolgate (stdio)";
 
 /// The scenario comparing proxies in front of a stdio server.
 const PROXIED: &str = "HTTP tools/call via a proxy to a stdio server, c=32";
@@ -139,6 +146,7 @@ impl Kind {
             Kind::GatewayShared => GATEWAY_SHARED,
             Kind::GatewayStdio => GATEWAY_STDIO,
             Kind::McpProxy => MCP_PROXY,
+            Kind::McpProxyPy => MCP_PROXY_PY,
             Kind::Forwarder => FORWARDER,
             Kind::ForwarderOneThread => FORWARDER_ONE_THREAD,
         }
@@ -315,6 +323,24 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
         ];
         return Server::http(node, &args, addr).await;
     }
+    if matches!(kind, Kind::McpProxyPy) {
+        let Some(proxy) = &bins.mcp_proxy_py else {
+            anyhow::bail!("no PyPI mcp-proxy: run `cargo xtask bench`, which installs it");
+        };
+        let addr = process::free_addr()?;
+        let args = [
+            "--port".to_owned(),
+            addr.port().to_string(),
+            "--host".to_owned(),
+            "127.0.0.1".to_owned(),
+            "--log-level".to_owned(),
+            "WARNING".to_owned(),
+            "--".to_owned(),
+            bins.toolgate.display().to_string(),
+            "--stdio".to_owned(),
+        ];
+        return Server::http(proxy, &args, addr).await;
+    }
     let addr = process::free_addr()?;
     let mut args = vec!["--http".to_owned(), addr.to_string()];
     if matches!(kind, Kind::ToolgateSecured) {
@@ -349,7 +375,8 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
         | Kind::GatewayStdio
         | Kind::Forwarder
         | Kind::ForwarderOneThread
-        | Kind::McpProxy => {
+        | Kind::McpProxy
+        | Kind::McpProxyPy => {
             unreachable!("started above")
         }
     };
@@ -435,7 +462,7 @@ async fn http_scenario(
             let server = start(bins, *kind, s.extra).await?;
             let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
             let params = params.clone().unwrap_or_else(|| s.params.clone());
-            let (body, mut headers) = if matches!(kind, Kind::McpProxy) {
+            let (body, mut headers) = if matches!(kind, Kind::McpProxy | Kind::McpProxyPy) {
                 legacy_request(s.method, params, &load::open_session(addr).await?)
             } else {
                 request(s.method, params)
@@ -756,10 +783,12 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
             ))
         }),
     );
-    check(
-        format!("{PROXIED}: {GATEWAY_STDIO} ≥ 5× {MCP_PROXY}"),
-        ratio(rate(PROXIED, GATEWAY_STDIO), rate(PROXIED, MCP_PROXY), 5.0),
-    );
+    for peer in [MCP_PROXY, MCP_PROXY_PY] {
+        check(
+            format!("{PROXIED}: {GATEWAY_STDIO} ≥ 5× {peer}"),
+            ratio(rate(PROXIED, GATEWAY_STDIO), rate(PROXIED, peer), 5.0),
+        );
+    }
     for (s, share) in [
         ("HTTP tools/call, c=1", 0.6),
         ("HTTP tools/call, c=32", 0.85),
@@ -908,6 +937,7 @@ async fn main() -> anyhow::Result<()> {
         mcp_proxy: std::env::var_os("TOOLGATE_BENCH_NODE")
             .zip(std::env::var_os("TOOLGATE_BENCH_MCP_PROXY"))
             .map(|(node, script)| (PathBuf::from(node), PathBuf::from(script))),
+        mcp_proxy_py: std::env::var_os("TOOLGATE_BENCH_MCP_PROXY_PY").map(PathBuf::from),
     };
     let secs = Duration::from_secs_f64(args.seconds);
     let simple = json!({"name": "test_simple_text", "arguments": {}});
@@ -994,6 +1024,11 @@ async fn main() -> anyhow::Result<()> {
                     v.push((Kind::McpProxy, None, None));
                 } else {
                     eprintln!("no mcp-proxy row: `cargo xtask bench` installs it");
+                }
+                if bins.mcp_proxy_py.is_some() {
+                    v.push((Kind::McpProxyPy, None, None));
+                } else {
+                    eprintln!("no PyPI mcp-proxy row: `cargo xtask bench` installs it");
                 }
                 v
             },
