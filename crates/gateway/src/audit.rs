@@ -426,16 +426,51 @@ enum Syncing {
     Deferred,
 }
 
+/// How long the outcomes of rows written ahead wait for a commit that
+/// syncs anyway to ride on, before they are committed on their own.
+const OUTCOMES_WAIT: Duration = Duration::from_millis(10);
+
 /// Write what arrives, one transaction per batch of what is waiting.
 ///
-/// A batch holding only the outcomes of rows written ahead commits without
-/// a sync: nobody waits for it, and a sync here would hold up the next
-/// call's row written ahead, which somebody does wait for.
+/// The outcomes of rows written ahead ([`Job::Complete`]) are held back
+/// until something that must be durable comes (the next call's row, say)
+/// and go into its transaction, covered by its sync: one commit a call
+/// instead of two. Held longer than [`OUTCOMES_WAIT`], they are committed
+/// without a sync of their own: nobody waits for them, and the next sync
+/// covers them, as the log is one file written in order.
 fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
     const BATCH: usize = 1024;
+    // Only to wait for a job with a time limit; without it, outcomes are
+    // committed as they come.
+    let timer = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| tracing::warn!(error = %e, "audit store: outcomes are committed one batch at a time"))
+        .ok();
     let mut batch = Vec::with_capacity(BATCH);
+    let mut held: Vec<Job> = Vec::new();
+    let mut deadline = tokio::time::Instant::now();
     let mut syncing = Syncing::Durable;
-    while let Some(first) = rx.blocking_recv() {
+    loop {
+        let first = match (&timer, held.is_empty()) {
+            (Some(timer), false) => {
+                // The timer is made inside the runtime, which drives it.
+                let next =
+                    timer.block_on(async { tokio::time::timeout_at(deadline, rx.recv()).await });
+                match next {
+                    Ok(job) => job,
+                    Err(_) => {
+                        commit(&mut conn, &mut held, &mut syncing);
+                        continue;
+                    }
+                }
+            }
+            _ => rx.blocking_recv(),
+        };
+        let Some(first) = first else {
+            commit(&mut conn, &mut held, &mut syncing);
+            return;
+        };
         batch.push(first);
         while batch.len() < BATCH {
             match rx.try_recv() {
@@ -443,35 +478,54 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let wanted = if batch.iter().all(|j| matches!(j, Job::Complete(..))) {
-            Syncing::Deferred
-        } else {
-            Syncing::Durable
+        let outcomes_only = batch.iter().all(|j| matches!(j, Job::Complete(..)));
+        if outcomes_only && timer.is_some() && held.len() + batch.len() < BATCH {
+            if held.is_empty() {
+                deadline = tokio::time::Instant::now() + OUTCOMES_WAIT;
+            }
+            held.append(&mut batch);
+            continue;
+        }
+        // The held outcomes first: their rows were written before.
+        held.append(&mut batch);
+        commit(&mut conn, &mut held, &mut syncing);
+    }
+}
+
+/// Commit `batch` in one transaction (durable unless it holds only
+/// outcomes of rows written ahead) and answer its jobs.
+fn commit(conn: &mut Connection, batch: &mut Vec<Job>, syncing: &mut Syncing) {
+    if batch.is_empty() {
+        return;
+    }
+    let wanted = if batch.iter().all(|j| matches!(j, Job::Complete(..))) {
+        Syncing::Deferred
+    } else {
+        Syncing::Durable
+    };
+    if wanted != *syncing {
+        let level = match wanted {
+            Syncing::Durable => "FULL",
+            Syncing::Deferred => "NORMAL",
         };
-        if wanted != syncing {
-            let level = match wanted {
-                Syncing::Durable => "FULL",
-                Syncing::Deferred => "NORMAL",
-            };
-            match conn.pragma_update(None, "synchronous", level) {
-                Ok(()) => syncing = wanted,
-                Err(e) => {
-                    tracing::error!(error = %e, "audit store: cannot set synchronous = {level}")
-                }
+        match conn.pragma_update(None, "synchronous", level) {
+            Ok(()) => *syncing = wanted,
+            Err(e) => {
+                tracing::error!(error = %e, "audit store: cannot set synchronous = {level}")
             }
         }
-        let mut done: Vec<Done> = batch.iter().map(|_| Done::Nothing).collect();
-        // What somebody waits for is never answered from a commit that did not sync.
-        let written = if wanted == Syncing::Durable && syncing != Syncing::Durable {
-            Err("audit store: cannot make writes durable (synchronous = FULL)".to_owned())
-        } else {
-            write_batch(&mut conn, &batch, &mut done).map_err(|e| format!("audit store: {e}"))
-        };
-        if let Err(e) = &written {
-            tracing::error!(error = %e, "audit store write failed");
-        }
-        answer_batch(&mut batch, done, &written);
     }
+    let mut done: Vec<Done> = batch.iter().map(|_| Done::Nothing).collect();
+    // What somebody waits for is never answered from a commit that did not sync.
+    let written = if wanted == Syncing::Durable && *syncing != Syncing::Durable {
+        Err("audit store: cannot make writes durable (synchronous = FULL)".to_owned())
+    } else {
+        write_batch(conn, batch, &mut done).map_err(|e| format!("audit store: {e}"))
+    };
+    if let Err(e) = &written {
+        tracing::error!(error = %e, "audit store write failed");
+    }
+    answer_batch(batch, done, &written);
 }
 
 /// The row's columns, in the order of the `INSERT` below.

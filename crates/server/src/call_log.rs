@@ -144,6 +144,13 @@ pub type Begun =
 
 /// Where call records go: one [`CallRecord`] per `tools/call` that reached
 /// a tool, kept before its answer is sent.
+///
+/// A log that can write a row and complete it later implements
+/// [`CallLog::begin`] too: a handler about to do what cannot be undone
+/// calls [`RequestContext::write_ahead`](crate::RequestContext::write_ahead),
+/// the row is written beside the work, and the answer waits only for that
+/// row; the outcome then arrives at [`CallLog::record`] with
+/// [`CallRecord::begun`] set.
 pub trait CallLog: Send + Sync + 'static {
     /// Whether records carry the arguments (default: only their digest).
     fn wants_arguments(&self) -> bool {
