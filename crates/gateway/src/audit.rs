@@ -212,8 +212,11 @@ enum Job {
     Row(Box<AuditRow>, oneshot::Sender<Result<(), String>>),
     /// A row written ahead: answered with its id once durable.
     Begin(Box<AuditRow>, oneshot::Sender<Result<i64, String>>),
-    /// The outcome of a row written ahead: nobody waits for its sync.
+    /// The outcome of a row written ahead, taken from the outbox: nobody
+    /// waits for its sync.
     Complete(i64, Box<AuditRow>),
+    /// Outcomes are waiting in the outbox (sent when it fills from empty).
+    Flush,
     /// Answered with the outcome of the transaction it shares.
     Check(oneshot::Sender<Result<(), String>>),
     Nonce(String, oneshot::Sender<Result<bool, String>>),
@@ -236,9 +239,13 @@ enum Done {
     Row(i64),
 }
 
+/// Outcomes of rows written ahead, waiting for the writer's next batch.
+type Outbox = std::sync::Arc<parking_lot::Mutex<Vec<(i64, Box<AuditRow>)>>>;
+
 /// The audit store's writer.
 pub struct AuditStore {
     jobs: mpsc::Sender<Job>,
+    outbox: Outbox,
     arguments: bool,
     path: PathBuf,
 }
@@ -278,12 +285,15 @@ impl AuditStore {
     pub fn open(path: &Path, arguments: bool) -> Result<Self, StoreError> {
         let conn = open_for_writing(path)?;
         let (jobs, rx) = mpsc::channel(4096);
+        let outbox = Outbox::default();
+        let waiting = outbox.clone();
         std::thread::Builder::new()
             .name("toolgate-audit".into())
-            .spawn(move || write_loop(conn, rx))
+            .spawn(move || write_loop(conn, rx, waiting))
             .map_err(|e| StoreError::Other(format!("cannot start the audit writer: {e}")))?;
         Ok(Self {
             jobs,
+            outbox,
             arguments,
             path: path.to_owned(),
         })
@@ -339,10 +349,21 @@ impl AuditSink for AuditStore {
     }
 
     fn complete(&self, id: i64, row: AuditRow) -> StoreFuture<()> {
-        match self.hand(Job::Complete(id, Box::new(row))) {
-            None => Box::pin(async { Ok(()) }),
-            Some(send) => send,
+        if self.jobs.is_closed() {
+            return Box::pin(async { Err(stopped()) });
         }
+        let first = {
+            let mut outbox = self.outbox.lock();
+            outbox.push((id, Box::new(row)));
+            outbox.len() == 1
+        };
+        // Under load the writer finds the outbox full at its next batch
+        // anyway; a wake-up is needed only when it may be idle. A full
+        // queue means it is not.
+        if first {
+            let _ = self.jobs.try_send(Job::Flush);
+        }
+        Box::pin(async { Ok(()) })
     }
 
     fn grant(&self, grant: Grant) -> StoreFuture<()> {
@@ -426,51 +447,19 @@ enum Syncing {
     Deferred,
 }
 
-/// How long the outcomes of rows written ahead wait for a commit that
-/// syncs anyway to ride on, before they are committed on their own.
-const OUTCOMES_WAIT: Duration = Duration::from_millis(10);
-
 /// Write what arrives, one transaction per batch of what is waiting.
 ///
-/// The outcomes of rows written ahead ([`Job::Complete`]) are held back
-/// until something that must be durable comes (the next call's row, say)
-/// and go into its transaction, covered by its sync: one commit a call
-/// instead of two. Held longer than [`OUTCOMES_WAIT`], they are committed
-/// without a sync of their own: nobody waits for them, and the next sync
-/// covers them, as the log is one file written in order.
-fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
+/// The outcomes of rows written ahead wait in the outbox and go into the
+/// next transaction, whatever wakes the writer: under load, that is the
+/// next call's row, whose sync covers them, so a call costs one commit,
+/// not two. A batch of outcomes alone is committed without a sync of its
+/// own: nobody waits for it, and the next sync covers it, as the log is one
+/// file written in order.
+fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, outbox: Outbox) {
     const BATCH: usize = 1024;
-    // Only to wait for a job with a time limit; without it, outcomes are
-    // committed as they come.
-    let timer = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(|e| tracing::warn!(error = %e, "audit store: outcomes are committed one batch at a time"))
-        .ok();
     let mut batch = Vec::with_capacity(BATCH);
-    let mut held: Vec<Job> = Vec::new();
-    let mut deadline = tokio::time::Instant::now();
     let mut syncing = Syncing::Durable;
-    loop {
-        let first = match (&timer, held.is_empty()) {
-            (Some(timer), false) => {
-                // The timer is made inside the runtime, which drives it.
-                let next =
-                    timer.block_on(async { tokio::time::timeout_at(deadline, rx.recv()).await });
-                match next {
-                    Ok(job) => job,
-                    Err(_) => {
-                        commit(&mut conn, &mut held, &mut syncing);
-                        continue;
-                    }
-                }
-            }
-            _ => rx.blocking_recv(),
-        };
-        let Some(first) = first else {
-            commit(&mut conn, &mut held, &mut syncing);
-            return;
-        };
+    while let Some(first) = rx.blocking_recv() {
         batch.push(first);
         while batch.len() < BATCH {
             match rx.try_recv() {
@@ -478,27 +467,32 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let outcomes_only = batch.iter().all(|j| matches!(j, Job::Complete(..)));
-        if outcomes_only && timer.is_some() && held.len() + batch.len() < BATCH {
-            if held.is_empty() {
-                deadline = tokio::time::Instant::now() + OUTCOMES_WAIT;
-            }
-            held.append(&mut batch);
-            continue;
-        }
-        // The held outcomes first: their rows were written before.
-        held.append(&mut batch);
-        commit(&mut conn, &mut held, &mut syncing);
+        // First: their rows were written before anything in this batch.
+        let waiting = std::mem::take(&mut *outbox.lock());
+        batch.splice(
+            0..0,
+            waiting.into_iter().map(|(id, row)| Job::Complete(id, row)),
+        );
+        commit(&mut conn, &mut batch, &mut syncing);
     }
+    let mut rest: Vec<Job> = std::mem::take(&mut *outbox.lock())
+        .into_iter()
+        .map(|(id, row)| Job::Complete(id, row))
+        .collect();
+    commit(&mut conn, &mut rest, &mut syncing);
 }
 
 /// Commit `batch` in one transaction (durable unless it holds only
 /// outcomes of rows written ahead) and answer its jobs.
 fn commit(conn: &mut Connection, batch: &mut Vec<Job>, syncing: &mut Syncing) {
-    if batch.is_empty() {
+    if batch.iter().all(|j| matches!(j, Job::Flush)) {
+        batch.clear();
         return;
     }
-    let wanted = if batch.iter().all(|j| matches!(j, Job::Complete(..))) {
+    let wanted = if batch
+        .iter()
+        .all(|j| matches!(j, Job::Complete(..) | Job::Flush))
+    {
         Syncing::Deferred
     } else {
         Syncing::Durable
@@ -570,6 +564,7 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
                     insert.execute(row_params!(r))?;
                     done[i] = Done::Row(tx.last_insert_rowid());
                 }
+                Job::Flush => {}
                 Job::Complete(id, r) => {
                     let mut update = tx.prepare_cached(
                                 "UPDATE calls SET upstream = ?2, decision = ?3, rule = ?4, confirmation = ?5, status = ?6, latency_ms = ?7, grant_id = ?8, cost = ?9, result = ?10, trace_id = ?11 WHERE id = ?1",
@@ -643,9 +638,10 @@ fn answer_batch(batch: &mut Vec<Job>, done: Vec<Done>, written: &Result<(), Stri
             | Job::Charge(_, _, reply) => {
                 let _ = reply.send(failed().map_or(Ok(()), Err));
             }
+            Job::Flush => {}
             Job::Complete(id, _) => {
                 if let Some(e) = failed() {
-                    tracing::error!(row = id, error = %e, "the outcome of a call written ahead was lost; its row says in_flight");
+                    tracing::error!(row = id, error = %e, "the outcome of a call written ahead was lost; its row says forwarded");
                 }
             }
             Job::Begin(_, reply) => {

@@ -512,7 +512,7 @@ impl AuditSink for PgStore {
         // written ahead.
         tokio::spawn(async move {
             if let Err(e) = store.update(id, &row).await {
-                tracing::error!(row = id, error = %toolgate_protocol::error::with_causes(&e), "the outcome of a call written ahead was lost; its row says in_flight");
+                tracing::error!(row = id, error = %toolgate_protocol::error::with_causes(&e), "the outcome of a call written ahead was lost; its row says forwarded");
             }
         });
         Box::pin(async { Ok(()) })

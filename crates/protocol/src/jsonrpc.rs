@@ -137,9 +137,15 @@ fn reject(id: Option<RequestId>, error: RpcError) -> Rejected {
 /// ```
 pub fn parse_message(bytes: &[u8]) -> Result<Incoming, Rejected> {
     match serde_json::from_slice::<Top>(bytes) {
-        Ok(Top::Object(fields)) => fields.check(),
-        Ok(Top::Array) => Err(not_batch()),
-        Ok(Top::Other) => Err(not_object()),
+        Ok(Top {
+            shape: Shape::Object,
+            fields,
+        }) => fields.check(),
+        Ok(Top {
+            shape: Shape::Array,
+            ..
+        }) => Err(not_batch()),
+        Ok(Top { .. }) => Err(not_object()),
         Err(e) => Err(reject(None, RpcError::parse_error(e))),
     }
 }
@@ -148,7 +154,9 @@ pub fn parse_message(bytes: &[u8]) -> Result<Incoming, Rejected> {
 pub fn parse_value(value: Value) -> Result<Incoming, Rejected> {
     match value {
         Value::Object(mut obj) => Fields {
-            jsonrpc: Some(matches!(obj.get("jsonrpc"), Some(Value::String(v)) if v == JSONRPC_VERSION)),
+            jsonrpc: Some(
+                matches!(obj.get("jsonrpc"), Some(Value::String(v)) if v == JSONRPC_VERSION),
+            ),
             id: obj.remove("id"),
             method: obj.remove("method"),
             params: obj.remove("params"),
@@ -164,7 +172,9 @@ pub fn parse_value(value: Value) -> Result<Incoming, Rejected> {
 fn not_batch() -> Rejected {
     reject(
         None,
-        RpcError::invalid_request("batches are not supported; send one JSON-RPC message per request"),
+        RpcError::invalid_request(
+            "batches are not supported; send one JSON-RPC message per request",
+        ),
     )
 }
 
@@ -175,11 +185,26 @@ fn not_object() -> Rejected {
     )
 }
 
-/// A message's top level, as far as the envelope rules care.
-enum Top {
-    Object(Fields),
+/// A message's top level, as far as the envelope rules care: what it was,
+/// and an object's members.
+struct Top {
+    shape: Shape,
+    fields: Fields,
+}
+
+enum Shape {
+    Object,
     Array,
     Other,
+}
+
+impl Top {
+    fn other(shape: Shape) -> Self {
+        Top {
+            shape,
+            fields: Fields::default(),
+        }
+    }
 }
 
 /// The members of a message object that MCP defines, not yet checked.
@@ -314,31 +339,34 @@ impl<'de> Visitor<'de> for TopVisitor {
                 }
             }
         }
-        Ok(Top::Object(fields))
+        Ok(Top {
+            shape: Shape::Object,
+            fields,
+        })
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Top, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Top::Array)
+        Ok(Top::other(Shape::Array))
     }
 
     fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
-        Ok(Top::Other)
+        Ok(Top::other(Shape::Other))
     }
     fn visit_i64<E>(self, _: i64) -> Result<Top, E> {
-        Ok(Top::Other)
+        Ok(Top::other(Shape::Other))
     }
     fn visit_u64<E>(self, _: u64) -> Result<Top, E> {
-        Ok(Top::Other)
+        Ok(Top::other(Shape::Other))
     }
     fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
-        Ok(Top::Other)
+        Ok(Top::other(Shape::Other))
     }
     fn visit_str<E>(self, _: &str) -> Result<Top, E> {
-        Ok(Top::Other)
+        Ok(Top::other(Shape::Other))
     }
     fn visit_unit<E>(self) -> Result<Top, E> {
-        Ok(Top::Other)
+        Ok(Top::other(Shape::Other))
     }
 }
 
@@ -587,11 +615,7 @@ mod tests {
         ];
         for raw in cases {
             let value: Value = serde_json::from_str(raw).expect(raw);
-            assert_eq!(
-                parse_message(raw.as_bytes()),
-                parse_value(value),
-                "{raw}"
-            );
+            assert_eq!(parse_message(raw.as_bytes()), parse_value(value), "{raw}");
         }
     }
 
