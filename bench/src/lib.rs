@@ -18,6 +18,7 @@
 pub mod clients;
 pub mod listen;
 pub mod load;
+pub mod peers;
 pub mod process;
 pub mod report;
 pub mod stdio;

@@ -17,20 +17,45 @@ pub struct Server {
     /// A server this one needs running (a gateway's upstream); stopped
     /// with it. Memory and CPU figures are this process's alone.
     pub upstream: Option<Box<Server>>,
+    /// The bearer token its callers send, when it asks for one.
+    pub bearer: Option<String>,
+    /// A directory of its own, removed when it stops.
+    pub scratch: Option<std::path::PathBuf>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.scratch {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 impl Server {
     /// Start `program args` serving HTTP on `addr` and wait until it accepts.
     pub async fn http(program: &Path, args: &[String], addr: SocketAddr) -> anyhow::Result<Self> {
+        Self::http_with(program, args, addr, &[], Duration::from_secs(10)).await
+    }
+
+    /// [`Server::http`] with `env` set, waiting up to `startup` (a peer
+    /// that migrates a database first takes seconds).
+    pub async fn http_with(
+        program: &Path,
+        args: &[String],
+        addr: SocketAddr,
+        env: &[(&str, String)],
+        startup: Duration,
+    ) -> anyhow::Result<Self> {
         let child = Command::new(program)
             .args(args)
             .env("RUST_LOG", "error")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()?;
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + startup;
         while tokio::net::TcpStream::connect(addr).await.is_err() {
             if Instant::now() > deadline {
                 anyhow::bail!("{} did not listen on {addr}", program.display());
@@ -41,6 +66,8 @@ impl Server {
             child,
             addr: Some(addr),
             upstream: None,
+            bearer: None,
+            scratch: None,
         })
     }
 

@@ -29,8 +29,9 @@
 //! - `cargo xtask bench [--quick] [--seconds S] [--rounds R]`: builds the
 //!   benchmark in release and runs it: toolgate against rmcp (defaults and
 //!   best settings) and a bare axum ceiling, on loopback; the gateway
-//!   against a bare two-hop forwarder and the npm `mcp-proxy` (installed here) in front of a stdio
-//!   server, and two gateway instances sharing a PostgreSQL and a Redis
+//!   against a bare two-hop forwarder and IBM's ContextForge (PyPI) in
+//!   front of an HTTP server, the npm and PyPI `mcp-proxy`s (all installed
+//!   here) in front of a stdio server, and two gateway instances sharing a PostgreSQL and a Redis
 //!   this task starts (as `scale-out` does). Writes
 //!   `bench/results/latest.json` and `latest.md` and prints the table. The
 //!   benchmark is not a default member of the workspace: `check` leaves it
@@ -241,6 +242,9 @@ fn bench(args: &[String]) -> anyhow::Result<()> {
     // The Python one, from PyPI.
     let proxy_py = root().join(".tools/bench-mcp-proxy-py");
     support::pip_venv(&proxy_py, MCP_PROXY_PY)?;
+    // And a gateway peer: IBM's ContextForge, from PyPI.
+    let contextforge = root().join(".tools/bench-contextforge");
+    support::pip_venv(&contextforge, CONTEXTFORGE)?;
     // The two-instance gateway row shares these.
     let postgres = services::Postgres::start()?;
     let redis = services::Redis::start()?;
@@ -253,13 +257,20 @@ fn bench(args: &[String]) -> anyhow::Result<()> {
             "TOOLGATE_BENCH_MCP_PROXY",
             proxy_dir.join("node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs"),
         )
-        .env("TOOLGATE_BENCH_MCP_PROXY_PY", proxy_py.join("bin/mcp-proxy"))
+        .env(
+            "TOOLGATE_BENCH_MCP_PROXY_PY",
+            proxy_py.join("bin/mcp-proxy"),
+        )
+        .env("TOOLGATE_BENCH_CONTEXTFORGE", &contextforge)
         .current_dir(root()))
 }
 
 /// The proxy the gateway's stdio row is compared with (the bench's label
 /// names this version).
 const MCP_PROXY: &str = "mcp-proxy@6.7.19";
+
+/// The gateway peer (PyPI; the bench's label names it).
+const CONTEXTFORGE: &str = "mcp-contextforge-gateway==1.0.7.post20260921";
 
 /// The Python proxy compared likewise (PyPI; the bench's label names it).
 const MCP_PROXY_PY: &str = "mcp-proxy==0.13.0";

@@ -59,6 +59,8 @@ struct Bins {
     mcp_proxy: Option<(PathBuf, PathBuf)>,
     /// The PyPI `mcp-proxy` command (`TOOLGATE_BENCH_MCP_PROXY_PY`).
     mcp_proxy_py: Option<PathBuf>,
+    /// ContextForge's virtual environment (`TOOLGATE_BENCH_CONTEXTFORGE`).
+    contextforge: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy)]
@@ -96,6 +98,9 @@ enum Kind {
     McpProxy,
     /// The PyPI `mcp-proxy` (on the official Python SDK) likewise.
     McpProxyPy,
+    /// IBM's ContextForge gateway in front of the toolgate server over
+    /// HTTP, as the toolgate gateway row is.
+    ContextForge,
 }
 
 /// The label of the gateway row.
@@ -115,6 +120,9 @@ const FORWARDER_ONE_THREAD: &str = "bare HTTP forwarder, one thread → toolgate
 
 /// The label of the npm `mcp-proxy` row.
 const MCP_PROXY: &str = "mcp-proxy 6.7.19 (npm) → toolgate (stdio)";
+
+/// The label of the ContextForge row.
+const CONTEXTFORGE: &str = "ContextForge 1.0.7 (PyPI) → toolgate";
 
 /// The label of the PyPI `mcp-proxy` row.
 const MCP_PROXY_PY: &str = "mcp-proxy 0.13.0 (PyPI) → toolgate (stdio)";
@@ -147,6 +155,7 @@ impl Kind {
             Kind::GatewayStdio => GATEWAY_STDIO,
             Kind::McpProxy => MCP_PROXY,
             Kind::McpProxyPy => MCP_PROXY_PY,
+            Kind::ContextForge => CONTEXTFORGE,
             Kind::Forwarder => FORWARDER,
             Kind::ForwarderOneThread => FORWARDER_ONE_THREAD,
         }
@@ -323,6 +332,15 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
         ];
         return Server::http(node, &args, addr).await;
     }
+    if matches!(kind, Kind::ContextForge) {
+        let Some(venv) = &bins.contextforge else {
+            anyhow::bail!("no ContextForge: run `cargo xtask bench`, which installs it");
+        };
+        let (upstream, upstream_addr) = start_upstream(bins, extra).await?;
+        let mut peer = toolgate_bench::peers::contextforge(venv, upstream_addr).await?;
+        peer.upstream = Some(Box::new(upstream));
+        return Ok(peer);
+    }
     if matches!(kind, Kind::McpProxyPy) {
         let Some(proxy) = &bins.mcp_proxy_py else {
             anyhow::bail!("no PyPI mcp-proxy: run `cargo xtask bench`, which installs it");
@@ -376,7 +394,8 @@ async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> 
         | Kind::Forwarder
         | Kind::ForwarderOneThread
         | Kind::McpProxy
-        | Kind::McpProxyPy => {
+        | Kind::McpProxyPy
+        | Kind::ContextForge => {
             unreachable!("started above")
         }
     };
@@ -462,11 +481,21 @@ async fn http_scenario(
             let server = start(bins, *kind, s.extra).await?;
             let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
             let params = params.clone().unwrap_or_else(|| s.params.clone());
-            let (body, mut headers) = if matches!(kind, Kind::McpProxy | Kind::McpProxyPy) {
-                legacy_request(s.method, params, &load::open_session(addr).await?)
-            } else {
-                request(s.method, params)
+            let (body, mut headers) = match kind {
+                Kind::McpProxy | Kind::McpProxyPy => {
+                    legacy_request(s.method, params, &load::open_session(addr).await?)
+                }
+                // Sessionless, as ContextForge serves the handshake revisions.
+                Kind::ContextForge => {
+                    let (body, mut headers) = legacy_request(s.method, params, "");
+                    headers.retain(|(name, _)| name != "mcp-session-id");
+                    (body, headers)
+                }
+                _ => request(s.method, params),
             };
+            if let Some(token) = &server.bearer {
+                headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+            }
             if matches!(kind, Kind::ToolgateSecured) {
                 let token = toolgate_bench::access_token(&format!("http://{addr}/mcp"))?;
                 headers.push(("authorization".to_owned(), format!("Bearer {token}")));
@@ -783,6 +812,14 @@ fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
             ))
         }),
     );
+    check(
+        format!("HTTP tools/call, c=32: {GATEWAY} ≥ 5× {CONTEXTFORGE}"),
+        ratio(
+            rate("HTTP tools/call, c=32", GATEWAY),
+            rate("HTTP tools/call, c=32", CONTEXTFORGE),
+            5.0,
+        ),
+    );
     for peer in [MCP_PROXY, MCP_PROXY_PY] {
         check(
             format!("{PROXIED}: {GATEWAY_STDIO} ≥ 5× {peer}"),
@@ -938,6 +975,7 @@ async fn main() -> anyhow::Result<()> {
             .zip(std::env::var_os("TOOLGATE_BENCH_MCP_PROXY"))
             .map(|(node, script)| (PathBuf::from(node), PathBuf::from(script))),
         mcp_proxy_py: std::env::var_os("TOOLGATE_BENCH_MCP_PROXY_PY").map(PathBuf::from),
+        contextforge: std::env::var_os("TOOLGATE_BENCH_CONTEXTFORGE").map(PathBuf::from),
     };
     let secs = Duration::from_secs_f64(args.seconds);
     let simple = json!({"name": "test_simple_text", "arguments": {}});
@@ -967,6 +1005,10 @@ async fn main() -> anyhow::Result<()> {
         servers.push((Kind::GatewayAudited, None, None));
         if shared {
             servers.push((Kind::GatewayShared, None, None));
+        }
+        if bins.contextforge.is_some() {
+            let tool = json!({"name": toolgate_bench::peers::CONTEXTFORGE_TOOL, "arguments": {}});
+            servers.push((Kind::ContextForge, None, Some(tool)));
         }
         servers
     };
