@@ -7,7 +7,7 @@
 //! commit that holds its row, so `kill -9` at any moment loses no call
 //! whose result a client received. A forwarded call's row is written ahead
 //! ([`AuditSink::begin`]), beside the forward, and its outcome completes it
-//! ([`AuditSink::complete`]) in a commit nobody waits for. The same thread spends the nonces of
+//! ([`AuditSink::complete`]) in a commit that does not sync. The same thread spends the nonces of
 //! single-use rounds ([`NonceStore`]), so a replayed round is refused even
 //! by another process sharing the file.
 //!
@@ -180,9 +180,9 @@ pub trait AuditSink: NonceStore + Send + Sync {
     fn begin(&self, row: AuditRow) -> StoreFuture<i64>;
     /// Complete the row `id` written ahead with the call's outcome (every
     /// column but its time, caller, tool and arguments). Resolves once the
-    /// write is handed on, not once it is durable: it is made durable with
-    /// the store's next sync, and the answer it would delay was covered by
-    /// the row written ahead.
+    /// outcome is committed and readers see it, without waiting for a sync
+    /// of its own where the store can avoid one: the row it completes is
+    /// durable already.
     fn complete(&self, id: i64, row: AuditRow) -> StoreFuture<()>;
     /// Whether rows keep the arguments, not only their digest.
     fn keeps_arguments(&self) -> bool;
@@ -212,11 +212,9 @@ enum Job {
     Row(Box<AuditRow>, oneshot::Sender<Result<(), String>>),
     /// A row written ahead: answered with its id once durable.
     Begin(Box<AuditRow>, oneshot::Sender<Result<i64, String>>),
-    /// The outcome of a row written ahead, taken from the outbox: nobody
-    /// waits for its sync.
-    Complete(i64, Box<AuditRow>),
-    /// Outcomes are waiting in the outbox (sent when it fills from empty).
-    Flush,
+    /// The outcome of a row written ahead: answered once committed, in a
+    /// transaction of outcomes alone that does not sync.
+    Complete(i64, Box<AuditRow>, oneshot::Sender<Result<(), String>>),
     /// Answered with the outcome of the transaction it shares.
     Check(oneshot::Sender<Result<(), String>>),
     Nonce(String, oneshot::Sender<Result<bool, String>>),
@@ -239,13 +237,9 @@ enum Done {
     Row(i64),
 }
 
-/// Outcomes of rows written ahead, waiting for the writer's next batch.
-type Outbox = std::sync::Arc<parking_lot::Mutex<Vec<(i64, Box<AuditRow>)>>>;
-
 /// The audit store's writer.
 pub struct AuditStore {
     jobs: mpsc::Sender<Job>,
-    outbox: Outbox,
     arguments: bool,
     path: PathBuf,
 }
@@ -285,15 +279,12 @@ impl AuditStore {
     pub fn open(path: &Path, arguments: bool) -> Result<Self, StoreError> {
         let conn = open_for_writing(path)?;
         let (jobs, rx) = mpsc::channel(4096);
-        let outbox = Outbox::default();
-        let waiting = outbox.clone();
         std::thread::Builder::new()
             .name("toolgate-audit".into())
-            .spawn(move || write_loop(conn, rx, waiting))
+            .spawn(move || write_loop(conn, rx))
             .map_err(|e| StoreError::Other(format!("cannot start the audit writer: {e}")))?;
         Ok(Self {
             jobs,
-            outbox,
             arguments,
             path: path.to_owned(),
         })
@@ -349,21 +340,7 @@ impl AuditSink for AuditStore {
     }
 
     fn complete(&self, id: i64, row: AuditRow) -> StoreFuture<()> {
-        if self.jobs.is_closed() {
-            return Box::pin(async { Err(stopped()) });
-        }
-        let first = {
-            let mut outbox = self.outbox.lock();
-            outbox.push((id, Box::new(row)));
-            outbox.len() == 1
-        };
-        // Under load the writer finds the outbox full at its next batch
-        // anyway; a wake-up is needed only when it may be idle. A full
-        // queue means it is not.
-        if first {
-            let _ = self.jobs.try_send(Job::Flush);
-        }
-        Box::pin(async { Ok(()) })
+        self.ask(|tx| Job::Complete(id, Box::new(row), tx))
     }
 
     fn grant(&self, grant: Grant) -> StoreFuture<()> {
@@ -449,15 +426,16 @@ enum Syncing {
 
 /// Write what arrives, one transaction per batch of what is waiting.
 ///
-/// The outcomes of rows written ahead wait in the outbox and go into the
-/// next transaction, whatever wakes the writer: under load, that is the
-/// next call's row, whose sync covers them, so a call costs one commit,
-/// not two. A batch of outcomes alone is committed without a sync of its
-/// own: nobody waits for it, and the next sync covers it, as the log is one
-/// file written in order.
-fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, outbox: Outbox) {
+/// The outcomes of rows written ahead ([`Job::Complete`]) are committed in
+/// a transaction of their own, first, without a sync: their rows are
+/// durable already, nobody's answer should wait for a sync again, and the
+/// next sync covers them, as the log is one file written in order. Once
+/// committed they are what a reader sees, so `toolgate log` run after an
+/// answer shows its outcome. The rest of the batch commits with a sync.
+fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
     const BATCH: usize = 1024;
     let mut batch = Vec::with_capacity(BATCH);
+    let mut outcomes = Vec::new();
     let mut syncing = Syncing::Durable;
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
@@ -467,36 +445,22 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, outbox: Outbox)
                 Err(_) => break,
             }
         }
-        // First: their rows were written before anything in this batch.
-        let waiting = std::mem::take(&mut *outbox.lock());
-        batch.splice(
-            0..0,
-            waiting.into_iter().map(|(id, row)| Job::Complete(id, row)),
-        );
-        commit(&mut conn, &mut batch, &mut syncing);
+        let (done, rest): (Vec<Job>, Vec<Job>) = batch
+            .drain(..)
+            .partition(|j| matches!(j, Job::Complete(..)));
+        outcomes.extend(done);
+        batch.extend(rest);
+        commit(&mut conn, &mut outcomes, &mut syncing, Syncing::Deferred);
+        commit(&mut conn, &mut batch, &mut syncing, Syncing::Durable);
     }
-    let mut rest: Vec<Job> = std::mem::take(&mut *outbox.lock())
-        .into_iter()
-        .map(|(id, row)| Job::Complete(id, row))
-        .collect();
-    commit(&mut conn, &mut rest, &mut syncing);
 }
 
-/// Commit `batch` in one transaction (durable unless it holds only
-/// outcomes of rows written ahead) and answer its jobs.
-fn commit(conn: &mut Connection, batch: &mut Vec<Job>, syncing: &mut Syncing) {
-    if batch.iter().all(|j| matches!(j, Job::Flush)) {
-        batch.clear();
+/// Commit `batch` in one transaction, synced as `wanted`, and answer its
+/// jobs.
+fn commit(conn: &mut Connection, batch: &mut Vec<Job>, syncing: &mut Syncing, wanted: Syncing) {
+    if batch.is_empty() {
         return;
     }
-    let wanted = if batch
-        .iter()
-        .all(|j| matches!(j, Job::Complete(..) | Job::Flush))
-    {
-        Syncing::Deferred
-    } else {
-        Syncing::Durable
-    };
     if wanted != *syncing {
         let level = match wanted {
             Syncing::Durable => "FULL",
@@ -564,8 +528,7 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
                     insert.execute(row_params!(r))?;
                     done[i] = Done::Row(tx.last_insert_rowid());
                 }
-                Job::Flush => {}
-                Job::Complete(id, r) => {
+                Job::Complete(id, r, _) => {
                     let mut update = tx.prepare_cached(
                                 "UPDATE calls SET upstream = ?2, decision = ?3, rule = ?4, confirmation = ?5, status = ?6, latency_ms = ?7, grant_id = ?8, cost = ?9, result = ?10, trace_id = ?11 WHERE id = ?1",
                             )?;
@@ -638,11 +601,8 @@ fn answer_batch(batch: &mut Vec<Job>, done: Vec<Done>, written: &Result<(), Stri
             | Job::Charge(_, _, reply) => {
                 let _ = reply.send(failed().map_or(Ok(()), Err));
             }
-            Job::Flush => {}
-            Job::Complete(id, _) => {
-                if let Some(e) = failed() {
-                    tracing::error!(row = id, error = %e, "the outcome of a call written ahead was lost; its row says forwarded");
-                }
+            Job::Complete(_, _, reply) => {
+                let _ = reply.send(failed().map_or(Ok(()), Err));
             }
             Job::Begin(_, reply) => {
                 let id = match done {

@@ -6,7 +6,9 @@
 //!
 //! Each row is committed (PostgreSQL's default synchronous commit) before
 //! the call's answer is sent, as with SQLite; a forwarded call's row is
-//! written ahead of the forward, and its outcome completes it after. The schema is created and
+//! written ahead, beside the forward, and its outcome completes it before
+//! the answer (a second commit: PostgreSQL's group commit shares its
+//! flush with other instances' writes). The schema is created and
 //! migrated on start, under an advisory lock so instances starting together
 //! do not race. A lost connection is re-opened on the next use; while the
 //! database is down, calls fail closed with a clear error and nothing
@@ -508,14 +510,7 @@ impl AuditSink for PgStore {
 
     fn complete(&self, id: i64, row: AuditRow) -> StoreFuture<()> {
         let store = self.clone();
-        // Its own task: the answer this would delay was covered by the row
-        // written ahead.
-        tokio::spawn(async move {
-            if let Err(e) = store.update(id, &row).await {
-                tracing::error!(row = id, error = %toolgate_protocol::error::with_causes(&e), "the outcome of a call written ahead was lost; its row says forwarded");
-            }
-        });
-        Box::pin(async { Ok(()) })
+        Box::pin(async move { store.update(id, &row).await })
     }
 
     fn keeps_arguments(&self) -> bool {
