@@ -19,12 +19,12 @@
 //! [`RequestContext::write_ahead`](crate::RequestContext::write_ahead):
 //! the server hands [`CallLog::begin`] the record so far (outcome
 //! [`CallOutcome::InFlight`]) and lets the handler go on at once, the
-//! write and the work running side by side. The answer then waits only
-//! for that row to be durable, not for a second write: the outcome goes
-//! to [`CallLog::record`] with [`CallRecord::begun`] set, and the log may
-//! complete the row without making the answer wait. So a call's latency is
-//! the larger of the write and the work, not their sum, and a call whose
-//! answer never came (the process killed mid-call) is in the log too. A
+//! write and the work running side by side. The answer waits for that row
+//! to be durable, and for the outcome, which goes to [`CallLog::record`]
+//! with [`CallRecord::begun`] set, to be handed to the log, which completes
+//! the row without a second sync where it can. So a call's latency is
+//! about the larger of the write and the work, not their sum, and a call
+//! whose answer never came (the process killed mid-call) is in the log too. A
 //! log that does not write ahead (the default [`CallLog::begin`]) is
 //! asked to record the outcome as before, and the answer waits for it.
 //!
@@ -161,9 +161,9 @@ pub trait CallLog: Send + Sync + 'static {
     /// the result (the error is logged with its causes, not sent).
     ///
     /// When [`CallRecord::begun`] is set, the call's row was written ahead
-    /// and is durable: complete it, and resolve as soon as the outcome is
-    /// handed on — the answer waits for this future, so a log that waits
-    /// for a second sync here gives back what writing ahead won.
+    /// and is durable: complete it without a sync of its own if the log
+    /// can (the answer waits for this future, so a second sync here gives
+    /// back what writing ahead won).
     fn record(&self, record: CallRecord) -> Recorded;
 
     /// Write `record` (outcome [`CallOutcome::InFlight`], the notes made so
