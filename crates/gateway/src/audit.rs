@@ -297,36 +297,28 @@ impl AuditStore {
 }
 
 impl AuditStore {
-    /// Hand a job to the writer and wait for its answer.
+    /// Hand a job to the writer and wait for its answer. The job is queued
+    /// now, not when the future is first polled, so the writer takes jobs
+    /// in the order they were asked for: a row written ahead before its
+    /// call is forwarded, a call's outcome before its answer leaves.
     fn ask<T: Send + 'static>(
         &self,
         job: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Job,
     ) -> StoreFuture<T> {
         let (tx, rx) = oneshot::channel();
-        let pending = self.hand(job(tx));
+        let queue_full = match self.jobs.try_send(job(tx)) {
+            Ok(()) => None,
+            Err(mpsc::error::TrySendError::Full(job)) => Some((self.jobs.clone(), job)),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                return Box::pin(async { Err(stopped()) });
+            }
+        };
         Box::pin(async move {
-            if let Some(send) = pending {
-                send.await?;
+            if let Some((jobs, job)) = queue_full {
+                jobs.send(job).await.map_err(|_| stopped())?;
             }
             rx.await.map_err(|_| stopped())?.map_err(StoreError::Other)
         })
-    }
-
-    /// Queue `job` now, so the writer takes jobs in the order they were
-    /// asked for (a row written ahead is queued before its call is
-    /// forwarded, a call's outcome before its answer leaves); `Some` with
-    /// the send still to await when the queue is full.
-    fn hand(&self, job: Job) -> Option<StoreFuture<()>> {
-        match self.jobs.try_send(job) {
-            Ok(()) => None,
-            Err(mpsc::error::TrySendError::Full(job)) => {
-                let jobs = self.jobs.clone();
-                Some(Box::pin(async move {
-                    jobs.send(job).await.map_err(|_| stopped())
-                }))
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => Some(Box::pin(async { Err(stopped()) })),
-        }
     }
 }
 
@@ -445,11 +437,7 @@ fn write_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let (done, rest): (Vec<Job>, Vec<Job>) = batch
-            .drain(..)
-            .partition(|j| matches!(j, Job::Complete(..)));
-        outcomes.extend(done);
-        batch.extend(rest);
+        outcomes.extend(batch.extract_if(.., |j| matches!(j, Job::Complete(..))));
         commit(&mut conn, &mut outcomes, &mut syncing, Syncing::Deferred);
         commit(&mut conn, &mut batch, &mut syncing, Syncing::Durable);
     }
