@@ -54,10 +54,9 @@ pub(super) fn listen(
         ));
     }
     let honoured = honoured(server, &requested);
-    let tag = tag(&req.id);
     let mut pending = VecDeque::with_capacity(1);
     if task_ids.is_none() {
-        pending.push_back(ack(&honoured, &tag));
+        pending.push_back(ack(&honoured, &tag(&req.id)));
     }
     // Subscribe before acknowledging, so no change between the two is lost.
     let state = Listening {
@@ -72,15 +71,19 @@ pub(super) fn listen(
         server: server.clone(),
         id: req.id,
         honoured,
-        tag,
         shared_channel: !transport.stream_per_request,
         pending,
         ended: false,
     };
     // A stream rather than work behind a channel: an open subscription is
-    // then just this state and the future waiting on the change bus.
+    // then just this state and the future waiting on the change bus. The
+    // state is boxed apart from that future: `unfold` keeps room for both
+    // side by side, and thousands of idle streams pay for every byte.
     Ok(Reply::Streaming(Exchange::from_stream(Box::pin(
-        stream::unfold(state, Listening::next),
+        stream::unfold(Box::new(state), |mut state| async move {
+            let frame = state.next().await?;
+            Some((frame, state))
+        }),
     ))))
 }
 
@@ -95,9 +98,10 @@ struct Listening {
     unresolved_tasks: Option<Vec<String>>,
     /// The caller's subject: only its own tasks are reported.
     owner: Option<String>,
+    /// The listen request's id, which tags every frame (the tag is built
+    /// when a frame is: notifications are rare, open streams many).
     id: RequestId,
     honoured: SubscriptionFilter,
-    tag: Map<String, Value>,
     shared_channel: bool,
     /// Frames ready to go, oldest first.
     pending: VecDeque<Frame>,
@@ -106,13 +110,15 @@ struct Listening {
 }
 
 impl Listening {
-    async fn next(mut self) -> Option<(Frame, Self)> {
+    async fn next(&mut self) -> Option<Frame> {
         if let Some(ids) = self.unresolved_tasks.take() {
-            self.resolve_tasks(ids).await;
+            // Boxed: once per stream, and its store lookups would otherwise
+            // size every idle stream's waiting future.
+            Box::pin(self.resolve_tasks(ids)).await;
         }
         loop {
             if let Some(frame) = self.pending.pop_front() {
-                return Some((frame, self));
+                return Some(frame);
             }
             if self.ended {
                 return None;
@@ -128,10 +134,10 @@ impl Listening {
                 }
             };
             let frames = match change {
-                Some(Ok(change)) => notifications_for(&self.honoured, &change, &self.tag),
+                Some(Ok(change)) => notifications_for(&self.honoured, &change, &tag(&self.id)),
                 // We fell behind: say everything this stream cares about
                 // may have changed rather than miss something.
-                Some(Err(RecvError::Lagged(_))) => everything(&self.honoured, &self.tag),
+                Some(Err(RecvError::Lagged(_))) => everything(&self.honoured, &tag(&self.id)),
                 None | Some(Err(RecvError::Closed)) => {
                     self.close();
                     continue;
@@ -159,10 +165,10 @@ impl Listening {
             }
         }
         self.honoured.task_ids = Some(honoured_ids);
-        self.pending.push_back(ack(&self.honoured, &self.tag));
+        let tag = tag(&self.id);
+        self.pending.push_back(ack(&self.honoured, &tag));
         for task in &states {
-            self.pending
-                .extend(crate::tasks::notification(task, &self.tag));
+            self.pending.extend(crate::tasks::notification(task, &tag));
         }
     }
 
@@ -174,7 +180,7 @@ impl Listening {
             .is_some_and(|ids| ids.contains(&event.task.task.task_id));
         if followed && event.owner == self.owner {
             self.pending
-                .extend(crate::tasks::notification(&event.task, &self.tag));
+                .extend(crate::tasks::notification(&event.task, &tag(&self.id)));
         }
     }
 
@@ -183,7 +189,7 @@ impl Listening {
     fn close(&mut self) {
         self.ended = true;
         let mut result = Map::new();
-        result.insert("_meta".into(), Value::Object(self.tag.clone()));
+        result.insert("_meta".into(), Value::Object(tag(&self.id)));
         self.pending
             .push_back(self.server.result_frame(&self.id, &result));
         if self.shared_channel {
