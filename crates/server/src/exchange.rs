@@ -15,12 +15,11 @@
 //! [`Stream`] instead: no channel, no request context, a few hundred bytes
 //! per open stream.
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
-use std::future::poll_fn;
-
-use futures::{Stream, StreamExt as _};
+use futures::Stream;
 use tokio_util::sync::CancellationToken;
 
 use crate::frame_queue::FrameReceiver;
@@ -126,8 +125,15 @@ impl Exchange {
     /// The next frame; `None` once the final response was delivered or the
     /// work ended without one. Drives the work while waiting.
     pub async fn next(&mut self) -> Option<Frame> {
+        poll_fn(|cx| self.poll_frame(cx)).await
+    }
+
+    /// Polled by hand rather than through an `async` block, so that a
+    /// transport holding thousands of idle exchanges holds no second copy
+    /// of each one's state in a waiting future.
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Frame>> {
         let (notes, work, last) = match &mut self.source {
-            Source::Stream(frames) => return frames.next().await,
+            Source::Stream(frames) => return frames.as_mut().poll_next(cx),
             Source::Work {
                 notes, work, last, ..
             } => (notes, work, last),
@@ -135,17 +141,29 @@ impl Exchange {
         loop {
             let Some(running) = work.as_mut() else {
                 // Notifications queued before the work ended go first.
-                return notes.try_recv().or_else(|| last.take());
+                return Poll::Ready(notes.try_recv().or_else(|| last.take()));
             };
-            tokio::select! {
-                biased;
-                frame = poll_fn(|cx| notes.poll_recv(cx)) => return Some(frame),
-                end = running => {
+            // Notifications before the end: the final response is last.
+            if let Poll::Ready(frame) = notes.poll_recv(cx) {
+                return Poll::Ready(Some(frame));
+            }
+            match running.as_mut().poll(cx) {
+                Poll::Ready(end) => {
                     *work = None;
                     *last = end;
                 }
+                Poll::Pending => return Poll::Pending,
             }
         }
+    }
+}
+
+/// The frames of the exchange, as [`Exchange::next`] gives them.
+impl Stream for Exchange {
+    type Item = Frame;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Frame>> {
+        self.get_mut().poll_frame(cx)
     }
 }
 

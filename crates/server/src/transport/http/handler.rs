@@ -9,7 +9,7 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request as HttpRequest;
 use axum::response::Response;
 use futures::StreamExt as _;
-use futures::stream::{self, Stream};
+use futures::stream::Stream;
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body_util::BodyExt as _;
 use toolgate_protocol::RpcError;
@@ -60,10 +60,7 @@ impl State {
 pub(super) type FrameSource = Pin<Box<dyn Stream<Item = Frame> + Send>>;
 
 fn exchange_frames(exchange: Exchange) -> FrameSource {
-    Box::pin(stream::unfold(exchange, |mut exchange| async move {
-        let frame = exchange.next().await?;
-        Some((frame, exchange))
-    }))
+    Box::pin(exchange)
 }
 
 pub(super) fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
@@ -482,45 +479,60 @@ pub(super) fn sse_response(
     response
 }
 
-fn frames(
-    exchange: FrameSource,
-    first: Option<Frame>,
-    keep_alive: Option<Duration>,
-) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+fn frames(exchange: FrameSource, first: Option<Frame>, keep_alive: Option<Duration>) -> SseFrames {
     let ticker = keep_alive.map(|period| {
         let mut t = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         t
     });
-    stream::unfold(
-        (exchange, first, ticker, false),
-        |(mut exchange, first, mut ticker, done)| async move {
-            if done {
-                return None;
-            }
-            if let Some(frame) = first {
-                let last = frame.is_final();
-                return Some((Ok(sse_event(frame.bytes())), (exchange, None, ticker, last)));
-            }
-            let next = match ticker.as_mut() {
-                Some(t) => tokio::select! {
-                    frame = exchange.next() => Some(frame),
-                    _ = t.tick() => None,
-                },
-                None => Some(exchange.next().await),
-            };
-            match next {
-                // Keep-alive: an SSE comment.
-                None => Some((
-                    Ok(Bytes::from_static(b": keep-alive\n\n")),
-                    (exchange, None, ticker, false),
-                )),
-                Some(Some(frame)) => {
-                    let last = frame.is_final();
-                    Some((Ok(sse_event(frame.bytes())), (exchange, None, ticker, last)))
+    SseFrames {
+        exchange,
+        first,
+        ticker,
+        done: false,
+    }
+}
+
+/// The events of an SSE body: a hand-written stream rather than an
+/// `unfold`, which would keep a second copy of this state in its waiting
+/// future for every open stream.
+struct SseFrames {
+    exchange: FrameSource,
+    first: Option<Frame>,
+    ticker: Option<tokio::time::Interval>,
+    /// The final response went out: nothing follows it.
+    done: bool,
+}
+
+impl Stream for SseFrames {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        let frame = match this.first.take() {
+            Some(frame) => frame,
+            None => match this.exchange.as_mut().poll_next(cx) {
+                Poll::Ready(Some(frame)) => frame,
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => {
+                    return match this.ticker.as_mut().map(|t| t.poll_tick(cx)) {
+                        // Keep-alive: an SSE comment.
+                        Some(Poll::Ready(_)) => {
+                            Poll::Ready(Some(Ok(Bytes::from_static(b": keep-alive\n\n"))))
+                        }
+                        _ => Poll::Pending,
+                    };
                 }
-                Some(None) => None,
-            }
-        },
-    )
+            },
+        };
+        this.done = frame.is_final();
+        Poll::Ready(Some(Ok(sse_event(frame.bytes()))))
+    }
 }

@@ -270,11 +270,13 @@ pub async fn serve_listener(
                             + Send,
                     >,
                 > = Box::pin(async move {
-                    let response = if req.uri().path() != &*path {
-                        handler::other_path(&state, req).await
-                    } else {
-                        handler::serve(&state, req).await
-                    };
+                    // The handler's state machine (about 2 KiB) is boxed
+                    // apart and only once this stream's task first runs:
+                    // an HTTP/2 client opening a hundred streams at once
+                    // would otherwise have a hundred of them allocated
+                    // before the first is polled, and the heap keeps that
+                    // high-water mark.
+                    let response = Box::pin(respond(state, path, req)).await;
                     Ok(match stream {
                         // Counted until the body is sent (SSE included).
                         Some(guard) => response.map(|inner| {
@@ -329,4 +331,18 @@ pub async fn serve_listener(
     let grace = server.config().shutdown_grace;
     let _ = tokio::time::timeout(grace, tasks.wait()).await;
     Ok(())
+}
+
+/// The response to one HTTP request on the listener: the MCP endpoint at
+/// `path`, anything else (metadata documents, 404) elsewhere.
+async fn respond(
+    state: handler::State,
+    path: std::sync::Arc<str>,
+    req: http::Request<hyper::body::Incoming>,
+) -> axum::response::Response {
+    if req.uri().path() != &*path {
+        handler::other_path(&state, req).await
+    } else {
+        handler::serve(&state, req).await
+    }
 }
