@@ -61,13 +61,17 @@ pub(super) fn listen(
     // Subscribe before acknowledging, so no change between the two is lost.
     let state = Listening {
         changes: server.inner.bus.subscribe(),
-        task_changes: task_ids.as_ref().map(|_| tasks.events.subscribe()),
-        unresolved_tasks: task_ids,
-        owner: transport
-            .auth
-            .as_ref()
-            .and_then(|a| a.subject())
-            .map(str::to_owned),
+        tasks: task_ids.map(|ids| {
+            Box::new(Following {
+                changes: tasks.events.subscribe(),
+                unresolved: Some(ids),
+                owner: transport
+                    .auth
+                    .as_ref()
+                    .and_then(|a| a.subject())
+                    .map(str::to_owned),
+            })
+        }),
         server: server.clone(),
         id: req.id,
         honoured,
@@ -91,13 +95,10 @@ pub(super) fn listen(
 struct Listening {
     server: Server,
     changes: broadcast::Receiver<Change>,
-    /// Task changes, when the stream asked for tasks.
-    task_changes: Option<broadcast::Receiver<Arc<TaskEvent>>>,
-    /// Task ids asked for and not yet looked up; the acknowledgement
-    /// waits for them.
-    unresolved_tasks: Option<Vec<String>>,
-    /// The caller's subject: only its own tasks are reported.
-    owner: Option<String>,
+    /// What following tasks takes, when the stream asked for tasks
+    /// (boxed: most streams follow none, and every byte here is paid by
+    /// each open stream).
+    tasks: Option<Box<Following>>,
     /// The listen request's id, which tags every frame (the tag is built
     /// when a frame is: notifications are rare, open streams many).
     id: RequestId,
@@ -109,24 +110,54 @@ struct Listening {
     ended: bool,
 }
 
+/// The task side of a subscription.
+struct Following {
+    /// Task changes.
+    changes: broadcast::Receiver<Arc<TaskEvent>>,
+    /// Task ids asked for and not yet looked up; the acknowledgement
+    /// waits for them.
+    unresolved: Option<Vec<String>>,
+    /// The caller's subject: only its own tasks are reported.
+    owner: Option<String>,
+}
+
+/// What woke a waiting subscription.
+enum Woken {
+    Shutdown,
+    Change(Result<Change, RecvError>),
+    /// A task event (`None`: some were missed).
+    Task(Option<Arc<TaskEvent>>),
+}
+
 impl Listening {
     async fn next(&mut self) -> Option<Frame> {
-        if let Some(ids) = self.unresolved_tasks.take() {
+        if let Some(ids) = self.tasks.as_mut().and_then(|t| t.unresolved.take()) {
             // Boxed: once per stream, and its store lookups would otherwise
             // size every idle stream's waiting future.
             Box::pin(self.resolve_tasks(ids)).await;
         }
         loop {
             if let Some(frame) = self.pending.pop_front() {
+                if self.pending.is_empty() {
+                    // An idle stream holds no queue (frames are rare).
+                    self.pending.shrink_to_fit();
+                }
                 return Some(frame);
             }
             if self.ended {
                 return None;
             }
-            let change = tokio::select! {
-                _ = self.server.inner.shutdown.cancelled() => None,
-                change = self.changes.recv() => Some(change),
-                event = next_task_event(&mut self.task_changes) => {
+            // Streams that follow tasks wait on a third source, boxed so
+            // that the many that follow none keep a smaller waiting future.
+            let woken = if self.tasks.is_some() {
+                Box::pin(self.wait_with_tasks()).await
+            } else {
+                self.wait().await
+            };
+            let change = match woken {
+                Woken::Shutdown => None,
+                Woken::Change(change) => Some(change),
+                Woken::Task(event) => {
                     if let Some(event) = event {
                         self.task_event(&event);
                     }
@@ -148,6 +179,23 @@ impl Listening {
         }
     }
 
+    /// The next change, or shutdown.
+    async fn wait(&mut self) -> Woken {
+        tokio::select! {
+            _ = self.server.inner.shutdown.cancelled() => Woken::Shutdown,
+            change = self.changes.recv() => Woken::Change(change),
+        }
+    }
+
+    /// [`Listening::wait`], or the next event of a followed task.
+    async fn wait_with_tasks(&mut self) -> Woken {
+        tokio::select! {
+            _ = self.server.inner.shutdown.cancelled() => Woken::Shutdown,
+            change = self.changes.recv() => Woken::Change(change),
+            event = next_task_event(&mut self.tasks) => Woken::Task(event),
+        }
+    }
+
     /// Acknowledge with the task ids this caller may follow, then send each
     /// one's current state (it may have changed before the stream opened).
     async fn resolve_tasks(&mut self, ids: Vec<String>) {
@@ -159,7 +207,8 @@ impl Listening {
             if honoured_ids.contains(&id) {
                 continue;
             }
-            if let Ok(record) = tasks.find(&id, self.owner.as_deref()).await {
+            let owner = self.tasks.as_ref().and_then(|t| t.owner.as_deref());
+            if let Ok(record) = tasks.find(&id, owner).await {
                 honoured_ids.push(id);
                 states.push(record.task);
             }
@@ -178,7 +227,8 @@ impl Listening {
             .task_ids
             .as_ref()
             .is_some_and(|ids| ids.contains(&event.task.task.task_id));
-        if followed && event.owner == self.owner {
+        let owner = self.tasks.as_ref().and_then(|t| t.owner.as_ref());
+        if followed && event.owner.as_ref() == owner {
             self.pending
                 .extend(crate::tasks::notification(&event.task, &tag(&self.id)));
         }
@@ -208,10 +258,8 @@ const MAX_TASK_IDS: usize = 256;
 
 /// The next task change; never resolves when the stream follows no task.
 /// A lagging receiver skips what it missed (the client can poll).
-async fn next_task_event(
-    rx: &mut Option<broadcast::Receiver<Arc<TaskEvent>>>,
-) -> Option<Arc<TaskEvent>> {
-    let Some(rx) = rx.as_mut() else {
+async fn next_task_event(following: &mut Option<Box<Following>>) -> Option<Arc<TaskEvent>> {
+    let Some(rx) = following.as_mut().map(|f| &mut f.changes) else {
         return std::future::pending().await;
     };
     match rx.recv().await {
