@@ -192,6 +192,34 @@ async fn end_of_input_finishes_in_flight_work_and_closes_subscriptions() {
         .unwrap();
 }
 
+/// A host ends a stdio server by closing its input; after `initialize`
+/// the process is one legacy session, whose notifications also go to
+/// stdout, and that must not keep the server running.
+#[tokio::test]
+async fn end_of_input_ends_a_legacy_session_too() {
+    let mut p = start();
+    p.send(
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "host", "version": "1"}
+        }}),
+    )
+    .await;
+    let init = p.recv().await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    p.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    p.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    assert_eq!(p.recv().await["id"], 1);
+    p.to_server.shutdown().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), p.done)
+        .await
+        .expect("the server still runs after its input closed")
+        .unwrap()
+        .unwrap();
+}
+
 #[tokio::test]
 async fn duplicate_in_flight_ids_are_refused() {
     let mut p = start();

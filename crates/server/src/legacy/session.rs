@@ -136,6 +136,12 @@ impl Session {
         *self.unsolicited.lock() = Some(sink);
     }
 
+    /// Stop routing messages unrelated to a request anywhere (the
+    /// transport is closing).
+    pub(crate) fn detach(&self) {
+        *self.unsolicited.lock() = None;
+    }
+
     /// Send a message unrelated to any request. Dropped when nowhere to go
     /// or when the client reads too slowly: list changes are hints, and a
     /// slow reader must not hold the server up.

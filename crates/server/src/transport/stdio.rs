@@ -163,6 +163,12 @@ where
         tracing::warn!("requests still running after the shutdown grace period; aborting them");
         tasks.abort_all();
     }
+    // The session sends its notifications to stdout too: let go of that
+    // sender, or the writer would wait for it forever and the process
+    // would outlive its input.
+    if let Some(session) = session.take() {
+        session.detach();
+    }
     drop(out_tx);
     match writer_task.await {
         Ok(result) => result,
