@@ -114,6 +114,15 @@ struct Inner {
     shown: String,
     arguments: bool,
     client: Mutex<Option<Arc<Client>>>,
+    /// `config` with `synchronous_commit` off, for [`Inner::outcomes`].
+    relaxed: tokio_postgres::Config,
+    /// A second connection, for the outcomes of rows written ahead: the
+    /// row is durable already, so its outcome's commit need not wait for
+    /// the WAL flush (a crash may leave the row `forwarded`, which is what
+    /// such a row means). On the first connection each call would wait
+    /// for two flushes in a row, since one connection's commits are
+    /// serial and never share one.
+    outcomes: Mutex<Option<Arc<Client>>>,
 }
 
 /// `url` without its password, for messages.
@@ -172,12 +181,20 @@ impl PgStore {
             })?;
         config.connect_timeout(CONNECT_TIMEOUT);
         config.application_name("toolgate");
+        let mut relaxed = config.clone();
+        let options = match config.get_options() {
+            Some(own) => format!("{own} -c synchronous_commit=off"),
+            None => "-c synchronous_commit=off".to_owned(),
+        };
+        relaxed.options(&options);
         let store = Self {
             inner: Arc::new(Inner {
                 config,
                 shown,
                 arguments,
                 client: Mutex::new(None),
+                relaxed,
+                outcomes: Mutex::new(None),
             }),
         };
         let client = store.client().await?;
@@ -187,13 +204,24 @@ impl PgStore {
 
     /// The open connection, or a new one.
     pub(crate) async fn client(&self) -> Result<Arc<Client>, StoreError> {
-        let mut slot = self.inner.client.lock().await;
+        self.open(&self.inner.client, &self.inner.config).await
+    }
+
+    /// The connection for outcomes of rows written ahead, or a new one.
+    async fn outcome_client(&self) -> Result<Arc<Client>, StoreError> {
+        self.open(&self.inner.outcomes, &self.inner.relaxed).await
+    }
+
+    async fn open(
+        &self,
+        slot: &Mutex<Option<Arc<Client>>>,
+        config: &tokio_postgres::Config,
+    ) -> Result<Arc<Client>, StoreError> {
+        let mut slot = slot.lock().await;
         if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(client.clone());
         }
-        let (client, connection) = self
-            .inner
-            .config
+        let (client, connection) = config
             .connect(tls()?)
             .await
             .map_err(|e| self.inner.fail(e))?;
@@ -281,7 +309,7 @@ impl PgStore {
 
     /// Complete the row `id`, written ahead, with `r`'s outcome.
     async fn update(&self, id: i64, r: &AuditRow) -> Result<(), StoreError> {
-        let client = self.client().await?;
+        let client = self.outcome_client().await?;
         client
             .execute(
                 "UPDATE toolgate_calls SET upstream = $2, decision = $3, rule = $4, confirmation = $5, status = $6, latency_ms = $7, grant_id = $8, cost = $9, result = $10, trace_id = $11 WHERE id = $1",
