@@ -5,7 +5,7 @@
 //! (normally through `cargo xtask bench`, which builds in release first).
 //!
 //! The scenarios and the memory figures are here; [`servers`] starts each
-//! server under test and [`targets`] judges a report.
+//! server under test and [`mod@targets`] judges a report.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
