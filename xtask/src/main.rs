@@ -89,6 +89,13 @@ fn cargo_with(args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(args).current_dir(root());
+    // `cargo run` gives this process xtask's own manifest variables; passed
+    // on, they become part of the fingerprint of build scripts that watch
+    // them (ring's), so a build from the shell and the same build from
+    // xtask invalidated each other: every `cargo xtask bench` rebuilt the
+    // fat-LTO release (7-9 min) after a `cargo build --release`.
+    cmd.env_remove("CARGO_MANIFEST_DIR")
+        .env_remove("CARGO_MANIFEST_PATH");
     if ONE_SHOT.load(Ordering::Relaxed) {
         cmd.env("CARGO_INCREMENTAL", "0");
     }
