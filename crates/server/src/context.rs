@@ -335,9 +335,10 @@ impl RequestContext {
     /// its notes included, goes to [`CallLog::begin`](crate::CallLog::begin)
     /// while the handler goes on, and the answer waits for that row to be
     /// durable instead of for a write begun after the work. If the process
-    /// dies before the answer, the row says the call was in flight. Returns whether a write was started (or had been
-    /// already): `false` without a call log, for a call that runs as a
-    /// task, and outside a `tools/call`.
+    /// dies before the answer, the row says the call was in flight.
+    /// Returns whether a write was started (or had been already): `false`
+    /// without a call log, for a call that runs as a task, and outside a
+    /// `tools/call`.
     ///
     /// ```
     /// # use toolgate_server::RequestContext;

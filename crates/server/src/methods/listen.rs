@@ -202,12 +202,12 @@ impl Listening {
         let tasks = &self.server.inner.tasks;
         let mut honoured_ids = Vec::new();
         let mut states = Vec::new();
+        let owner = self.tasks.as_ref().and_then(|t| t.owner.as_deref());
         // A bounded list: each id costs a store read.
         for id in ids.into_iter().take(MAX_TASK_IDS) {
             if honoured_ids.contains(&id) {
                 continue;
             }
-            let owner = self.tasks.as_ref().and_then(|t| t.owner.as_deref());
             if let Ok(record) = tasks.find(&id, owner).await {
                 honoured_ids.push(id);
                 states.push(record.task);

@@ -21,7 +21,7 @@ use super::checks::{
 use super::{HttpConfig, legacy};
 use crate::auth::Refusal;
 use crate::dispatch::{TransportContext, http_status_for};
-use crate::exchange::{Exchange, Frame, Reply};
+use crate::exchange::{Frame, Reply};
 use crate::legacy::Sessions;
 use crate::{AuthContext, ResourceServer, Server};
 
@@ -58,10 +58,6 @@ impl State {
 
 /// Frames on their way into an SSE body.
 pub(super) type FrameSource = Pin<Box<dyn Stream<Item = Frame> + Send>>;
-
-fn exchange_frames(exchange: Exchange) -> FrameSource {
-    Box::pin(exchange)
-}
 
 pub(super) fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     let mut response = Response::new(Body::from(body));
@@ -364,7 +360,7 @@ where
         Reply::Done(frame) => frame_response(frame, config.auth.as_deref()),
         Reply::Streaming(mut exchange) => {
             if long_lived {
-                return sse_response(exchange_frames(exchange), None, Some(config.keep_alive));
+                return sse_response(Box::pin(exchange), None, Some(config.keep_alive));
             }
             // JSON unless a notification comes before the final response.
             match exchange.next().await {
@@ -372,7 +368,8 @@ where
                     frame_response(frame, config.auth.as_deref())
                 }
                 Some(first @ Frame::Notification(_)) => {
-                    let frames = exchange_frames(exchange).map(move |frame| {
+                    // One box: the exchange is a stream itself.
+                    let frames = exchange.map(move |frame| {
                         let _held = &permit;
                         frame
                     });
