@@ -9,6 +9,7 @@ use std::fmt;
 
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::RpcError;
@@ -67,14 +68,53 @@ impl RequestId {
 }
 
 /// A request: it expects exactly one response.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// `params._meta` is kept apart, as the JSON text it was sent as: every
+/// request carries it, and reading it straight into
+/// [`RequestMeta`](crate::meta::RequestMeta) is cheaper than building it as
+/// a JSON value first. [`Request::meta_value`] gives it back as a value.
+#[derive(Clone, Debug)]
 pub struct Request {
     /// The id the response must echo.
     pub id: RequestId,
     /// The method name.
     pub method: String,
-    /// The parameters, if any (always an object).
+    /// The parameters other than `_meta`, if any (always an object).
     pub params: Option<Map<String, Value>>,
+    /// `params._meta` as sent, when present (any JSON value: whether it is
+    /// an object is checked where it is read).
+    pub meta: Option<Box<RawValue>>,
+}
+
+impl Request {
+    /// `params._meta` as a JSON value, when present and readable.
+    pub fn meta_value(&self) -> Option<Value> {
+        serde_json::from_str(self.meta.as_ref()?.get()).ok()
+    }
+
+    /// The whole `params` as sent: the other parameters with `_meta` put
+    /// back (for code that forwards or re-reads a request as a value).
+    pub fn params_with_meta(&self) -> Option<Map<String, Value>> {
+        let mut params = self.params.clone();
+        if let Some(meta) = self.meta_value() {
+            params
+                .get_or_insert_with(Map::new)
+                .insert("_meta".into(), meta);
+        }
+        params
+    }
+}
+
+/// Two requests are equal when they say the same: `_meta` is compared as
+/// JSON, not as text.
+impl PartialEq for Request {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+            && self.method == other.method
+            && self.params == other.params
+            && self.meta.is_some() == other.meta.is_some()
+            && self.meta_value() == other.meta_value()
+    }
 }
 
 /// A notification: no id, no response.
@@ -124,7 +164,9 @@ fn reject(id: Option<RequestId>, error: RpcError) -> Rejected {
 /// Parse one JSON-RPC message from bytes, enforcing MCP's envelope rules.
 ///
 /// The envelope is read field by field, straight from the bytes: only
-/// `params` (and a response's `result` or `error`) become JSON values, and
+/// `params` (and a response's `result` or `error`) become JSON values,
+/// `params._meta` of a request is kept as text for
+/// [`RequestMeta::from_raw`](crate::meta::RequestMeta::from_raw), and
 /// members MCP does not define are skipped without being built. As with a
 /// JSON object, the last of a repeated member wins.
 ///
@@ -159,7 +201,7 @@ pub fn parse_value(value: Value) -> Result<Incoming, Rejected> {
             ),
             id: obj.remove("id"),
             method: obj.remove("method"),
-            params: obj.remove("params"),
+            params: obj.remove("params").map(Params::from_value),
             result: obj.remove("result"),
             error: obj.remove("error"),
         }
@@ -214,7 +256,7 @@ struct Fields {
     jsonrpc: Option<bool>,
     id: Option<Value>,
     method: Option<Value>,
-    params: Option<Value>,
+    params: Option<Params>,
     result: Option<Value>,
     error: Option<Value>,
 }
@@ -259,10 +301,10 @@ impl Fields {
             // Without a method this can only be a response.
             None => return response(id, self.result, self.error),
         };
-        let params = match self.params {
-            None => None,
-            Some(Value::Object(p)) => Some(p),
-            Some(_) => {
+        let (params, meta) = match self.params {
+            None => (None, None),
+            Some(Params::Object { params, meta }) => (Some(params), meta),
+            Some(Params::Other) => {
                 return Err(reject(
                     id,
                     RpcError::invalid_params("\"params\" must be an object"),
@@ -270,9 +312,106 @@ impl Fields {
             }
         };
         Ok(match id {
-            Some(id) => Incoming::Request(Request { id, method, params }),
-            None => Incoming::Notification(Notification { method, params }),
+            Some(id) => Incoming::Request(Request {
+                id,
+                method,
+                params,
+                meta,
+            }),
+            None => {
+                // A notification keeps its `_meta` among its params: none
+                // is read on a hot path.
+                let mut params = params;
+                if let Some(meta) = meta {
+                    let meta = serde_json::from_str(meta.get())
+                        .map_err(|e| reject(None, RpcError::parse_error(e)))?;
+                    params
+                        .get_or_insert_with(Map::new)
+                        .insert("_meta".into(), meta);
+                }
+                Incoming::Notification(Notification { method, params })
+            }
         })
+    }
+}
+
+/// `params` as read: an object's members with `_meta` kept apart as text,
+/// or anything else (an error once the id is known).
+enum Params {
+    Object {
+        params: Map<String, Value>,
+        meta: Option<Box<RawValue>>,
+    },
+    Other,
+}
+
+impl Params {
+    fn from_value(value: Value) -> Self {
+        match value {
+            Value::Object(mut params) => {
+                let meta = params
+                    .shift_remove("_meta")
+                    .and_then(|m| serde_json::value::to_raw_value(&m).ok());
+                Params::Object { params, meta }
+            }
+            _ => Params::Other,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Params {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ParamsVisitor)
+    }
+}
+
+/// Reads `params` member by member: `_meta` is captured as text, the rest
+/// become values; a non-object is skipped to learn only that it was one.
+struct ParamsVisitor;
+
+impl<'de> Visitor<'de> for ParamsVisitor {
+    type Value = Params;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("request params")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params, A::Error> {
+        let mut params = Map::new();
+        let mut meta = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "_meta" {
+                // As with any member, the last of a repeated `_meta` wins.
+                meta = Some(map.next_value::<Box<RawValue>>()?);
+            } else {
+                params.insert(key, map.next_value()?);
+            }
+        }
+        Ok(Params::Object { params, meta })
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Params, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Params::Other)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Params, E> {
+        Ok(Params::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Params, E> {
+        Ok(Params::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Params, E> {
+        Ok(Params::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Params, E> {
+        Ok(Params::Other)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Params, E> {
+        Ok(Params::Other)
+    }
+    fn visit_unit<E>(self) -> Result<Params, E> {
+        Ok(Params::Other)
     }
 }
 
@@ -547,6 +686,50 @@ mod tests {
     }
 
     #[test]
+    fn a_request_keeps_its_meta_apart_as_sent() {
+        let raw = br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":1,"_meta":{"k" : [1, 2]},"b":2}}"#;
+        let Ok(Incoming::Request(req)) = parse_message(raw) else {
+            panic!("not a request")
+        };
+        assert_eq!(
+            req.meta.as_ref().map(|m| m.get()),
+            Some(r#"{"k" : [1, 2]}"#)
+        );
+        let params = req.params.clone().unwrap_or_default();
+        assert_eq!(params.keys().collect::<Vec<_>>(), ["a", "b"]);
+        let whole = req.params_with_meta().unwrap_or_default();
+        assert_eq!(whole.get("_meta"), Some(&serde_json::json!({"k": [1, 2]})));
+        // The last of a repeated `_meta` wins, as with any member.
+        let raw =
+            br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":1,"_meta":{"x":true}}}"#;
+        let Ok(Incoming::Request(req)) = parse_message(raw) else {
+            panic!("not a request")
+        };
+        assert_eq!(req.meta.as_ref().map(|m| m.get()), Some(r#"{"x":true}"#));
+        // Whatever `_meta` is, the envelope does not judge it: the id is
+        // known and the error (-32602) comes from where it is read.
+        for meta in ["null", "\"x\"", "[1]"] {
+            let raw =
+                format!(r#"{{"jsonrpc":"2.0","id":7,"method":"m","params":{{"_meta":{meta}}}}}"#);
+            assert!(
+                matches!(parse_message(raw.as_bytes()), Ok(Incoming::Request(_))),
+                "{raw}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_notification_keeps_its_meta_among_its_params() {
+        let raw = br#"{"jsonrpc":"2.0","method":"n","params":{"_meta":{"k":1},"x":2}}"#;
+        let Ok(Incoming::Notification(n)) = parse_message(raw) else {
+            panic!("not a notification")
+        };
+        let params = n.params.unwrap_or_default();
+        assert_eq!(params.get("_meta"), Some(&serde_json::json!({"k": 1})));
+        assert_eq!(params.get("x"), Some(&Value::from(2)));
+    }
+
+    #[test]
     fn rejects_envelope_violations_with_the_right_code_and_id() {
         assert_eq!(rejected("{").error.code, codes::PARSE_ERROR);
         assert_eq!(rejected("[]").error.code, codes::INVALID_REQUEST);
@@ -597,6 +780,9 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":null}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"a" :1},"x":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":"s"}}"#,
+            r#"{"jsonrpc":"2.0","method":"n","params":{"_meta":{"a":{"b":null}}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"m","params":"x"}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":{"x":1}}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":null}"#,

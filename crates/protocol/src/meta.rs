@@ -4,7 +4,10 @@
 //! capabilities arrive with each request, never from an earlier one.
 //! [`RequestMeta::from_params`] is the single place they are read and checked.
 
-use serde::Deserialize as _;
+use std::fmt;
+
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::RpcError;
@@ -62,47 +65,83 @@ impl RequestMeta {
     /// assert_eq!(RequestMeta::from_params(None).unwrap_err().code, -32602);
     /// ```
     pub fn from_params(params: Option<&Map<String, Value>>) -> Result<Self, RpcError> {
-        let meta = match params.and_then(|p| p.get("_meta")) {
-            Some(Value::Object(meta)) => meta,
-            Some(_) => return Err(RpcError::invalid_params("\"_meta\" must be an object")),
-            None => {
-                return Err(RpcError::invalid_params(format!(
-                    "Missing params._meta: every request must carry \"{PROTOCOL_VERSION}\" and \"{CLIENT_CAPABILITIES}\""
-                )));
+        let meta = params
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| serde_json::value::to_raw_value(m).ok());
+        Self::from_raw(meta.as_deref())
+    }
+
+    /// Read the metadata from a request's `_meta`, as the JSON text it was
+    /// sent as (what [`parse_message`](crate::jsonrpc::parse_message) keeps
+    /// in [`Request::meta`](crate::jsonrpc::Request::meta)). Only the
+    /// reserved keys are read; the rest is passed over without being built.
+    /// The rules are those of [`RequestMeta::from_params`].
+    ///
+    /// ```
+    /// use toolgate_protocol::jsonrpc::{Incoming, parse_message};
+    /// use toolgate_protocol::meta::RequestMeta;
+    /// let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{
+    ///     "io.modelcontextprotocol/protocolVersion":"2026-07-28",
+    ///     "io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    /// let Ok(Incoming::Request(req)) = parse_message(body) else { panic!() };
+    /// let meta = RequestMeta::from_raw(req.meta.as_deref()).unwrap();
+    /// assert_eq!(meta.protocol_version, "2026-07-28");
+    /// ```
+    pub fn from_raw(meta: Option<&RawValue>) -> Result<Self, RpcError> {
+        let Some(meta) = meta else {
+            return Err(RpcError::invalid_params(format!(
+                "Missing params._meta: every request must carry \"{PROTOCOL_VERSION}\" and \"{CLIENT_CAPABILITIES}\""
+            )));
+        };
+        let fields = match serde_json::from_str::<Reserved<'_>>(meta.get()) {
+            Ok(Reserved::Object(fields)) => fields,
+            Ok(Reserved::Other) => {
+                return Err(RpcError::invalid_params("\"_meta\" must be an object"));
+            }
+            Err(_) => {
+                return Err(RpcError::invalid_params(
+                    "\"_meta\" could not be read (nested too deeply?)",
+                ));
             }
         };
-        let protocol_version = match meta.get(PROTOCOL_VERSION) {
-            Some(Value::String(v)) => v.clone(),
-            Some(_) => return Err(field_error(PROTOCOL_VERSION, "a string")),
+        let protocol_version = match fields.protocol_version {
+            Some(v) => serde_json::from_str::<String>(v.get())
+                .map_err(|_| field_error(PROTOCOL_VERSION, "a string"))?,
             None => return Err(missing(PROTOCOL_VERSION)),
         };
-        let client_capabilities = match meta.get(CLIENT_CAPABILITIES) {
-            Some(v @ Value::Object(_)) => ClientCapabilities::deserialize_value(v)
+        // Typed straight from the text. Unlike a value, the text may repeat
+        // a member; such an object is refused (RFC 8259 leaves its meaning
+        // open).
+        let client_capabilities = match fields.client_capabilities {
+            Some(v) if v.get() == "{}" => ClientCapabilities::default(),
+            Some(v) if v.get().starts_with('{') => serde_json::from_str(v.get())
                 .map_err(|_| field_error(CLIENT_CAPABILITIES, "a ClientCapabilities object"))?,
             Some(_) => return Err(field_error(CLIENT_CAPABILITIES, "an object")),
             None => return Err(missing(CLIENT_CAPABILITIES)),
         };
-        let client_info = match meta.get(CLIENT_INFO) {
+        let client_info = match fields.client_info {
             None => None,
-            Some(v) => Some(Implementation::deserialize(v).map_err(|_| {
-                field_error(
-                    CLIENT_INFO,
-                    "an object with string \"name\" and \"version\"",
-                )
-            })?),
+            Some(v) => Some(
+                serde_json::from_str::<Implementation>(v.get()).map_err(|_| {
+                    field_error(
+                        CLIENT_INFO,
+                        "an object with string \"name\" and \"version\"",
+                    )
+                })?,
+            ),
         };
-        let progress_token = match meta.get(PROGRESS_TOKEN) {
+        let progress_token = match fields.progress_token.map(value) {
             None => None,
-            Some(Value::String(s)) => Some(ProgressToken::String(s.clone())),
-            Some(Value::Number(n)) => match n.as_i64() {
+            Some(Some(Value::String(s))) => Some(ProgressToken::String(s)),
+            Some(Some(Value::Number(n))) => match n.as_i64() {
                 Some(n) => Some(ProgressToken::Number(n)),
                 None => return Err(field_error(PROGRESS_TOKEN, "a string or an integer")),
             },
             Some(_) => return Err(field_error(PROGRESS_TOKEN, "a string or an integer")),
         };
-        let log_level = match meta.get(LOG_LEVEL) {
+        let log_level = match fields.log_level {
             None => None,
-            Some(v) => Some(LoggingLevel::deserialize(v).map_err(|_| {
+            Some(v) => Some(serde_json::from_str::<LoggingLevel>(v.get()).map_err(|_| {
                 field_error(
                     LOG_LEVEL,
                     "one of debug, info, notice, warning, error, critical, alert, emergency",
@@ -115,14 +154,165 @@ impl RequestMeta {
             client_capabilities,
             progress_token,
             log_level,
-            trace: crate::trace::TraceContext::from_meta(meta),
+            trace: fields.trace(),
         })
     }
 }
 
-impl ClientCapabilities {
-    fn deserialize_value(v: &Value) -> Result<Self, serde_json::Error> {
-        serde::Deserialize::deserialize(v)
+/// Whether `_meta` (as sent) is an object that names a protocol version:
+/// what marks a request of the stateless era, whatever else is wrong with
+/// it.
+pub fn declares_protocol_version(meta: Option<&RawValue>) -> bool {
+    meta.is_some_and(|m| {
+        matches!(
+            serde_json::from_str::<Reserved<'_>>(m.get()),
+            Ok(Reserved::Object(fields)) if fields.protocol_version.is_some()
+        )
+    })
+}
+
+/// A reserved key's value as JSON, when it is readable as such.
+fn value(raw: &RawValue) -> Option<Value> {
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// What `_meta` turned out to be: an object (its reserved keys picked out)
+/// or anything else.
+enum Reserved<'a> {
+    Object(Box<Fields<'a>>),
+    Other,
+}
+
+/// The reserved keys of a `_meta` object, each as sent. As in any JSON
+/// object read here, the last of a repeated key wins.
+#[derive(Default)]
+struct Fields<'a> {
+    protocol_version: Option<&'a RawValue>,
+    client_capabilities: Option<&'a RawValue>,
+    client_info: Option<&'a RawValue>,
+    progress_token: Option<&'a RawValue>,
+    log_level: Option<&'a RawValue>,
+    traceparent: Option<&'a RawValue>,
+    tracestate: Option<&'a RawValue>,
+    baggage: Option<&'a RawValue>,
+}
+
+impl Fields<'_> {
+    /// The trace context, read by the one reader of it from the three keys
+    /// it uses.
+    fn trace(&self) -> Option<crate::trace::TraceContext> {
+        let traceparent = self.traceparent?;
+        let mut keys = Map::new();
+        for (key, raw) in [
+            (crate::trace::TRACEPARENT, Some(traceparent)),
+            (crate::trace::TRACESTATE, self.tracestate),
+            (crate::trace::BAGGAGE, self.baggage),
+        ] {
+            if let Some(v) = raw.and_then(value) {
+                keys.insert(key.to_owned(), v);
+            }
+        }
+        crate::trace::TraceContext::from_meta(&keys)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Reserved<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ReservedVisitor)
+    }
+}
+
+struct ReservedVisitor;
+
+impl<'de> Visitor<'de> for ReservedVisitor {
+    type Value = Reserved<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a _meta object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = Box::<Fields<'de>>::default();
+        while let Some(key) = map.next_key::<Key>()? {
+            let slot = match key {
+                Key::ProtocolVersion => &mut fields.protocol_version,
+                Key::ClientCapabilities => &mut fields.client_capabilities,
+                Key::ClientInfo => &mut fields.client_info,
+                Key::ProgressToken => &mut fields.progress_token,
+                Key::LogLevel => &mut fields.log_level,
+                Key::Traceparent => &mut fields.traceparent,
+                Key::Tracestate => &mut fields.tracestate,
+                Key::Baggage => &mut fields.baggage,
+                Key::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *slot = Some(map.next_value::<&'de RawValue>()?);
+        }
+        Ok(Reserved::Object(fields))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Reserved::Other)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Reserved::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Reserved::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Reserved::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Reserved::Other)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Reserved::Other)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Reserved::Other)
+    }
+}
+
+/// A `_meta` key, matched without allocating (escaped keys included).
+enum Key {
+    ProtocolVersion,
+    ClientCapabilities,
+    ClientInfo,
+    ProgressToken,
+    LogLevel,
+    Traceparent,
+    Tracestate,
+    Baggage,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl Visitor<'_> for Name {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a _meta key")
+            }
+            fn visit_str<E>(self, name: &str) -> Result<Key, E> {
+                Ok(match name {
+                    PROTOCOL_VERSION => Key::ProtocolVersion,
+                    CLIENT_CAPABILITIES => Key::ClientCapabilities,
+                    CLIENT_INFO => Key::ClientInfo,
+                    PROGRESS_TOKEN => Key::ProgressToken,
+                    LOG_LEVEL => Key::LogLevel,
+                    crate::trace::TRACEPARENT => Key::Traceparent,
+                    crate::trace::TRACESTATE => Key::Tracestate,
+                    crate::trace::BAGGAGE => Key::Baggage,
+                    _ => Key::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(Name)
     }
 }
 
@@ -163,6 +353,76 @@ mod tests {
         ] {
             assert_eq!(meta(bad.clone()).unwrap_err().code, -32602, "{bad}");
         }
+    }
+
+    #[test]
+    fn reads_the_text_as_sent() {
+        let raw = |text: &str| serde_json::from_str::<Box<RawValue>>(text).unwrap();
+        // An escaped key is the same key; other keys, however deep, are
+        // passed over.
+        let m = RequestMeta::from_raw(Some(&raw(&format!(
+            r#"{{"io.modelcontextprotocol\/protocolVersion":"2026-07-28","x":{}{},
+                "{CLIENT_CAPABILITIES}":{{}},"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}"#,
+            "[".repeat(5_000),
+            "]".repeat(5_000)
+        ))))
+        .unwrap();
+        assert_eq!(m.protocol_version, "2026-07-28");
+        assert!(m.trace.is_some_and(|t| t.tracestate.is_none()));
+        // Too deep where it must be read: a -32602 that says so.
+        let deep = format!(
+            r#"{{"{PROTOCOL_VERSION}":"v","{CLIENT_CAPABILITIES}":{{"experimental":{{"x":{}{}}}}}}}"#,
+            "[".repeat(5_000),
+            "]".repeat(5_000)
+        );
+        assert_eq!(
+            RequestMeta::from_raw(Some(&raw(&deep))).unwrap_err().code,
+            -32602
+        );
+        for bad in ["null", "[]", "\"v\"", "1"] {
+            let e = RequestMeta::from_raw(Some(&raw(bad))).unwrap_err();
+            assert_eq!(e.message, "\"_meta\" must be an object", "{bad}");
+        }
+        assert_eq!(RequestMeta::from_raw(None).unwrap_err().code, -32602);
+    }
+
+    #[test]
+    fn capabilities_read_from_text_as_from_a_value() {
+        let caps = |text: &str| {
+            RequestMeta::from_raw(Some(
+                &serde_json::from_str::<Box<RawValue>>(&format!(
+                    r#"{{"{PROTOCOL_VERSION}":"v","{CLIENT_CAPABILITIES}":{text}}}"#
+                ))
+                .unwrap(),
+            ))
+            .map(|m| m.client_capabilities)
+        };
+        assert_eq!(caps("{}").unwrap(), caps("{ }").unwrap());
+        assert_eq!(caps("{}").unwrap(), ClientCapabilities::default());
+        assert!(
+            caps(r#"{"elicitation":{"form":{}}}"#)
+                .unwrap()
+                .supports_elicitation_form()
+        );
+        // A repeated member has no agreed meaning: refused, not guessed.
+        let e = caps(r#"{"roots":{},"roots":{}}"#).unwrap_err();
+        assert_eq!(e.code, -32602);
+        assert!(e.message.contains(CLIENT_CAPABILITIES), "{}", e.message);
+    }
+
+    #[test]
+    fn a_version_key_marks_the_stateless_era() {
+        let raw = |text: &str| serde_json::from_str::<Box<RawValue>>(text).unwrap();
+        assert!(declares_protocol_version(Some(&raw(&format!(
+            r#"{{"{PROTOCOL_VERSION}":1}}"#
+        )))));
+        assert!(!declares_protocol_version(Some(&raw(
+            r#"{"progressToken":1}"#
+        ))));
+        assert!(!declares_protocol_version(Some(&raw(&format!(
+            r#"["{PROTOCOL_VERSION}"]"#
+        )))));
+        assert!(!declares_protocol_version(None));
     }
 
     #[test]

@@ -112,10 +112,17 @@ fn is_emoji(c: char) -> bool {
 /// `text` with every character of the kinds above removed, counted into
 /// `removed`.
 pub fn sanitize_text<'a>(text: &'a str, removed: &mut Removed) -> Cow<'a, str> {
-    let Some(first) = text
+    // Printable ASCII and line breaks are always kept: skip them a byte at
+    // a time before looking at characters. An ASCII byte is always on a
+    // character boundary, so `plain` is one.
+    let plain = text
+        .bytes()
+        .position(|b| !matches!(b, 0x20..=0x7e | b'\n' | b'\r' | b'\t'))
+        .unwrap_or(text.len());
+    let Some(first) = text[plain..]
         .char_indices()
         .find(|&(_, c)| !matches!(class(c), Class::Keep))
-        .map(|(i, _)| i)
+        .map(|(i, _)| plain + i)
     else {
         return Cow::Borrowed(text);
     };
@@ -238,6 +245,22 @@ mod tests {
             Cow::Borrowed(_)
         ));
         assert!(removed.is_empty());
+    }
+
+    #[test]
+    fn what_follows_plain_ascii_is_still_read() {
+        let long = "plain words ".repeat(100);
+        assert!(matches!(
+            sanitize_text(&long, &mut Removed::default()),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            clean(&format!("{long}\u{1b}[1mbold")).0,
+            format!("{long}bold")
+        );
+        assert_eq!(clean("\u{7f}abc").0, "abc");
+        assert_eq!(clean("abc é\u{200b}").0, "abc é");
+        assert_eq!(clean("tail\u{0}").0, "tail");
     }
 
     #[test]

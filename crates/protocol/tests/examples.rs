@@ -130,7 +130,7 @@ fn messages_round_trip() {
             let Ok(Incoming::Request(req)) = parse_value(original.clone()) else {
                 panic!("{path} is not a request")
             };
-            let params = Value::Object(req.params.clone().unwrap_or_default());
+            let params = Value::Object(req.params_with_meta().unwrap_or_default());
             check_params(&params);
             let back: Value =
                 serde_json::from_slice(&encode_request(&req.id, &req.method, &params))

@@ -115,8 +115,7 @@ impl Server {
             // the error must name what this server does speak.
             return Err((req.id, legacy_initialize_error(self.serves_legacy())));
         }
-        let meta =
-            RequestMeta::from_params(req.params.as_ref()).map_err(|e| (req.id.clone(), e))?;
+        let meta = RequestMeta::from_raw(req.meta.as_deref()).map_err(|e| (req.id.clone(), e))?;
         if let Some(check) = header_check {
             check(&req, &meta).map_err(|e| (req.id.clone(), e))?;
         }

@@ -171,6 +171,7 @@ mod sanitizing;
 mod server;
 mod state;
 pub mod tasks;
+mod time_limit;
 #[cfg(feature = "jwt")]
 mod tls;
 pub mod tool;

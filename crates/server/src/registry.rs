@@ -177,18 +177,16 @@ impl<T: Listed> Catalog<T> {
 
     /// The item with `key`, if it exists and `auth` may see it.
     pub(crate) fn get(&self, key: &str, auth: Option<&AuthContext>) -> Option<Arc<T>> {
-        let snapshot = self.snapshot();
-        let item = snapshot
-            .index
-            .get(key)
-            .map(|&i| snapshot.items[i].clone())?;
+        let item = self.get_hidden(key)?;
         item.visible_to(auth).then_some(item)
     }
 
     /// The item named `key` whoever asks (to tell "hidden" from "absent").
     pub(crate) fn get_hidden(&self, key: &str) -> Option<Arc<T>> {
-        let snapshot = self.snapshot();
-        snapshot.index.get(key).map(|&i| snapshot.items[i].clone())
+        // Looked up under the read lock: cloning the snapshot's `Arc` for
+        // one lookup would touch a counter every call shares.
+        let state = self.state.read();
+        state.index.get(key).map(|&i| state.items[i].clone())
     }
 
     /// Every item `keep` accepts, in order.

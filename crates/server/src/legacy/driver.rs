@@ -53,15 +53,16 @@ async fn run(
     transport: &TransportContext,
     tx: &FrameSender,
 ) -> Frame {
+    let meta = session.request_meta(req.meta_value().as_ref());
     let id = req.id;
     let method = req.method;
-    let meta = session.request_meta(req.params.as_ref());
     let mut params = req.params.unwrap_or_default();
     for _ in 0..MAX_ROUNDS {
         let attempt = Request {
             id: id.clone(),
             method: method.clone(),
             params: Some(params.clone()),
+            meta: None,
         };
         let last = match shared_dispatch(server, attempt, meta.clone(), transport) {
             Ok(Reply::Done(frame)) => frame,

@@ -28,7 +28,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use toolgate_protocol::jsonrpc::{Request, encode_result};
-use toolgate_protocol::meta::{PROTOCOL_VERSION, SERVER_INFO};
+use toolgate_protocol::meta::SERVER_INFO;
 use toolgate_protocol::types::{ClientCapabilities, Implementation, LoggingLevel};
 use toolgate_protocol::version::{LEGACY_SERVED, is_legacy_served};
 use toolgate_protocol::{RequestId, RpcError};
@@ -56,11 +56,7 @@ const SHARED_METHODS: &[&str] = &[
 /// Whether a request carries the modern per-request `_meta` (and so is
 /// served statelessly even inside a legacy session's process).
 pub(crate) fn is_modern_request(req: &Request) -> bool {
-    req.params
-        .as_ref()
-        .and_then(|p| p.get("_meta"))
-        .and_then(Value::as_object)
-        .is_some_and(|m| m.contains_key(PROTOCOL_VERSION))
+    toolgate_protocol::meta::declares_protocol_version(req.meta.as_deref())
 }
 
 #[derive(Deserialize)]

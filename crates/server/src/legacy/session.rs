@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use toolgate_protocol::jsonrpc::Response;
@@ -82,9 +82,8 @@ impl Session {
 
     /// The per-request metadata a modern request would carry, rebuilt from
     /// the session and the request's own `_meta.progressToken`.
-    pub(crate) fn request_meta(&self, params: Option<&Map<String, Value>>) -> RequestMeta {
-        let progress_token = params
-            .and_then(|p| p.get("_meta"))
+    pub(crate) fn request_meta(&self, meta: Option<&Value>) -> RequestMeta {
+        let progress_token = meta
             .and_then(|m| m.get(PROGRESS_TOKEN))
             .and_then(|t| serde_json::from_value::<ProgressToken>(t.clone()).ok());
         RequestMeta {
@@ -93,8 +92,7 @@ impl Session {
             client_capabilities: self.capabilities.clone(),
             progress_token,
             log_level: *self.log_level.lock(),
-            trace: params
-                .and_then(|p| p.get("_meta"))
+            trace: meta
                 .and_then(Value::as_object)
                 .and_then(toolgate_protocol::trace::TraceContext::from_meta),
         }

@@ -298,7 +298,7 @@ async fn run(
     ctx: crate::RequestContext,
 ) -> (Frame, CallOutcome) {
     let run = guarded(&tool.tool.name, tool.handler.call(args, ctx));
-    let executed = match tokio::time::timeout(tool.timeout, run).await {
+    let executed = match crate::time_limit::within(tool.timeout, run).await {
         Ok(ended) => Executed::Ended(ended),
         Err(_) => Executed::TimedOut(tool.timeout),
     };

@@ -263,7 +263,9 @@ where
     }
 
     let bytes: Bytes =
-        match tokio::time::timeout(config.body_timeout, read_body(body, config.body_limit)).await {
+        match crate::time_limit::within(config.body_timeout, read_body(body, config.body_limit))
+            .await
+        {
             Err(_) => {
                 return refuse(
                     StatusCode::REQUEST_TIMEOUT,

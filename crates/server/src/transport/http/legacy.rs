@@ -81,7 +81,11 @@ pub(super) async fn route(
     if let Incoming::Request(req) = &incoming {
         // Modern `_meta` wins even on `initialize`: such a request is served
         // by this revision's rules, which know no `initialize` (-32601).
-        if is_modern_request(req) {
+        // Only `initialize` and requests naming a session can be legacy
+        // traffic; anything else is served statelessly below without
+        // reading `_meta` here.
+        let legacy_shaped = req.method == "initialize" || headers.contains_key(SESSION_HEADER);
+        if legacy_shaped && is_modern_request(req) {
             return Routed::Modern(incoming);
         }
         if req.method == "initialize" {
