@@ -594,26 +594,39 @@ type Taken = (String, Map<String, Value>, Retry);
 /// left untouched in that case.
 fn take_params(req: &mut Request) -> Option<Result<Taken, RpcError>> {
     let params = req.params.as_mut()?;
-    let name_ok = matches!(params.get("name"), Some(Value::String(_)));
-    let args_ok = matches!(
-        params.get("arguments"),
-        None | Some(Value::Null | Value::Object(_))
-    );
-    if !name_ok || !args_ok {
+    // A call's params are a handful of members: they are walked rather than
+    // looked up (each lookup hashes its key), and moved out in one pass.
+    let mut named = false;
+    for (key, value) in params.iter() {
+        match key.as_str() {
+            "name" if value.is_string() => named = true,
+            "name" => return None,
+            "arguments" if !matches!(value, Value::Null | Value::Object(_)) => return None,
+            _ => {}
+        }
+    }
+    if !named {
         return None;
     }
-    let retry = match take_retry_fields(params) {
-        Ok(retry) => retry,
-        Err(e) => return Some(Err(e)),
-    };
-    let Some(Value::String(name)) = params.remove("name") else {
-        return None;
-    };
-    let args = match params.remove("arguments") {
-        Some(Value::Object(args)) => args,
-        _ => Map::new(),
-    };
-    Some(Ok((name, args, retry)))
+    let mut name = String::new();
+    let mut args = Map::new();
+    let mut retry = Map::new();
+    let mut rest = Map::new();
+    for (key, value) in std::mem::take(params) {
+        match (key.as_str(), value) {
+            ("name", Value::String(n)) => name = n,
+            ("arguments", Value::Object(a)) => args = a,
+            ("arguments", _) => {}
+            ("inputResponses" | "requestState", value) => {
+                retry.insert(key, value);
+            }
+            (_, value) => {
+                rest.insert(key, value);
+            }
+        }
+    }
+    *params = rest;
+    Some(take_retry_fields(&mut retry).map(|retry| (name, args, retry)))
 }
 
 /// Enforce the tool's promises before anything reaches the wire: text is

@@ -28,27 +28,22 @@ pub enum OriginPolicy {
 }
 
 fn is_local_host(host: &str) -> bool {
-    // Strip a port; IPv6 literals keep their brackets.
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']')
-            .next()
-            .map(|h| format!("[{h}]"))
-            .unwrap_or_default()
+    // Strip a port; IPv6 literals keep their brackets. Compared in place:
+    // this runs on every request.
+    let name = if host.starts_with('[') {
+        host.find(']').map_or(host, |end| &host[..=end])
     } else {
-        host.rsplit_once(':')
-            .map_or(host, |(h, port)| {
-                if port.chars().all(|c| c.is_ascii_digit()) {
-                    h
-                } else {
-                    host
-                }
-            })
-            .to_owned()
+        host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        })
     };
-    matches!(
-        name.to_ascii_lowercase().as_str(),
-        "localhost" | "127.0.0.1" | "[::1]"
-    )
+    ["localhost", "127.0.0.1", "[::1]"]
+        .iter()
+        .any(|local| name.eq_ignore_ascii_case(local))
 }
 
 /// `Ok` if the `Origin` header is absent or allowed.
@@ -274,6 +269,23 @@ mod tests {
             )
             .is_ok()
         );
+        for local in ["LocalHost", "127.0.0.1", "[::1]:8080", "[::1]"] {
+            assert!(
+                check_host(&with(HOST, local), &uri, Some(&[])).is_ok(),
+                "{local}"
+            );
+        }
+        for not_local in [
+            "[::1",
+            "localhost.evil.com",
+            "localhost:x",
+            "127.0.0.1.nip.io",
+        ] {
+            assert!(
+                check_host(&with(HOST, not_local), &uri, Some(&[])).is_err(),
+                "{not_local}"
+            );
+        }
         // HTTP/2: no Host header, the authority is in the URI.
         let h2 = http::Uri::from_static("http://127.0.0.1:3000/mcp");
         assert!(check_host(&HeaderMap::new(), &h2, Some(&[])).is_ok());

@@ -294,13 +294,15 @@ pub async fn serve_listener(
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
         let (server, idle_timeout) = (server.clone(), config.idle_timeout);
+        // Whether to close is decided by a watcher task of its own: the
+        // connection's task is woken for every request, and would otherwise
+        // poll the shutdown signal and the idle timer each time. The
+        // watcher says so through a one-shot channel, which is cheap to poll.
+        let (close, mut closed) = tokio::sync::oneshot::channel::<()>();
+        tasks.spawn(watch(server.clone(), activity, idle_timeout, peer, close));
         tasks.spawn(async move {
             let _permit = permit;
             let mut conn = std::pin::pin!(conn);
-            // Checked at a fraction of the timeout: a connection closes
-            // between one and 1.25 timeouts after its last stream ended.
-            let period = idle_timeout.map_or(Duration::from_secs(3600), |t| t / 4);
-            let mut check = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
             let mut closing = false;
             loop {
                 tokio::select! {
@@ -310,17 +312,9 @@ pub async fn serve_listener(
                         }
                         break;
                     }
-                    _ = server.shutting_down(), if !closing => {
+                    _ = &mut closed, if !closing => {
                         conn.as_mut().graceful_shutdown();
                         closing = true;
-                    }
-                    _ = check.tick(), if !closing && idle_timeout.is_some() => {
-                        let idle = activity.idle_for();
-                        if idle.zip(idle_timeout).is_some_and(|(idle, limit)| idle >= limit) {
-                            tracing::debug!(%peer, "closing an idle HTTP/2 connection");
-                            conn.as_mut().graceful_shutdown();
-                            closing = true;
-                        }
                     }
                 }
             }
@@ -331,6 +325,36 @@ pub async fn serve_listener(
     let grace = server.config().shutdown_grace;
     let _ = tokio::time::timeout(grace, tasks.wait()).await;
     Ok(())
+}
+
+/// Watch one connection: say `close` when the server shuts down or the
+/// connection has had no open stream for `idle_timeout`. Ends with the
+/// connection (when the other end of `close` is dropped).
+async fn watch(
+    server: Server,
+    activity: std::sync::Arc<idle::Activity>,
+    idle_timeout: Option<Duration>,
+    peer: std::net::SocketAddr,
+    mut close: tokio::sync::oneshot::Sender<()>,
+) {
+    // Checked at a fraction of the timeout: a connection closes between one
+    // and 1.25 timeouts after its last stream ended.
+    let period = idle_timeout.map_or(Duration::from_secs(3600), |t| t / 4);
+    let mut check = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    loop {
+        tokio::select! {
+            () = close.closed() => return,
+            () = server.shutting_down() => break,
+            _ = check.tick(), if idle_timeout.is_some() => {
+                let idle = activity.idle_for();
+                if idle.zip(idle_timeout).is_some_and(|(idle, limit)| idle >= limit) {
+                    tracing::debug!(%peer, "closing an idle HTTP/2 connection");
+                    break;
+                }
+            }
+        }
+    }
+    let _ = close.send(());
 }
 
 /// The response to one HTTP request on the listener: the MCP endpoint at
