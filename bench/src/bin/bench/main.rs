@@ -37,9 +37,10 @@ struct Args {
     /// `client`, `memory`); results are then printed but not written.
     #[arg(long)]
     only: Option<String>,
-    /// With `--only`: run only the servers whose label contains this (e.g.
-    /// `gateway`); the direct toolgate server always runs too, as the
-    /// gateway rows' reference.
+    /// With `--only`: run only the servers whose label contains this, or
+    /// one of these when comma-separated (e.g. `gateway,ceiling`); the
+    /// direct toolgate server always runs too, as the gateway rows'
+    /// reference.
     #[arg(long, requires = "only")]
     server: Option<String>,
     /// Where to write the results.
@@ -532,7 +533,9 @@ async fn main() -> anyhow::Result<()> {
         if let Some(only) = &args.server {
             s.servers.retain(|(kind, label, _)| {
                 matches!(kind, Kind::Toolgate) && label.is_none()
-                    || label.unwrap_or(kind.label()).contains(only.as_str())
+                    || only
+                        .split(',')
+                        .any(|o| label.unwrap_or(kind.label()).contains(o))
             });
         }
         rows.extend(http_scenario(&bins, &s, rounds, secs).await?);
