@@ -227,6 +227,10 @@ impl CallLog for Recorder {
         Box::pin(async move { Ok(written.await?) })
     }
 
+    fn writes_ahead(&self) -> bool {
+        self.store.is_some()
+    }
+
     /// A forwarded call's row, `forwarded` until its outcome completes it.
     fn begin(&self, mut record: CallRecord) -> Begun {
         let Some(store) = &self.store else {

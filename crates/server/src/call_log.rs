@@ -179,6 +179,15 @@ pub trait CallLog: Send + Sync + 'static {
         drop(record);
         Box::pin(async { Ok(None) })
     }
+
+    /// Whether [`CallLog::begin`] writes anything. A log that only ever
+    /// resolves it with `None` (metrics with no store behind them) says
+    /// `false`, and the server then neither builds a record ahead nor
+    /// starts the write for each call. The default is `true`, so that a log
+    /// implementing `begin` is never skipped by mistake.
+    fn writes_ahead(&self) -> bool {
+        true
+    }
 }
 
 /// The text a client gets when its call could not be recorded.

@@ -337,8 +337,9 @@ impl RequestContext {
     /// durable instead of for a write begun after the work. If the process
     /// dies before the answer, the row says the call was in flight.
     /// Returns whether a write was started (or had been already): `false`
-    /// without a call log, for a call that runs as a task, and outside a
-    /// `tools/call`.
+    /// without a call log that writes ahead
+    /// ([`CallLog::writes_ahead`](crate::CallLog::writes_ahead)), for a call
+    /// that runs as a task, and outside a `tools/call`.
     ///
     /// ```
     /// # use toolgate_server::RequestContext;

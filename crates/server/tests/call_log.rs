@@ -297,12 +297,14 @@ async fn a_single_use_round_runs_once_on_every_server_sharing_the_store_and_refu
 }
 
 /// Writes rows ahead: keeps what `begin` was given, and what `record`
-/// completed; refuses to begin while `broken`.
+/// completed; refuses to begin while `broken`; says it does not write
+/// ahead when `declines`.
 #[derive(Default)]
 struct Ahead {
     begun: Mutex<Vec<CallRecord>>,
     completed: Mutex<Vec<CallRecord>>,
     broken: bool,
+    declines: bool,
 }
 
 impl CallLog for Ahead {
@@ -320,6 +322,9 @@ impl CallLog for Ahead {
                 Ok(Some(7))
             }
         })
+    }
+    fn writes_ahead(&self) -> bool {
+        !self.declines
     }
 }
 
@@ -368,6 +373,28 @@ async fn a_call_written_ahead_is_begun_before_its_effect_and_completed_by_its_ke
     assert_eq!(c.begun, Some(7));
     assert_eq!(c.arguments_digest, b.arguments_digest);
     assert_eq!(c.notes.get("status"), Some(&json!("sent")));
+}
+
+#[tokio::test]
+async fn a_log_that_says_it_does_not_write_ahead_is_not_asked_to() {
+    let log = Arc::new(Ahead {
+        declines: true,
+        ..Ahead::default()
+    });
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = forwarding(log.clone(), seen.clone());
+    let answer = call(&s, "send", json!({})).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "sent");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [0],
+        "write_ahead says nothing started"
+    );
+    assert!(log.begun.lock().unwrap().is_empty());
+    let completed = log.completed.lock().unwrap();
+    assert_eq!(outcomes(&completed), [("send", CallOutcome::Ok)]);
+    assert_eq!(completed[0].begun, None);
+    assert_eq!(completed[0].notes.get("upstream"), Some(&json!("shop")));
 }
 
 #[tokio::test]

@@ -228,7 +228,9 @@ pub(super) fn call(
         round,
         move |ctx| async move {
             let noted = audit.as_ref().map(|audit| {
-                ctx.arm_write_ahead(audit.ahead());
+                if audit.log.writes_ahead() {
+                    ctx.arm_write_ahead(audit.ahead());
+                }
                 ctx.clone()
             });
             let (frame, outcome) = match spend(&server, &tool, &id, once).await {
