@@ -2,7 +2,9 @@
 //!
 //! The protocol is stateless: version, client identity and client
 //! capabilities arrive with each request, never from an earlier one.
-//! [`RequestMeta::from_params`] is the single place they are read and checked.
+//! [`RequestMeta::from_raw`] is the single place they are read and checked:
+//! from the text of a request's `_meta`, as the envelope parser keeps it
+//! ([`RequestMeta::from_params`] reads a `params` value the same way).
 
 use std::fmt;
 
