@@ -413,6 +413,23 @@ mod tests {
     }
 
     #[test]
+    fn a_client_info_that_repeats_a_member_is_refused_by_name() {
+        let raw = serde_json::from_str::<Box<RawValue>>(&format!(
+            r#"{{"{PROTOCOL_VERSION}":"v","{CLIENT_CAPABILITIES}":{{}},
+                "{CLIENT_INFO}":{{"name":"a","version":"1","name":"b"}}}}"#
+        ))
+        .unwrap();
+        let e = RequestMeta::from_raw(Some(&raw)).unwrap_err();
+        assert_eq!(e.code, -32602);
+        assert_eq!(
+            e.message,
+            format!(
+                "_meta field \"{CLIENT_INFO}\" must be an object with string \"name\" and \"version\""
+            )
+        );
+    }
+
+    #[test]
     fn a_version_key_marks_the_stateless_era() {
         let raw = |text: &str| serde_json::from_str::<Box<RawValue>>(text).unwrap();
         assert!(declares_protocol_version(Some(&raw(&format!(
