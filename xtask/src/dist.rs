@@ -31,14 +31,14 @@ pub fn dist(args: &[String]) -> anyhow::Result<()> {
     // A shipped binary keeps its symbols (backtraces name functions) but
     // not the line tables the release profile keeps for profiling.
     let mut envs = vec![
-        ("TOOLGATE_COMMIT", commit.as_str()),
-        ("CARGO_PROFILE_RELEASE_STRIP", "debuginfo"),
+        ("TOOLGATE_COMMIT", commit.clone()),
+        ("CARGO_PROFILE_RELEASE_STRIP", "debuginfo".into()),
     ];
     if fast {
-        envs.extend(crate::QUICK_RELEASE);
-        envs.push(("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1"));
+        envs.extend(crate::quick_release());
+        envs.push(("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1".into()));
     } else {
-        envs.push(("CARGO_PROFILE_RELEASE_DEBUG", "0"));
+        envs.push(("CARGO_PROFILE_RELEASE_DEBUG", "0".into()));
     }
     cargo_with(
         &[
@@ -51,7 +51,9 @@ pub fn dist(args: &[String]) -> anyhow::Result<()> {
         ],
         &envs,
     )?;
-    let release = root().join("target/release");
+    let release = root()
+        .join(if fast { crate::QUICK_TARGET } else { "target" })
+        .join("release");
     let name = format!("toolgate-{version}-{TARGET}");
     let out = root().join("target/dist");
     let stage = out.join(&name);

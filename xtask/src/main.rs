@@ -3,7 +3,9 @@
 //! - `cargo xtask ci`: format check, clippy (`-D warnings`), every test, the
 //!   pathological-schema and audit-speed runs (release), the official
 //!   conformance suite, then the interoperability checks. This is what
-//!   `.ci/run` calls.
+//!   `.ci/run` calls. A one-shot run: it removes the quick release build
+//!   (`target/quick`) and the fuzz build (`fuzz/target`) once their stages
+//!   pass, and reports the disk space left after each stage.
 //! - `cargo xtask check`: the quick loop — format check, clippy (`-D
 //!   warnings`) and every test that needs no network, no service and no
 //!   install (those needing PostgreSQL, Redis or Chromium are `#[ignore]`d
@@ -81,11 +83,11 @@ fn run(cmd: &mut Command) -> anyhow::Result<()> {
 static ONE_SHOT: AtomicBool = AtomicBool::new(false);
 
 fn cargo(args: &[&str]) -> anyhow::Result<()> {
-    cargo_with(args, &[])
+    cargo_with::<&str>(args, &[])
 }
 
 /// [`cargo`] with extra environment variables.
-fn cargo_with(args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
+fn cargo_with<V: AsRef<std::ffi::OsStr>>(args: &[&str], envs: &[(&str, V)]) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(args).current_dir(root());
@@ -99,7 +101,7 @@ fn cargo_with(args: &[&str], envs: &[(&str, &str)]) -> anyhow::Result<()> {
     if ONE_SHOT.load(Ordering::Relaxed) {
         cmd.env("CARGO_INCREMENTAL", "0");
     }
-    cmd.envs(envs.iter().copied());
+    cmd.envs(envs.iter().map(|(k, v)| (k, v.as_ref())));
     run(&mut cmd)
 }
 
@@ -165,7 +167,7 @@ fn ci() -> anyhow::Result<()> {
                     "--example",
                     example,
                 ],
-                QUICK_RELEASE,
+                &quick_release(),
             )?;
         }
         Ok(())
@@ -178,10 +180,19 @@ fn ci() -> anyhow::Result<()> {
     // Each feature alone, and a stdio-only server without the HTTP stack.
     stages.run("features", features::run_features)?;
     // The release archive, unpacked and run in an empty directory.
-    stages.run("dist", || dist::dist(&["--fast".to_owned()]))?;
+    // `ci` is one-shot (a clean clone's run peaked at 11 GB and once met a
+    // full disk in the fuzz build): a build no later stage reads goes as
+    // soon as its stage passes.
+    stages.run("dist", || {
+        dist::dist(&["--fast".to_owned()])?;
+        discard(QUICK_TARGET)
+    })?;
     // Every fuzz target, briefly: a crash, a slow input or memory over the
     // cap fails CI. Longer runs: `cargo xtask fuzz --secs 600`.
-    stages.run("fuzz", || fuzz::fuzz(fuzz::TARGETS, 20, false))?;
+    stages.run("fuzz", || {
+        fuzz::fuzz(fuzz::TARGETS, 20, false)?;
+        discard("fuzz/target")
+    })?;
     stages.run("scale-out (PostgreSQL, Redis)", services::scale_out)?;
     stages.run("browser (Chromium)", browser::run_browser)?;
     stages.run("conformance", || conformance::run(&[]))?;
@@ -191,12 +202,49 @@ fn ci() -> anyhow::Result<()> {
 }
 
 /// A release build that is checked rather than shipped (the timed runs,
-/// `dist --fast`): without fat LTO and one codegen unit, no line tables.
-pub(crate) const QUICK_RELEASE: &[(&str, &str)] = &[
-    ("CARGO_PROFILE_RELEASE_LTO", "off"),
-    ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16"),
-    ("CARGO_PROFILE_RELEASE_DEBUG", "0"),
-];
+/// `dist --fast`): without fat LTO and one codegen unit, no line tables,
+/// and in a target directory of its own, [`QUICK_TARGET`], so that it
+/// neither replaces the shipped profile's build in `target/release` (which
+/// `cargo xtask bench` then had to rebuild, 7-9 min) nor outlives `ci`.
+pub(crate) fn quick_release() -> Vec<(&'static str, String)> {
+    vec![
+        ("CARGO_PROFILE_RELEASE_LTO", "off".into()),
+        ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16".into()),
+        ("CARGO_PROFILE_RELEASE_DEBUG", "0".into()),
+        (
+            "CARGO_TARGET_DIR",
+            root().join(QUICK_TARGET).display().to_string(),
+        ),
+    ]
+}
+
+/// Where [`quick_release`] builds, under the workspace root.
+pub(crate) const QUICK_TARGET: &str = "target/quick";
+
+/// Remove a build directory (relative to the workspace root) that `ci` no
+/// longer needs.
+fn discard(dir: &str) -> anyhow::Result<()> {
+    let path = root().join(dir);
+    if path.exists() {
+        std::fs::remove_dir_all(&path).with_context(|| format!("could not remove {dir}"))?;
+    }
+    Ok(())
+}
+
+/// Bytes free on the disk holding the workspace, as `df` reads them; `None`
+/// when `df` cannot say.
+fn free_space() -> Option<u64> {
+    let out = Command::new("df").arg("-Pk").arg(root()).output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let kib: u64 = text
+        .lines()
+        .nth(1)?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
 
 /// How long each stage of `ci` took, so a run that nears the time limit
 /// says where the time went.
@@ -212,7 +260,15 @@ impl Stages {
         let begun = std::time::Instant::now();
         let outcome = stage();
         self.0.push((name, begun.elapsed()));
-        eprintln!("ci: {name} took {:.0?}", begun.elapsed());
+        // A run that fails on a full disk says how close each stage came.
+        match free_space() {
+            Some(free) => eprintln!(
+                "ci: {name} took {:.0?}; {:.1} GiB free on disk",
+                begun.elapsed(),
+                free as f64 / f64::from(1 << 30)
+            ),
+            None => eprintln!("ci: {name} took {:.0?}", begun.elapsed()),
+        }
         outcome
     }
 }
