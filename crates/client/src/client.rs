@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use toolgate_protocol::jsonrpc::encode_request;
-use toolgate_protocol::meta;
 use toolgate_protocol::methods::{self, Method, Paginated};
 use toolgate_protocol::types::{
     CallToolResult, ClientCapabilities, DiscoverResult, GetPromptRequestParams, GetPromptResult,
@@ -23,9 +22,9 @@ use toolgate_schema::header_rules::{HeaderParam, header_params};
 
 use crate::ClientError;
 use crate::cache::{Lookup, PageCache};
-use crate::envelope::WithMeta;
+use crate::envelope::{MetaText, RequestMeta, WithMeta};
 use crate::input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, classify};
-use crate::transport::{Inbound, Outgoing, Transport, TransportKind};
+use crate::transport::{Answer, Inbound, Outgoing, Transport, TransportKind};
 
 mod era;
 mod rounds;
@@ -205,23 +204,21 @@ impl ClientBuilder {
                     .map_err(|e| RpcError::new(codes::INVALID_REQUEST, e.to_string()))
             })
         }));
+        let mut capabilities = self.handler.capabilities();
+        if self.tasks {
+            capabilities.extensions.get_or_insert_with(Map::new).insert(
+                toolgate_protocol::types::TASKS_EXTENSION.into(),
+                Value::Object(Map::new()),
+            );
+        }
         Client {
             transport: Arc::new(transport),
             inner: Arc::new(Inner {
                 era: tokio::sync::OnceCell::new(),
                 probe_timeout: Duration::from_secs(5),
-                capabilities: {
-                    let mut capabilities = self.handler.capabilities();
-                    if self.tasks {
-                        capabilities.extensions.get_or_insert_with(Map::new).insert(
-                            toolgate_protocol::types::TASKS_EXTENSION.into(),
-                            Value::Object(Map::new()),
-                        );
-                    }
-                    capabilities
-                },
+                meta_text: MetaText::new(&self.info, &capabilities),
+                capabilities,
                 tasks: self.tasks,
-                info_json: serde_json::to_value(&self.info).unwrap_or(Value::Null),
                 info: self.info,
                 timeout: self.timeout,
                 max_rounds: self.max_rounds,
@@ -266,8 +263,9 @@ struct Inner {
     era: tokio::sync::OnceCell<Era>,
     probe_timeout: Duration,
     info: Implementation,
-    /// `info` as every request's `_meta` carries it, serialized once.
-    info_json: Value,
+    /// `info` and `capabilities` as every request's `_meta` carries them,
+    /// serialized once.
+    meta_text: MetaText,
     capabilities: ClientCapabilities,
     /// Whether the tasks extension is declared.
     tasks: bool,
@@ -314,43 +312,6 @@ impl Client {
         self.inner.version.lock().clone()
     }
 
-    fn meta(
-        &self,
-        progress_token: Option<&RequestId>,
-        legacy: bool,
-        capabilities: Option<&ClientCapabilities>,
-        log_level: Option<LoggingLevel>,
-    ) -> Value {
-        let mut m = Map::new();
-        if legacy {
-            // A legacy server learned all of this at initialize.
-            if let Some(token) = progress_token {
-                m.insert(meta::PROGRESS_TOKEN.into(), token.to_value());
-            }
-            return Value::Object(m);
-        }
-        m.insert(
-            meta::PROTOCOL_VERSION.into(),
-            Value::from(self.protocol_version()),
-        );
-        m.insert(meta::CLIENT_INFO.into(), self.inner.info_json.clone());
-        m.insert(
-            meta::CLIENT_CAPABILITIES.into(),
-            serde_json::to_value(capabilities.unwrap_or(&self.inner.capabilities))
-                .unwrap_or_else(|_| json!({})),
-        );
-        if let Some(token) = progress_token {
-            m.insert(meta::PROGRESS_TOKEN.into(), token.to_value());
-        }
-        if let Some(level) = log_level {
-            m.insert(
-                meta::LOG_LEVEL.into(),
-                serde_json::to_value(level).unwrap_or(Value::Null),
-            );
-        }
-        Value::Object(m)
-    }
-
     /// Send one request of the catalogue's method `M` and read its result
     /// (not following `input_required`).
     ///
@@ -367,8 +328,9 @@ impl Client {
         params: &M::Params,
         options: &CallOptions,
     ) -> Result<M::Result, ClientError> {
-        let value = self.request(M::NAME, to_params(params)?, options).await?;
-        read_result::<M>(value)
+        self.request_with_headers(M::NAME, to_params(params)?, Vec::new(), options)
+            .await?
+            .parse(&format!("{} result", M::NAME))
     }
 
     /// Send one request by name, with raw params, and wait for its raw
@@ -386,16 +348,18 @@ impl Client {
         options: &CallOptions,
     ) -> Result<Value, ClientError> {
         self.request_with_headers(method, params, Vec::new(), options)
-            .await
+            .await?
+            .into_value()
     }
 
+    /// The result of one request, read no further than the caller needs.
     async fn request_with_headers(
         &self,
         method: &str,
         params: Map<String, Value>,
         headers: Vec<(String, String)>,
         options: &CallOptions,
-    ) -> Result<Value, ClientError> {
+    ) -> Result<Answer, ClientError> {
         match self.send_once(method, &params, &headers, options).await {
             Err(ClientError::Protocol(e)) if e.code == codes::UNSUPPORTED_PROTOCOL_VERSION => {
                 let server: Vec<String> = e
@@ -458,23 +422,28 @@ impl Client {
             Era::Modern => None,
             Era::Legacy { version, .. } => Some(version.clone()),
         };
-        let mut meta = self.meta(
-            progress.then_some(&id),
-            legacy.is_some(),
+        let version = self.protocol_version();
+        let meta = self.inner.meta_text.render(&RequestMeta {
+            version: legacy.is_none().then_some(version.as_str()),
+            progress_token: progress.then_some(&id),
             capabilities,
             log_level,
-        );
-        if let (Some(trace), Value::Object(m)) = (&options.trace, &mut meta) {
-            trace.write(m);
-        }
-        let meta = meta.as_object().filter(|m| !m.is_empty());
+            trace: options.trace.as_ref(),
+        });
         let name = methods::routing_name(method, params).map(str::to_owned);
         Outgoing {
-            body: encode_request(&id, method, &WithMeta { params, meta }),
+            body: encode_request(
+                &id,
+                method,
+                &WithMeta {
+                    params,
+                    meta: meta.as_deref(),
+                },
+            ),
             id,
             method: method.to_owned(),
             name,
-            version: self.protocol_version(),
+            version,
             headers,
             legacy,
         }
@@ -503,7 +472,7 @@ impl Client {
         params: &Map<String, Value>,
         headers: &[(String, String)],
         options: &CallOptions,
-    ) -> Result<Value, ClientError> {
+    ) -> Result<Answer, ClientError> {
         let era = self.era().await?;
         self.send_in(&era, method, params, headers.to_vec(), options)
             .await
@@ -516,7 +485,7 @@ impl Client {
         params: &Map<String, Value>,
         headers: Vec<(String, String)>,
         options: &CallOptions,
-    ) -> Result<Value, ClientError> {
+    ) -> Result<Answer, ClientError> {
         let outgoing = self.outgoing_in(era, method, params, headers, options);
         let timeout = options.timeout.unwrap_or(self.inner.timeout);
         let _routed = match (&options.questions, era) {
@@ -567,7 +536,7 @@ impl Client {
                     }
                     Some(Ok(Inbound::Response(response))) => {
                         pending.finished();
-                        return parse_response(response);
+                        return response.into_result();
                     }
                 }
             }
@@ -1009,21 +978,5 @@ fn output_violations(
             fix: "the server must return structuredContent for a tool with an outputSchema".into(),
         }],
         Some(value) => schema.validate(value).err().unwrap_or_default(),
-    }
-}
-
-fn parse_response(mut response: Value) -> Result<Value, ClientError> {
-    if let Some(error) = response.get("error") {
-        let error: RpcError = serde_json::from_value(error.clone()).map_err(|_| {
-            ClientError::InvalidResponse(format!("malformed error object: {error}"))
-        })?;
-        return Err(ClientError::Protocol(error));
-    }
-    match response.get_mut("result") {
-        // Taken, not cloned: a result may be large.
-        Some(result @ Value::Object(_)) => Ok(result.take()),
-        _ => Err(ClientError::InvalidResponse(format!(
-            "a response without a result object: {response}"
-        ))),
     }
 }

@@ -67,6 +67,7 @@ impl Client {
                 &probe,
             )
             .await
+            .and_then(Answer::into_value)
         {
             Ok(result) if result.get("supportedVersions").is_some_and(Value::is_array) => {
                 return Ok(Era::Modern);
@@ -131,7 +132,8 @@ impl Client {
                 Vec::new(),
                 &CallOptions::default(),
             )
-            .await?;
+            .await?
+            .into_value()?;
         let version = init
             .get("protocolVersion")
             .and_then(Value::as_str)

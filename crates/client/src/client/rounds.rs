@@ -79,7 +79,8 @@ impl Client {
         for _ in 0..=self.inner.max_rounds {
             let result = self
                 .request_with_headers(method, attempt.clone(), headers.clone(), options)
-                .await?;
+                .await?
+                .into_value()?;
             match result.get("resultType").and_then(Value::as_str) {
                 None | Some("complete") => return Ok(result),
                 // Only a tools/call may become a task, and only for a
@@ -134,12 +135,17 @@ impl Client {
             .round_with_headers("tools/call", params, round, headers, options)
             .await?
         {
-            Round::Complete(result) => match tasks::task_of(&result)? {
-                Some(task) => Ok(Round::Complete(CallEnd::Task(task))),
-                None => serde_json::from_value(result)
-                    .map(|result| Round::Complete(CallEnd::Result(result)))
-                    .map_err(|e| ClientError::InvalidResponse(format!("tools/call result: {e}"))),
-            },
+            // Read from the text the server sent, typed, when the
+            // transport kept it (a relayed call's answer is never a
+            // `Value` on its way through).
+            Round::Complete(result) => {
+                if result.result_type().as_deref() == Some("task") {
+                    let task = result.parse(tasks::CREATE_TASK_RESULT)?;
+                    return Ok(Round::Complete(CallEnd::Task(task)));
+                }
+                let result = result.parse("tools/call result")?;
+                Ok(Round::Complete(CallEnd::Result(result)))
+            }
             Round::InputRequired {
                 input_requests,
                 request_state,
@@ -160,8 +166,21 @@ impl Client {
         round: Option<RoundInput>,
         options: &CallOptions,
     ) -> Result<Round, ClientError> {
-        self.round_with_headers(method, params, round, Vec::new(), options)
-            .await
+        Ok(
+            match self
+                .round_with_headers(method, params, round, Vec::new(), options)
+                .await?
+            {
+                Round::Complete(result) => Round::Complete(result.into_value()?),
+                Round::InputRequired {
+                    input_requests,
+                    request_state,
+                } => Round::InputRequired {
+                    input_requests,
+                    request_state,
+                },
+            },
+        )
     }
 
     async fn round_with_headers(
@@ -171,7 +190,7 @@ impl Client {
         round: Option<RoundInput>,
         headers: Vec<(String, String)>,
         options: &CallOptions,
-    ) -> Result<Round, ClientError> {
+    ) -> Result<Round<Answer>, ClientError> {
         if let Some(round) = round {
             if !round.input_responses.is_empty() {
                 params.insert(
@@ -186,35 +205,37 @@ impl Client {
         let result = self
             .request_with_headers(method, params, headers, options)
             .await?;
-        match result.get("resultType").and_then(Value::as_str) {
-            None | Some("complete") => Ok(Round::Complete(result)),
+        let needs_input = match result.result_type().as_deref() {
+            None | Some("complete") => false,
             // Passed up as it is; `call_tool_round` makes it a task.
-            Some("task") if method == "tools/call" && self.inner.tasks => {
-                Ok(Round::Complete(result))
+            Some("task") if method == "tools/call" && self.inner.tasks => false,
+            Some("input_required") => true,
+            Some(other) => {
+                return Err(ClientError::InvalidResponse(format!(
+                    "unknown resultType {other:?}"
+                )));
             }
-            Some("input_required") => {
-                let input_requests = result
-                    .get("inputRequests")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default();
-                let request_state = match result.get("requestState") {
-                    None | Some(Value::Null) => None,
-                    Some(Value::String(s)) => Some(s.clone()),
-                    Some(_) => {
-                        return Err(ClientError::InvalidResponse(
-                            "requestState is not a string".into(),
-                        ));
-                    }
-                };
-                Ok(Round::InputRequired {
-                    input_requests,
-                    request_state,
-                })
-            }
-            Some(other) => Err(ClientError::InvalidResponse(format!(
-                "unknown resultType {other:?}"
-            ))),
+        };
+        if !needs_input {
+            return Ok(Round::Complete(result));
         }
+        let mut result = result.into_value()?;
+        let input_requests = match result.get_mut("inputRequests") {
+            Some(Value::Object(requests)) => std::mem::take(requests),
+            _ => Map::new(),
+        };
+        let request_state = match result.get_mut("requestState") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(std::mem::take(s)),
+            Some(_) => {
+                return Err(ClientError::InvalidResponse(
+                    "requestState is not a string".into(),
+                ));
+            }
+        };
+        Ok(Round::InputRequired {
+            input_requests,
+            request_state,
+        })
     }
 }

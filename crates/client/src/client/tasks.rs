@@ -304,7 +304,7 @@ impl Client {
                     Some(Err(e)) => return Err(e),
                     Some(Ok(Inbound::Response(response))) => {
                         // An error (such as -32021) or an immediate end.
-                        return parse_response(response).map(|_| None);
+                        return response.into_result().map(|_| None);
                     }
                     Some(Ok(Inbound::Notification(n))) => {
                         if n.get("method").and_then(Value::as_str)
@@ -386,5 +386,8 @@ pub(super) fn task_of(result: &Value) -> Result<Option<Task>, ClientError> {
     }
     serde_json::from_value(result.clone())
         .map(Some)
-        .map_err(|e| ClientError::InvalidResponse(format!("CreateTaskResult: {e}")))
+        .map_err(|e| ClientError::InvalidResponse(format!("{CREATE_TASK_RESULT}: {e}")))
 }
+
+/// How an answer that should be a task is named when it is not one.
+pub(super) const CREATE_TASK_RESULT: &str = "CreateTaskResult";

@@ -6,11 +6,14 @@
 pub mod http;
 mod limits;
 mod lines;
+mod response;
 mod router;
 pub mod stdio;
 
 pub use limits::Limits;
 pub(crate) use limits::busy;
+pub(crate) use response::Answer;
+pub use response::Response;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -46,8 +49,8 @@ pub struct Outgoing {
 pub enum Inbound {
     /// A notification about the request.
     Notification(Value),
-    /// The response (result or error object), as JSON.
-    Response(Value),
+    /// The response (result or error object).
+    Response(Response),
 }
 
 /// The answer to a request, still arriving.

@@ -18,7 +18,7 @@ use tokio::sync::{Semaphore, broadcast, mpsc};
 use toolgate_protocol::RequestId;
 use toolgate_protocol::jsonrpc::encode_notification;
 
-use super::{Inbound, Limits, ServerRequestHandler};
+use super::{Inbound, Limits, Response, ServerRequestHandler};
 use crate::ClientError;
 
 /// Session notifications kept for a follower that fell behind (it then
@@ -152,7 +152,7 @@ impl Router {
             value
                 .get("id")
                 .and_then(RequestId::from_value)
-                .map(|id| (id, Inbound::Response(value.clone())))
+                .map(|id| (id, Inbound::Response(Response::from_value(value.clone()))))
         };
         match target {
             Some((id, inbound)) => {

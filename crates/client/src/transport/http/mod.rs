@@ -39,7 +39,8 @@ use self::sse::{Cursor, Events};
 pub(crate) use self::wire::Outbound;
 use self::wire::{Reply, Wire};
 use super::{
-    Inbound, Limits, Outgoing, Pending, SendFuture, ServerRequestHandler, Transport, TransportKind,
+    Inbound, Limits, Outgoing, Pending, Response, SendFuture, ServerRequestHandler, Transport,
+    TransportKind,
 };
 use crate::ClientError;
 use http::{Method, header};
@@ -376,22 +377,26 @@ impl Transport for HttpTransport {
                     let refusal = RpcError::method_not_found(&request.method);
                     let value = serde_json::from_slice(&encode_error(Some(&request.id), &refusal))
                         .unwrap_or(Value::Null);
-                    return Ok(Pending::answered(Ok(Inbound::Response(value))));
+                    return Ok(Pending::answered(Ok(Inbound::Response(
+                        Response::from_value(value),
+                    ))));
                 }
                 request.body = body.to_vec();
                 return session.send(shared, request).await;
             }
+            // Read when the caller reads it, typed if the caller is.
+            if status.is_success() {
+                return Ok(Pending::answered(Ok(Inbound::Response(
+                    Response::from_http(status, bytes),
+                ))));
+            }
             let value: Value = serde_json::from_slice(&bytes).map_err(|_| {
                 let shown: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
-                if status.is_success() {
-                    ClientError::InvalidResponse(format!(
-                        "HTTP {status} with a body that is not JSON: {shown:?}"
-                    ))
-                } else {
-                    ClientError::transport(format!("HTTP {status}: {shown:?}"))
-                }
+                ClientError::transport(format!("HTTP {status}: {shown:?}"))
             })?;
-            Ok(Pending::answered(Ok(Inbound::Response(value))))
+            Ok(Pending::answered(Ok(Inbound::Response(
+                Response::from_value(value),
+            ))))
         })
     }
 }
@@ -597,7 +602,9 @@ impl Shared {
         let waiter = key.and_then(|k| self.waiting.lock().get(&k).cloned());
         match waiter {
             Some(tx) => {
-                let _ = tx.send(Ok(Inbound::Response(response))).await;
+                let _ = tx
+                    .send(Ok(Inbound::Response(Response::from_value(response))))
+                    .await;
             }
             None => tracing::debug!("a response nobody waits for on the standalone stream"),
         }
@@ -697,7 +704,9 @@ async fn pump(
                         }
                     }
                     Ok(Message::Response(r)) => {
-                        let _ = tx.send(Ok(Inbound::Response(r))).await;
+                        let _ = tx
+                            .send(Ok(Inbound::Response(Response::from_value(r))))
+                            .await;
                         return;
                     }
                     Err(e) => {

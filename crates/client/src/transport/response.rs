@@ -1,0 +1,301 @@
+//! A response as a transport received it, and the result object in it.
+//!
+//! A plain JSON answer over HTTP stays the bytes it came in until a reader
+//! asks for it: a typed reader ([`Client::send`](crate::Client::send), a
+//! relayed tool call) then reads its result straight from the text, rather
+//! than building a `Value` tree and converting that (which was 7 % of a
+//! gateway's CPU per relayed call). Responses that were parsed to be routed
+//! (stdio, event streams) stay the `Value` they became.
+
+use std::borrow::Cow;
+
+use http::StatusCode;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use toolgate_protocol::RpcError;
+
+use crate::ClientError;
+
+/// A JSON-RPC response (result or error object), as it arrived.
+#[derive(Clone, Debug)]
+pub struct Response(Body);
+
+#[derive(Clone, Debug)]
+enum Body {
+    Parsed(Value),
+    /// A successful HTTP answer's body, not parsed yet.
+    Text {
+        status: StatusCode,
+        bytes: Vec<u8>,
+    },
+}
+
+impl Response {
+    /// A response already parsed.
+    pub fn from_value(value: Value) -> Self {
+        Self(Body::Parsed(value))
+    }
+
+    /// The body of a successful HTTP answer, read when first needed.
+    pub(crate) fn from_http(status: StatusCode, bytes: Vec<u8>) -> Self {
+        Self(Body::Text { status, bytes })
+    }
+
+    /// The whole response as JSON.
+    ///
+    /// # Errors
+    /// [`ClientError::InvalidResponse`] when the body is not JSON.
+    pub fn into_value(self) -> Result<Value, ClientError> {
+        match self.0 {
+            Body::Parsed(value) => Ok(value),
+            Body::Text { status, bytes } => {
+                serde_json::from_slice(&bytes).map_err(|_| not_json(status, &bytes))
+            }
+        }
+    }
+
+    /// The result object, or the error the server answered with.
+    pub(crate) fn into_result(self) -> Result<Answer, ClientError> {
+        let (status, bytes) = match self.0 {
+            Body::Parsed(value) => return result_of_value(value).map(Answer::Value),
+            Body::Text { status, bytes } => (status, bytes),
+        };
+        let envelope: Envelope<'_> =
+            serde_json::from_slice(&bytes).map_err(|_| not_json(status, &bytes))?;
+        if let Some(error) = envelope.error {
+            return Err(protocol_error(&error));
+        }
+        match envelope.result {
+            Some(result) if result.get().starts_with('{') => Ok(Answer::Text(result.to_owned())),
+            _ => Err(ClientError::InvalidResponse(format!(
+                "a response without a result object: {}",
+                String::from_utf8_lossy(&bytes)
+            ))),
+        }
+    }
+}
+
+/// The members of a response a reader needs; the rest (`jsonrpc`, `id`)
+/// the transport has checked or routed by already.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+fn not_json(status: StatusCode, bytes: &[u8]) -> ClientError {
+    let shown: String = String::from_utf8_lossy(bytes).chars().take(200).collect();
+    ClientError::InvalidResponse(format!(
+        "HTTP {status} with a body that is not JSON: {shown:?}"
+    ))
+}
+
+fn protocol_error(error: &Value) -> ClientError {
+    match RpcError::deserialize(error) {
+        Ok(error) => ClientError::Protocol(error),
+        Err(_) => ClientError::InvalidResponse(format!("malformed error object: {error}")),
+    }
+}
+
+fn result_of_value(mut response: Value) -> Result<Value, ClientError> {
+    if let Some(error) = response.get("error") {
+        return Err(protocol_error(error));
+    }
+    match response.get_mut("result") {
+        // Taken, not cloned: a result may be large.
+        Some(result @ Value::Object(_)) => Ok(result.take()),
+        _ => Err(ClientError::InvalidResponse(format!(
+            "a response without a result object: {response}"
+        ))),
+    }
+}
+
+/// A result object: parsed already, or its text.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    Value(Value),
+    Text(Box<RawValue>),
+}
+
+impl Answer {
+    /// The result as JSON.
+    pub(crate) fn into_value(self) -> Result<Value, ClientError> {
+        match self {
+            Self::Value(value) => Ok(value),
+            Self::Text(text) => serde_json::from_str(text.get())
+                .map_err(|e| ClientError::InvalidResponse(format!("result: {e}"))),
+        }
+    }
+
+    /// The result read as `T`; `what` names it in the error.
+    pub(crate) fn parse<T: DeserializeOwned>(self, what: &str) -> Result<T, ClientError> {
+        match self {
+            Self::Value(value) => serde_json::from_value(value),
+            Self::Text(text) => serde_json::from_str(text.get()),
+        }
+        .map_err(|e| ClientError::InvalidResponse(format!("{what}: {e}")))
+    }
+
+    /// Its `resultType`, when it has one that is a string.
+    pub(crate) fn result_type(&self) -> Option<Cow<'_, str>> {
+        match self {
+            Self::Value(value) => value
+                .get("resultType")
+                .and_then(Value::as_str)
+                .map(Cow::Borrowed),
+            // A result whose members do not parse as this shape has no
+            // usable `resultType`, as a `Value` whose member is not a
+            // string has none; reading the result itself then says what
+            // is wrong with it.
+            Self::Text(text) => serde_json::from_str::<Kind<'_>>(text.get())
+                .ok()
+                .and_then(|kind| kind.result_type),
+        }
+    }
+}
+
+/// A result's `resultType`, every other member skipped unread.
+#[derive(Deserialize)]
+struct Kind<'a> {
+    #[serde(rename = "resultType", borrow, default)]
+    result_type: Option<Cow<'a, str>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use toolgate_protocol::types::CallToolResult;
+
+    use super::*;
+
+    fn text(body: &str) -> Response {
+        Response::from_http(StatusCode::OK, body.as_bytes().to_vec())
+    }
+
+    /// Both shapes of a response must read the same.
+    fn both(body: &str) -> [Response; 2] {
+        let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+        [text(body), Response::from_value(value)]
+    }
+
+    #[test]
+    fn a_result_reads_the_same_from_text_and_from_a_value() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi \u00e9"}],"isError":false}}"#;
+        for response in both(body) {
+            let result: CallToolResult = response
+                .into_result()
+                .and_then(|a| a.parse("tools/call result"))
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                serde_json::to_value(&result).ok(),
+                Some(json!({
+                    "resultType": "complete",
+                    "content": [{"type": "text", "text": "hi é"}],
+                    "isError": false
+                }))
+            );
+        }
+    }
+
+    #[test]
+    fn an_error_object_is_the_servers_error() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no such tool"}}"#;
+        for response in both(body) {
+            match response.into_result() {
+                Err(ClientError::Protocol(e)) => {
+                    assert_eq!((e.code, e.message.as_str()), (-32602, "no such tool"));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_malformed_error_object_is_named() {
+        for response in both(r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}"#) {
+            match response.into_result() {
+                Err(ClientError::InvalidResponse(m)) => {
+                    assert!(m.starts_with("malformed error object"), "{m}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_result_that_is_not_an_object_is_refused() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"result":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+        ] {
+            for response in both(body) {
+                match response.into_result() {
+                    Err(ClientError::InvalidResponse(m)) => {
+                        assert!(m.starts_with("a response without a result object"), "{m}");
+                    }
+                    other => panic!("{body}: {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_says_so_with_the_status() {
+        match text("<html>oops</html>").into_result() {
+            Err(ClientError::InvalidResponse(m)) => {
+                assert_eq!(
+                    m,
+                    r#"HTTP 200 OK with a body that is not JSON: "<html>oops</html>""#
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            text("{\"result\":").into_value(),
+            Err(ClientError::InvalidResponse(_))
+        ));
+    }
+
+    #[test]
+    fn the_result_type_is_read_without_the_rest() {
+        let cases = [
+            (
+                r#"{"resultType":"task","task":{"a":[1,{"b":2}]}}"#,
+                Some("task"),
+            ),
+            (
+                r#"{"content":[],"resultType":"input_\u0072equired"}"#,
+                Some("input_required"),
+            ),
+            (r#"{"content":[]}"#, None),
+            (r#"{"resultType":7}"#, None),
+        ];
+        for (result, expected) in cases {
+            let Ok(raw) = RawValue::from_string(result.to_owned()) else {
+                panic!("{result}");
+            };
+            let value: Value = serde_json::from_str(result).unwrap_or(Value::Null);
+            for answer in [Answer::Text(raw.clone()), Answer::Value(value)] {
+                assert_eq!(answer.result_type().as_deref(), expected, "{result}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_result_that_does_not_fit_the_type_names_what() {
+        let Ok(raw) = RawValue::from_string(r#"{"content":7}"#.to_owned()) else {
+            panic!()
+        };
+        match Answer::Text(raw).parse::<CallToolResult>("tools/call result") {
+            Err(ClientError::InvalidResponse(m)) => {
+                assert!(m.starts_with("tools/call result: "), "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
