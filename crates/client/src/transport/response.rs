@@ -62,8 +62,17 @@ impl Response {
             Body::Parsed(value) => return result_of_value(value).map(Answer::Value),
             Body::Text { status, bytes } => (status, bytes),
         };
-        let envelope: Envelope<'_> =
-            serde_json::from_slice(&bytes).map_err(|_| not_json(status, &bytes))?;
+        // Anything but a plain object with unique members (an array, a
+        // repeated `result`) is read as a `Value`, so that it is judged
+        // exactly as a parsed response is.
+        let envelope = match bytes.trim_ascii_start().first() {
+            Some(b'{') => serde_json::from_slice::<Envelope<'_>>(&bytes).ok(),
+            _ => None,
+        };
+        let Some(envelope) = envelope else {
+            let value = serde_json::from_slice(&bytes).map_err(|_| not_json(status, &bytes))?;
+            return result_of_value(value).map(Answer::Value);
+        };
         if let Some(error) = envelope.error {
             return Err(protocol_error(&error));
         }
@@ -133,11 +142,17 @@ impl Answer {
 
     /// The result read as `T`; `what` names it in the error.
     pub(crate) fn parse<T: DeserializeOwned>(self, what: &str) -> Result<T, ClientError> {
-        match self {
+        let read = match self {
             Self::Value(value) => serde_json::from_value(value),
-            Self::Text(text) => serde_json::from_str(text.get()),
-        }
-        .map_err(|e| ClientError::InvalidResponse(format!("{what}: {e}")))
+            // A result that repeats a member fails a typed read where a
+            // `Value` keeps the last; read it as before then.
+            Self::Text(text) => serde_json::from_str(text.get()).or_else(|e| {
+                serde_json::from_str::<Value>(text.get())
+                    .and_then(serde_json::from_value)
+                    .map_err(|_| e)
+            }),
+        };
+        read.map_err(|e| ClientError::InvalidResponse(format!("{what}: {e}")))
     }
 
     /// Its `resultType`, when it has one that is a string.
@@ -151,9 +166,15 @@ impl Answer {
             // usable `resultType`, as a `Value` whose member is not a
             // string has none; reading the result itself then says what
             // is wrong with it.
-            Self::Text(text) => serde_json::from_str::<Kind<'_>>(text.get())
-                .ok()
-                .and_then(|kind| kind.result_type),
+            Self::Text(text) => match serde_json::from_str::<Kind<'_>>(text.get()) {
+                Ok(kind) => kind.result_type,
+                // A repeated member: the last one, as a `Value` reads it.
+                Err(_) => serde_json::from_str::<Value>(text.get())
+                    .ok()?
+                    .get("resultType")?
+                    .as_str()
+                    .map(|s| Cow::Owned(s.to_owned())),
+            },
         }
     }
 }
@@ -242,6 +263,43 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn odd_but_parseable_bodies_read_as_their_value_does() {
+        // An array is no response, even one whose first element looks
+        // like a result; a repeated member keeps the last, as a `Value`.
+        for body in [r#"[{"content":[]}]"#, r#" [1, 2]"#] {
+            match text(body).into_result() {
+                Err(ClientError::InvalidResponse(m)) => {
+                    assert!(m.starts_with("a response without a result object"), "{m}");
+                }
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+        let repeated = r#"{"jsonrpc":"2.0","id":1,"result":{"content":7},"result":{"content":[],"resultType":"task","resultType":"complete"}}"#;
+        for response in both(repeated) {
+            let Ok(answer) = response.into_result() else {
+                panic!("{repeated}")
+            };
+            assert_eq!(answer.result_type().as_deref(), Some("complete"));
+            let result: CallToolResult = answer
+                .parse("tools/call result")
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(result.content.is_empty());
+        }
+        // The same inside a result kept as text.
+        let Ok(raw) = RawValue::from_string(
+            r#"{"content":7,"resultType":"task","content":[],"resultType":"complete"}"#.to_owned(),
+        ) else {
+            panic!()
+        };
+        let answer = Answer::Text(raw);
+        assert_eq!(answer.result_type().as_deref(), Some("complete"));
+        let result: CallToolResult = answer
+            .parse("tools/call result")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(result.content.is_empty());
     }
 
     #[test]
