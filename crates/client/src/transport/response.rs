@@ -197,6 +197,14 @@ mod tests {
         Response::from_http(StatusCode::OK, body.as_bytes().to_vec())
     }
 
+    /// `response` is refused as invalid, with a message that starts so.
+    fn refused(response: Response, start: &str, body: &str) {
+        match response.into_result() {
+            Err(ClientError::InvalidResponse(m)) => assert!(m.starts_with(start), "{body}: {m}"),
+            other => panic!("{body}: {other:?}"),
+        }
+    }
+
     /// Both shapes of a response must read the same.
     fn both(body: &str) -> [Response; 2] {
         let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
@@ -237,13 +245,9 @@ mod tests {
 
     #[test]
     fn a_malformed_error_object_is_named() {
-        for response in both(r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}"#) {
-            match response.into_result() {
-                Err(ClientError::InvalidResponse(m)) => {
-                    assert!(m.starts_with("malformed error object"), "{m}");
-                }
-                other => panic!("{other:?}"),
-            }
+        let body = r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x"}}"#;
+        for response in both(body) {
+            refused(response, "malformed error object", body);
         }
     }
 
@@ -255,12 +259,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1}"#,
         ] {
             for response in both(body) {
-                match response.into_result() {
-                    Err(ClientError::InvalidResponse(m)) => {
-                        assert!(m.starts_with("a response without a result object"), "{m}");
-                    }
-                    other => panic!("{body}: {other:?}"),
-                }
+                refused(response, "a response without a result object", body);
             }
         }
     }
@@ -270,12 +269,7 @@ mod tests {
         // An array is no response, even one whose first element looks
         // like a result; a repeated member keeps the last, as a `Value`.
         for body in [r#"[{"content":[]}]"#, r#" [1, 2]"#] {
-            match text(body).into_result() {
-                Err(ClientError::InvalidResponse(m)) => {
-                    assert!(m.starts_with("a response without a result object"), "{m}");
-                }
-                other => panic!("{body}: {other:?}"),
-            }
+            refused(text(body), "a response without a result object", body);
         }
         let repeated = r#"{"jsonrpc":"2.0","id":1,"result":{"content":7},"result":{"content":[],"resultType":"task","resultType":"complete"}}"#;
         for response in both(repeated) {
