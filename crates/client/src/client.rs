@@ -330,7 +330,7 @@ impl Client {
     ) -> Result<M::Result, ClientError> {
         self.request_with_headers(M::NAME, to_params(params)?, Vec::new(), options)
             .await?
-            .parse(&format!("{} result", M::NAME))
+            .parse(format_args!("{} result", M::NAME))
     }
 
     /// Send one request by name, with raw params, and wait for its raw

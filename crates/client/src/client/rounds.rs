@@ -45,6 +45,33 @@ pub enum Round<T = Value> {
     },
 }
 
+impl<T> Round<T> {
+    /// The same round with its answer read by `read`.
+    fn try_map<U>(
+        self,
+        read: impl FnOnce(T) -> Result<U, ClientError>,
+    ) -> Result<Round<U>, ClientError> {
+        Ok(match self {
+            Self::Complete(answer) => Round::Complete(read(answer)?),
+            Self::InputRequired {
+                input_requests,
+                request_state,
+            } => Round::InputRequired {
+                input_requests,
+                request_state,
+            },
+        })
+    }
+}
+
+/// A round's answer as [`Client::round_with_headers`] classified it, so
+/// that its `resultType` is read once.
+enum Ended {
+    Result(Answer),
+    /// A `tools/call` the server runs as a task.
+    Task(Answer),
+}
+
 impl Client {
     /// Run a request that may answer `input_required`, answering its input
     /// requests through the input handler and retrying (new id, same
@@ -131,29 +158,15 @@ impl Client {
         let mut params = Map::new();
         params.insert("name".into(), Value::from(name));
         params.insert("arguments".into(), Value::Object(arguments));
-        match self
-            .round_with_headers("tools/call", params, round, headers, options)
+        // Read from the text the server sent, typed, when the transport
+        // kept it (a relayed call's answer is never a `Value` on its way
+        // through).
+        self.round_with_headers("tools/call", params, round, headers, options)
             .await?
-        {
-            // Read from the text the server sent, typed, when the
-            // transport kept it (a relayed call's answer is never a
-            // `Value` on its way through).
-            Round::Complete(result) => {
-                if result.result_type().as_deref() == Some("task") {
-                    let task = result.parse(tasks::CREATE_TASK_RESULT)?;
-                    return Ok(Round::Complete(CallEnd::Task(task)));
-                }
-                let result = result.parse("tools/call result")?;
-                Ok(Round::Complete(CallEnd::Result(result)))
-            }
-            Round::InputRequired {
-                input_requests,
-                request_state,
-            } => Ok(CallRound::InputRequired {
-                input_requests,
-                request_state,
-            }),
-        }
+            .try_map(|ended| match ended {
+                Ended::Task(task) => task.parse(tasks::CREATE_TASK_RESULT).map(CallEnd::Task),
+                Ended::Result(result) => result.parse("tools/call result").map(CallEnd::Result),
+            })
     }
 
     /// One round of any request that may answer `input_required`
@@ -166,21 +179,9 @@ impl Client {
         round: Option<RoundInput>,
         options: &CallOptions,
     ) -> Result<Round, ClientError> {
-        Ok(
-            match self
-                .round_with_headers(method, params, round, Vec::new(), options)
-                .await?
-            {
-                Round::Complete(result) => Round::Complete(result.into_value()?),
-                Round::InputRequired {
-                    input_requests,
-                    request_state,
-                } => Round::InputRequired {
-                    input_requests,
-                    request_state,
-                },
-            },
-        )
+        self.round_with_headers(method, params, round, Vec::new(), options)
+            .await?
+            .try_map(|(Ended::Result(answer) | Ended::Task(answer))| answer.into_value())
     }
 
     async fn round_with_headers(
@@ -190,7 +191,7 @@ impl Client {
         round: Option<RoundInput>,
         headers: Vec<(String, String)>,
         options: &CallOptions,
-    ) -> Result<Round<Answer>, ClientError> {
+    ) -> Result<Round<Ended>, ClientError> {
         if let Some(round) = round {
             if !round.input_responses.is_empty() {
                 params.insert(
@@ -205,37 +206,39 @@ impl Client {
         let result = self
             .request_with_headers(method, params, headers, options)
             .await?;
-        let needs_input = match result.result_type().as_deref() {
-            None | Some("complete") => false,
+        let ended: fn(Answer) -> Ended = match result.result_type().as_deref() {
+            None | Some("complete") => Ended::Result,
             // Passed up as it is; `call_tool_round` makes it a task.
-            Some("task") if method == "tools/call" && self.inner.tasks => false,
-            Some("input_required") => true,
+            Some("task") if method == "tools/call" && self.inner.tasks => Ended::Task,
+            Some("input_required") => return input_required(result),
             Some(other) => {
                 return Err(ClientError::InvalidResponse(format!(
                     "unknown resultType {other:?}"
                 )));
             }
         };
-        if !needs_input {
-            return Ok(Round::Complete(result));
-        }
-        let mut result = result.into_value()?;
-        let input_requests = match result.get_mut("inputRequests") {
-            Some(Value::Object(requests)) => std::mem::take(requests),
-            _ => Map::new(),
-        };
-        let request_state = match result.get_mut("requestState") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(std::mem::take(s)),
-            Some(_) => {
-                return Err(ClientError::InvalidResponse(
-                    "requestState is not a string".into(),
-                ));
-            }
-        };
-        Ok(Round::InputRequired {
-            input_requests,
-            request_state,
-        })
+        Ok(Round::Complete(ended(result)))
     }
+}
+
+/// The questions of an `input_required` answer, and the state to echo.
+fn input_required(result: Answer) -> Result<Round<Ended>, ClientError> {
+    let mut result = result.into_value()?;
+    let input_requests = match result.get_mut("inputRequests") {
+        Some(Value::Object(requests)) => std::mem::take(requests),
+        _ => Map::new(),
+    };
+    let request_state = match result.get_mut("requestState") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(std::mem::take(s)),
+        Some(_) => {
+            return Err(ClientError::InvalidResponse(
+                "requestState is not a string".into(),
+            ));
+        }
+    };
+    Ok(Round::InputRequired {
+        input_requests,
+        request_state,
+    })
 }

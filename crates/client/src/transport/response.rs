@@ -140,8 +140,12 @@ impl Answer {
         }
     }
 
-    /// The result read as `T`; `what` names it in the error.
-    pub(crate) fn parse<T: DeserializeOwned>(self, what: &str) -> Result<T, ClientError> {
+    /// The result read as `T`; `what` names it in the error (and is only
+    /// formatted then).
+    pub(crate) fn parse<T: DeserializeOwned>(
+        self,
+        what: impl std::fmt::Display,
+    ) -> Result<T, ClientError> {
         let read = match self {
             Self::Value(value) => serde_json::from_value(value),
             // A result that repeats a member fails a typed read where a
