@@ -1,7 +1,8 @@
 //! Bounded resources: a call that runs too long ends with an `isError`
 //! result and its handler is dropped; requests over the in-flight cap get
 //! `503` with `Retry-After`; connections over the cap wait their turn; and
-//! the server serves normally afterwards.
+//! the server serves normally afterwards; a request head that does not come
+//! within the header timeout closes its connection.
 // Tests fail loudly by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -227,4 +228,125 @@ async fn an_idle_http2_connection_is_closed() {
     // Nothing more is asked: the server says goodbye and the connection ends.
     let ended = tokio::time::timeout(Duration::from_secs(10), connection).await;
     assert!(ended.is_ok(), "an idle HTTP/2 connection stayed open");
+}
+
+/// Reads until the server closes the connection; `None` if it is still
+/// open after ten seconds (far beyond the timeouts these tests set).
+async fn read_to_close(conn: &mut TcpStream) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut seen = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut seen))
+        .await
+        .ok()?
+        .ok()?;
+    Some(seen)
+}
+
+fn header_timeout_server(timeout: Duration) -> (HttpConfig, Server) {
+    let config = HttpConfig {
+        header_timeout: timeout,
+        ..HttpConfig::default()
+    };
+    let server = gated_server(Arc::new(Notify::new()), Arc::new(Notify::new()));
+    (config, server)
+}
+
+#[tokio::test]
+async fn a_request_head_that_stalls_is_cut_off_and_others_are_served() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (config, server) = header_timeout_server(Duration::from_millis(200));
+    tokio::spawn(serve_listener(server, config, listener));
+    // Half a head, then nothing (slowloris).
+    let mut stalled = TcpStream::connect(addr).await.unwrap();
+    stalled
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    let seen = read_to_close(&mut stalled).await;
+    assert!(seen.is_some(), "a stalled request head kept its connection");
+    let client = common::http_client().build().unwrap();
+    let url = format!("http://{addr}/mcp");
+    assert_eq!(post(&client, &url, "ok").await.status(), 200);
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (config, server) = header_timeout_server(Duration::from_millis(200));
+    tokio::spawn(serve_listener(server, config, listener));
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    conn.write_all(&raw_call()).await.unwrap();
+    // The answer comes, then the connection is closed for want of a next
+    // request.
+    let seen = read_to_close(&mut conn)
+        .await
+        .expect("an idle keep-alive connection stayed open");
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(seen.starts_with("HTTP/1.1 200 OK"), "{seen}");
+    assert!(seen.contains(r#""text":"ok""#), "{seen}");
+}
+
+/// One `tools/call` of `ok` as raw HTTP/1.1.
+fn raw_call() -> Vec<u8> {
+    let body = serde_json::to_vec(&request(1, "tools/call", json!({"name": "ok"}))).unwrap();
+    let mut message = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\n\
+         mcp-method: tools/call\r\nmcp-name: ok\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    message.extend_from_slice(&body);
+    message
+}
+
+/// Reads one response with a `content-length` body.
+async fn read_response(conn: &mut TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = conn.read(&mut chunk).await.unwrap();
+        assert!(
+            n > 0,
+            "closed mid-response: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .and_then(|n| n.trim().parse::<usize>().ok())
+                .unwrap();
+            if seen.len() >= end + 4 + length {
+                return text;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn each_request_head_gets_the_whole_header_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (config, server) = header_timeout_server(Duration::from_secs(1));
+    tokio::spawn(serve_listener(server, config, listener));
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    // Three requests 600 ms apart on one connection: longer in all than
+    // the timeout (and than 1.25 times it), each within it.
+    for i in 0..3 {
+        if i > 0 {
+            // Not synchronisation: the behaviour under test is time passing
+            // between requests.
+            tokio::time::sleep(Duration::from_millis(600)).await;
+        }
+        conn.write_all(&raw_call()).await.unwrap();
+        let answer = read_response(&mut conn).await;
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        assert!(answer.contains(r#""text":"ok""#), "{answer}");
+    }
 }

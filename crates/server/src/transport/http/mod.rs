@@ -28,6 +28,7 @@
 
 mod checks;
 mod handler;
+mod head_timer;
 mod idle;
 mod legacy;
 
@@ -62,7 +63,10 @@ pub struct HttpConfig {
     pub body_limit: usize,
     /// Time allowed to receive a body. Default 30 s.
     pub body_timeout: Duration,
-    /// Time allowed to receive request headers. Default 10 s.
+    /// Time allowed to receive request headers, counted on HTTP/1.1 from
+    /// the end of the previous response (so it also closes an idle
+    /// keep-alive connection). A connection whose head is late is closed
+    /// between one and 1.25 times this after the head began. Default 10 s.
     pub header_timeout: Duration,
     /// Interval of keep-alive comments on long-lived streams. Default 15 s.
     pub keep_alive: Duration,
@@ -215,10 +219,8 @@ pub async fn serve_listener(
     let state = handler::State::new(server.clone(), config.clone());
     let path: std::sync::Arc<str> = config.path.as_str().into();
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(config.header_timeout);
+    // The HTTP/1 timer is each connection's own (`head_timer`), set below.
+    builder.http1().header_read_timeout(config.header_timeout);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -255,6 +257,9 @@ pub async fn serve_listener(
         }
         let (state, path) = (state.clone(), path.clone());
         let activity = idle::Activity::new();
+        let head = head_timer::HeadClock::new();
+        let mut builder = builder.clone();
+        builder.http1().timer(head_timer::HeadTimer(head.clone()));
         let streams = activity.clone();
         let service =
             hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
@@ -293,13 +298,16 @@ pub async fn serve_listener(
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
-        let (server, idle_timeout) = (server.clone(), config.idle_timeout);
+        let limits = Watched {
+            idle_timeout: config.idle_timeout,
+            header_timeout: config.header_timeout,
+        };
         // Whether to close is decided by a watcher task of its own: the
         // connection's task is woken for every request, and would otherwise
         // poll the shutdown signal and the idle timer each time. The
         // watcher says so through a one-shot channel, which is cheap to poll.
         let (close, mut closed) = tokio::sync::oneshot::channel::<()>();
-        tasks.spawn(watch(server.clone(), activity, idle_timeout, peer, close));
+        tasks.spawn(watch(server.clone(), activity, head, limits, peer, close));
         tasks.spawn(async move {
             let _permit = permit;
             let mut conn = std::pin::pin!(conn);
@@ -327,27 +335,43 @@ pub async fn serve_listener(
     Ok(())
 }
 
+/// What a connection's watcher enforces.
+#[derive(Clone, Copy)]
+struct Watched {
+    idle_timeout: Option<Duration>,
+    header_timeout: Duration,
+}
+
 /// Watch one connection: say `close` when the server shuts down or the
-/// connection has had no open stream for `idle_timeout`. Ends with the
-/// connection (when the other end of `close` is dropped).
+/// connection has had no open stream for `idle_timeout`, and expire a
+/// request head that has not arrived within `header_timeout` (hyper then
+/// closes the connection). Ends with the connection (when the other end of
+/// `close` is dropped).
 async fn watch(
     server: Server,
     activity: std::sync::Arc<idle::Activity>,
-    idle_timeout: Option<Duration>,
+    head: std::sync::Arc<head_timer::HeadClock>,
+    limits: Watched,
     peer: std::net::SocketAddr,
     mut close: tokio::sync::oneshot::Sender<()>,
 ) {
-    // Checked at a fraction of the timeout: a connection closes between one
-    // and 1.25 timeouts after its last stream ended.
-    let period = idle_timeout.map_or(Duration::from_secs(3600), |t| t / 4);
+    // Checked at a fraction of each timeout: a connection closes between one
+    // and 1.25 timeouts after its last stream ended or its head was due.
+    let period = limits.idle_timeout.map_or(limits.header_timeout, |idle| {
+        idle.min(limits.header_timeout)
+    }) / 4;
     let mut check = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             () = close.closed() => return,
             () = server.shutting_down() => break,
-            _ = check.tick(), if idle_timeout.is_some() => {
+            _ = check.tick() => {
+                if head.expire_if_due(std::time::Instant::now()) {
+                    tracing::debug!(%peer, "no request head within the header timeout");
+                }
                 let idle = activity.idle_for();
-                if idle.zip(idle_timeout).is_some_and(|(idle, limit)| idle >= limit) {
+                if idle.zip(limits.idle_timeout).is_some_and(|(idle, limit)| idle >= limit) {
                     tracing::debug!(%peer, "closing an idle HTTP/2 connection");
                     break;
                 }
