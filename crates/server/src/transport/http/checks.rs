@@ -107,6 +107,13 @@ pub(crate) fn check_host(
 
 /// `Ok` if the body is declared as JSON.
 pub(crate) fn check_content_type(headers: &HeaderMap) -> Result<(), String> {
+    // What clients send, recognised without trimming or folding case.
+    if headers
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/json")
+    {
+        return Ok(());
+    }
     let ct = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -122,8 +129,35 @@ pub(crate) fn check_content_type(headers: &HeaderMap) -> Result<(), String> {
     }
 }
 
+/// The `Accept` values clients commonly send for this endpoint, each
+/// admitting both media types.
+const COMMON_ACCEPT: [&[u8]; 4] = [
+    b"application/json, text/event-stream",
+    b"application/json,text/event-stream",
+    b"text/event-stream, application/json",
+    b"text/event-stream,application/json",
+];
+
 /// `Ok` if `Accept` admits both `application/json` and `text/event-stream`.
 pub(crate) fn check_accept(headers: &HeaderMap) -> Result<(), String> {
+    // What clients send, recognised without parsing media ranges: one
+    // value that admits both is enough, whatever other `Accept` headers
+    // say (a range refused with `q=0` only withdraws itself).
+    if headers
+        .get(ACCEPT)
+        .is_some_and(|v| COMMON_ACCEPT.contains(&v.as_bytes()))
+    {
+        return Ok(());
+    }
+    if admits_both(headers) {
+        Ok(())
+    } else {
+        Err("Accept must list both application/json and text/event-stream".into())
+    }
+}
+
+/// Whether the `Accept` media ranges admit both media types.
+fn admits_both(headers: &HeaderMap) -> bool {
     // Allocation-free: this runs on every request.
     let (mut json, mut sse) = (false, false);
     for value in headers
@@ -153,11 +187,7 @@ pub(crate) fn check_accept(headers: &HeaderMap) -> Result<(), String> {
             sse |= is("text", "event-stream");
         }
     }
-    if json && sse {
-        Ok(())
-    } else {
-        Err("Accept must list both application/json and text/event-stream".into())
-    }
+    json && sse
 }
 
 // Parsed once: looking a header up by `&str` parses the name on every
@@ -305,11 +335,23 @@ mod tests {
         assert!(check_accept(&with(ACCEPT, "Application/JSON, text/*")).is_ok());
         assert!(check_accept(&with(ACCEPT, "application/*, text/event-stream")).is_ok());
         assert!(check_accept(&with(ACCEPT, "application/jsonx, text/event-stream")).is_err());
+        // The values recognised without parsing are ones the parser admits.
+        for common in COMMON_ACCEPT {
+            let value = std::str::from_utf8(common).unwrap();
+            assert!(admits_both(&with(ACCEPT, value)), "{value}");
+        }
+        // One value that admits both is enough, whatever follows.
+        let mut two = with(ACCEPT, "application/json, text/event-stream");
+        two.append(ACCEPT, HeaderValue::from_static("text/event-stream;q=0"));
+        assert!(check_accept(&two).is_ok());
     }
 
     #[test]
     fn content_type() {
         assert!(check_content_type(&with(CONTENT_TYPE, "application/json; charset=utf-8")).is_ok());
+        assert!(check_content_type(&with(CONTENT_TYPE, "application/json")).is_ok());
+        assert!(check_content_type(&with(CONTENT_TYPE, " Application/JSON ")).is_ok());
+        assert!(check_content_type(&with(CONTENT_TYPE, "application/json-seq")).is_err());
         assert!(check_content_type(&with(CONTENT_TYPE, "text/plain")).is_err());
         assert!(check_content_type(&HeaderMap::new()).is_err());
     }
