@@ -90,6 +90,51 @@ impl RequestMeta {
     /// assert_eq!(meta.protocol_version, "2026-07-28");
     /// ```
     pub fn from_raw(meta: Option<&RawValue>) -> Result<Self, RpcError> {
+        // A client sends the same `_meta` with every request unless it asks
+        // for progress or carries a trace. A text read twice in a row on
+        // this thread is remembered with what it was read as; requiring two
+        // sightings with no hit between keeps clients that take turns on one
+        // thread from paying for a memo that never serves, or displacing one
+        // that does.
+        let text = meta.map(RawValue::get);
+        let hit = MEMO.with_borrow_mut(|memo| {
+            let read = memo
+                .read
+                .as_ref()
+                .filter(|_| Some(memo.text.as_str()) == text)
+                .cloned();
+            if read.is_some() {
+                // A memo that serves is kept: a text must now miss twice
+                // with no hit between to replace it.
+                memo.missed.clear();
+            }
+            read
+        });
+        if let Some(read) = hit {
+            return Ok(read);
+        }
+        let read = Self::read_raw(meta)?;
+        if let Some(text) = text.filter(|t| t.len() <= MEMO_MAX && read.is_memoizable()) {
+            MEMO.with_borrow_mut(|memo| {
+                if memo.missed == text {
+                    memo.text.clear();
+                    memo.text.push_str(text);
+                    memo.read = Some(read.clone());
+                } else {
+                    memo.missed.clear();
+                    memo.missed.push_str(text);
+                }
+            });
+        }
+        Ok(read)
+    }
+
+    /// Nothing in it is particular to one request.
+    fn is_memoizable(&self) -> bool {
+        self.progress_token.is_none() && self.trace.is_none()
+    }
+
+    fn read_raw(meta: Option<&RawValue>) -> Result<Self, RpcError> {
         let Some(meta) = meta else {
             return Err(RpcError::invalid_params(format!(
                 "Missing params._meta: every request must carry \"{PROTOCOL_VERSION}\" and \"{CLIENT_CAPABILITIES}\""
@@ -171,6 +216,24 @@ pub fn declares_protocol_version(meta: Option<&RawValue>) -> bool {
             Ok(Reserved::Object(fields)) if fields.protocol_version.is_some()
         )
     })
+}
+
+/// The longest `_meta` text remembered (a larger one is read every time).
+const MEMO_MAX: usize = 2048;
+
+/// The `_meta` this thread remembers.
+struct Memo {
+    /// The text `read` was read from.
+    text: String,
+    read: Option<RequestMeta>,
+    /// The last memoizable text read and not remembered, since the last hit.
+    missed: String,
+}
+
+thread_local! {
+    static MEMO: std::cell::RefCell<Memo> = const {
+        std::cell::RefCell::new(Memo { text: String::new(), read: None, missed: String::new() })
+    };
 }
 
 /// A reserved key's value as JSON, when it is readable as such.
@@ -458,5 +521,83 @@ mod tests {
         assert_eq!(m.progress_token, Some(ProgressToken::String("tok".into())));
         assert_eq!(m.log_level, Some(LoggingLevel::Warning));
         assert_eq!(m.client_info.map(|c| c.name).as_deref(), Some("c"));
+    }
+
+    /// Reads `text` as a request's `_meta`, through the memo.
+    fn read_text(text: &str) -> Result<RequestMeta, RpcError> {
+        let raw = serde_json::from_str::<Box<RawValue>>(text).unwrap();
+        RequestMeta::from_raw(Some(&raw))
+    }
+
+    fn remembered() -> Option<String> {
+        MEMO.with_borrow(|memo| memo.read.as_ref().map(|_| memo.text.clone()))
+    }
+
+    #[test]
+    fn a_meta_read_twice_in_a_row_is_remembered_and_reads_the_same() {
+        let a = format!(
+            r#"{{"{PROTOCOL_VERSION}":"2026-07-28","{CLIENT_CAPABILITIES}":{{"elicitation":{{}}}},"{CLIENT_INFO}":{{"name":"a","version":"1"}},"{LOG_LEVEL}":"info"}}"#
+        );
+        let b = a.replace(r#""name":"a""#, r#""name":"b""#);
+        let first = read_text(&a).unwrap();
+        assert_eq!(remembered(), None, "remembered after one sighting");
+        assert_eq!(read_text(&a).unwrap(), first);
+        assert_eq!(remembered().as_deref(), Some(a.as_str()));
+        // Served from the memo: the same as read.
+        let again = read_text(&a).unwrap();
+        assert_eq!(again, first);
+        assert!(again.client_capabilities.supports_elicitation_form());
+        assert_eq!(again.log_level, Some(LoggingLevel::Info));
+        // Another text is read, never served the memo.
+        let other = read_text(&b).unwrap();
+        assert_eq!(other.client_info.unwrap().name, "b");
+        // Clients taking turns leave the memo as it was.
+        read_text(&a).unwrap();
+        read_text(&b).unwrap();
+        assert_eq!(remembered().as_deref(), Some(a.as_str()));
+    }
+
+    #[test]
+    fn clients_taking_turns_from_the_start_leave_nothing_remembered() {
+        let text = |name: &str| {
+            format!(
+                r#"{{"{PROTOCOL_VERSION}":"2026-07-28","{CLIENT_CAPABILITIES}":{{}},"{CLIENT_INFO}":{{"name":"{name}","version":"1"}}}}"#
+            )
+        };
+        for _ in 0..3 {
+            assert_eq!(
+                read_text(&text("a")).unwrap().client_info.unwrap().name,
+                "a"
+            );
+            assert_eq!(
+                read_text(&text("b")).unwrap().client_info.unwrap().name,
+                "b"
+            );
+        }
+        assert_eq!(remembered(), None);
+    }
+
+    #[test]
+    fn what_is_particular_to_a_request_or_refused_is_never_remembered() {
+        let progress = format!(
+            r#"{{"{PROTOCOL_VERSION}":"2026-07-28","{CLIENT_CAPABILITIES}":{{}},"{PROGRESS_TOKEN}":7}}"#
+        );
+        let traced = format!(
+            r#"{{"{PROTOCOL_VERSION}":"2026-07-28","{CLIENT_CAPABILITIES}":{{}},"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}"#
+        );
+        for text in [&progress, &traced] {
+            let first = read_text(text).unwrap();
+            assert_eq!(read_text(text).unwrap(), first);
+            assert_eq!(remembered(), None, "{text}");
+        }
+        let refused = format!(r#"{{"{PROTOCOL_VERSION}":1,"{CLIENT_CAPABILITIES}":{{}}}}"#);
+        for _ in 0..3 {
+            assert_eq!(read_text(&refused).unwrap_err().code, -32602);
+        }
+        assert_eq!(remembered(), None);
+        assert!(
+            RequestMeta::from_raw(None).is_err(),
+            "a missing _meta is refused"
+        );
     }
 }
