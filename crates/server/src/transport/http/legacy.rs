@@ -33,6 +33,10 @@ use crate::{AuthContext, Server};
 /// The legacy session header.
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
+// Parsed once: looking a header up by `&str` parses the name every time,
+// and every request on a dual-era endpoint is looked at for a session.
+const SESSION_NAME: http::HeaderName = http::HeaderName::from_static(SESSION_HEADER);
+
 /// Where a POST goes.
 pub(super) enum Routed {
     /// Answered here, in the legacy era.
@@ -59,7 +63,7 @@ fn session_of(
     headers: &HeaderMap,
     auth: Option<&AuthContext>,
 ) -> Option<Result<Arc<Session>, Response>> {
-    let id = headers.get(SESSION_HEADER)?;
+    let id = headers.get(SESSION_NAME)?;
     let Ok(id) = id.to_str() else {
         return Some(Err(not_found()));
     };
@@ -84,7 +88,7 @@ pub(super) async fn route(
         // Only `initialize` and requests naming a session can be legacy
         // traffic; anything else is served statelessly below without
         // reading `_meta` here.
-        let legacy_shaped = req.method == "initialize" || headers.contains_key(SESSION_HEADER);
+        let legacy_shaped = req.method == "initialize" || headers.contains_key(SESSION_NAME);
         if legacy_shaped && is_modern_request(req) {
             return Routed::Modern(incoming);
         }
@@ -284,7 +288,7 @@ pub(super) fn end_session(
     headers: &HeaderMap,
     auth: Option<&AuthContext>,
 ) -> Option<Response> {
-    let id = headers.get(SESSION_HEADER)?.to_str().unwrap_or_default();
+    let id = headers.get(SESSION_NAME)?.to_str().unwrap_or_default();
     if shared.sessions.remove(id, subject(auth).as_deref()) {
         tracing::info!(session = %id, "legacy session ended by the client");
         Some(empty(StatusCode::OK))
