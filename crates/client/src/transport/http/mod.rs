@@ -37,6 +37,14 @@ use toolgate_protocol::jsonrpc::{RequestId, encode_error, encode_result};
 
 use self::sse::{Cursor, Events};
 pub(crate) use self::wire::Outbound;
+
+// The protocol's headers, parsed once: every request carries some of them,
+// and naming a header by `&str` parses the name each time.
+const PROTOCOL_VERSION_NAME: header::HeaderName =
+    header::HeaderName::from_static("mcp-protocol-version");
+const METHOD_NAME: header::HeaderName = header::HeaderName::from_static("mcp-method");
+const NAME_NAME: header::HeaderName = header::HeaderName::from_static("mcp-name");
+const SESSION_NAME: header::HeaderName = header::HeaderName::from_static("mcp-session-id");
 use self::wire::{Reply, Wire};
 use super::{
     Inbound, Limits, Outgoing, Pending, Response, SendFuture, ServerRequestHandler, Transport,
@@ -325,13 +333,13 @@ impl Transport for HttpTransport {
             let mut out = Outbound::new(Method::POST);
             out.set(header::CONTENT_TYPE, "application/json");
             out.set(header::ACCEPT, "application/json, text/event-stream");
-            out.add("mcp-protocol-version", &version)?;
-            out.add("mcp-method", &request.method)?;
+            out.add_named(PROTOCOL_VERSION_NAME, &version)?;
+            out.add_named(METHOD_NAME, &request.method)?;
             if let Some(session) = &session {
-                out.add("mcp-session-id", session)?;
+                out.add_named(SESSION_NAME, session)?;
             }
             if let Some(name) = &name {
-                out.add("mcp-name", name)?;
+                out.add_named(NAME_NAME, name)?;
             }
             for (k, v) in request.headers.iter() {
                 out.add(k, v)?;
@@ -509,10 +517,10 @@ impl Shared {
     /// The legacy session's headers: the negotiated version and the session id.
     fn in_session(&self, out: &mut Outbound, legacy: Option<&str>) -> Result<(), ClientError> {
         if let Some(version) = legacy {
-            out.add("mcp-protocol-version", version)?;
+            out.add_named(PROTOCOL_VERSION_NAME, version)?;
         }
         if let Some(session) = self.session() {
-            out.add("mcp-session-id", &session)?;
+            out.add_named(SESSION_NAME, &session)?;
         }
         Ok(())
     }

@@ -73,6 +73,16 @@ impl Outbound {
     pub(crate) fn add(&mut self, name: &str, value: &str) -> Result<(), ClientError> {
         let name = header::HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| ClientError::transport(format!("{name:?} is not a valid header name")))?;
+        self.add_named(name, value)
+    }
+
+    /// [`Outbound::add`] with a name parsed already (the protocol's own
+    /// headers, sent with every request).
+    pub(crate) fn add_named(
+        &mut self,
+        name: header::HeaderName,
+        value: &str,
+    ) -> Result<(), ClientError> {
         let mut value = HeaderValue::from_str(value).map_err(|_| {
             ClientError::transport(format!("the {name} header's value cannot be sent in HTTP"))
         })?;
