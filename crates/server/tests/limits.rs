@@ -242,21 +242,22 @@ async fn read_to_close(conn: &mut TcpStream) -> Option<Vec<u8>> {
     Some(seen)
 }
 
-fn header_timeout_server(timeout: Duration) -> (HttpConfig, Server) {
+/// A server with this header timeout, listening; where it listens.
+async fn header_timeout_server(timeout: Duration) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     let config = HttpConfig {
         header_timeout: timeout,
         ..HttpConfig::default()
     };
     let server = gated_server(Arc::new(Notify::new()), Arc::new(Notify::new()));
-    (config, server)
+    tokio::spawn(serve_listener(server, config, listener));
+    addr
 }
 
 #[tokio::test]
 async fn a_request_head_that_stalls_is_cut_off_and_others_are_served() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (config, server) = header_timeout_server(Duration::from_millis(200));
-    tokio::spawn(serve_listener(server, config, listener));
+    let addr = header_timeout_server(Duration::from_millis(200)).await;
     // Half a head, then nothing (slowloris).
     let mut stalled = TcpStream::connect(addr).await.unwrap();
     stalled
@@ -272,10 +273,7 @@ async fn a_request_head_that_stalls_is_cut_off_and_others_are_served() {
 
 #[tokio::test]
 async fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (config, server) = header_timeout_server(Duration::from_millis(200));
-    tokio::spawn(serve_listener(server, config, listener));
+    let addr = header_timeout_server(Duration::from_millis(200)).await;
     let mut conn = TcpStream::connect(addr).await.unwrap();
     conn.write_all(&raw_call()).await.unwrap();
     // The answer comes, then the connection is closed for want of a next
@@ -331,10 +329,7 @@ async fn read_response(conn: &mut TcpStream) -> String {
 
 #[tokio::test]
 async fn each_request_head_gets_the_whole_header_timeout() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (config, server) = header_timeout_server(Duration::from_secs(1));
-    tokio::spawn(serve_listener(server, config, listener));
+    let addr = header_timeout_server(Duration::from_secs(1)).await;
     let mut conn = TcpStream::connect(addr).await.unwrap();
     // Three requests 600 ms apart on one connection: longer in all than
     // the timeout (and than 1.25 times it), each within it.

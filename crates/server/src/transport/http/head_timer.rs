@@ -144,15 +144,19 @@ mod tests {
     use std::task::Waker;
     use std::time::Duration;
 
+    /// A connection's clock, the timer hyper would be given, and now.
+    fn clock() -> (Arc<HeadClock>, HeadTimer, Instant) {
+        let clock = HeadClock::new();
+        (clock.clone(), HeadTimer(clock), Instant::now())
+    }
+
     fn poll(sleep: &mut Pin<Box<dyn Sleep>>) -> Poll<()> {
         sleep.as_mut().poll(&mut Context::from_waker(Waker::noop()))
     }
 
     #[test]
     fn a_sleep_is_ready_once_the_watcher_finds_its_deadline_passed() {
-        let clock = HeadClock::new();
-        let timer = HeadTimer(clock.clone());
-        let start = Instant::now();
+        let (clock, timer, start) = clock();
         let mut sleep = timer.sleep_until(start + Duration::from_secs(10));
         assert!(poll(&mut sleep).is_pending());
         assert!(!clock.expire_if_due(start + Duration::from_secs(9)));
@@ -163,18 +167,14 @@ mod tests {
 
     #[test]
     fn a_dropped_sleep_leaves_nothing_to_expire() {
-        let clock = HeadClock::new();
-        let timer = HeadTimer(clock.clone());
-        let start = Instant::now();
+        let (clock, timer, start) = clock();
         drop(timer.sleep_until(start + Duration::from_secs(1)));
         assert!(!clock.expire_if_due(start + Duration::from_secs(60)));
     }
 
     #[test]
     fn a_reset_sleep_keeps_its_new_deadline() {
-        let clock = HeadClock::new();
-        let timer = HeadTimer(clock.clone());
-        let start = Instant::now();
+        let (clock, timer, start) = clock();
         let mut sleep = timer.sleep_until(start + Duration::from_secs(1));
         timer.reset(&mut sleep, start + Duration::from_secs(30));
         assert!(!clock.expire_if_due(start + Duration::from_secs(20)));
@@ -192,9 +192,7 @@ mod tests {
                 self.0.store(true, Ordering::SeqCst);
             }
         }
-        let clock = HeadClock::new();
-        let timer = HeadTimer(clock.clone());
-        let start = Instant::now();
+        let (clock, timer, start) = clock();
         let mut sleep = timer.sleep_until(start + Duration::from_secs(1));
         let flag = Arc::new(Flag(AtomicBool::new(false)));
         let waker = Waker::from(flag.clone());
