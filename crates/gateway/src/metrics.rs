@@ -14,7 +14,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use toolgate_server::{Begun, CallLog, CallRecord, Recorded};
 
-use crate::audit::{AuditRow, AuditSink, row_of};
+use crate::audit::{AuditSink, row_of};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
@@ -37,6 +37,36 @@ struct OutcomeLabels {
 struct ValidationLabels {
     upstream: String,
     kind: String,
+}
+
+/// What the metrics and the loop breaker look at in a recorded call,
+/// borrowed from it (its audit row would copy every field), read as
+/// [`row_of`] reads it.
+struct Seen<'a> {
+    caller: Option<&'a str>,
+    upstream: &'a str,
+    tool: &'a str,
+    digest: &'a str,
+    status: &'a str,
+    confirmation: Option<&'a str>,
+    cost: Option<f64>,
+    failure: Option<&'a str>,
+}
+
+impl<'a> Seen<'a> {
+    fn of(record: &'a CallRecord) -> Self {
+        let note = |key: &str| record.notes.get(key).and_then(serde_json::Value::as_str);
+        Seen {
+            caller: record.caller.as_deref(),
+            upstream: note("upstream").unwrap_or_default(),
+            tool: &record.tool,
+            digest: &record.arguments_digest,
+            status: note("status").unwrap_or(record.outcome.as_str()),
+            confirmation: note("confirmation"),
+            cost: record.notes.get("cost").and_then(serde_json::Value::as_f64),
+            failure: note("failure"),
+        }
+    }
 }
 
 /// The gateway's metrics.
@@ -117,44 +147,44 @@ impl Default for Metrics {
 impl Metrics {
     /// Count one recorded call.
     pub fn observe(&self, record: &CallRecord) {
-        self.count(&row_of(record), record.elapsed);
+        self.count(&Seen::of(record), record.elapsed);
     }
 
-    /// Count one call from its audit row.
-    fn count(&self, row: &AuditRow, elapsed: std::time::Duration) {
-        let upstream = row.upstream.clone().unwrap_or_default();
+    /// Count one call from what was seen of it.
+    fn count(&self, seen: &Seen<'_>, elapsed: std::time::Duration) {
+        let upstream = seen.upstream;
         self.calls
             .get_or_create(&CallLabels {
-                upstream: upstream.clone(),
-                tool: row.tool.clone(),
-                status: row.status.clone(),
+                upstream: upstream.to_owned(),
+                tool: seen.tool.to_owned(),
+                status: seen.status.to_owned(),
             })
             .inc();
         self.latency
             .get_or_create(&UpstreamLabels {
-                upstream: upstream.clone(),
+                upstream: upstream.to_owned(),
             })
             .observe(elapsed.as_secs_f64());
-        if let Some(outcome) = &row.confirmation {
+        if let Some(outcome) = seen.confirmation {
             self.confirmations
                 .get_or_create(&OutcomeLabels {
-                    outcome: outcome.clone(),
+                    outcome: outcome.to_owned(),
                 })
                 .inc();
         }
-        if let Some(cost) = row.cost.filter(|c| *c > 0.0) {
+        if let Some(cost) = seen.cost.filter(|c| *c > 0.0) {
             self.spent
                 .get_or_create(&SpendLabels {
-                    upstream: upstream.clone(),
-                    tool: row.tool.clone(),
+                    upstream: upstream.to_owned(),
+                    tool: seen.tool.to_owned(),
                 })
                 .inc_by(cost);
         }
-        if matches!(row.status.as_str(), "invalid_arguments" | "output_invalid") {
+        if matches!(seen.status, "invalid_arguments" | "output_invalid") {
             self.validation
                 .get_or_create(&ValidationLabels {
-                    upstream,
-                    kind: row.status.clone(),
+                    upstream: upstream.to_owned(),
+                    kind: seen.status.to_owned(),
                 })
                 .inc();
         }
@@ -207,22 +237,23 @@ impl CallLog for Recorder {
         {
             record.notes.insert("upstream".into(), upstream.into());
         }
-        let row = row_of(&record);
-        self.metrics.count(&row, record.elapsed);
+        let seen = Seen::of(&record);
+        self.metrics.count(&seen, record.elapsed);
         self.loops.observe(
-            row.caller.as_deref(),
-            &row.tool,
-            &row.arguments_digest,
-            &row.status,
-            record
-                .notes
-                .get("failure")
-                .and_then(serde_json::Value::as_str),
+            seen.caller,
+            seen.tool,
+            seen.digest,
+            seen.status,
+            seen.failure,
         );
-        let written = match (&self.store, record.begun) {
-            (Some(store), Some(id)) => store.complete(id, row),
-            (Some(store), None) => store.write(row),
-            (None, _) => return Box::pin(async { Ok(()) }),
+        // The row copies the record: built only when there is a store.
+        let Some(store) = &self.store else {
+            return Box::pin(async { Ok(()) });
+        };
+        let row = row_of(&record);
+        let written = match record.begun {
+            Some(id) => store.complete(id, row),
+            None => store.write(row),
         };
         Box::pin(async move { Ok(written.await?) })
     }
@@ -294,5 +325,47 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} not in\n{text}");
         }
+    }
+
+    #[test]
+    fn what_the_metrics_see_is_what_the_audit_row_says() {
+        let mut notes = Map::new();
+        for (key, value) in [
+            ("upstream", json!("shop")),
+            ("status", json!("loop")),
+            ("confirmation", json!("declined")),
+            ("cost", json!(2.5)),
+            ("failure", json!("no such city")),
+        ] {
+            notes.insert(key.into(), value);
+        }
+        let record = CallRecord {
+            started: SystemTime::now(),
+            elapsed: Duration::from_millis(3),
+            tool: "shop.order".into(),
+            caller: Some("ann".into()),
+            arguments_digest: "d".into(),
+            arguments: None,
+            outcome: CallOutcome::ToolError,
+            notes,
+            begun: None,
+        };
+        let (seen, row) = (Seen::of(&record), row_of(&record));
+        assert_eq!(seen.caller, row.caller.as_deref());
+        assert_eq!(Some(seen.upstream), row.upstream.as_deref());
+        assert_eq!(
+            (seen.tool, seen.digest),
+            (&*row.tool, &*row.arguments_digest)
+        );
+        assert_eq!(seen.status, row.status);
+        assert_eq!(seen.confirmation, row.confirmation.as_deref());
+        assert_eq!(seen.cost, row.cost);
+        assert_eq!(seen.failure, Some("no such city"));
+        // Without notes: no upstream, and the outcome is the status.
+        let mut bare = record.clone();
+        bare.notes.clear();
+        let (seen, row) = (Seen::of(&bare), row_of(&bare));
+        assert_eq!((seen.upstream, row.upstream), ("", None));
+        assert_eq!((seen.status, &*row.status), ("tool_error", "tool_error"));
     }
 }
