@@ -11,6 +11,15 @@ use std::fmt;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 
+/// Header carrying the protocol version.
+pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+/// Header mirroring the JSON-RPC method.
+pub const METHOD_HEADER: &str = "mcp-method";
+/// Header mirroring `params.name` / `params.uri`.
+pub const NAME_HEADER: &str = "mcp-name";
+/// Header naming a legacy (2025-era) session.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+
 const PREFIX: &str = "=?base64?";
 const SUFFIX: &str = "?=";
 

@@ -32,19 +32,13 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use toolgate_protocol::RpcError;
-use toolgate_protocol::header::encode_header_value;
+use toolgate_protocol::header::{
+    METHOD_HEADER, NAME_HEADER, PROTOCOL_VERSION_HEADER, SESSION_HEADER, encode_header_value,
+};
 use toolgate_protocol::jsonrpc::{RequestId, encode_error, encode_result};
 
 use self::sse::{Cursor, Events};
 pub(crate) use self::wire::Outbound;
-
-// The protocol's headers, parsed once: every request carries some of them,
-// and naming a header by `&str` parses the name each time.
-const PROTOCOL_VERSION_NAME: header::HeaderName =
-    header::HeaderName::from_static("mcp-protocol-version");
-const METHOD_NAME: header::HeaderName = header::HeaderName::from_static("mcp-method");
-const NAME_NAME: header::HeaderName = header::HeaderName::from_static("mcp-name");
-const SESSION_NAME: header::HeaderName = header::HeaderName::from_static("mcp-session-id");
 use self::wire::{Reply, Wire};
 use super::{
     Inbound, Limits, Outgoing, Pending, Response, SendFuture, ServerRequestHandler, Transport,
@@ -52,6 +46,14 @@ use super::{
 };
 use crate::ClientError;
 use http::{Method, header};
+
+// The protocol's headers, parsed once: every request carries some of them,
+// and naming a header by `&str` parses the name each time.
+const PROTOCOL_VERSION_NAME: header::HeaderName =
+    header::HeaderName::from_static(PROTOCOL_VERSION_HEADER);
+const METHOD_NAME: header::HeaderName = header::HeaderName::from_static(METHOD_HEADER);
+const NAME_NAME: header::HeaderName = header::HeaderName::from_static(NAME_HEADER);
+const SESSION_NAME: header::HeaderName = header::HeaderName::from_static(SESSION_HEADER);
 
 /// Settings of the HTTP transport.
 #[derive(Clone, Debug, Default)]
@@ -349,7 +351,7 @@ impl Transport for HttpTransport {
             let response = shared.execute(out).await?;
             let status = response.status();
             shared.refused(&response)?;
-            if let Some(session) = response.header("mcp-session-id") {
+            if let Some(session) = response.header(SESSION_HEADER) {
                 *shared.session.lock() = Some(session.to_owned());
             }
             let is_sse = response

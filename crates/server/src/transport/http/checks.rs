@@ -9,12 +9,7 @@ use toolgate_protocol::jsonrpc::Request;
 use toolgate_protocol::meta::RequestMeta;
 use toolgate_protocol::quote::quote;
 
-/// Header carrying the protocol version.
-pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
-/// Header mirroring the JSON-RPC method.
-pub const METHOD_HEADER: &str = "mcp-method";
-/// Header mirroring `params.name` / `params.uri`.
-pub const NAME_HEADER: &str = "mcp-name";
+pub use toolgate_protocol::header::{METHOD_HEADER, NAME_HEADER, PROTOCOL_VERSION_HEADER};
 
 /// Which `Origin` values may call the server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,17 +102,12 @@ pub(crate) fn check_host(
 
 /// `Ok` if the body is declared as JSON.
 pub(crate) fn check_content_type(headers: &HeaderMap) -> Result<(), String> {
+    let declared = headers.get(CONTENT_TYPE);
     // What clients send, recognised without trimming or folding case.
-    if headers
-        .get(CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes() == b"application/json")
-    {
+    if declared.is_some_and(|v| v.as_bytes() == b"application/json") {
         return Ok(());
     }
-    let ct = headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+    let ct = declared.and_then(|v| v.to_str().ok()).unwrap_or("");
     let essence = ct.split(';').next().unwrap_or("").trim();
     if essence.eq_ignore_ascii_case("application/json") {
         Ok(())

@@ -150,6 +150,21 @@ mod tests {
         (clock.clone(), HeadTimer(clock), Instant::now())
     }
 
+    /// `sleep` is not expired `early` seconds after `start` and stays
+    /// pending; it is `late` seconds after, and is then ready.
+    fn expires_between(
+        clock: &HeadClock,
+        sleep: &mut Pin<Box<dyn Sleep>>,
+        start: Instant,
+        early: u64,
+        late: u64,
+    ) {
+        assert!(!clock.expire_if_due(start + Duration::from_secs(early)));
+        assert!(poll(sleep).is_pending());
+        assert!(clock.expire_if_due(start + Duration::from_secs(late)));
+        assert!(poll(sleep).is_ready());
+    }
+
     fn poll(sleep: &mut Pin<Box<dyn Sleep>>) -> Poll<()> {
         sleep.as_mut().poll(&mut Context::from_waker(Waker::noop()))
     }
@@ -159,10 +174,7 @@ mod tests {
         let (clock, timer, start) = clock();
         let mut sleep = timer.sleep_until(start + Duration::from_secs(10));
         assert!(poll(&mut sleep).is_pending());
-        assert!(!clock.expire_if_due(start + Duration::from_secs(9)));
-        assert!(poll(&mut sleep).is_pending());
-        assert!(clock.expire_if_due(start + Duration::from_secs(11)));
-        assert!(poll(&mut sleep).is_ready());
+        expires_between(&clock, &mut sleep, start, 9, 11);
     }
 
     #[test]
@@ -177,10 +189,7 @@ mod tests {
         let (clock, timer, start) = clock();
         let mut sleep = timer.sleep_until(start + Duration::from_secs(1));
         timer.reset(&mut sleep, start + Duration::from_secs(30));
-        assert!(!clock.expire_if_due(start + Duration::from_secs(20)));
-        assert!(poll(&mut sleep).is_pending());
-        assert!(clock.expire_if_due(start + Duration::from_secs(31)));
-        assert!(poll(&mut sleep).is_ready());
+        expires_between(&clock, &mut sleep, start, 20, 31);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::legacy::{Session, is_modern_request, new_session_id};
 use crate::{AuthContext, Server};
 
 /// The legacy session header.
-pub const SESSION_HEADER: &str = "mcp-session-id";
+pub use toolgate_protocol::header::SESSION_HEADER;
 
 // Parsed once: looking a header up by `&str` parses the name every time,
 // and every request on a dual-era endpoint is looked at for a session.

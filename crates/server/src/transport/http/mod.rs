@@ -229,6 +229,10 @@ pub async fn serve_listener(
         .keep_alive_timeout(config.http2_keep_alive.unwrap_or(Duration::from_secs(20)));
     let connections = std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_connections));
     let tasks = tokio_util::task::TaskTracker::new();
+    let limits = Watched {
+        idle_timeout: config.idle_timeout,
+        header_timeout: config.header_timeout,
+    };
     tracing::info!(addr = %listener.local_addr()?, path = %config.path, "serving MCP over HTTP");
     loop {
         // At the connection cap, stop accepting: new connections wait in
@@ -298,10 +302,6 @@ pub async fn serve_listener(
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
-        let limits = Watched {
-            idle_timeout: config.idle_timeout,
-            header_timeout: config.header_timeout,
-        };
         // Whether to close is decided by a watcher task of its own: the
         // connection's task is woken for every request, and would otherwise
         // poll the shutdown signal and the idle timer each time. The
