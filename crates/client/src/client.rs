@@ -749,7 +749,9 @@ impl Client {
         if let Some(t) = self.inner.tools.lock().get(name).cloned() {
             return Ok(t);
         }
-        self.list_tools().await?;
+        // Boxed, so that a call to a known tool does not carry the size of
+        // a listing in its future.
+        Box::pin(self.list_tools()).await?;
         self.inner
             .tools
             .lock()

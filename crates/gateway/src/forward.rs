@@ -444,7 +444,9 @@ async fn forward_in_span(
                 return answer(&upstream, &tool, &ctx, None, Err(e)).await;
             }
         };
-        let outcome = upstream_task::follow(
+        // Boxed (here and below): following a task is a large future that
+        // a plain call would otherwise carry, and copy, too.
+        let outcome = Box::pin(upstream_task::follow(
             &server,
             client.clone(),
             &ctx,
@@ -452,7 +454,7 @@ async fn forward_in_span(
             task_id,
             asked,
             remember_task,
-        )
+        ))
         .await?;
         let reply = answer(&upstream, &tool, &ctx, Some(client), outcome).await;
         return charged(&guard, &ctx, spend, reply).await;
@@ -482,7 +484,7 @@ async fn forward_in_span(
     let outcome = match (outcome, &checker) {
         (Ok(CallEnd::Task(task)), Some(client)) => {
             ctx.note("upstream_task", task.task_id.as_str());
-            upstream_task::follow(
+            Box::pin(upstream_task::follow(
                 &server,
                 client.clone(),
                 &ctx,
@@ -490,7 +492,7 @@ async fn forward_in_span(
                 task.task_id,
                 Map::new(),
                 remember_task,
-            )
+            ))
             .await?
         }
         (Ok(CallEnd::Task(_)), None) => Err(ClientError::InvalidResponse(

@@ -305,11 +305,7 @@ impl RequestContext {
     /// answers, ask for more. See [`Inputs`].
     pub fn inputs(&self) -> Inputs {
         let round = &self.inner.round;
-        Inputs::new(
-            round.responses.clone(),
-            round.app.clone(),
-            self.client_capabilities().clone(),
-        )
+        Inputs::new(round.responses.clone(), round.app.clone(), self.clone())
     }
 
     /// Add a fact to this call's record in the server's

@@ -22,6 +22,7 @@ use toolgate_protocol::RpcError;
 use toolgate_protocol::types::{ClientCapabilities, InputRequiredResult};
 use toolgate_schema::CompiledSchema;
 
+use crate::context::RequestContext;
 use crate::state::StateKeys;
 use crate::tool::{ErrorKind, ToolError};
 
@@ -137,13 +138,26 @@ pub enum ElicitAction {
 /// Ok(format!("Hello, {name}!"))
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct Inputs {
     responses: Map<String, Value>,
     app: Option<Value>,
-    capabilities: ClientCapabilities,
+    /// The call's context, for the client's capabilities: shared rather
+    /// than copied, since a relay carries its `Inputs` through every await.
+    caller: RequestContext,
     requests: Map<String, Value>,
     used: Map<String, Value>,
+}
+
+impl std::fmt::Debug for Inputs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inputs")
+            .field("responses", &self.responses)
+            .field("app", &self.app)
+            .field("capabilities", self.capabilities())
+            .field("requests", &self.requests)
+            .field("used", &self.used)
+            .finish()
+    }
 }
 
 /// A round that ended because input is missing.
@@ -164,15 +178,19 @@ impl Inputs {
     pub(crate) fn new(
         responses: Map<String, Value>,
         app: Option<Value>,
-        capabilities: ClientCapabilities,
+        caller: RequestContext,
     ) -> Self {
         Self {
             responses,
             app,
-            capabilities,
+            caller,
             requests: Map::new(),
             used: Map::new(),
         }
+    }
+
+    fn capabilities(&self) -> &ClientCapabilities {
+        self.caller.client_capabilities()
     }
 
     fn take(&mut self, key: &str, request: Value) -> Option<Value> {
@@ -197,7 +215,7 @@ impl Inputs {
         message: &str,
         requested_schema: Value,
     ) -> Result<Option<Elicited>, ToolError> {
-        if !self.capabilities.supports_elicitation_form() {
+        if !self.capabilities().supports_elicitation_form() {
             return Err(ToolError::protocol(RpcError::missing_client_capability(
                 json!({"elicitation": {"form": {}}}),
             )));
@@ -236,7 +254,7 @@ impl Inputs {
         url: &str,
         elicitation_id: &str,
     ) -> Result<Option<Elicited>, ToolError> {
-        if !self.capabilities.supports_elicitation_url() {
+        if !self.capabilities().supports_elicitation_url() {
             return Err(ToolError::protocol(RpcError::missing_client_capability(
                 json!({"elicitation": {"url": {}}}),
             )));
@@ -251,7 +269,7 @@ impl Inputs {
     /// Ask the client's model for a completion; `params` is a
     /// `CreateMessageRequest`'s params. The answer is a `CreateMessageResult`.
     pub fn sample(&mut self, key: &str, params: Value) -> Result<Option<Value>, ToolError> {
-        if self.capabilities.sampling.is_none() {
+        if self.capabilities().sampling.is_none() {
             return Err(ToolError::protocol(RpcError::missing_client_capability(
                 json!({"sampling": {}}),
             )));
@@ -279,7 +297,7 @@ impl Inputs {
 
     /// Ask for the client's roots. The answer is the list of roots (each with a `uri`).
     pub fn roots(&mut self, key: &str) -> Result<Option<Vec<Value>>, ToolError> {
-        if self.capabilities.roots.is_none() {
+        if self.capabilities().roots.is_none() {
             return Err(ToolError::protocol(RpcError::missing_client_capability(
                 json!({"roots": {}}),
             )));
@@ -316,9 +334,9 @@ impl Inputs {
                 let url_mode =
                     params.and_then(|p| p.get("mode")).and_then(Value::as_str) == Some("url");
                 let ok = if url_mode {
-                    self.capabilities.supports_elicitation_url()
+                    self.capabilities().supports_elicitation_url()
                 } else {
-                    self.capabilities.supports_elicitation_form()
+                    self.capabilities().supports_elicitation_form()
                 };
                 (!ok).then(|| {
                     if url_mode {
@@ -329,12 +347,12 @@ impl Inputs {
                 })
             }
             "sampling/createMessage" => self
-                .capabilities
+                .capabilities()
                 .sampling
                 .is_none()
                 .then(|| json!({"sampling": {}})),
             "roots/list" => self
-                .capabilities
+                .capabilities()
                 .roots
                 .is_none()
                 .then(|| json!({"roots": {}})),

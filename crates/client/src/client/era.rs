@@ -9,9 +9,12 @@ impl Client {
     /// modern, anything else (another error, or no answer within the probe
     /// timeout) means legacy, and the initialize handshake follows.
     pub(super) async fn era(&self) -> Result<Era, ClientError> {
-        self.inner
-            .era
-            .get_or_try_init(|| self.detect_era())
+        if let Some(era) = self.inner.era.get() {
+            return Ok(era.clone());
+        }
+        // Boxed: detection is a large future, needed once, and every call's
+        // future would otherwise carry (and copy) its size.
+        Box::pin(self.inner.era.get_or_try_init(|| self.detect_era()))
             .await
             .cloned()
     }

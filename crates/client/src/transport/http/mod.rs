@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -183,21 +184,22 @@ impl HttpTransport {
     /// The HTTP+SSE session: opened now with [`SseMode::Only`], else the
     /// one detected, if any.
     async fn old_session(&self) -> Result<Option<&old_sse::Session>, ClientError> {
-        if self.shared.options.sse != SseMode::Only {
+        if self.shared.options.sse != SseMode::Only || self.old.initialized() {
             return Ok(self.old.get());
         }
-        self.old
-            .get_or_try_init(|| async {
-                match self.open_old().await? {
-                    old_sse::Opened::Session(session) => Ok(session),
-                    old_sse::Opened::NotSse(why) => Err(ClientError::unreachable(format!(
-                        "{} is not an HTTP+SSE (2024-11-05) endpoint: {why}",
-                        self.shared.server
-                    ))),
-                }
-            })
-            .await
-            .map(Some)
+        // Boxed: opening a session is a large future, needed once, that
+        // every request's future would otherwise carry (and copy).
+        Box::pin(self.old.get_or_try_init(|| async {
+            match self.open_old().await? {
+                old_sse::Opened::Session(session) => Ok(session),
+                old_sse::Opened::NotSse(why) => Err(ClientError::unreachable(format!(
+                    "{} is not an HTTP+SSE (2024-11-05) endpoint: {why}",
+                    self.shared.server
+                ))),
+            }
+        }))
+        .await
+        .map(Some)
     }
 
     async fn open_old(&self) -> Result<old_sse::Opened, ClientError> {
@@ -219,7 +221,8 @@ impl HttpTransport {
         if !may_be_old || self.probed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return self.old.get();
         }
-        match self.open_old().await {
+        // Boxed, as in `old_session`: a probe happens at most once.
+        match Box::pin(self.open_old()).await {
             Ok(old_sse::Opened::Session(session)) => {
                 let _ = self.old.set(session);
             }
@@ -314,7 +317,7 @@ impl Transport for HttpTransport {
     fn notify(&self, body: Vec<u8>, legacy: Option<String>) -> super::NotifyFuture<'_> {
         Box::pin(async move {
             if let Some(session) = self.old_session().await? {
-                return session.notify(&self.shared, body).await;
+                return Box::pin(session.notify(&self.shared, body)).await;
             }
             self.shared.post_message(body, legacy.as_deref()).await
         })
@@ -323,7 +326,7 @@ impl Transport for HttpTransport {
     fn send(&self, mut request: Outgoing) -> SendFuture<'_> {
         Box::pin(async move {
             if let Some(session) = self.old_session().await? {
-                return session.send(&self.shared, request).await;
+                return Box::pin(session.send(&self.shared, request)).await;
             }
             let version = request
                 .legacy
@@ -392,7 +395,7 @@ impl Transport for HttpTransport {
                     ))));
                 }
                 request.body = body.to_vec();
-                return session.send(shared, request).await;
+                return Box::pin(session.send(shared, request)).await;
             }
             // Read when the caller reads it, typed if the caller is.
             if status.is_success() {
@@ -438,8 +441,11 @@ impl Shared {
     /// the current token (and a DPoP proof for the URL it goes to), and a
     /// `401` or `403` is answered by authorizing and sending again, a
     /// bounded number of times.
-    async fn execute(&self, out: Outbound) -> Result<Reply, ClientError> {
-        self.execute_at(out, None).await
+    fn execute(
+        &self,
+        out: Outbound,
+    ) -> impl Future<Output = Result<Reply, ClientError>> + Send + '_ {
+        self.execute_at(out, None)
     }
 
     /// [`Shared::execute`], to `at` (within the endpoint's origin) rather
@@ -457,7 +463,9 @@ impl Shared {
             let mut this = out.clone();
             let presented = match &self.auth {
                 Some(auth) => {
-                    let presented = auth.presented().await?;
+                    // Boxed (here and below) so that a call without OAuth
+                    // does not carry the size of its futures.
+                    let presented = Box::pin(auth.presented()).await?;
                     let url = location.as_ref().unwrap_or(self.wire.url());
                     auth.apply(&mut this, presented.as_ref(), url)?;
                     presented
@@ -477,14 +485,13 @@ impl Shared {
             let Some(auth) = &self.auth else {
                 return Ok(response);
             };
-            let verdict = auth
-                .judge(
-                    response.status(),
-                    response.headers(),
-                    presented.as_ref(),
-                    &mut attempt,
-                )
-                .await?;
+            let verdict = Box::pin(auth.judge(
+                response.status(),
+                response.headers(),
+                presented.as_ref(),
+                &mut attempt,
+            ))
+            .await?;
             if matches!(verdict, crate::auth::Verdict::Use) {
                 return Ok(response);
             }

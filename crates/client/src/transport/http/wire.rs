@@ -331,8 +331,9 @@ impl Wire {
                 },
             }
         }
-        let mut sender = direct
-            .connect()
+        // Boxed: a new connection's handshake is a large future that would
+        // otherwise be part of every call's, and be copied with it.
+        let mut sender = Box::pin(direct.connect())
             .await
             .map_err(|e| self.unreachable(&method, &*e))?;
         let response = sender
