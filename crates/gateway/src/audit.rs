@@ -680,36 +680,39 @@ fn short(text: &str) -> String {
 /// for a tool error, the start of what it said, which the model was shown
 /// anyway.
 pub fn result_summary(result: &toolgate_protocol::types::CallToolResult) -> String {
+    use std::fmt::Write as _;
     use toolgate_protocol::types::ContentBlock;
-    let blocks: Vec<String> = result
-        .content
-        .iter()
-        .map(|b| match b {
-            ContentBlock::Text(t) => format!("text ({} chars)", t.text.chars().count()),
-            ContentBlock::Image(i) => format!("image ({})", short(&i.mime_type)),
-            ContentBlock::Audio(a) => format!("audio ({})", short(&a.mime_type)),
-            ContentBlock::ResourceLink(_) => "resource link".to_owned(),
-            ContentBlock::EmbeddedResource(_) => "resource".to_owned(),
-        })
-        .collect();
-    let mut out = match blocks.len() {
-        0 => "no content".to_owned(),
-        1 => format!("1 block: {}", blocks[0]),
-        n => format!("{n} blocks: {}", blocks.join(", ")),
-    };
+    // Written into one string: this runs for every relayed call.
+    let mut out = String::with_capacity(48);
+    if result.is_error == Some(true) {
+        out.push_str("tool error: ");
+    }
+    match result.content.len() {
+        0 => out.push_str("no content"),
+        1 => out.push_str("1 block: "),
+        n => {
+            let _ = write!(out, "{n} blocks: ");
+        }
+    }
+    for (i, block) in result.content.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = match block {
+            ContentBlock::Text(t) => write!(out, "text ({} chars)", t.text.chars().count()),
+            ContentBlock::Image(i) => write!(out, "image ({})", short(&i.mime_type)),
+            ContentBlock::Audio(a) => write!(out, "audio ({})", short(&a.mime_type)),
+            ContentBlock::ResourceLink(_) => write!(out, "resource link"),
+            ContentBlock::EmbeddedResource(_) => write!(out, "resource"),
+        };
+    }
     if result.structured_content.is_some() {
         out.push_str("; structured");
     }
     if result.is_error == Some(true) {
-        let said: String = result
-            .content
-            .iter()
-            .find_map(|c| c.as_text())
-            .unwrap_or_default()
-            .chars()
-            .take(160)
-            .collect();
-        out = format!("tool error: {out}: {said}");
+        out.push_str(": ");
+        let said = result.content.iter().find_map(|c| c.as_text());
+        out.extend(said.unwrap_or_default().chars().take(160));
     }
     out
 }

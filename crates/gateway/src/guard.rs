@@ -83,6 +83,10 @@ impl Guard {
         let decision = self.policy.decide(&self.facts, ctx.auth());
         ctx.note("decision", decision.action.to_string());
         ctx.note("rule", decision.rule.clone());
+        // The tool's quoted name is only for refusals and questions.
+        if matches!(decision.action, Action::Allow) {
+            return Ok(Admission::Forward { carry: Map::new() });
+        }
         let tool = quote(&self.facts.name);
         let refuse = |status: &str, text: String| {
             ctx.note("status", status);

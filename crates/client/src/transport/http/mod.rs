@@ -335,23 +335,28 @@ impl Transport for HttpTransport {
             let shared = &self.shared;
             let name = request.name.as_deref().map(encode_header_value);
             let session = request.legacy.as_ref().and_then(|_| shared.session());
-            let mut out = Outbound::new(Method::POST);
-            out.set(header::CONTENT_TYPE, "application/json");
-            out.set(header::ACCEPT, "application/json, text/event-stream");
-            out.add_named(PROTOCOL_VERSION_NAME, &version)?;
-            out.add_named(METHOD_NAME, &request.method)?;
-            if let Some(session) = &session {
-                out.add_named(SESSION_NAME, session)?;
-            }
-            if let Some(name) = &name {
-                out.add_named(NAME_NAME, name)?;
-            }
-            for (k, v) in request.headers.iter() {
-                out.add(k, v)?;
-            }
             let body = bytes::Bytes::from(std::mem::take(&mut request.body));
-            out.body = body.clone();
-            let response = shared.execute(out).await?;
+            // Built for each attempt (almost always one) rather than built
+            // once and copied for each.
+            let build = || {
+                let mut out = Outbound::new(Method::POST);
+                out.set(header::CONTENT_TYPE, "application/json");
+                out.set(header::ACCEPT, "application/json, text/event-stream");
+                out.add_named(PROTOCOL_VERSION_NAME, &version)?;
+                out.add_named(METHOD_NAME, &request.method)?;
+                if let Some(session) = &session {
+                    out.add_named(SESSION_NAME, session)?;
+                }
+                if let Some(name) = &name {
+                    out.add_named(NAME_NAME, name)?;
+                }
+                for (k, v) in request.headers.iter() {
+                    out.add(k, v)?;
+                }
+                out.body = body.clone();
+                Ok(out)
+            };
+            let response = shared.execute_built(build, None).await?;
             let status = response.status();
             shared.refused(&response)?;
             if let Some(session) = response.header(SESSION_HEADER) {
@@ -450,17 +455,23 @@ impl Shared {
 
     /// [`Shared::execute`], to `at` (within the endpoint's origin) rather
     /// than the endpoint.
-    async fn execute_at(
-        &self,
-        mut out: Outbound,
-        at: Option<url::Url>,
-    ) -> Result<Reply, ClientError> {
-        self.common(&mut out)?;
+    async fn execute_at(&self, out: Outbound, at: Option<url::Url>) -> Result<Reply, ClientError> {
+        self.execute_built(|| Ok(out.clone()), at).await
+    }
+
+    /// [`Shared::execute_at`] with the request made by `build`, once for
+    /// each attempt (a redirect or a renewed authorization sends it again).
+    async fn execute_built<F>(&self, build: F, at: Option<url::Url>) -> Result<Reply, ClientError>
+    where
+        F: Fn() -> Result<Outbound, ClientError> + Send + Sync,
+    {
         let mut attempt = crate::auth::Attempt::default();
         let mut location: Option<url::Url> = at;
         let mut hops = 0;
         loop {
-            let mut this = out.clone();
+            let mut this = build()?;
+            self.common(&mut this)?;
+            let method = this.method.clone();
             let presented = match &self.auth {
                 Some(auth) => {
                     // Boxed (here and below) so that a call without OAuth
@@ -473,9 +484,9 @@ impl Shared {
                 None => None,
             };
             let response = self.wire.send(this, location.as_ref()).await?;
-            if let Some(next) =
-                self.wire
-                    .redirect(&response, &out.method, location.as_ref(), hops)?
+            if let Some(next) = self
+                .wire
+                .redirect(&response, &method, location.as_ref(), hops)?
             {
                 response.discard().await;
                 location = Some(next);
