@@ -83,11 +83,9 @@ impl Guard {
         let decision = self.policy.decide(&self.facts, ctx.auth());
         ctx.note("decision", decision.action.to_string());
         ctx.note("rule", decision.rule.clone());
-        // The tool's quoted name is only for refusals and questions.
-        if matches!(decision.action, Action::Allow) {
-            return Ok(Admission::Forward { carry: Map::new() });
-        }
-        let tool = quote(&self.facts.name);
+        // The tool's quoted name is only for refusals and questions, so
+        // an allowed call does not build it.
+        let tool = || quote(&self.facts.name);
         let refuse = |status: &str, text: String| {
             ctx.note("status", status);
             Ok(Admission::Refuse(text))
@@ -97,7 +95,8 @@ impl Guard {
             Action::Deny => refuse(
                 "denied",
                 format!(
-                    "The gateway's policy denies {tool} to this caller ({}). It was not forwarded; ask the gateway's operator if it should be allowed.",
+                    "The gateway's policy denies {} to this caller ({}). It was not forwarded; ask the gateway's operator if it should be allowed.",
+                    tool(),
                     decision.reason
                 ),
             ),
@@ -108,6 +107,7 @@ impl Guard {
                 Ok(Admission::approved())
             }
             Action::Confirm => {
+                let tool = tool();
                 let caller = ctx.auth().and_then(AuthContext::subject);
                 // A grant counts only while the policy still lets this
                 // rule remember, so tightening the policy ends it.
