@@ -4,6 +4,7 @@
 
 use super::tasks;
 use super::*;
+use toolgate_protocol::types::ResultType;
 
 /// The answers to the previous round of a relayed call
 /// ([`Client::call_tool_round`]).
@@ -64,7 +65,7 @@ impl<T> Round<T> {
     }
 }
 
-/// A round's answer as [`Client::round_with_headers`] classified it, so
+/// A round's answer as [`Client::classify`] classified it, so
 /// that its `resultType` is read once.
 enum Ended {
     Result(Answer),
@@ -161,8 +162,17 @@ impl Client {
         // Read from the text the server sent, typed, when the transport
         // kept it (a relayed call's answer is never a `Value` on its way
         // through).
-        self.round_with_headers("tools/call", params, round, headers, options)
-            .await?
+        let answer = self
+            .round_answer("tools/call", params, round, headers, options)
+            .await?;
+        // Nearly every answer is a complete result: read it as one in a
+        // single pass, and classify only what does not read as one.
+        let answer =
+            match answer.read_if(|r: &CallToolResult| r.result_type == ResultType::Complete) {
+                Ok(result) => return Ok(Round::Complete(CallEnd::Result(result))),
+                Err(answer) => answer,
+            };
+        self.classify("tools/call", answer)?
             .try_map(|ended| match ended {
                 Ended::Task(task) => task.parse(tasks::CREATE_TASK_RESULT).map(CallEnd::Task),
                 Ended::Result(result) => result.parse("tools/call result").map(CallEnd::Result),
@@ -179,19 +189,22 @@ impl Client {
         round: Option<RoundInput>,
         options: &CallOptions,
     ) -> Result<Round, ClientError> {
-        self.round_with_headers(method, params, round, Vec::new(), options)
-            .await?
+        let answer = self
+            .round_answer(method, params, round, Vec::new(), options)
+            .await?;
+        self.classify(method, answer)?
             .try_map(|(Ended::Result(answer) | Ended::Task(answer))| answer.into_value())
     }
 
-    async fn round_with_headers(
+    /// Send one round of `method`, the previous round's answers with it.
+    async fn round_answer(
         &self,
         method: &str,
         mut params: Map<String, Value>,
         round: Option<RoundInput>,
         headers: Vec<(String, String)>,
         options: &CallOptions,
-    ) -> Result<Round<Ended>, ClientError> {
+    ) -> Result<Answer, ClientError> {
         if let Some(round) = round {
             if !round.input_responses.is_empty() {
                 params.insert(
@@ -203,9 +216,12 @@ impl Client {
                 params.insert("requestState".into(), Value::String(state));
             }
         }
-        let result = self
-            .request_with_headers(method, params, headers, options)
-            .await?;
+        self.request_with_headers(method, params, headers, options)
+            .await
+    }
+
+    /// What a round's answer is, by its `resultType`.
+    fn classify(&self, method: &str, result: Answer) -> Result<Round<Ended>, ClientError> {
         let ended: fn(Answer) -> Ended = match result.result_type().as_deref() {
             None | Some("complete") => Ended::Result,
             // Passed up as it is; `call_tool_round` makes it a task.

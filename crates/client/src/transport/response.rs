@@ -159,6 +159,23 @@ impl Answer {
         read.map_err(|e| ClientError::InvalidResponse(format!("{what}: {e}")))
     }
 
+    /// The result read as `T` in one pass, when it reads as one and `keep`
+    /// accepts it; otherwise the answer, untouched, for a reader that
+    /// classifies it first. Only a result still in its text is tried: one
+    /// parsed already costs no second pass to classify.
+    pub(crate) fn read_if<T: DeserializeOwned>(
+        self,
+        keep: impl FnOnce(&T) -> bool,
+    ) -> Result<T, Self> {
+        match &self {
+            Self::Text(text) => match serde_json::from_str::<T>(text.get()) {
+                Ok(read) if keep(&read) => Ok(read),
+                _ => Err(self),
+            },
+            Self::Value(_) => Err(self),
+        }
+    }
+
     /// Its `resultType`, when it has one that is a string.
     pub(crate) fn result_type(&self) -> Option<Cow<'_, str>> {
         match self {
@@ -193,7 +210,7 @@ struct Kind<'a> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use toolgate_protocol::types::CallToolResult;
+    use toolgate_protocol::types::{CallToolResult, ResultType};
 
     use super::*;
 
@@ -340,6 +357,49 @@ mod tests {
                 assert_eq!(answer.result_type().as_deref(), expected, "{result}");
             }
         }
+    }
+
+    #[test]
+    fn only_a_complete_result_is_read_in_one_pass() {
+        let complete = |r: &CallToolResult| r.result_type == ResultType::Complete;
+        let raw = |text: &str| RawValue::from_string(text.to_owned()).map(Answer::Text);
+        for text in [
+            r#"{"content":[{"type":"text","text":"hi"}],"resultType":"complete"}"#,
+            r#"{"content":[]}"#,
+        ] {
+            let Ok(answer) = raw(text) else {
+                panic!("{text}")
+            };
+            assert!(answer.read_if(complete).is_ok(), "{text}");
+        }
+        // Anything else comes back as it was, for the reader that
+        // classifies it: other kinds, a repeated member (which a typed
+        // read refuses and a `Value` reads as its last), a parsed answer.
+        for (text, kind) in [
+            (
+                r#"{"resultType":"input_required","inputRequests":{}}"#,
+                Some("input_required"),
+            ),
+            (
+                r#"{"resultType":"task","task":{"taskId":"t"}}"#,
+                Some("task"),
+            ),
+            (
+                r#"{"content":7,"resultType":"task","content":[],"resultType":"complete"}"#,
+                Some("complete"),
+            ),
+            (r#"{"content":"x"}"#, None),
+        ] {
+            let Ok(answer) = raw(text) else {
+                panic!("{text}")
+            };
+            match answer.read_if(complete) {
+                Err(answer) => assert_eq!(answer.result_type().as_deref(), kind, "{text}"),
+                Ok(read) => panic!("{text} read as {read:?}"),
+            }
+        }
+        let parsed = Answer::Value(json!({"content": []}));
+        assert!(parsed.read_if(complete).is_err());
     }
 
     #[test]
