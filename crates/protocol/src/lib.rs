@@ -42,6 +42,7 @@ pub mod meta;
 pub mod methods;
 pub mod names;
 pub mod quote;
+pub mod redact;
 pub mod sanitize;
 #[cfg(feature = "tls")]
 pub mod tls;

@@ -109,6 +109,7 @@ impl AuthHttp {
     /// A metadata document: `Ok(None)` when the server has none there
     /// (any 4xx), an error when it could not be read or is not a JSON object.
     pub async fn document(&self, url: &Url) -> Result<Option<Value>, ClientError> {
+        let shown = toolgate_protocol::redact::url(url.as_str());
         let answer = self
             .send(
                 self.client
@@ -122,16 +123,16 @@ impl AuthHttp {
         }
         if answer.status.is_redirection() {
             return Err(fail(format!(
-                "{url} answered with a redirect ({}); metadata redirects are not followed",
+                "{shown} answered with a redirect ({}); metadata redirects are not followed",
                 answer.status
             )));
         }
         if !answer.status.is_success() {
-            return Err(fail(format!("{url} answered HTTP {}", answer.status)));
+            return Err(fail(format!("{shown} answered HTTP {}", answer.status)));
         }
         match answer.json {
             Some(doc @ Value::Object(_)) => Ok(Some(doc)),
-            _ => Err(fail(format!("{url} did not answer with a JSON object"))),
+            _ => Err(fail(format!("{shown} did not answer with a JSON object"))),
         }
     }
 
@@ -141,6 +142,8 @@ impl AuthHttp {
         builder: reqwest::RequestBuilder,
         url: &Url,
     ) -> Result<Answer, ClientError> {
+        // Errors name the URL with its credentials masked.
+        let url = toolgate_protocol::redact::url(url.as_str());
         let mut response = builder.send().await.map_err(|e| {
             if e.is_timeout() {
                 fail(format!(

@@ -151,14 +151,15 @@ impl HttpTransport {
     /// A transport for the MCP endpoint at `url`.
     pub fn new(url: impl Into<String>, options: HttpOptions) -> Result<Self, ClientError> {
         let url: String = url.into();
-        let server: Arc<str> = url.as_str().into();
+        // What errors and logs call the endpoint: its credentials masked.
+        let server: Arc<str> = toolgate_protocol::redact::url(&url).into();
         let auth = options
             .oauth
             .clone()
             .map(|o| crate::auth::Session::new(o, &url))
             .transpose()?;
         let url = url::Url::parse(&url)
-            .map_err(|e| ClientError::unreachable(format!("{url}: not a URL: {e}")))?;
+            .map_err(|e| ClientError::unreachable(format!("{server}: not a URL: {e}")))?;
         let connect_timeout = options.connect_timeout.unwrap_or(Duration::from_secs(10));
         let wire = Arc::new(Wire::new(&url, server.clone(), connect_timeout)?);
         Ok(Self {

@@ -121,7 +121,7 @@ impl Session {
             stop.clone(),
         ));
         tokio::spawn(read(events, cursor, router.clone(), ended.clone(), stop));
-        tracing::info!(server = %shared.server, endpoint = %post_to, "the server speaks the 2024-11-05 HTTP+SSE transport");
+        tracing::info!(server = %shared.server, endpoint = %toolgate_protocol::redact::url(post_to.as_str()), "the server speaks the 2024-11-05 HTTP+SSE transport");
         Ok(Opened::Session(Session {
             router,
             post_to,

@@ -290,7 +290,9 @@ impl Wire {
                     .body(out.body)
                     .send()
                     .await
-                    .map_err(|e| self.unreachable(&out.method, &e))?;
+                    // reqwest's error names the full URL; `server` is
+                    // named already, with its credentials masked.
+                    .map_err(|e| self.unreachable(&out.method, &e.without_url()))?;
                 return Ok(Reply {
                     status: response.status(),
                     headers: std::mem::take(response.headers_mut()),
