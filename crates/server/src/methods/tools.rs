@@ -632,7 +632,8 @@ fn take_params(req: &mut Request) -> Option<Result<Taken, RpcError>> {
 }
 
 /// Enforce the tool's promises before anything reaches the wire: text is
-/// sanitized, structured content is mirrored as JSON text, and a tool with an
+/// sanitized, structured content is mirrored as JSON text (not for a
+/// [`relayed`](crate::ToolDef::relayed) tool), and a tool with an
 /// `outputSchema` never emits `structuredContent` that breaks it.
 pub(crate) fn check_output(tool: &RegisteredTool, mut result: CallToolResult) -> CallToolResult {
     // Before the schema check, so a sanitized result still conforms.
@@ -668,24 +669,24 @@ pub(crate) fn check_output(tool: &RegisteredTool, mut result: CallToolResult) ->
             tool.tool.name
         ));
     }
-    mirror_structured(&mut result);
+    if tool.mirror {
+        mirror_structured(&mut result);
+    }
     result
 }
 
-/// Older clients read only `content`: a structured result also appears
-/// there, serialized, unless the tool already included that exact text.
+/// Older clients read only `content`: a structured result with no text
+/// of its own also appears there, serialized. A result that already says
+/// something in text is left alone: the spec's mirror is for results that
+/// have none, and a second copy would have the model read it twice.
 fn mirror_structured(result: &mut CallToolResult) {
     let Some(structured) = &result.structured_content else {
         return;
     };
-    let Ok(text) = serde_json::to_string(structured) else {
+    if result.content.iter().any(|c| c.as_text().is_some()) {
         return;
-    };
-    if !result
-        .content
-        .iter()
-        .any(|c| c.as_text() == Some(text.as_str()))
-    {
+    }
+    if let Ok(text) = serde_json::to_string(structured) {
         result.content.push(ContentBlock::text(text));
     }
 }

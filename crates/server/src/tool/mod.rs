@@ -155,6 +155,7 @@ pub struct ToolDef {
     hidden_notes: Option<HiddenNotes>,
     single_use: bool,
     raw_output: bool,
+    relayed: bool,
     rate_limit: Option<RateLimit>,
     scopes: Vec<String>,
     timeout: Option<std::time::Duration>,
@@ -185,6 +186,7 @@ impl ToolDef {
             hidden_notes: None,
             single_use: false,
             raw_output: false,
+            relayed: false,
             rate_limit: None,
             scopes: Vec::new(),
             timeout: None,
@@ -274,6 +276,17 @@ impl ToolDef {
     /// nobody vetted reaches a model.
     pub fn raw_output(mut self) -> Self {
         self.raw_output = true;
+        self
+    }
+
+    /// Its results are another server's, relayed as sent: `content` is
+    /// left as the server made it (sanitized, unless
+    /// [`raw_output`](Self::raw_output)), and `structuredContent` is not
+    /// mirrored into it as text. A proxy's tools: the mirror is the
+    /// originating server's to make, and a result that already has text
+    /// would otherwise reach the model twice.
+    pub fn relayed(mut self) -> Self {
+        self.relayed = true;
         self
     }
 
@@ -552,6 +565,7 @@ impl ToolEntry {
             output,
             header_params,
             sanitize: !def.raw_output,
+            mirror: !def.relayed,
             limiter,
             visibility: with_scopes(def.visibility, def.scopes.clone()),
             hidden_notes: def.hidden_notes,
@@ -579,6 +593,9 @@ pub(crate) struct RegisteredTool {
     pub(crate) single_use: bool,
     /// Whether results are sanitized (all but [`ToolDef::raw_output`] tools).
     pub(crate) sanitize: bool,
+    /// Whether `structuredContent` is mirrored as text (all but
+    /// [`ToolDef::relayed`] tools).
+    pub(crate) mirror: bool,
     /// Calls per caller, if limited.
     pub(crate) limiter: Option<Limiter>,
     /// Scopes a caller must hold ([`ToolDef::scopes`]).
