@@ -44,8 +44,9 @@ pub async fn grants(args: GrantsArgs) -> anyhow::Result<u8> {
         let mut status = exit::OK;
         for id in &args.revoke {
             let outcome = match (&db, &pg) {
-                (_, Some(pg)) => pg.revoke(id).await,
-                (Database::File(path), None) => grants::revoke(path, id),
+                // The revocation is recorded as the command line's.
+                (_, Some(pg)) => pg.revoke(id, "cli").await,
+                (Database::File(path), None) => grants::revoke(path, id, "cli"),
                 (Database::Postgres(_), None) => Ok(Revoked::Unknown),
             }
             .map_err(|e| exit::fail(exit::PROTOCOL, with_causes(&e)))?;

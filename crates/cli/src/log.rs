@@ -48,7 +48,9 @@ pub struct LogArgs {
     #[arg(long, short, conflicts_with = "spend")]
     pub follow: bool,
     /// What calls cost under `[[budget]]`: the sums by UTC day, caller and
-    /// tool (of the calls the other options select).
+    /// tool (of the calls the other options select), then each budget's
+    /// ledger: spent, and reserved by calls in flight (or by calls whose
+    /// gateway stopped before their outcome was known).
     #[arg(long)]
     pub spend: bool,
 }
@@ -198,6 +200,26 @@ pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
         filter.limit = None;
         let rows = read(&filter).await?;
         print_spend(&rows, args.json);
+        let balances = match (&db, &pg) {
+            (_, Some(pg)) => {
+                use toolgate_gateway::budget::Ledger as _;
+                pg.balances()
+                    .await
+                    .map_err(|e| exit::fail(exit::PROTOCOL, with_causes(&e)))?
+            }
+            (Database::File(path), None) => toolgate_gateway::ledger_sqlite::balances(path)
+                .map_err(|e| exit::fail(exit::USAGE, with_causes(&e)))?,
+            (Database::Postgres(_), None) => Vec::new(),
+        };
+        let balances: Vec<_> = balances
+            .into_iter()
+            .filter(|b| {
+                args.caller
+                    .as_ref()
+                    .is_none_or(|c| b.key.scope == *c || b.key.scope == "*")
+            })
+            .collect();
+        print_balances(&balances, args.json);
         return Ok(exit::OK);
     }
     let rows = read(&filter).await?;
@@ -257,6 +279,41 @@ fn print_spend(rows: &[AuditRow], json: bool) {
             one_line(tool),
             calls.to_string(),
             format!("{spent}"),
+        ]);
+    }
+    outln!("{table}");
+}
+
+/// Each budget's ledger: what is charged and what is held, per scope and
+/// period. A reservation left by a gateway that stopped mid-call stays
+/// held (budgets fail closed), and shows here.
+fn print_balances(balances: &[toolgate_gateway::budget::Balance], json: bool) {
+    if json {
+        for b in balances {
+            outln!("{}", serde_json::json!(b));
+        }
+        return;
+    }
+    if balances.is_empty() {
+        return;
+    }
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(["budget", "whose", "period (UTC)", "spent", "reserved"]);
+    for b in balances {
+        let whose = match b.key.scope.as_str() {
+            "*" => "everyone".to_owned(),
+            "-" => "callers without credentials".to_owned(),
+            caller => one_line(caller),
+        };
+        table.add_row([
+            one_line(&b.key.budget),
+            whose,
+            b.key.period.clone(),
+            format!("{}", b.spent),
+            format!("{}", b.reserved),
         ]);
     }
     outln!("{table}");

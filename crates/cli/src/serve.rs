@@ -130,6 +130,19 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
         // browser in, once (a fresh one follows each use).
         errln!("toolgate: log in to the approval page (once, in your browser): {login}");
     }
+    // Each link logs one browser in: the next is printed where the first
+    // was, so nobody needs a restart (or -v) to log in again.
+    if let Some(mut links) = gateway.login_links() {
+        links.mark_unchanged();
+        tokio::spawn(async move {
+            while links.changed().await.is_ok() {
+                let next = links.borrow_and_update().clone();
+                errln!(
+                    "toolgate: the login link was used; the next one (once, in your browser): {next}"
+                );
+            }
+        });
+    }
     if let Some(addr) = &o.metrics {
         serve_metrics(addr, gateway.metrics(), gateway.status_routes()).await?;
     }
@@ -225,23 +238,17 @@ async fn reload_on_request(
     mut asked: tokio::sync::mpsc::Receiver<()>,
 ) {
     while asked.recv().await.is_some() {
-        match GatewayConfig::load(&path) {
-            // One line each, whatever the error spans, so a log keeps it whole.
+        // One line each, whatever the error spans, so a log keeps it whole.
+        match gateway.reload_from(&path).await {
+            Ok(report) => errln!(
+                "toolgate: reloaded {}: {}",
+                path.display(),
+                report.summary()
+            ),
             Err(e) => errln!(
                 "toolgate: not reloaded, the running configuration stays: {}",
                 one_line(&toolgate_protocol::error::with_causes(&e))
             ),
-            Ok(config) => match gateway.reload(config).await {
-                Ok(report) => errln!(
-                    "toolgate: reloaded {}: {}",
-                    path.display(),
-                    report.summary()
-                ),
-                Err(e) => errln!(
-                    "toolgate: not reloaded, the running configuration stays: {}",
-                    one_line(&toolgate_protocol::error::with_causes(&e))
-                ),
-            },
         }
     }
 }

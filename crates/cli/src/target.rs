@@ -41,14 +41,19 @@ pub struct ServerEntry {
 
 impl From<UpstreamConfig> for ServerEntry {
     fn from(c: UpstreamConfig) -> Self {
+        let exposed = |m: BTreeMap<String, toolgate_gateway::config::Secret>| {
+            m.into_iter()
+                .map(|(k, v)| (k, v.expose().to_owned()))
+                .collect()
+        };
         ServerEntry {
-            command: c.command,
-            args: c.args,
-            env: c.env,
+            command: c.command.map(|c| c.expose().to_owned()),
+            args: c.args.iter().map(|a| a.expose().to_owned()).collect(),
+            env: exposed(c.env),
             cwd: c.cwd,
             inherit_env: c.inherit_env,
-            url: c.url,
-            headers: c.headers,
+            url: c.url.map(|u| u.expose().to_owned()),
+            headers: exposed(c.headers),
             trusted: c.trusted,
             sse: toolgate_gateway::config::HttpKind::sse_mode(c.transport),
         }
@@ -178,7 +183,11 @@ pub fn resolve(target: Option<&str>, command: &[String], reach: &Reach) -> anyho
             url: Some(url.clone()),
             ..Default::default()
         };
-        let name = reach.name.clone().unwrap_or(url);
+        // The name shows in findings and lock keys: never a credential.
+        let name = reach
+            .name
+            .clone()
+            .unwrap_or_else(|| toolgate_protocol::redact::url(&url));
         return Ok(Target { name, entry });
     }
     let path = config_path(reach);

@@ -25,14 +25,22 @@ async fn grants_are_listed_revoked_once_and_the_revocation_is_logged() {
     let hour = Duration::from_secs(3600);
     let alice = Grant::new(
         Some("alice"),
-        "shop",
+        toolgate_gateway::grants::Bound {
+            upstream: "shop",
+            upstream_tool: "order",
+            digest: "sha256:00",
+        },
         "shop.order",
         "rule 1 (tools [\"shop.order\"])",
         hour,
     );
     let anyone = Grant::new(
         None,
-        "shop",
+        toolgate_gateway::grants::Bound {
+            upstream: "shop",
+            upstream_tool: "order",
+            digest: "sha256:00",
+        },
         "shop.pay",
         "rule 2 (tools [\"shop.pay\"])",
         hour,
@@ -103,7 +111,9 @@ async fn grants_are_listed_revoked_once_and_the_revocation_is_logged() {
     assert_eq!(row["tool"], "toolgate.grant");
     assert_eq!(row["status"], "revoked");
     assert_eq!(row["grant"], id);
-    assert_eq!(row["caller"], "alice");
+    // Recorded as who revoked it; whose grant it was is in the rule.
+    assert_eq!(row["caller"], "cli");
+    assert_eq!(row["rule"], "revoked grant for shop.order of alice");
     let table = grants_in(here, &path, &["log"]).await;
     assert!(table.stdout.contains(id), "{}", table.stdout);
 }

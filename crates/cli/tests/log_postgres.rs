@@ -214,9 +214,14 @@ async fn grants_in_the_shared_postgres_store_are_listed_and_revoked() {
     let one = Arc::new(PgStore::connect(&url, false).await.unwrap());
     let other = Arc::new(PgStore::connect(&url, false).await.unwrap());
     let tool = format!("grantstest{}.order", std::process::id());
+    let bound = toolgate_gateway::grants::Bound {
+        upstream: "shop",
+        upstream_tool: "order",
+        digest: "sha256:00",
+    };
     let grant = Grant::new(
         Some("alice"),
-        "shop",
+        bound,
         &tool,
         "rule 1",
         std::time::Duration::from_secs(600),
@@ -226,7 +231,7 @@ async fn grants_in_the_shared_postgres_store_are_listed_and_revoked() {
         .granted(Some("alice".into()), tool.clone())
         .await
         .unwrap();
-    assert_eq!(found.as_deref(), Some(grant.id.as_str()));
+    assert_eq!(found.map(|g| g.id), Some(grant.id.clone()));
     assert_eq!(
         other
             .granted(Some("bob".into()), tool.clone())

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -26,7 +26,7 @@ use toolgate_server::CallRecord;
 use toolgate_server::{NonceStore, SpendFuture};
 
 use crate::StoreError;
-use crate::budget::{Ledger, SpendKey};
+use crate::budget::{Balance, Held, Hold, Ledger, SpendKey};
 use crate::grants::Grant;
 
 /// One row of the audit store.
@@ -109,19 +109,9 @@ CREATE TABLE IF NOT EXISTS nonces (
 ";
 
 /// The schema version this toolgate writes: 2 added grants, 3 budgets,
-/// 4 each call's result summary and trace id.
-const VERSION: i32 = 4;
-
-/// What each budget's callers spent, per period (schema version 3).
-const SPEND: &str = "
-CREATE TABLE IF NOT EXISTS spend (
-    budget TEXT NOT NULL,
-    scope TEXT NOT NULL,
-    period TEXT NOT NULL,
-    amount REAL NOT NULL,
-    PRIMARY KEY (budget, scope, period)
-);
-";
+/// 4 each call's result summary and trace id, 5 budget reservations and
+/// grants bound to a definition.
+const VERSION: i32 = 5;
 
 /// Bring a store to [`VERSION`], one process at a time.
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -143,7 +133,7 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
         if !has_cost_column {
             tx.execute_batch("ALTER TABLE calls ADD COLUMN cost REAL;")?;
         }
-        tx.execute_batch(SPEND)?;
+        tx.execute_batch(crate::ledger_sqlite::TABLE)?;
     }
     if version < 4 {
         for column in ["result", "trace_id"] {
@@ -153,6 +143,22 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
             if !has {
                 tx.execute_batch(&format!("ALTER TABLE calls ADD COLUMN {column} TEXT;"))?;
             }
+        }
+    }
+    if version < 5 {
+        for column in crate::grants::BOUND_COLUMNS {
+            let has = tx
+                .prepare("SELECT 1 FROM pragma_table_info('grants') WHERE name = ?1")?
+                .exists([column])?;
+            if !has {
+                tx.execute_batch(&format!("ALTER TABLE grants ADD COLUMN {column} TEXT;"))?;
+            }
+        }
+        let has = tx
+            .prepare("SELECT 1 FROM pragma_table_info('spend') WHERE name = 'reserved'")?
+            .exists([])?;
+        if !has {
+            tx.execute_batch("ALTER TABLE spend ADD COLUMN reserved REAL NOT NULL DEFAULT 0;")?;
         }
     }
     if version < VERSION {
@@ -195,17 +201,19 @@ pub trait AuditSink: NonceStore + Send + Sync {
     fn nonces(self: std::sync::Arc<Self>) -> crate::confirm::SharedNonces;
     /// Keep `grant`; resolves once it is durable.
     fn grant(&self, grant: Grant) -> StoreFuture<()>;
-    /// The id of a grant that holds now for `caller` calling `tool`
-    /// (revocations by any process included).
-    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<String>>;
+    /// The newest grant that holds now for `caller` calling `tool`
+    /// (revocations by any process included); whether it is for the tool
+    /// as it is now is [`Grant::ended_by`]'s to say.
+    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<Grant>>;
     /// The same store, where budgets' spending is kept.
     fn ledger(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn Ledger>;
     /// Rows, oldest first, as `toolgate log` reads them.
     fn rows(&self, filter: Filter) -> StoreFuture<Vec<AuditRow>>;
     /// The grants that hold now, or with `all` every one kept.
     fn grants(&self, all: bool) -> StoreFuture<Vec<Grant>>;
-    /// Revoke the grant `id` (and record it).
-    fn revoke(&self, id: String) -> StoreFuture<crate::grants::Revoked>;
+    /// Revoke the grant `id` as `by` (a console session's subject, or
+    /// `cli`), and record it.
+    fn revoke(&self, id: String, by: String) -> StoreFuture<crate::grants::Revoked>;
 }
 
 enum Job {
@@ -222,18 +230,23 @@ enum Job {
     Granted {
         caller: Option<String>,
         tool: String,
-        reply: oneshot::Sender<Result<Option<String>, String>>,
+        reply: oneshot::Sender<Result<Option<Grant>, String>>,
     },
-    Spent(Vec<SpendKey>, oneshot::Sender<Result<Vec<f64>, String>>),
-    Charge(Vec<SpendKey>, f64, oneshot::Sender<Result<(), String>>),
+    Reserve(Box<Hold>, oneshot::Sender<Result<Held, String>>),
+    Settle {
+        keys: Vec<SpendKey>,
+        held: f64,
+        cost: f64,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
 }
 
 /// What a finished job hands back.
 enum Done {
     Nothing,
     Fresh(bool),
-    Found(Option<String>),
-    Amounts(Vec<f64>),
+    Found(Option<Grant>),
+    Held(Held),
     Row(i64),
 }
 
@@ -339,7 +352,7 @@ impl AuditSink for AuditStore {
         self.ask(|tx| Job::Grant(Box::new(grant), tx))
     }
 
-    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<String>> {
+    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<Grant>> {
         self.ask(|reply| Job::Granted {
             caller,
             tool,
@@ -385,10 +398,10 @@ impl AuditSink for AuditStore {
         })
     }
 
-    fn revoke(&self, id: String) -> StoreFuture<crate::grants::Revoked> {
+    fn revoke(&self, id: String, by: String) -> StoreFuture<crate::grants::Revoked> {
         let path = self.path.clone();
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || crate::grants::revoke(&path, &id))
+            tokio::task::spawn_blocking(move || crate::grants::revoke(&path, &id, &by))
                 .await
                 .map_err(|e| StoreError::Other(format!("writing the audit store: {e}")))?
         })
@@ -396,12 +409,26 @@ impl AuditSink for AuditStore {
 }
 
 impl Ledger for AuditStore {
-    fn spent(&self, keys: Vec<SpendKey>) -> StoreFuture<Vec<f64>> {
-        self.ask(|tx| Job::Spent(keys, tx))
+    fn reserve(&self, hold: Hold) -> StoreFuture<Held> {
+        self.ask(|tx| Job::Reserve(Box::new(hold), tx))
     }
 
-    fn charge(&self, keys: Vec<SpendKey>, amount: f64) -> StoreFuture<()> {
-        self.ask(|tx| Job::Charge(keys, amount, tx))
+    fn settle(&self, keys: Vec<SpendKey>, held: f64, cost: f64) -> StoreFuture<()> {
+        self.ask(|reply| Job::Settle {
+            keys,
+            held,
+            cost,
+            reply,
+        })
+    }
+
+    fn balances(&self) -> StoreFuture<Vec<Balance>> {
+        let path = self.path.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || crate::ledger_sqlite::balances(&path))
+                .await
+                .map_err(|e| StoreError::Other(format!("reading the audit store: {e}")))?
+        })
     }
 }
 
@@ -499,7 +526,10 @@ macro_rules! row_params {
 
 /// One transaction for `batch`, what each job found in `done`.
 fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusqlite::Result<()> {
-    let tx = conn.transaction()?;
+    // IMMEDIATE: the write lock is taken first, so what a job reads (a
+    // budget's room, a nonce) is not changed by another process before the
+    // job writes.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
         let mut insert = tx.prepare_cached(
                     "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
@@ -538,27 +568,12 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
                     done[i] = Done::Fresh(spend.execute(params![nonce, now])? == 1);
                 }
                 Job::Grant(grant, _) => crate::grants::insert(&tx, grant)?,
-                Job::Spent(keys, _) => {
-                    let mut read = tx.prepare_cached(
-                        "SELECT amount FROM spend WHERE budget = ?1 AND scope = ?2 AND period = ?3",
-                    )?;
-                    let mut amounts = Vec::with_capacity(keys.len());
-                    for k in keys {
-                        let amount: Option<f64> = read
-                            .query_row(params![k.budget, k.scope, k.period], |r| r.get(0))
-                            .optional()?;
-                        amounts.push(amount.unwrap_or(0.0));
-                    }
-                    done[i] = Done::Amounts(amounts);
+                Job::Reserve(hold, _) => {
+                    done[i] = Done::Held(crate::ledger_sqlite::reserve(&tx, hold)?);
                 }
-                Job::Charge(keys, amount, _) => {
-                    let mut add = tx.prepare_cached(
-                                "INSERT INTO spend (budget, scope, period, amount) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (budget, scope, period) DO UPDATE SET amount = amount + excluded.amount",
-                            )?;
-                    for k in keys {
-                        add.execute(params![k.budget, k.scope, k.period, amount])?;
-                    }
-                }
+                Job::Settle {
+                    keys, held, cost, ..
+                } => crate::ledger_sqlite::settle(&tx, keys, *held, *cost)?,
                 Job::Granted { caller, tool, .. } => {
                     done[i] = Done::Found(crate::grants::find(&tx, caller.as_deref(), tool, now)?);
                 }
@@ -586,7 +601,7 @@ fn answer_batch(batch: &mut Vec<Job>, done: Vec<Done>, written: &Result<(), Stri
             Job::Row(_, reply)
             | Job::Check(reply)
             | Job::Grant(_, reply)
-            | Job::Charge(_, _, reply) => {
+            | Job::Settle { reply, .. } => {
                 let _ = reply.send(failed().map_or(Ok(()), Err));
             }
             Job::Complete(_, _, reply) => {
@@ -603,12 +618,17 @@ fn answer_batch(batch: &mut Vec<Job>, done: Vec<Done>, written: &Result<(), Stri
                 let fresh = matches!(done, Done::Fresh(true));
                 let _ = reply.send(failed().map_or(Ok(fresh), Err));
             }
-            Job::Spent(_, reply) => {
-                let amounts = match done {
-                    Done::Amounts(a) => a,
-                    _ => Vec::new(),
+            Job::Reserve(_, reply) => {
+                let held = match done {
+                    Done::Held(held) => held,
+                    // Not reached: a reservation's job always says.
+                    _ => Held::Over {
+                        index: 0,
+                        spent: 0.0,
+                        reserved: 0.0,
+                    },
                 };
-                let _ = reply.send(failed().map_or(Ok(amounts), Err));
+                let _ = reply.send(failed().map_or(Ok(held), Err));
             }
             Job::Granted { reply, .. } => {
                 let found = match done {
@@ -959,7 +979,12 @@ mod tests {
         assert!(crate::grants::list(&path, true).unwrap().is_empty());
         // The gateway brings it up to date, keeping the rows.
         let store = AuditStore::open(&path, false).unwrap();
-        let grant = Grant::new(None, "a", "a.t", "rule 1", Duration::from_secs(60));
+        let bound = crate::grants::Bound {
+            upstream: "a",
+            upstream_tool: "t",
+            digest: "sha256:00",
+        };
+        let grant = Grant::new(None, bound, "a.t", "rule 1", Duration::from_secs(60));
         store.grant(grant.clone()).await.unwrap();
         store
             .write(AuditRow {
@@ -973,7 +998,7 @@ mod tests {
         assert_eq!(rows[1].grant.as_deref(), Some(grant.id.as_str()));
         assert_eq!(
             store.granted(None, "a.t".into()).await.unwrap(),
-            Some(grant.id)
+            Some(grant)
         );
     }
 

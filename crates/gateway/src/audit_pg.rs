@@ -21,7 +21,7 @@ use tokio::sync::Mutex;
 use tokio_postgres::Client;
 
 use crate::audit::{AuditRow, AuditSink, Filter, NONCE_MARGIN, StoreFuture, now_ms};
-use crate::budget::{Ledger, SpendKey};
+use crate::budget::{Balance, Held, Hold, Ledger, SLACK, SpendKey};
 use crate::grants::{Grant, Revoked};
 use toolgate_server::{NonceStore, SpendFuture};
 
@@ -95,6 +95,48 @@ CREATE INDEX IF NOT EXISTS toolgate_approvals_call ON toolgate_approvals (tool, 
 ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS result TEXT;
 ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS trace_id TEXT;
 ",
+    // Budget reservations: one function call takes a hold under every cap
+    // or none. It locks the rows in the order given (a caller's key, then
+    // the total's), checks each, and only then adds to them all, so two
+    // instances can never both take the last unit (`Hold::fits` is the
+    // rule, stated the same way).
+    "
+ALTER TABLE toolgate_grants ADD COLUMN IF NOT EXISTS upstream_tool TEXT;
+ALTER TABLE toolgate_grants ADD COLUMN IF NOT EXISTS digest TEXT;
+ALTER TABLE toolgate_grants ADD COLUMN IF NOT EXISTS revoked_by TEXT;
+ALTER TABLE toolgate_spend ADD COLUMN IF NOT EXISTS reserved DOUBLE PRECISION NOT NULL DEFAULT 0;
+CREATE OR REPLACE FUNCTION toolgate_reserve(
+    k_budget TEXT[], k_scope TEXT[], k_period TEXT[], k_cap DOUBLE PRECISION[],
+    k_amount DOUBLE PRECISION, k_slack DOUBLE PRECISION
+) RETURNS TABLE (o_index INTEGER, o_spent DOUBLE PRECISION, o_reserved DOUBLE PRECISION)
+LANGUAGE plpgsql AS $$
+DECLARE
+    i INTEGER;
+    s DOUBLE PRECISION;
+    r DOUBLE PRECISION;
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(k_budget, 1), 0) LOOP
+        INSERT INTO toolgate_spend (budget, scope, period, amount, reserved)
+            VALUES (k_budget[i], k_scope[i], k_period[i], 0, 0) ON CONFLICT DO NOTHING;
+        SELECT t.amount, t.reserved INTO s, r FROM toolgate_spend t
+            WHERE t.budget = k_budget[i] AND t.scope = k_scope[i] AND t.period = k_period[i]
+            FOR UPDATE;
+        IF (k_amount > 0 AND s + r + k_amount > k_cap[i] + k_slack)
+            OR (k_amount <= 0 AND s + r >= k_cap[i]) THEN
+            o_index := i - 1;
+            o_spent := s;
+            o_reserved := r;
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END LOOP;
+    UPDATE toolgate_spend t SET reserved = t.reserved + k_amount
+        FROM unnest(k_budget, k_scope, k_period) AS k(b, sc, p)
+        WHERE t.budget = k.b AND t.scope = k.sc AND t.period = k.p;
+    RETURN;
+END
+$$;
+",
 ];
 
 /// The advisory lock key of migrations ("toolgate" in ASCII).
@@ -125,17 +167,12 @@ struct Inner {
     outcomes: Mutex<Option<Arc<Client>>>,
 }
 
-/// `url` without its password, for messages.
+/// `url` with its password and query values masked, for messages.
 pub fn redact(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => match rest.rsplit_once('@') {
-            Some((userinfo, host)) => {
-                let user = userinfo.split(':').next().unwrap_or_default();
-                format!("{scheme}://{user}@{host}")
-            }
-            None => url.to_owned(),
-        },
-        None => "(a PostgreSQL connection string)".to_owned(),
+    if url.contains("://") {
+        toolgate_protocol::redact::url(url)
+    } else {
+        "(a PostgreSQL connection string)".to_owned()
     }
 }
 
@@ -418,7 +455,7 @@ impl PgStore {
     }
 }
 
-const GRANT_COLUMNS: &str = "id, created_ms, expires_ms, revoked_ms, caller, upstream, tool, rule";
+const GRANT_COLUMNS: &str = "id, created_ms, expires_ms, revoked_ms, caller, upstream, tool, rule, upstream_tool, digest, revoked_by";
 
 fn grant_of(r: &tokio_postgres::Row) -> Grant {
     Grant {
@@ -430,6 +467,9 @@ fn grant_of(r: &tokio_postgres::Row) -> Grant {
         upstream: r.get(5),
         tool: r.get(6),
         rule: r.get(7),
+        upstream_tool: r.get(8),
+        digest: r.get(9),
+        revoked_by: r.get(10),
     }
 }
 
@@ -438,7 +478,7 @@ impl PgStore {
         let client = self.client().await?;
         client
             .execute(
-                &format!("INSERT INTO toolgate_grants ({GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"),
+                &format!("INSERT INTO toolgate_grants ({GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"),
                 &[
                     &g.id,
                     &g.created_ms,
@@ -448,6 +488,9 @@ impl PgStore {
                     &g.upstream,
                     &g.tool,
                     &g.rule,
+                    &g.upstream_tool,
+                    &g.digest,
+                    &g.revoked_by,
                 ],
             )
             .await
@@ -459,16 +502,16 @@ impl PgStore {
         &self,
         caller: Option<&str>,
         tool: &str,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Option<Grant>, StoreError> {
         let client = self.client().await?;
         let now = now_ms(SystemTime::now());
         client
             .query_opt(
-                "SELECT id FROM toolgate_grants WHERE tool = $1 AND caller IS NOT DISTINCT FROM $2 AND revoked_ms IS NULL AND expires_ms > $3 ORDER BY expires_ms DESC LIMIT 1",
+                &format!("SELECT {GRANT_COLUMNS} FROM toolgate_grants WHERE tool = $1 AND caller IS NOT DISTINCT FROM $2 AND revoked_ms IS NULL AND expires_ms > $3 ORDER BY expires_ms DESC LIMIT 1"),
                 &[&tool, &caller, &now],
             )
             .await
-            .map(|row| row.map(|r| r.get(0)))
+            .map(|row| row.as_ref().map(grant_of))
             .map_err(|e| self.inner.fail(e))
     }
 
@@ -487,20 +530,21 @@ impl PgStore {
         Ok(rows.iter().map(grant_of).collect())
     }
 
-    /// Revoke the grant `id`, and record the revocation as a row
-    /// (`toolgate.grant`, status `revoked`), in one statement.
-    pub async fn revoke(&self, id: &str) -> Result<Revoked, StoreError> {
+    /// Revoke the grant `id` as `by`, and record the revocation as a row
+    /// (`toolgate.grant`, status `revoked`, `by` its caller), in one
+    /// statement.
+    pub async fn revoke(&self, id: &str, by: &str) -> Result<Revoked, StoreError> {
         let client = self.client().await?;
         let now = now_ms(SystemTime::now());
         let revoked = client
             .query_opt(
                 &format!(
-                    "WITH r AS (UPDATE toolgate_grants SET revoked_ms = $1 WHERE id = $2 AND revoked_ms IS NULL AND expires_ms > $1 RETURNING {GRANT_COLUMNS}), \
+                    "WITH r AS (UPDATE toolgate_grants SET revoked_ms = $1, revoked_by = $3 WHERE id = $2 AND revoked_ms IS NULL AND expires_ms > $1 RETURNING {GRANT_COLUMNS}), \
                      logged AS (INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, rule, status, latency_ms, grant_id) \
-                     SELECT $1, caller, upstream, 'toolgate.grant', '', 'revoked grant for ' || tool, 'revoked', 0, id FROM r) \
+                     SELECT $1, $3, upstream, 'toolgate.grant', '', 'revoked grant for ' || tool || coalesce(' of ' || caller, ''), 'revoked', 0, id FROM r) \
                      SELECT {GRANT_COLUMNS} FROM r"
                 ),
-                &[&now, &id],
+                &[&now, &id, &by],
             )
             .await
             .map_err(|e| self.inner.fail(e))?;
@@ -563,7 +607,7 @@ impl AuditSink for PgStore {
         Box::pin(async move { store.insert_grant(&grant).await })
     }
 
-    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<String>> {
+    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<Grant>> {
         let store = self.clone();
         Box::pin(async move { store.find_grant(caller.as_deref(), &tool).await })
     }
@@ -582,48 +626,85 @@ impl AuditSink for PgStore {
         Box::pin(async move { PgStore::grants(&store, all).await })
     }
 
-    fn revoke(&self, id: String) -> StoreFuture<Revoked> {
+    fn revoke(&self, id: String, by: String) -> StoreFuture<Revoked> {
         let store = self.clone();
-        Box::pin(async move { PgStore::revoke(&store, &id).await })
+        Box::pin(async move { PgStore::revoke(&store, &id, &by).await })
     }
 }
 
 impl Ledger for PgStore {
-    fn spent(&self, keys: Vec<SpendKey>) -> StoreFuture<Vec<f64>> {
+    fn reserve(&self, hold: Hold) -> StoreFuture<Held> {
         let store = self.clone();
         Box::pin(async move {
             let client = store.client().await?;
-            let mut amounts = Vec::with_capacity(keys.len());
-            for k in &keys {
-                let row = client
-                    .query_opt(
-                        "SELECT amount FROM toolgate_spend WHERE budget = $1 AND scope = $2 AND period = $3",
-                        &[&k.budget, &k.scope, &k.period],
-                    )
-                    .await
-                    .map_err(|e| store.inner.fail(e))?;
-                amounts.push(row.map_or(0.0, |r| r.get::<_, f64>(0)));
+            let (mut budgets, mut scopes, mut periods, mut caps) = (vec![], vec![], vec![], vec![]);
+            for (k, cap) in &hold.keys {
+                budgets.push(k.budget.as_str());
+                scopes.push(k.scope.as_str());
+                periods.push(k.period.as_str());
+                caps.push(*cap);
             }
-            Ok(amounts)
+            // One statement, so one implicit transaction: all or none.
+            let over = client
+                .query_opt(
+                    "SELECT o_index, o_spent, o_reserved FROM toolgate_reserve($1, $2, $3, $4, $5, $6)",
+                    &[&budgets, &scopes, &periods, &caps, &hold.amount, &SLACK],
+                )
+                .await
+                .map_err(|e| store.inner.fail(e))?;
+            Ok(match over {
+                None => Held::Taken,
+                Some(row) => Held::Over {
+                    index: usize::try_from(row.get::<_, i32>(0)).unwrap_or(0),
+                    spent: row.get(1),
+                    reserved: row.get(2),
+                },
+            })
         })
     }
 
-    fn charge(&self, keys: Vec<SpendKey>, amount: f64) -> StoreFuture<()> {
+    fn settle(&self, keys: Vec<SpendKey>, held: f64, cost: f64) -> StoreFuture<()> {
         let store = self.clone();
         Box::pin(async move {
             let client = store.client().await?;
-            // One statement per key: each increment is atomic, so instances
-            // charging together never lose one another's spending.
+            // One statement per key: each is atomic, so instances settling
+            // together never lose one another's spending.
             for k in &keys {
                 client
                     .execute(
-                        "INSERT INTO toolgate_spend (budget, scope, period, amount) VALUES ($1, $2, $3, $4) ON CONFLICT (budget, scope, period) DO UPDATE SET amount = toolgate_spend.amount + EXCLUDED.amount",
-                        &[&k.budget, &k.scope, &k.period, &amount],
+                        "INSERT INTO toolgate_spend (budget, scope, period, amount, reserved) VALUES ($1, $2, $3, $4, 0) ON CONFLICT (budget, scope, period) DO UPDATE SET amount = toolgate_spend.amount + EXCLUDED.amount, reserved = GREATEST(toolgate_spend.reserved - $5, 0)",
+                        &[&k.budget, &k.scope, &k.period, &cost, &held],
                     )
                     .await
                     .map_err(|e| store.inner.fail(e))?;
             }
             Ok(())
+        })
+    }
+
+    fn balances(&self) -> StoreFuture<Vec<Balance>> {
+        let store = self.clone();
+        Box::pin(async move {
+            let client = store.client().await?;
+            let rows = client
+                .query(
+                    "SELECT budget, scope, period, amount, reserved FROM toolgate_spend ORDER BY period DESC, budget, scope",
+                    &[],
+                )
+                .await
+                .map_err(|e| store.inner.fail(e))?;
+            Ok(rows
+                .iter()
+                .map(|r| Balance {
+                    key: SpendKey {
+                        budget: r.get(0),
+                        scope: r.get(1),
+                        period: r.get(2),
+                    },
+                    spent: r.get(3),
+                    reserved: r.get(4),
+                })
+                .collect())
         })
     }
 }
@@ -636,7 +717,11 @@ mod tests {
     fn messages_never_show_the_password() {
         assert_eq!(
             redact("postgres://gw:s3cret@db.example.com:5432/audit"),
-            "postgres://gw@db.example.com:5432/audit"
+            "postgres://gw:***@db.example.com:5432/audit"
+        );
+        assert_eq!(
+            redact("postgres://db/audit?password=s3cret"),
+            "postgres://db/audit?password=***"
         );
         assert_eq!(redact("postgres://db/audit"), "postgres://db/audit");
         assert!(!redact("host=db password=s3cret").contains("s3cret"));

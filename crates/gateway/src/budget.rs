@@ -10,10 +10,19 @@
 //! error) costs nothing. The terms are appended to the tool's description.
 //!
 //! Spending is kept in a [`Ledger`]: the audit store (SQLite, or
-//! PostgreSQL shared by instances, each charge one atomic increment, so
-//! instances together overspend by at most the calls in flight), or this
-//! process's memory without one. Each charged call's row carries its
-//! `cost` (`toolgate log --spend`).
+//! PostgreSQL shared by instances), or this process's memory without one.
+//! A call's cost is **reserved** before it is forwarded, in one atomic
+//! step that checks every cap the call falls under and takes the cost from
+//! all of them or none (SQLite: one savepoint on the single writer;
+//! PostgreSQL: one function that locks the rows; memory: one lock), so
+//! calls sent together, to one instance or to several sharing a store,
+//! never spend more than the cap. The reservation is settled after the
+//! call: kept on success, released when the call fails or is never sent.
+//! A cost the upstream reports reserves nothing but is refused once the cap
+//! is reached, and is charged atomically when known. A reservation whose
+//! call's outcome never becomes known (the caller went away, the process
+//! died) stays counted — closed, not open — and `toolgate log --spend`
+//! shows it as reserved. Each charged call's row carries its `cost`.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -23,6 +32,7 @@ use serde_json::Value;
 use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::CallToolResult;
 
+use crate::StoreError;
 use crate::audit::StoreFuture;
 use crate::config::{ConfigError, Cost, check_budgets};
 
@@ -70,7 +80,7 @@ impl Period {
 
 /// What is spent, where: a budget, a scope (a caller's subject, `-` for
 /// callers without one, `*` for everyone), a period label.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct SpendKey {
     /// The budget's name.
     pub budget: String,
@@ -80,36 +90,198 @@ pub struct SpendKey {
     pub period: String,
 }
 
+/// A reservation asked of a [`Ledger`]: `amount` under every key, each
+/// with its cap, all or none.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hold {
+    /// Where the cost is reserved, each with the cap it must stay within.
+    pub keys: Vec<(SpendKey, f64)>,
+    /// What is reserved: a fixed cost, or 0 for a cost reported afterwards
+    /// (which is refused only once the cap is reached).
+    pub amount: f64,
+}
+
+/// Slack for sums of fractional costs (0.1 + 0.2 fits a cap of 0.3).
+pub const SLACK: f64 = 1e-9;
+
+impl Hold {
+    /// Whether `amount` more fits under `cap` where `spent` is charged and
+    /// `reserved` is held: the one rule every ledger applies (the SQL
+    /// stores state it in their statements, the same way).
+    pub fn fits(amount: f64, spent: f64, reserved: f64, cap: f64) -> bool {
+        if amount > 0.0 {
+            spent + reserved + amount <= cap + SLACK
+        } else {
+            spent + reserved < cap
+        }
+    }
+}
+
+/// What a ledger did with a [`Hold`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Held {
+    /// Reserved under every key.
+    Taken,
+    /// Nothing reserved: the key at `index` has no room.
+    Over {
+        /// Which of the hold's keys.
+        index: usize,
+        /// What is charged under it.
+        spent: f64,
+        /// What calls in flight hold under it.
+        reserved: f64,
+    },
+}
+
+/// What is spent and held under one key (`toolgate log --spend`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Balance {
+    /// Budget, scope and period.
+    #[serde(flatten)]
+    pub key: SpendKey,
+    /// Charged by finished calls.
+    pub spent: f64,
+    /// Held by calls in flight, or by calls whose outcome was never
+    /// recorded (the process stopped between forwarding and settling).
+    pub reserved: f64,
+}
+
 /// Where spending is kept.
 pub trait Ledger: Send + Sync {
-    /// What is spent under each key (0 for a key never charged).
-    fn spent(&self, keys: Vec<SpendKey>) -> StoreFuture<Vec<f64>>;
-    /// Add `amount` under each key, atomically per key.
-    fn charge(&self, keys: Vec<SpendKey>, amount: f64) -> StoreFuture<()>;
+    /// Reserve `hold.amount` under every key of `hold` if each has room
+    /// ([`Hold::fits`]), atomically: all or none, whatever else runs at the
+    /// same time against the same store.
+    fn reserve(&self, hold: Hold) -> StoreFuture<Held>;
+    /// Release `held` under each key and charge `cost` there, atomically
+    /// per key.
+    fn settle(&self, keys: Vec<SpendKey>, held: f64, cost: f64) -> StoreFuture<()>;
+    /// Every key's balance, newest period first.
+    fn balances(&self) -> StoreFuture<Vec<Balance>>;
 }
 
 /// Spending kept in this process (no audit store).
 #[derive(Default)]
-pub struct MemoryLedger(Mutex<HashMap<SpendKey, f64>>);
+pub struct MemoryLedger(Mutex<HashMap<SpendKey, (f64, f64)>>);
 
 impl Ledger for MemoryLedger {
-    fn spent(&self, keys: Vec<SpendKey>) -> StoreFuture<Vec<f64>> {
-        let map = self.0.lock();
-        let out = keys
-            .iter()
-            .map(|k| map.get(k).copied().unwrap_or(0.0))
-            .collect();
-        Box::pin(async move { Ok(out) })
+    fn reserve(&self, hold: Hold) -> StoreFuture<Held> {
+        let mut map = self.0.lock();
+        let over = hold.keys.iter().enumerate().find_map(|(index, (k, cap))| {
+            let (spent, reserved) = map.get(k).copied().unwrap_or_default();
+            (!Hold::fits(hold.amount, spent, reserved, *cap)).then_some(Held::Over {
+                index,
+                spent,
+                reserved,
+            })
+        });
+        let held = match over {
+            Some(over) => over,
+            None => {
+                for (k, _) in hold.keys {
+                    map.entry(k).or_default().1 += hold.amount;
+                }
+                Held::Taken
+            }
+        };
+        Box::pin(async move { Ok(held) })
     }
 
-    fn charge(&self, keys: Vec<SpendKey>, amount: f64) -> StoreFuture<()> {
+    fn settle(&self, keys: Vec<SpendKey>, held: f64, cost: f64) -> StoreFuture<()> {
         let mut map = self.0.lock();
         for k in keys {
-            *map.entry(k).or_insert(0.0) += amount;
+            let (spent, reserved) = map.entry(k).or_default();
+            *spent += cost;
+            *reserved = (*reserved - held).max(0.0);
         }
         Box::pin(async { Ok(()) })
     }
+
+    fn balances(&self) -> StoreFuture<Vec<Balance>> {
+        let mut out: Vec<Balance> = self
+            .0
+            .lock()
+            .iter()
+            .map(|(key, (spent, reserved))| Balance {
+                key: key.clone(),
+                spent: *spent,
+                reserved: *reserved,
+            })
+            .collect();
+        out.sort_by(|a, b| b.key.period.cmp(&a.key.period).then(a.key.cmp(&b.key)));
+        Box::pin(async move { Ok(out) })
+    }
 }
+
+/// A call's cost held under its budget's caps until the call's outcome
+/// is known.
+///
+/// [`settle`](Reservation::settle) it with what the call cost. One dropped
+/// unsettled (the caller went away mid-call, a stage returned early) is
+/// settled by a task of its own: released when the call was never sent,
+/// charged in full once it was ([`Reservation::sent`]), since the upstream
+/// may have done the work and a budget fails closed.
+pub struct Reservation {
+    ledger: Arc<dyn Ledger>,
+    keys: Vec<SpendKey>,
+    held: f64,
+    sent: bool,
+    settled: bool,
+}
+
+impl std::fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation")
+            .field("keys", &self.keys)
+            .field("held", &self.held)
+            .field("sent", &self.sent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reservation {
+    /// The call is going to the upstream: from now on its outcome decides.
+    pub fn sent(&mut self) {
+        self.sent = true;
+    }
+
+    /// Release the reservation and charge `cost` (0 for a failed call).
+    pub async fn settle(mut self, cost: f64) -> Result<(), StoreError> {
+        self.settled = true;
+        let keys = std::mem::take(&mut self.keys);
+        self.ledger.settle(keys, self.held, cost).await
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.settled || self.keys.is_empty() {
+            return;
+        }
+        let cost = if self.sent { self.held } else { 0.0 };
+        let settle = self
+            .ledger
+            .settle(std::mem::take(&mut self.keys), self.held, cost);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = settle.await {
+                        tracing::warn!(error = %e, "a budget reservation was not settled; it stays reserved");
+                    }
+                });
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "a budget reservation was dropped outside the runtime; it stays reserved"
+                )
+            }
+        }
+    }
+}
+
+/// Why a budgeted call was not forwarded: the model's answer.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct OverBudget(pub String);
 
 /// One compiled budget.
 #[derive(Debug)]
@@ -175,55 +347,83 @@ impl Budget {
         out
     }
 
-    /// Before a call: `Err` with the model's answer when it would go over
-    /// a cap (a fixed cost that does not fit, or a reported one with the
-    /// cap already reached); `Ok` with the keys to charge afterwards.
+    /// Before a call: reserve its cost under every cap, or `Err` with the
+    /// model's answer when it would go over one (a fixed cost that does not
+    /// fit beside what is spent and held, or a reported one with the cap
+    /// already reached), or when the ledger cannot say (fail closed).
     pub async fn admit(
         &self,
-        ledger: &dyn Ledger,
+        ledger: &Arc<dyn Ledger>,
         tool: &str,
         caller: Option<&str>,
         now_ms: i64,
-    ) -> Result<Vec<SpendKey>, String> {
+    ) -> Result<Reservation, OverBudget> {
         let scoped = self.scoped(caller, now_ms);
-        let keys: Vec<SpendKey> = scoped.iter().map(|s| s.key.clone()).collect();
-        let spent = ledger.spent(keys.clone()).await.map_err(|e| {
-            tracing::warn!(error = %e, "budget spending could not be read; the call is refused");
-            format!(
-                "The gateway cannot check the budget of {} right now (its store is unavailable), so the call was not forwarded. Try again shortly.",
-                quote(tool)
-            )
-        })?;
-        let next = match self.cost {
+        let held = match self.cost {
             Cost::Fixed(n) => n,
             Cost::Reported(_) => 0.0,
         };
-        for (s, spent) in scoped.iter().zip(spent) {
-            let over = match self.cost {
-                Cost::Fixed(_) => spent + next > s.cap.amount,
-                Cost::Reported(_) => spent >= s.cap.amount,
-            };
-            if over {
-                let left = (s.cap.amount - spent).max(0.0);
-                return Err(format!(
-                    "The budget {:?} is spent: {} of {} {unit} per {} {} (left: {}{}), so this call of {} was not forwarded. It resets at {} UTC. Tell the user, or wait until then.",
-                    self.name,
-                    amount(spent),
-                    amount(s.cap.amount),
-                    s.cap.per.word(),
-                    s.whose,
-                    amount(left),
-                    match self.cost {
-                        Cost::Fixed(n) => format!("; a call costs {}", amount(n)),
-                        Cost::Reported(_) => String::new(),
-                    },
-                    quote(tool),
-                    crate::duration::utc(s.reset_ms, false),
-                    unit = self.unit,
-                ));
+        let hold = Hold {
+            keys: scoped
+                .iter()
+                .map(|s| (s.key.clone(), s.cap.amount))
+                .collect(),
+            amount: held,
+        };
+        let over = ledger.reserve(hold).await.map_err(|e| {
+            tracing::warn!(error = %e, "budget spending could not be reserved; the call is refused");
+            OverBudget(format!(
+                "The gateway cannot check the budget of {} right now (its store is unavailable), so the call was not forwarded. Try again shortly.",
+                quote(tool)
+            ))
+        })?;
+        let (index, spent, reserved) = match over {
+            Held::Taken => {
+                return Ok(Reservation {
+                    ledger: ledger.clone(),
+                    keys: scoped.into_iter().map(|s| s.key).collect(),
+                    held,
+                    sent: false,
+                    settled: false,
+                });
             }
-        }
-        Ok(keys)
+            Held::Over {
+                index,
+                spent,
+                reserved,
+            } => (index, spent, reserved),
+        };
+        let Some(s) = scoped.get(index) else {
+            return Err(OverBudget(format!(
+                "The budget {:?} is spent, so this call of {} was not forwarded.",
+                self.name,
+                quote(tool)
+            )));
+        };
+        // What calls in flight hold counts as spent: they may all succeed.
+        let taken = spent + reserved;
+        let left = (s.cap.amount - taken).max(0.0);
+        let in_flight = if reserved > 0.0 {
+            format!(", {} of it held by calls in flight", amount(reserved))
+        } else {
+            String::new()
+        };
+        Err(OverBudget(format!(
+            "The budget {:?} is spent: {} of {} {unit} per {} {}{in_flight} (left: {}{}), so this call of {} was not forwarded. It resets at {} UTC. Tell the user, or wait until then.",
+            self.name,
+            amount(taken),
+            amount(s.cap.amount),
+            s.cap.per.word(),
+            s.whose,
+            amount(left),
+            match self.cost {
+                Cost::Fixed(n) => format!("; a call costs {}", amount(n)),
+                Cost::Reported(_) => String::new(),
+            },
+            quote(tool),
+            crate::duration::utc(s.reset_ms, false),
+            unit = self.unit,
+        )))
     }
 
     /// What a finished call costs: nothing when it failed.
@@ -362,58 +562,77 @@ mod tests {
         .unwrap();
         let budget = b.of("rich.lookup").unwrap();
         assert!(b.of("poor.lookup").is_none());
-        let ledger = MemoryLedger::default();
+        let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::default());
         let now = days_from_civil(2026, 12, 3) * 86_400_000 + 3_600_000;
         for _ in 0..2 {
-            let keys = budget
+            let held = budget
                 .admit(&ledger, "rich.lookup", Some("alice"), now)
                 .await
                 .unwrap();
-            ledger.charge(keys, 25.0).await.unwrap();
+            held.settle(25.0).await.unwrap();
         }
         let said = budget
             .admit(&ledger, "rich.lookup", Some("alice"), now)
             .await
             .unwrap_err();
         assert_eq!(
-            said,
+            said.0,
             "The budget \"rich.*\" is spent: 50 of 60 credits per day for this caller (alice) (left: 10; a call costs 25), so this call of \"rich.lookup\" was not forwarded. It resets at 2026-12-04 00:00:00 UTC. Tell the user, or wait until then."
         );
-        // Another caller has a budget of their own; the total still counts both.
-        assert!(
-            budget
-                .admit(&ledger, "rich.lookup", Some("bob"), now)
-                .await
-                .is_ok()
-        );
+        // Another caller has a budget of their own; the total still counts
+        // both. A failed call (settled at 0) gives its reservation back.
+        let bob = budget
+            .admit(&ledger, "rich.lookup", Some("bob"), now)
+            .await
+            .unwrap();
+        bob.settle(0.0).await.unwrap();
         // The next day, Alice's budget is whole again (the month's total is not).
         let tomorrow = now + 86_400_000;
-        let keys = budget
+        let held = budget
             .admit(&ledger, "rich.lookup", Some("alice"), tomorrow)
             .await
             .unwrap();
-        assert_eq!(keys[0].period, "2026-12-04");
-        assert_eq!(keys[1].period, "2026-12");
-        ledger.charge(keys, 25.0).await.unwrap();
-        let spent = ledger
-            .spent(
-                budget
-                    .scoped(None, tomorrow)
-                    .into_iter()
-                    .map(|s| s.key)
-                    .collect(),
-            )
-            .await
+        assert_eq!(held.keys[0].period, "2026-12-04");
+        assert_eq!(held.keys[1].period, "2026-12");
+        held.settle(25.0).await.unwrap();
+        let balances = ledger.balances().await.unwrap();
+        let month = balances
+            .iter()
+            .find(|b| b.key.scope == "*" && b.key.period == "2026-12")
             .unwrap();
-        assert_eq!(
-            spent,
-            [0.0, 75.0],
-            "anonymous callers' day, and everyone's month"
-        );
+        assert_eq!((month.spent, month.reserved), (75.0, 0.0));
         assert_eq!(
             budget.terms(),
             "Costs 25 credits per successful call; nothing when the call fails. Budget: 60 credits per day for each caller; 1000 credits per month in all."
         );
+    }
+
+    #[tokio::test]
+    async fn calls_in_flight_hold_their_cost_and_a_dropped_reservation_fails_closed() {
+        let b = budgets(
+            "[[budget]]\ntools = [\"*\"]\ncost = 1\ntotal = { amount = 2, per = \"day\" }\n",
+        )
+        .unwrap();
+        let budget = b.of("x.y").unwrap();
+        let ledger: Arc<dyn Ledger> = Arc::new(MemoryLedger::default());
+        let now = days_from_civil(2026, 12, 3) * 86_400_000;
+        let first = budget.admit(&ledger, "x.y", None, now).await.unwrap();
+        let mut second = budget.admit(&ledger, "x.y", None, now).await.unwrap();
+        // Two calls in flight hold the whole cap: a third is refused before
+        // either finishes.
+        let said = budget.admit(&ledger, "x.y", None, now).await.unwrap_err();
+        assert!(
+            said.0.starts_with("The budget \"*\" is spent: 2 of 2 credits per day for all callers together, 2 of it held by calls in flight (left: 0; a call costs 1)"),
+            "{said}"
+        );
+        // One never sent gives its unit back when dropped; one sent and then
+        // dropped (the caller went away) is charged.
+        drop(first);
+        second.sent();
+        drop(second);
+        // (The memory ledger settles as the drop asks, not when the task runs.)
+        let balances = ledger.balances().await.unwrap();
+        assert_eq!((balances[0].spent, balances[0].reserved), (1.0, 0.0));
     }
 
     #[test]

@@ -81,6 +81,8 @@ pub struct Subject<'a> {
     pub trusted: bool,
     /// The policy's facts about it.
     pub facts: &'a ToolFacts,
+    /// Why an earlier approval of it no longer holds, when one does not.
+    pub ended: Option<&'a str>,
 }
 
 /// The wider choice a rule's `remember` adds to the form.
@@ -183,6 +185,9 @@ fn shown(text: &str, limit: usize) -> String {
 /// The question's text.
 pub fn question(subject: &Subject<'_>, arguments: &Map<String, Value>) -> String {
     let mut text = String::from("Approve this tool call?\n\n");
+    if let Some(ended) = subject.ended {
+        text.push_str(&format!("Asked again: {ended}.\n\n"));
+    }
     text.push_str(&format!("Server: {}\n", shown(subject.server, 200)));
     match subject.title {
         Some(title) => text.push_str(&format!("Tool: {} ({})\n", subject.tool, shown(title, 200))),
@@ -292,6 +297,7 @@ mod tests {
             destructive: None,
             trusted: false,
             facts: &f,
+            ended: None,
         };
         let args = json!({"card": "x\u{202e}y", "total": 12.5});
         let text = question(&subject, args.as_object().unwrap());

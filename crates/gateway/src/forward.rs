@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate_client::{CallEnd, CallOptions, Client, ClientError, Round, RoundInput};
-use toolgate_protocol::error::with_causes;
 use toolgate_protocol::methods::{Complete, GetPrompt, Method, ReadResource};
 use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::{
@@ -195,7 +194,7 @@ where
     // before the result does.
     let outcome = call(client, previous, options).await;
     if let Err(e) = &outcome {
-        telemetry::failed(span_cx.as_ref(), &with_causes(e));
+        telemetry::failed(span_cx.as_ref(), &upstream.said(e));
     }
     drop(span_cx);
     drain(drains).await;
@@ -253,8 +252,10 @@ fn unreachable(reason: String) -> ClientError {
     }
 }
 
-/// What to tell the caller when the upstream failed, naming it.
-fn failure(server: &str, what: &str, e: &ClientError) -> String {
+/// What to tell the caller when the upstream failed, naming it (what it
+/// said scrubbed of its configuration's secrets).
+fn failure(upstream: &Upstream, what: &str, e: &ClientError) -> String {
+    let server = &upstream.config.name;
     match e {
         ClientError::Timeout(after) => format!(
             "The upstream server {server} did not answer {what} within {} s; the request was cancelled there. Try again later, or with a smaller request.",
@@ -265,12 +266,12 @@ fn failure(server: &str, what: &str, e: &ClientError) -> String {
         | ClientError::Transport { .. } => {
             format!(
                 "The upstream server {server} is unavailable ({}); the gateway restarts it. Its tools cannot be used until it is back; the gateway's other servers are not affected.",
-                with_causes(e)
+                upstream.said(e)
             )
         }
         _ => format!(
             "The upstream server {server} answered {what} with something the gateway cannot pass on ({}). This is a fault in the upstream server.",
-            with_causes(e)
+            upstream.said(e)
         ),
     }
 }
@@ -389,18 +390,20 @@ async fn forward_in_span(
         }
     }
     // Nor is a call its budget cannot pay for (nobody is asked either).
-    let spend = match &guard.budget {
+    // Its cost is reserved now, before anyone is asked or anything sent,
+    // so calls sent together cannot all fit into what one would.
+    let mut spend = match &guard.budget {
         Some(budget) => {
             let caller = ctx.auth().and_then(|a| a.subject());
             let now = crate::audit::now_ms(std::time::SystemTime::now());
             match budget
-                .admit(&*guard.ledger, &guard.facts.name, caller, now)
+                .admit(&guard.ledger, &guard.facts.name, caller, now)
                 .await
             {
-                Ok(keys) => Some(keys),
-                Err(text) => {
+                Ok(held) => Some(held),
+                Err(said) => {
                     ctx.note("status", "over_budget");
-                    return Ok(error(text));
+                    return Ok(error(said.0));
                 }
             }
         }
@@ -426,6 +429,11 @@ async fn forward_in_span(
     if let Err((status, text)) = budget {
         ctx.note("status", status);
         return Ok(error(text));
+    }
+    // From here the upstream may do the work: a reservation dropped before
+    // it is settled is charged, not given back.
+    if let Some(held) = spend.as_mut() {
+        held.sent();
     }
     let remember_task = {
         let carry = carry.clone();
@@ -505,24 +513,27 @@ async fn forward_in_span(
     charged(&guard, &ctx, spend, reply).await
 }
 
-/// Charge a finished call to its budget: what it cost (nothing when it
-/// failed), under the keys its admission named; the cost goes in its row.
+/// Settle a finished call's reservation: what it cost (nothing when it
+/// failed or is still waiting for input) is charged, the rest released;
+/// the cost goes in its row.
 async fn charged(
     guard: &Guard,
     ctx: &RequestContext,
-    keys: Option<Vec<crate::budget::SpendKey>>,
+    held: Option<crate::budget::Reservation>,
     reply: Result<ToolReply, ToolError>,
 ) -> Result<ToolReply, ToolError> {
-    if let (Some(budget), Some(keys), Ok(ToolReply::Complete(result))) =
-        (&guard.budget, keys, &reply)
-    {
-        let cost = budget.cost_of(result);
-        if cost > 0.0 {
-            ctx.note("cost", cost);
-            if let Err(e) = guard.ledger.charge(keys, cost).await {
-                tracing::warn!(tool = %guard.facts.name, error = %e, "a call's cost was not recorded in the budget");
-            }
-        }
+    let (Some(budget), Some(held)) = (&guard.budget, held) else {
+        return reply;
+    };
+    let cost = match &reply {
+        Ok(ToolReply::Complete(result)) => budget.cost_of(result),
+        _ => 0.0,
+    };
+    if cost > 0.0 {
+        ctx.note("cost", cost);
+    }
+    if let Err(e) = held.settle(cost).await {
+        tracing::warn!(tool = %guard.facts.name, error = %e, "a call's reservation was not settled; it stays reserved");
     }
     reply
 }
@@ -574,7 +585,7 @@ async fn answer(
             ctx.note("failure", format!("the upstream server {server} failed"));
             Ok(error(format!(
                 "The upstream server {server} failed during the call ({}); the gateway restarts it. Its tools cannot be used until it is back; the gateway's other servers are not affected.",
-                with_causes(&e)
+                upstream.said(&e)
             )))
         }
         Err(e) => {
@@ -584,8 +595,8 @@ async fn answer(
                 "upstream_error"
             };
             ctx.note("status", status);
-            ctx.note("failure", with_causes(&e));
-            Ok(error(failure(&server, &quote(tool), &e)))
+            ctx.note("failure", upstream.said(&e));
+            Ok(error(failure(upstream, &quote(tool), &e)))
         }
     }
 }
@@ -601,7 +612,7 @@ async fn relay_request<M: Method>(
 ) -> Result<M::Result, ToolError> {
     let method = M::NAME;
     let params = toolgate_client::to_params(params)
-        .map_err(|e| ToolError::new(failure(&upstream.config.name, what, &e)))?;
+        .map_err(|e| ToolError::new(failure(upstream, what, &e)))?;
     let outcome = relay(
         upstream,
         ctx,
@@ -626,7 +637,7 @@ async fn relay_request<M: Method>(
             })
         }
         Err(ClientError::Protocol(e)) => Err(ToolError::protocol(e)),
-        Err(e) => Err(ToolError::new(failure(server, what, &e))),
+        Err(e) => Err(ToolError::new(failure(upstream, what, &e))),
     }
 }
 

@@ -19,7 +19,7 @@ use crate::approval::ApprovalDesk;
 use crate::audit::AuditSink;
 use crate::config::{GatewayConfig, RateLimitConfig};
 use crate::metrics::{Metrics, Recorder};
-use crate::names::{check_unique, qualify};
+use crate::names::qualify;
 use crate::policy::{Policy, ToolFacts};
 use crate::upstream::Upstream;
 
@@ -28,6 +28,7 @@ mod lock;
 mod refusal;
 mod reload;
 mod stores;
+mod validate;
 mod views;
 
 use stores::Stores;
@@ -35,7 +36,7 @@ use stores::Stores;
 use catalogue::Offer;
 
 pub use lock::{Drift, NotApproved};
-pub use reload::Reloaded;
+pub use reload::{LastReload, Reloaded};
 pub use views::ToolView;
 
 /// Seconds an approval question stays answerable, by default.
@@ -174,6 +175,8 @@ pub struct Inner {
     loops: Arc<crate::loops::Loops>,
     /// The configuration running now (the console shows it).
     running: RwLock<Arc<GatewayConfig>>,
+    /// How the last reload ended.
+    reloaded: RwLock<Option<LastReload>>,
     /// `[[budget]]`, swapped by a reload.
     budgets: RwLock<Arc<crate::budget::Budgets>>,
     /// Where spending is kept: the audit store, or this process.
@@ -237,7 +240,8 @@ impl Gateway {
         config.servers.retain(|_, s| s.enabled);
         let offer: Arc<RwLock<Offer>> = Arc::default();
         let answers = offer.clone();
-        let policy = Arc::new(Policy::new(&config.policy)?);
+        // The same checks every reload runs (`validate`).
+        let validate::Checked { policy, budgets } = validate::check(&config)?;
         let fixed = reload::fixed_sections(&config);
         let rules = RwLock::new(reload::rules_of(&config));
         // Upstream i is the i-th key: `servers` is ordered.
@@ -366,7 +370,8 @@ impl Gateway {
             backoff,
             shared_limits,
             running,
-            budgets: RwLock::new(Arc::new(crate::budget::Budgets::new(&config.budget)?)),
+            budgets: RwLock::new(budgets),
+            reloaded: RwLock::default(),
             ledger: match &audit {
                 Some(store) => store.clone().ledger(),
                 None => Arc::new(crate::budget::MemoryLedger::default()),
@@ -408,12 +413,13 @@ impl Gateway {
                 }
             }
         }
-        check_unique(all.iter().map(|(name, i, tool)| {
-            (
-                name.as_str(),
-                ups[*i].config.name.as_str(),
-                tool.name.as_str(),
-            )
+        validate::unique_offered(ups.iter().enumerate().map(|(i, u)| {
+            let tools = all
+                .iter()
+                .filter(|(_, of, _)| *of == i)
+                .map(|(_, _, t)| t.name.as_str())
+                .collect();
+            (&u.config, tools)
         }))?;
         for i in 0..ups.len() {
             let tools: Vec<Tool> = all

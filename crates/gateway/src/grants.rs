@@ -9,6 +9,12 @@
 //! instances sharing PostgreSQL share them, and `toolgate grants` lists
 //! and revokes them (a revocation is checked on the very next call).
 //!
+//! A grant is bound to what the person saw: the upstream, the tool's name
+//! there and the digest of its definition (as the lock file computes it).
+//! A reload that gives the gateway name to another upstream, or a
+//! definition that changes (a rug pull), ends it: the next call asks
+//! again, saying why ([`Grant::ended_by`]).
+//!
 //! This module owns the grant's shape and its SQLite side; the PostgreSQL
 //! side is in [`crate::audit_pg`].
 
@@ -46,13 +52,34 @@ pub struct Grant {
     pub tool: String,
     /// The rule that allowed remembering (as the audit rows name rules).
     pub rule: String,
+    /// The tool's name at its upstream.
+    #[serde(default)]
+    pub upstream_tool: Option<String>,
+    /// The digest of the definition the person approved (`sha256:…`, as
+    /// in lock files).
+    #[serde(default)]
+    pub digest: Option<String>,
+    /// Who revoked it: a console session's subject, or `cli`.
+    #[serde(default)]
+    pub revoked_by: Option<String>,
+}
+
+/// What a grant is for: the tool as the person saw it.
+#[derive(Clone, Copy, Debug)]
+pub struct Bound<'a> {
+    /// The upstream server's name.
+    pub upstream: &'a str,
+    /// The tool's name there.
+    pub upstream_tool: &'a str,
+    /// The digest of its definition.
+    pub digest: &'a str,
 }
 
 impl Grant {
-    /// A grant starting now, for `span`.
+    /// A grant of `tool`, as `bound`, starting now, for `span`.
     pub fn new(
         caller: Option<&str>,
-        upstream: &str,
+        bound: Bound<'_>,
         tool: &str,
         rule: &str,
         span: Duration,
@@ -65,10 +92,38 @@ impl Grant {
             expires_ms: now.saturating_add(span.as_millis() as i64),
             revoked_ms: None,
             caller: caller.map(str::to_owned),
-            upstream: Some(upstream.to_owned()),
+            upstream: Some(bound.upstream.to_owned()),
             tool: tool.to_owned(),
             rule: rule.to_owned(),
+            upstream_tool: Some(bound.upstream_tool.to_owned()),
+            digest: Some(bound.digest.to_owned()),
+            revoked_by: None,
         }
+    }
+
+    /// Why this grant does not hold for the tool as it is now (`bound`),
+    /// in words for the person asked again; `None` when it holds.
+    pub fn ended_by(&self, bound: Bound<'_>) -> Option<String> {
+        let upstream = self.upstream.as_deref().unwrap_or("?");
+        if upstream != bound.upstream {
+            return Some(format!(
+                "the approval you gave earlier (grant {}) was for this tool on server {upstream}; it now comes from server {}, so it is asked again",
+                self.id, bound.upstream
+            ));
+        }
+        if self.upstream_tool.as_deref() != Some(bound.upstream_tool) {
+            return Some(format!(
+                "the approval you gave earlier (grant {}) was for another tool of server {upstream}; this name now leads to its tool {:?}",
+                self.id, bound.upstream_tool
+            ));
+        }
+        if self.digest.as_deref() != Some(bound.digest) {
+            return Some(format!(
+                "the tool's definition changed since you approved it (grant {}), so it is asked again",
+                self.id
+            ));
+        }
+        None
     }
 
     /// `active`, `expired` or `revoked`, at `now_ms`.
@@ -93,14 +148,20 @@ CREATE TABLE IF NOT EXISTS grants (
     caller TEXT,
     upstream TEXT,
     tool TEXT NOT NULL,
-    rule TEXT NOT NULL
+    rule TEXT NOT NULL,
+    upstream_tool TEXT,
+    digest TEXT,
+    revoked_by TEXT
 );
 CREATE INDEX IF NOT EXISTS grants_tool ON grants(tool);
 ";
 
+/// The columns schema version 5 added to `grants`.
+pub(crate) const BOUND_COLUMNS: [&str; 3] = ["upstream_tool", "digest", "revoked_by"];
+
 pub(crate) fn insert(conn: &Connection, g: &Grant) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT INTO grants (id, created_ms, expires_ms, revoked_ms, caller, upstream, tool, rule) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO grants (id, created_ms, expires_ms, revoked_ms, caller, upstream, tool, rule, upstream_tool, digest, revoked_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         g.id,
@@ -110,22 +171,26 @@ pub(crate) fn insert(conn: &Connection, g: &Grant) -> rusqlite::Result<()> {
         g.caller,
         g.upstream,
         g.tool,
-        g.rule
+        g.rule,
+        g.upstream_tool,
+        g.digest,
+        g.revoked_by
     ])
     .map(drop)
 }
 
-/// The id of a grant that holds now for `caller` calling `tool`.
+/// The newest grant that holds now for `caller` calling `tool` (whether
+/// it is for the tool as it is now is [`Grant::ended_by`]'s to say).
 pub(crate) fn find(
     conn: &Connection,
     caller: Option<&str>,
     tool: &str,
     now: i64,
-) -> rusqlite::Result<Option<String>> {
-    conn.prepare_cached(
-        "SELECT id FROM grants WHERE tool = ?1 AND caller IS ?2 AND revoked_ms IS NULL AND expires_ms > ?3 ORDER BY expires_ms DESC LIMIT 1",
-    )?
-    .query_row(params![tool, caller, now], |r| r.get(0))
+) -> rusqlite::Result<Option<Grant>> {
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM grants WHERE tool = ?1 AND caller IS ?2 AND revoked_ms IS NULL AND expires_ms > ?3 ORDER BY expires_ms DESC LIMIT 1"
+    ))?
+    .query_row(params![tool, caller, now], of_row)
     .optional()
 }
 
@@ -139,10 +204,13 @@ fn of_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Grant> {
         upstream: r.get(5)?,
         tool: r.get(6)?,
         rule: r.get(7)?,
+        upstream_tool: r.get(8)?,
+        digest: r.get(9)?,
+        revoked_by: r.get(10)?,
     })
 }
 
-const COLUMNS: &str = "id, created_ms, expires_ms, revoked_ms, caller, upstream, tool, rule";
+const COLUMNS: &str = "id, created_ms, expires_ms, revoked_ms, caller, upstream, tool, rule, upstream_tool, digest, revoked_by";
 
 fn has_grants(conn: &Connection) -> rusqlite::Result<bool> {
     conn.query_row(
@@ -183,9 +251,10 @@ pub enum Revoked {
     Unknown,
 }
 
-/// Revoke the grant `id` in the database at `path`, and record the
-/// revocation there as a row (`toolgate.grant`, status `revoked`).
-pub fn revoke(path: &Path, id: &str) -> Result<Revoked, StoreError> {
+/// Revoke the grant `id` in the database at `path` as `by` (a console
+/// session's subject, or `cli`), and record the revocation there as a row
+/// (`toolgate.grant`, status `revoked`, `by` its caller).
+pub fn revoke(path: &Path, id: &str, by: &str) -> Result<Revoked, StoreError> {
     let shown = |source: rusqlite::Error| StoreError::Sqlite {
         context: format!("the audit store {}", path.display()),
         source,
@@ -214,21 +283,30 @@ pub fn revoke(path: &Path, id: &str) -> Result<Revoked, StoreError> {
         Some(g) if g.state(now) != "active" => Revoked::Already(g),
         Some(mut g) => {
             tx.execute(
-                "UPDATE grants SET revoked_ms = ?1 WHERE id = ?2",
-                params![now, id],
+                "UPDATE grants SET revoked_ms = ?1, revoked_by = ?3 WHERE id = ?2",
+                params![now, id, by],
             )
             .map_err(shown)?;
             tx.execute(
                 "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, rule, status, latency_ms, grant_id) VALUES (?1, ?2, ?3, 'toolgate.grant', '', ?4, 'revoked', 0, ?5)",
-                params![now, g.caller, g.upstream, format!("revoked grant for {}", g.tool), g.id],
+                params![now, by, g.upstream, revoked_rule(&g), g.id],
             )
             .map_err(shown)?;
             g.revoked_ms = Some(now);
+            g.revoked_by = Some(by.to_owned());
             Revoked::Now(g)
         }
     };
     tx.commit().map_err(shown)?;
     Ok(outcome)
+}
+
+/// The revocation row's `rule`: whose grant of what.
+pub(crate) fn revoked_rule(g: &Grant) -> String {
+    match &g.caller {
+        Some(caller) => format!("revoked grant for {} of {caller}", g.tool),
+        None => format!("revoked grant for {}", g.tool),
+    }
 }
 
 #[cfg(test)]
@@ -242,7 +320,7 @@ mod tests {
         let conn = crate::audit::open_for_writing(&path).unwrap();
         let g = Grant::new(
             Some("alice"),
-            "shop",
+            BOUND,
             "shop.pay",
             "rule 1",
             Duration::from_secs(3600),
@@ -251,7 +329,7 @@ mod tests {
         let now = now_ms(SystemTime::now());
         assert_eq!(
             find(&conn, Some("alice"), "shop.pay", now).unwrap(),
-            Some(g.id.clone())
+            Some(g.clone())
         );
         assert_eq!(find(&conn, Some("bob"), "shop.pay", now).unwrap(), None);
         assert_eq!(find(&conn, None, "shop.pay", now).unwrap(), None);
@@ -264,30 +342,81 @@ mod tests {
             None
         );
         assert_eq!(list(&path, false).unwrap(), std::slice::from_ref(&g));
-        let Revoked::Now(r) = revoke(&path, &g.id).unwrap() else {
+        let Revoked::Now(r) = revoke(&path, &g.id, "cli").unwrap() else {
             panic!("not revoked");
         };
         assert_eq!(r.state(now), "revoked");
         assert_eq!(find(&conn, Some("alice"), "shop.pay", now).unwrap(), None);
         assert!(list(&path, false).unwrap().is_empty());
         assert_eq!(list(&path, true).unwrap().len(), 1);
-        assert!(matches!(revoke(&path, &g.id).unwrap(), Revoked::Already(_)));
-        assert_eq!(revoke(&path, "g-nope").unwrap(), Revoked::Unknown);
+        assert_eq!(r.revoked_by.as_deref(), Some("cli"));
+        assert!(matches!(
+            revoke(&path, &g.id, "cli").unwrap(),
+            Revoked::Already(_)
+        ));
+        assert_eq!(revoke(&path, "g-nope", "cli").unwrap(), Revoked::Unknown);
         // The revocation is in the log.
         let rows = crate::audit::query(&path, &crate::audit::Filter::default()).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].status, "revoked");
         assert_eq!(rows[0].grant.as_deref(), Some(g.id.as_str()));
+        assert_eq!(rows[0].caller.as_deref(), Some("cli"), "who revoked");
+        assert_eq!(
+            rows[0].rule.as_deref(),
+            Some("revoked grant for shop.pay of alice")
+        );
+    }
+
+    const BOUND: Bound<'static> = Bound {
+        upstream: "shop",
+        upstream_tool: "pay",
+        digest: "sha256:aa",
+    };
+
+    #[test]
+    fn a_grant_ends_when_its_tool_moves_or_changes() {
+        let g = Grant::new(None, BOUND, "shop.pay", "rule 1", Duration::from_secs(60));
+        assert_eq!(g.ended_by(BOUND), None);
+        let moved = Bound {
+            upstream: "other",
+            ..BOUND
+        };
+        assert!(
+            g.ended_by(moved)
+                .unwrap()
+                .contains("it now comes from server other")
+        );
+        let renamed = Bound {
+            upstream_tool: "refund",
+            ..BOUND
+        };
+        assert!(g.ended_by(renamed).unwrap().contains("\"refund\""));
+        let changed = Bound {
+            digest: "sha256:bb",
+            ..BOUND
+        };
+        assert!(
+            g.ended_by(changed)
+                .unwrap()
+                .starts_with("the tool's definition changed since you approved it")
+        );
+        // A grant kept before grants were bound holds for nothing.
+        let old = Grant {
+            upstream_tool: None,
+            digest: None,
+            ..g
+        };
+        assert!(old.ended_by(BOUND).is_some());
     }
 
     #[test]
     fn a_grant_without_a_caller_is_for_callers_without_one() {
         let dir = tempfile::tempdir().unwrap();
         let conn = crate::audit::open_for_writing(&dir.path().join("a.db")).unwrap();
-        let g = Grant::new(None, "shop", "shop.pay", "rule 1", Duration::from_secs(60));
+        let g = Grant::new(None, BOUND, "shop.pay", "rule 1", Duration::from_secs(60));
         insert(&conn, &g).unwrap();
         let now = now_ms(SystemTime::now());
-        assert_eq!(find(&conn, None, "shop.pay", now).unwrap(), Some(g.id));
+        assert_eq!(find(&conn, None, "shop.pay", now).unwrap(), Some(g));
         assert_eq!(find(&conn, Some("alice"), "shop.pay", now).unwrap(), None);
     }
 }

@@ -47,6 +47,9 @@ pub struct Guard {
     pub budget: Option<Arc<crate::budget::Budget>>,
     /// Where spending is kept.
     pub ledger: Arc<dyn crate::budget::Ledger>,
+    /// The digest of `definition` (as lock files compute it): what a
+    /// grant of this tool is bound to.
+    pub digest: String,
 }
 
 /// The guard's verdict on this round.
@@ -112,16 +115,26 @@ impl Guard {
                 // A grant counts only while the policy still lets this
                 // rule remember, so tightening the policy ends it.
                 let grants = self.grants.as_ref().filter(|_| decision.remember.is_some());
+                // A grant holds only for the tool as the person saw it:
+                // same upstream, same tool there, same definition.
+                let mut ended = None;
                 if let Some(store) = grants {
                     match store
                         .granted(caller.map(str::to_owned), self.facts.name.clone())
                         .await
                     {
-                        Ok(Some(id)) => {
-                            ctx.note("confirmation", "granted");
-                            ctx.note("grant", id);
-                            return Ok(Admission::approved());
-                        }
+                        Ok(Some(grant)) => match grant.ended_by(self.bound()) {
+                            None => {
+                                ctx.note("confirmation", "granted");
+                                ctx.note("grant", grant.id);
+                                return Ok(Admission::approved());
+                            }
+                            Some(why) => {
+                                tracing::info!(tool = %self.facts.name, grant = %grant.id, "{why}");
+                                ctx.note("grant_ended", grant.id);
+                                ended = Some(why);
+                            }
+                        },
                         Ok(None) => {}
                         // Without the store, the person is asked.
                         Err(e) => tracing::warn!(error = %e, "grants could not be read"),
@@ -148,6 +161,7 @@ impl Guard {
                         .and_then(|a| a.destructive_hint),
                     trusted: self.trusted,
                     facts: &self.facts,
+                    ended: ended.as_deref(),
                 };
                 if !ctx.client_capabilities().supports_elicitation_form() {
                     if let Some(desk) = &self.desk {
@@ -213,13 +227,22 @@ impl Guard {
         }
     }
 
+    /// The tool as a grant of it is bound to.
+    fn bound(&self) -> crate::grants::Bound<'_> {
+        crate::grants::Bound {
+            upstream: &self.server,
+            upstream_tool: &self.definition.name,
+            digest: &self.digest,
+        }
+    }
+
     /// Keep the person's approval of this tool for this caller; the call
     /// goes through even if it cannot be kept (it was approved).
     async fn grant(&self, ctx: &RequestContext, remember: &Remember<'_>, rule: &str) {
         let Some(store) = &self.grants else { return };
         let grant = Grant::new(
             remember.caller,
-            &self.server,
+            self.bound(),
             &self.facts.name,
             rule,
             remember.span,

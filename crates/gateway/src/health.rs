@@ -99,6 +99,7 @@ impl Gateway {
                         &StatusDoc {
                             readiness,
                             upstreams,
+                            last_reload: gateway.last_reload_outcome(),
                         },
                     )
                 }
@@ -125,6 +126,8 @@ fn json(code: StatusCode, body: &impl Serialize) -> Response {
 struct StatusDoc {
     readiness: Readiness,
     upstreams: Vec<UpstreamDoc>,
+    /// How the last reload ended: applied, or refused and why.
+    last_reload: Option<crate::LastReload>,
 }
 
 #[derive(Serialize)]

@@ -29,7 +29,7 @@
 mod approval;
 pub mod audit;
 pub mod audit_pg;
-mod budget;
+pub mod budget;
 pub mod config;
 mod confirm;
 pub mod duration;
@@ -39,6 +39,7 @@ pub mod grants;
 mod guard;
 mod health;
 mod inbound;
+pub mod ledger_sqlite;
 mod loops;
 pub mod metrics;
 mod names;
@@ -57,7 +58,8 @@ pub use store_error::StoreError;
 pub use upstream::declared_capabilities;
 
 pub use gateway::{
-    Drift, Gateway, GatewayError, GatewayOptions, NotApproved, Reloaded, ToolView, UpstreamStatus,
+    Drift, Gateway, GatewayError, GatewayOptions, LastReload, NotApproved, Reloaded, ToolView,
+    UpstreamStatus,
 };
 
 // The README is the registry page: its examples are compiled and run as

@@ -22,7 +22,10 @@ use crate::config::UpstreamConfig;
 /// The gateway's own OAuth client for an upstream.
 fn oauth(c: &crate::config::UpstreamOAuth) -> Result<OAuth, ClientError> {
     let mut credentials = ClientCredentials::public(c.client_id.clone());
-    credentials.client_secret = c.client_secret.clone().map(Secret::new);
+    credentials.client_secret = c
+        .client_secret
+        .as_ref()
+        .map(|s| Secret::new(s.expose().to_owned()));
     if let Some(path) = &c.private_key_file {
         let pem = std::fs::read_to_string(path).map_err(|e| {
             ClientError::Authorization(format!("reading the private key {}: {e}", path.display()))
@@ -81,6 +84,8 @@ pub struct Upstream {
     budget: Option<DefaultDirectRateLimiter>,
     /// A legacy upstream's calls waiting for their callers' answers.
     pub(crate) parked: Arc<crate::parked::Parked>,
+    /// What must never show of its configuration.
+    secrets: crate::config::Secrets,
 }
 
 #[derive(Default)]
@@ -148,6 +153,7 @@ impl Upstream {
                 .and_then(NonZeroU32::new)
                 .map(|n| RateLimiter::direct(Quota::per_minute(n))),
             parked: Arc::default(),
+            secrets: config.secrets(),
             config,
         })
     }
@@ -205,9 +211,22 @@ impl Upstream {
         }
     }
 
-    /// The last error, if the upstream is failing.
+    /// The last error, if the upstream is failing (its secrets masked).
     pub fn last_error(&self) -> Option<String> {
         self.link.lock().last_error.clone()
+    }
+
+    /// What `e` says, with its causes, scrubbed: how an upstream's failure
+    /// is told to anyone.
+    pub fn said(&self, e: &ClientError) -> String {
+        self.scrub(&with_causes(e))
+    }
+
+    /// `text` (something the upstream or its transport said) with every
+    /// secret of its configuration masked: what the gateway says about an
+    /// upstream goes through here before anyone sees it.
+    pub fn scrub(&self, text: &str) -> String {
+        self.secrets.scrub(text).into_owned()
     }
 
     /// How many times it was restarted (connections started after the
@@ -218,12 +237,14 @@ impl Upstream {
 
     /// The last lines a stdio upstream wrote to stderr.
     pub fn stderr_tail(&self) -> Vec<String> {
-        self.link
+        let lines = self
+            .link
             .lock()
             .stderr
             .as_ref()
             .map(StderrTail::lines)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        lines.iter().map(|l| self.scrub(l)).collect()
     }
 
     fn start(&self) -> Result<(Client, Option<StderrTail>), ClientError> {
@@ -241,21 +262,29 @@ impl Upstream {
                 headers: c
                     .headers
                     .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .map(|(k, v)| (k.clone(), v.expose().to_owned()))
                     .collect(),
                 oauth: c.oauth.as_ref().map(oauth).transpose()?,
                 sse: crate::config::HttpKind::sse_mode(c.transport),
                 ..Default::default()
             };
             return Ok((
-                builder.build(HttpTransport::new(url.clone(), options)?),
+                builder.build(HttpTransport::new(url.expose(), options)?),
                 None,
             ));
         }
         let command = StdioCommand {
-            program: c.command.clone().unwrap_or_default(),
-            args: c.args.clone(),
-            env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            program: c
+                .command
+                .as_ref()
+                .map(|c| c.expose().to_owned())
+                .unwrap_or_default(),
+            args: c.args.iter().map(|a| a.expose().to_owned()).collect(),
+            env: c
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.expose().to_owned()))
+                .collect(),
             cwd: c.cwd.clone(),
             inherit_env: c.inherit_env,
             process_group: true,
@@ -313,7 +342,7 @@ impl Upstream {
         };
         self.failed.notify_one();
         link.failed = Some((Instant::now(), wait));
-        link.last_error = Some(reason);
+        link.last_error = Some(self.scrub(&reason));
         // Dropping the client ends a stdio child (kill on drop).
         link.client = None;
     }
@@ -329,7 +358,7 @@ impl Upstream {
                 | ClientError::Unreachable { .. }
                 | ClientError::Transport { .. }),
             ) => {
-                tracing::warn!(server = %self.config.name, error = %e, "upstream failed; it will be restarted");
+                tracing::warn!(server = %self.config.name, error = %self.scrub(&e.to_string()), "upstream failed; it will be restarted");
                 self.note_failure(&mut link, with_causes(e));
             }
             Ok(_) => {
@@ -355,7 +384,7 @@ impl Upstream {
         self.outcome(&listed);
         listed.map_err(|e| Unavailable {
             server: self.config.name.clone(),
-            reason: format!("listing its tools failed: {}", with_causes(&e)),
+            reason: format!("listing its tools failed: {}", self.said(&e)),
         })
     }
 
@@ -373,7 +402,7 @@ impl Upstream {
             .map(|d| d.capabilities)
             .map_err(|e| Unavailable {
                 server: self.config.name.clone(),
-                reason: format!("discovery failed: {}", with_causes(&e)),
+                reason: format!("discovery failed: {}", self.said(&e)),
             })?;
         if capabilities.prompts.is_some() {
             others.prompts = self.list_kind::<ListPrompts>(&client).await?;
@@ -392,7 +421,7 @@ impl Upstream {
             Ok(items) => Ok(items),
             Err(ClientError::Protocol(_)) => Ok(Vec::new()),
             Err(e) => {
-                let reason = with_causes(&e);
+                let reason = self.said(&e);
                 self.outcome::<()>(&Err(e));
                 Err(Unavailable {
                     server: self.config.name.clone(),

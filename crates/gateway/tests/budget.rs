@@ -170,3 +170,109 @@ async fn a_cost_the_result_reports_is_charged() {
     }
     gateway.stop();
 }
+
+/// Thirty calls at once against a cap of five: exactly five reach the
+/// upstream, the other twenty-five are told the budget is spent (counting
+/// what the five in flight hold), and the five are charged once they end.
+async fn thirty_at_once_against_five(store: &str) -> Gateway {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (gate, open) = tokio::sync::watch::channel(false);
+    let upstream = serve(support::gated(calls.clone(), open)).await;
+    let gateway = Gateway::start(
+        config(&format!(
+            "[servers.gate]\nurl = \"{upstream}\"\n{store}\n[[budget]]\ntools = [\"gate.*\"]\ncost = 1\nper_caller = {{ amount = 5, per = \"hour\" }}\n"
+        )),
+        GatewayOptions::default(),
+    )
+    .await
+    .unwrap();
+    let c = downstream(&gateway).await;
+    let answers = support::at_once(&[&c], "gate.pass", 30, &calls, &gate).await;
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        5,
+        "exactly the cap reached the upstream"
+    );
+    let passed: Vec<&(bool, String)> = answers.iter().filter(|(ok, _)| *ok).collect();
+    assert_eq!(passed.len(), 5);
+    assert!(passed.iter().all(|(_, text)| text == "passed"));
+    for (ok, text) in answers.iter().filter(|(ok, _)| !*ok) {
+        assert!(!ok);
+        assert!(
+            text.starts_with("The budget \"gate.*\" is spent: 5 of 5 credits per hour for callers without credentials"),
+            "{text}"
+        );
+    }
+    // All five are charged now, and the next call is refused for what is
+    // spent, with nothing held.
+    let (ok, text) = call_gate(&c).await;
+    assert!(!ok);
+    assert!(
+        text.starts_with("The budget \"gate.*\" is spent: 5 of 5 credits per hour for callers without credentials (left: 0; a call costs 1)"),
+        "{text}"
+    );
+    gateway
+}
+
+async fn call_gate(c: &Client) -> (bool, String) {
+    support::outcome_of(c, "gate.pass", json!({})).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_calls_never_overspend_a_budget_kept_in_memory() {
+    thirty_at_once_against_five("").await.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_calls_never_overspend_a_budget_kept_in_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let store = format!(
+        "[audit]\npath = {}",
+        support::toml_string(&db.display().to_string())
+    );
+    let gateway = thirty_at_once_against_five(&store).await;
+    gateway.stop();
+    let rows = query(&db, &Filter::default()).unwrap();
+    let charged = rows.iter().filter(|r| r.cost == Some(1.0)).count();
+    let refused = rows.iter().filter(|r| r.status == "over_budget").count();
+    assert_eq!((charged, refused), (5, 26));
+    let balances = toolgate_gateway::ledger_sqlite::balances(&db).unwrap();
+    assert_eq!(balances.len(), 1);
+    assert_eq!((balances[0].spent, balances[0].reserved), (5.0, 0.0));
+}
+
+#[tokio::test]
+async fn a_reservation_left_by_a_stopped_gateway_stays_counted() {
+    // A gateway that stopped between reserving and settling: its hold is
+    // still in the store (fail closed), and the next gateway counts it.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let upstream = serve(lookup(Arc::new(AtomicUsize::new(0)))).await;
+    let (gateway, c) = start(&upstream, &db).await;
+    assert!(call(&c, "555-0100").await.0);
+    gateway.stop();
+    {
+        let conn = rusqlite_open(&db);
+        conn.execute("UPDATE spend SET reserved = 25 WHERE scope = '-'", [])
+            .unwrap();
+    }
+    let (gateway, c) = start(&upstream, &db).await;
+    let (ok, text) = call(&c, "555-0101").await;
+    assert!(!ok);
+    assert!(
+        text.starts_with("The budget \"rich.*\" is spent: 50 of 60 credits per day for callers without credentials, 25 of it held by calls in flight (left: 10; a call costs 25)"),
+        "{text}"
+    );
+    gateway.stop();
+    let held: Vec<(String, f64, f64)> = toolgate_gateway::ledger_sqlite::balances(&db)
+        .unwrap()
+        .into_iter()
+        .map(|b| (b.key.scope, b.spent, b.reserved))
+        .collect();
+    assert!(held.contains(&("-".to_owned(), 25.0, 25.0)), "{held:?}");
+}
+
+fn rusqlite_open(path: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(path).unwrap()
+}

@@ -224,7 +224,11 @@ async fn a_grant_is_revoked_and_the_file_reloaded_from_the_console() {
     let store = AuditStore::open(&c.db, false).unwrap();
     let grant = Grant::new(
         Some("alice"),
-        "shop",
+        toolgate_gateway::grants::Bound {
+            upstream: "shop",
+            upstream_tool: "order",
+            digest: "sha256:00",
+        },
         "shop.pay",
         "rule 1",
         Duration::from_secs(3600),
@@ -567,6 +571,13 @@ async fn with_auth_an_operator_logs_in_with_a_token_carrying_the_operator_scope(
         "{said}"
     );
 
+    // A token with the operator scope that names nobody: its acts would be
+    // recorded under no one, so it does not log in.
+    let nobody = support::token("", AUDIENCE, "toolgate:operator");
+    let (status, said) = post(&nobody, Some(&origin)).await;
+    assert_eq!(status, 401, "{said}");
+    assert!(said.contains("This token names no subject."), "{said}");
+
     // The operator's token opens a session; what they approve is theirs.
     let (status, answer) = post(&format!("Bearer%20{good}"), Some(&origin)).await;
     assert_eq!(status, 303, "{answer}");
@@ -614,4 +625,89 @@ async fn with_auth_an_operator_logs_in_with_a_token_carrying_the_operator_scope(
     .unwrap();
     assert_eq!(rows[0].caller.as_deref(), Some("olivia"));
     operator.gateway.stop();
+}
+
+/// The login link: each use makes a successor that the gateway hands on
+/// (as `serve` prints it), the link lands on the overview, the overview
+/// counts only what waits now, and a revocation is recorded under who did it.
+#[tokio::test]
+async fn each_login_link_has_a_successor_that_is_handed_on_and_lands_on_the_overview() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let upstream = serve(shop(Arc::new(AtomicUsize::new(0)), "Orders an item.")).await;
+    let gateway = Gateway::start(
+        GatewayConfig::parse_toml(&file_text(&upstream, &db, POLICY), |_| None).unwrap(),
+        GatewayOptions::default(),
+    )
+    .await
+    .unwrap();
+    let mut links = gateway.login_links().unwrap();
+    let first = links.borrow_and_update().clone();
+    assert_eq!(Some(first.clone()), gateway.approval_login());
+    let (status, answer) = http("GET", &first, &[], None).await;
+    assert_eq!(status, 303);
+    assert!(
+        answer.to_ascii_lowercase().contains("location: /console\r\n"),
+        "{answer}"
+    );
+    // The next link is handed on at once, and works once.
+    assert!(links.has_changed().unwrap());
+    let next = links.borrow_and_update().clone();
+    assert_ne!(next, first);
+    assert_eq!(http("GET", &first, &[], None).await.0, 403);
+    let cookie = log_in(&next).await;
+    let base = gateway
+        .console_url()
+        .unwrap()
+        .trim_end_matches("/console")
+        .to_owned();
+    let (_, overview) = http(
+        "GET",
+        &format!("{base}/console"),
+        &[("Cookie", &cookie)],
+        None,
+    )
+    .await;
+    assert!(
+        overview.contains("No call is waiting for a person."),
+        "{overview}"
+    );
+    // A grant revoked on the console is recorded under the session's
+    // person.
+    let store = AuditStore::open(&db, false).unwrap();
+    let grant = Grant::new(
+        Some("alice"),
+        toolgate_gateway::grants::Bound {
+            upstream: "shop",
+            upstream_tool: "order",
+            digest: "sha256:00",
+        },
+        "shop.order",
+        "rule 1",
+        Duration::from_secs(3600),
+    );
+    store.grant(grant.clone()).await.unwrap();
+    let console = Console {
+        gateway,
+        base,
+        cookie,
+        file: dir.path().join("none.toml"),
+        db: db.clone(),
+        upstream,
+        _dir: dir,
+    };
+    let path = format!("/console/grants/{}/revoke", grant.id);
+    assert_eq!(console.post("/console/grants", &path).await, 303);
+    let row = query(&db, &Filter::default()).unwrap().pop().unwrap();
+    assert_eq!(
+        (row.tool.as_str(), row.caller.as_deref(), row.rule.as_deref()),
+        (
+            "toolgate.grant",
+            Some("console"),
+            Some("revoked grant for shop.order of alice")
+        )
+    );
+    let kept = grants::list(&db, true).unwrap();
+    assert_eq!(kept[0].revoked_by.as_deref(), Some("console"));
+    console.gateway.stop();
 }

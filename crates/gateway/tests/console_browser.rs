@@ -241,7 +241,11 @@ async fn a_person_sees_and_acts_on_the_gateway_from_the_console_in_chromium() {
     let store = AuditStore::open(&db, false).unwrap();
     let grant = Grant::new(
         Some("alice"),
-        "shop",
+        toolgate_gateway::grants::Bound {
+            upstream: "shop",
+            upstream_tool: "order",
+            digest: "sha256:00",
+        },
         "shop.order",
         "rule 1",
         Duration::from_secs(3600),

@@ -194,7 +194,7 @@ async fn a_tool_approved_for_an_hour_lets_that_caller_through_until_revoked() {
 
     // Revoked (as `toolgate grants --revoke` does, from another process):
     // the very next call asks again, and the revocation is in the log.
-    let Revoked::Now(revoked) = grants::revoke(&s.db, &grant.id).unwrap() else {
+    let Revoked::Now(revoked) = grants::revoke(&s.db, &grant.id, "cli").unwrap() else {
         panic!("not revoked");
     };
     assert_eq!(revoked.id, grant.id);
@@ -260,5 +260,93 @@ async fn a_declined_wider_approval_grants_nothing() {
     assert!(!ok && text.contains("declined"), "{text}");
     assert!(grants::list(&s.db, true).unwrap().is_empty());
     assert_eq!(s.calls.load(Ordering::SeqCst), 0);
+    s.gateway.stop();
+}
+
+/// A grant is for the tool the person saw: when a reload gives its name to
+/// another upstream, or its definition changes (a rug pull), the next call
+/// asks again and says why.
+#[tokio::test]
+async fn a_grant_ends_when_its_name_moves_to_another_upstream_or_its_definition_changes() {
+    let s = setup().await;
+    let alice_says = Person::new(
+        json!({"action": "accept", "content": {"approve": true, "scope": "tool", "ok": true}}),
+    );
+    let alice = caller(&s.url, "alice", &alice_says);
+    assert!(
+        call(&alice, "shop.order", json!({"sku": "SKU-0001"}))
+            .await
+            .0
+    );
+    assert!(
+        call(&alice, "shop.order", json!({"sku": "SKU-0002"}))
+            .await
+            .0
+    );
+    assert_eq!(alice_says.times_asked(), 1);
+    let grant = grants::list(&s.db, false).unwrap().remove(0);
+    assert_eq!(grant.upstream_tool.as_deref(), Some("order"));
+    assert!(grant.digest.as_deref().unwrap().starts_with("sha256:"));
+
+    // The same definition, served by another upstream given the prefix.
+    let elsewhere_calls = Arc::new(AtomicUsize::new(0));
+    let elsewhere = serve(shop(elsewhere_calls.clone(), "Orders an item.")).await;
+    let moved = toml(&elsewhere, &s.url, &s.db, POLICY).replace(
+        "[servers.shop]\n",
+        "[servers.lookalike]\nprefix = \"shop\"\n",
+    );
+    s.gateway.reload(config(&moved)).await.unwrap();
+    assert!(
+        call(&alice, "shop.order", json!({"sku": "SKU-0003"}))
+            .await
+            .0
+    );
+    assert_eq!(alice_says.times_asked(), 2, "asked again after the move");
+    let question = alice_says.approvals().pop().unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        question.starts_with(&format!(
+            "Approve this tool call?\n\nAsked again: the approval you gave earlier (grant {}) was for this tool on server shop; it now comes from server lookalike, so it is asked again.",
+            grant.id
+        )),
+        "{question}"
+    );
+    assert_eq!(elsewhere_calls.load(Ordering::SeqCst), 1);
+
+    // The same upstream (just approved for the hour again), now with its
+    // definition changed.
+    let pulled = serve(shop(
+        Arc::new(AtomicUsize::new(0)),
+        "Orders an item. Also mails the cart to the vendor.",
+    ))
+    .await;
+    let changed = toml(&pulled, &s.url, &s.db, POLICY).replace(
+        "[servers.shop]\n",
+        "[servers.lookalike]\nprefix = \"shop\"\n",
+    );
+    s.gateway.reload(config(&changed)).await.unwrap();
+    assert!(
+        call(&alice, "shop.order", json!({"sku": "SKU-0004"}))
+            .await
+            .0
+    );
+    let question = alice_says.approvals().pop().unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        question.contains("Asked again: the tool's definition changed since you approved it"),
+        "{question}"
+    );
+    // The person approved the new tool for an hour again: that grant holds.
+    let asked = alice_says.times_asked();
+    assert!(
+        call(&alice, "shop.order", json!({"sku": "SKU-0005"}))
+            .await
+            .0
+    );
+    assert_eq!(alice_says.times_asked(), asked);
     s.gateway.stop();
 }

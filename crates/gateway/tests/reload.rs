@@ -156,3 +156,65 @@ async fn a_reload_moves_only_what_changed_and_calls_in_flight_finish() {
     );
     gateway.stop();
 }
+
+/// A file whose servers' tool names collide stops `serve` at start; the
+/// same file applied by a reload (SIGHUP, `--watch`, the console's button
+/// all call `reload_from`) changes nothing either, says why, and the
+/// running deny rule keeps holding.
+#[tokio::test]
+async fn a_reload_that_start_would_refuse_changes_nothing_and_says_why() {
+    let shop_url = serve(shop(Arc::new(AtomicUsize::new(0)), "Orders an item.")).await;
+    let twin = serve(shop(Arc::new(AtomicUsize::new(0)), "Orders an item.")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("toolgate.toml");
+    let first = format!(
+        "[servers.shop]\nurl = \"{shop_url}\"\n[audit]\ndisabled = true\n[policy]\ndefault = \"allow\"\n[[policy.rules]]\ntools = [\"shop.pay\"]\naction = \"deny\"\n"
+    );
+    // The twin takes the same prefix, and the file drops the deny rule.
+    let clashing = format!(
+        "[servers.shop]\nurl = \"{shop_url}\"\n[servers.twin]\nurl = \"{twin}\"\nprefix = \"shop\"\n[audit]\ndisabled = true\n[policy]\ndefault = \"allow\"\n"
+    );
+    let start_says = match Gateway::start(config(&clashing), GatewayOptions::default()).await {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("start accepted a clash"),
+    };
+    assert!(
+        start_says.contains("is offered by both shop/"),
+        "{start_says}"
+    );
+
+    std::fs::write(&file, &first).unwrap();
+    let gateway = Gateway::start(
+        GatewayConfig::load(&file).unwrap(),
+        GatewayOptions::default(),
+    )
+    .await
+    .unwrap();
+    let c = downstream(&gateway).await;
+    std::fs::write(&file, &clashing).unwrap();
+    let e = gateway.reload_from(&file).await.unwrap_err();
+    assert_eq!(e.to_string(), start_says);
+    // Nothing changed: the twin is not running, the deny rule holds.
+    let names: Vec<String> = gateway.status().into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["shop"]);
+    let said = refused(&c, "shop.pay", json!({})).await;
+    assert!(said.contains("policy denies it (rule 1)"), "{said}");
+    let last = gateway.last_reload_outcome().unwrap();
+    assert!(!last.applied);
+    assert_eq!(last.said, start_says);
+
+    // A file that does not load is refused the same way, and recorded.
+    std::fs::write(&file, "[servers.shop\n").unwrap();
+    assert!(gateway.reload_from(&file).await.is_err());
+    let last = gateway.last_reload_outcome().unwrap();
+    assert!(
+        !last.applied && last.said.contains("toolgate.toml"),
+        "{last:?}"
+    );
+    // And the file fixed applies.
+    std::fs::write(&file, &first).unwrap();
+    let report = gateway.reload_from(&file).await.unwrap();
+    assert_eq!(report.summary(), "nothing changed");
+    assert!(gateway.last_reload_outcome().unwrap().applied);
+    gateway.stop();
+}

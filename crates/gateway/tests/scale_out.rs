@@ -213,46 +213,44 @@ async fn instances_starting_together_migrate_the_schema_once() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
-async fn two_instances_share_one_budget() {
+async fn two_instances_share_one_budget_and_calls_at_once_never_overspend_it() {
     let calls = Arc::new(AtomicUsize::new(0));
-    let upstream = serve(shop(calls.clone(), "Orders an item.")).await;
+    let (gate, open) = tokio::sync::watch::channel(false);
+    let upstream = serve(support::gated(calls.clone(), open)).await;
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("state.key");
     std::fs::write(&key, "f".repeat(64)).unwrap();
     let budget = format!(
-        "[policy]\ndefault = \"allow\"\n[[budget]]\ntools = [\"shop.order\"]\nname = \"orders-{}\"\ncost = 1\ntotal = {{ amount = 10, per = \"day\" }}\n",
+        "[policy]\ndefault = \"allow\"\n[[budget]]\ntools = [\"shop.*\"]\nname = \"orders-{}\"\ncost = 1\ntotal = {{ amount = 10, per = \"day\" }}\n",
         std::process::id()
     );
+    // The instances' upstream is named `shop` (see `instance`).
     let a = instance(&upstream, &key, &budget).await;
     let b = instance(&upstream, &key, &budget).await;
     let (ca, cb) = (downstream(&a).await, downstream(&b).await);
-    let mut sent = 0;
-    let mut refused = 0;
-    for i in 0..16 {
-        let c = if i % 2 == 0 { &ca } else { &cb };
-        match c
-            .call_tool(
-                "shop.order",
-                args(json!({"sku": "SKU-0042"})),
-                &CallOptions::default(),
-            )
-            .await
-        {
-            Ok(_) => sent += 1,
-            Err(toolgate_client::ClientError::Tool { text, .. }) => {
-                assert!(
-                    text.contains("is spent: 10 of 10 credits per day for all callers together"),
-                    "{text}"
-                );
-                refused += 1;
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
-    assert_eq!((sent, refused), (10, 6));
+    // Thirty calls at once, half to each instance: exactly ten reach the
+    // upstream, though each instance alone would have room for them.
+    let answers = support::at_once(&[&ca, &cb], "shop.pass", 30, &calls, &gate).await;
     assert_eq!(calls.load(Ordering::SeqCst), 10);
+    let sent = answers.iter().filter(|(ok, _)| *ok).count();
+    assert_eq!(sent, 10);
+    for (_, text) in answers.iter().filter(|(ok, _)| !*ok) {
+        assert!(
+            text.contains("is spent: 10 of 10 credits per day for all callers together"),
+            "{text}"
+        );
+    }
+    // Settled on both: ten spent, nothing held.
+    use toolgate_gateway::budget::Ledger as _;
+    let store = PgStore::connect(&postgres(), false).await.unwrap();
+    let balances = store.balances().await.unwrap();
+    let ours = balances
+        .iter()
+        .find(|b| b.key.budget == format!("orders-{}", std::process::id()))
+        .unwrap();
+    assert_eq!((ours.spent, ours.reserved), (10.0, 0.0));
     a.stop();
     b.stop();
 }

@@ -168,7 +168,10 @@ fn oauth_needs_a_url_and_exactly_one_credential() {
     })
     .unwrap();
     let oauth = parsed.servers["a"].oauth.as_ref().unwrap();
-    assert_eq!(oauth.client_secret.as_deref(), Some("hidden"));
+    assert_eq!(
+        oauth.client_secret.as_ref().map(|s| s.expose()),
+        Some("hidden")
+    );
     assert!(
         !format!("{oauth:?}").contains("hidden"),
         "the secret never shows in Debug"

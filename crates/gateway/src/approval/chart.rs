@@ -13,7 +13,9 @@ use crate::audit::AuditRow;
 pub(super) const CLASSES: &[(&str, &str)] = &[
     ("allowed", "#1a7f37"),
     ("approved", "#0969da"),
-    ("waiting", "#bf8700"),
+    // A question put to a person (answered or not): how many wait now is
+    // the overview's own line, read from the pending approvals.
+    ("asked", "#bf8700"),
     ("declined", "#8250df"),
     ("denied", "#cf222e"),
     ("failed", "#57606a"),
@@ -26,10 +28,19 @@ pub(super) fn class(r: &AuditRow) -> usize {
             Some("approved" | "granted") => 1,
             _ => 0,
         },
-        "approval_pending" | "approval_unavailable" | "input_required" => 2,
+        "approval_pending" | "input_required" => 2,
         "declined" => 3,
-        "denied" | "withheld" | "rate_limited" | "loop" | "over_budget" | "insufficient_scope"
-        | "replayed" | "moved" | "tampered" | "expired" => 4,
+        "approval_unavailable"
+        | "denied"
+        | "withheld"
+        | "rate_limited"
+        | "loop"
+        | "over_budget"
+        | "insufficient_scope"
+        | "replayed"
+        | "moved"
+        | "tampered"
+        | "expired" => 4,
         _ => 5,
     }
 }

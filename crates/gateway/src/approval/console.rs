@@ -212,10 +212,18 @@ pub(super) async fn overview(Viewer { gateway, .. }: Viewer) -> Response {
         }
         None => html! { p { "No audit store: nothing is recorded." } },
     };
+    let waiting = match gateway.waiting_for_a_person().await {
+        Some(Ok(0)) => html! { p { "No call is waiting for a person." } },
+        Some(Ok(n)) => html! {
+            p { strong { (n) } " waiting for a person now: " a href="/approvals" { "decide" } "." }
+        },
+        Some(Err(e)) => unreadable(&e),
+        None => html! {},
+    };
     page(
         "Overview",
         "/console",
-        html! { (upstreams) h2 { "The last hour" } (hour) },
+        html! { (waiting) (upstreams) h2 { "The last hour" } (hour) },
     )
 }
 
@@ -470,7 +478,9 @@ pub(super) async fn revoke(
     let Some(store) = gateway.audit_sink() else {
         return plain(StatusCode::NOT_FOUND, "no audit store: grants need one");
     };
-    match store.revoke(id).await {
+    // The revocation is recorded under who did it.
+    let who = desk.who(&headers);
+    match store.revoke(id, who).await {
         Ok(Revoked::Now(g)) => {
             tracing::info!(grant = %g.id, tool = %g.tool, "grant revoked on the console");
             back("/console/grants")
@@ -497,11 +507,13 @@ fn summary(c: &GatewayConfig) -> String {
         if !s.enabled {
             out.push_str("enabled = false\n");
         }
+        // `Secret`s print what may be shown: arguments as written (a
+        // `${VAR}` by its name), a URL with its credentials masked.
         if let Some(command) = &s.command {
             out.push_str(&format!("command = {command:?}\nargs = {:?}\n", s.args));
         }
         if let Some(url) = &s.url {
-            out.push_str(&format!("url = {:?}\n", crate::audit_pg::redact(url)));
+            out.push_str(&format!("url = {url:?}\n"));
         }
         if let Some(t) = s.transport {
             out.push_str(&format!("transport = {t:?}\n"));
@@ -668,11 +680,8 @@ pub(super) async fn reload(
             "this gateway was configured in code: there is no file to reload",
         );
     };
-    let said = match GatewayConfig::load(&path) {
-        Ok(config) => match gateway.reload(config).await {
-            Ok(report) => format!("reloaded: {}", report.summary()),
-            Err(e) => format!("not reloaded, the running configuration stays: {e}"),
-        },
+    let said = match gateway.reload_from(&path).await {
+        Ok(report) => format!("reloaded: {}", report.summary()),
         Err(e) => format!(
             "not reloaded, the running configuration stays: {}",
             toolgate_protocol::error::with_causes(&e)

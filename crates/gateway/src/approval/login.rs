@@ -42,6 +42,9 @@ pub const LINK_PERSON: &str = "console";
 /// The login secret and the sessions it opened.
 pub(super) struct Logins {
     state: Mutex<State>,
+    /// The current link, for whoever shows it to the person (`serve`
+    /// prints each new one where it printed the first).
+    links: tokio::sync::watch::Sender<String>,
     /// Where the current link is written, if anywhere.
     file: Option<PathBuf>,
     base: String,
@@ -60,9 +63,11 @@ fn same(a: &str, b: &str) -> bool {
 impl Logins {
     /// Logins to the page at `base`; the link goes to `file` too.
     pub(super) fn new(base: &str, file: Option<PathBuf>) -> Result<Self, String> {
+        let secret = new_nonce();
         let logins = Self {
+            links: tokio::sync::watch::Sender::new(format!("{base}/login/{secret}")),
             state: Mutex::new(State {
-                secret: new_nonce(),
+                secret,
                 sessions: HashMap::new(),
             }),
             file,
@@ -82,6 +87,11 @@ impl Logins {
     /// The link that logs a browser in, once.
     pub(super) fn link(&self) -> String {
         format!("{}/login/{}", self.base, self.lock().secret)
+    }
+
+    /// Each new link as the one before it is used.
+    pub(super) fn links(&self) -> tokio::sync::watch::Receiver<String> {
+        self.links.subscribe()
     }
 
     /// Write the current link to the login file, readable by its owner only.
@@ -106,6 +116,7 @@ impl Logins {
             Self::open(&mut state, LINK_PERSON.to_owned(), SESSION)
         };
         let link = self.link();
+        self.links.send_replace(link.clone());
         match self.publish() {
             Ok(()) => {
                 tracing::info!("approval page: the login link was used; the next one is {link}")

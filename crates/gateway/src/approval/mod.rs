@@ -115,6 +115,21 @@ impl ApprovalDesk {
         format!("{}/approvals", self.base)
     }
 
+    /// How many calls wait for a person's decision now (not those decided
+    /// and not yet taken).
+    pub async fn waiting_now(&self) -> Result<usize, crate::StoreError> {
+        let entries = self.pending.all().await?;
+        Ok(entries
+            .iter()
+            .filter(|e| e.status == Status::Waiting)
+            .count())
+    }
+
+    /// The login link, and each new one as the one before it is used.
+    pub fn login_links(&self) -> tokio::sync::watch::Receiver<String> {
+        self.logins.links()
+    }
+
     /// The console's overview (served when a gateway is attached).
     pub fn console_url(&self) -> String {
         format!("{}/console", self.base)
@@ -576,7 +591,13 @@ async fn log_in(
             "this login link is not valid: it was used already, or is from an earlier start; use the newest link toolgate printed",
         );
     };
-    operator::cookie_to(&session, login::SESSION, "/approvals")
+    // The console's overview when it is served, else the approvals.
+    let to = if desk.console().is_some() {
+        "/console"
+    } else {
+        "/approvals"
+    };
+    operator::cookie_to(&session, login::SESSION, to)
 }
 
 #[cfg(test)]

@@ -97,8 +97,14 @@ pub(super) async fn log_in(
             );
         }
     };
-    let Some(subject) = auth.subject().map(str::to_owned) else {
-        return refused(StatusCode::FORBIDDEN, "This token names no subject.");
+    // Acts are recorded under the subject: a token without one (or with
+    // an empty one) cannot act here.
+    let Some(subject) = auth
+        .subject()
+        .filter(|s| !s.trim().is_empty())
+        .map(str::to_owned)
+    else {
+        return refused(StatusCode::UNAUTHORIZED, "This token names no subject.");
     };
     if !auth.has_scope(&operator.scope) {
         return refused(

@@ -39,6 +39,7 @@ mod auth;
 mod limits;
 mod observe;
 mod policy;
+mod secret;
 mod upstream;
 
 pub use approval::{ApprovalConfig, ConsoleConfig};
@@ -47,6 +48,7 @@ pub use limits::{BudgetConfig, Cap, LoopsConfig, Period};
 pub(crate) use limits::{Cost, check_budgets};
 pub use observe::{AuditConfig, TelemetryConfig};
 pub use policy::{Action, PolicyConfig, RuleConfig};
+pub use secret::{Secret, Secrets, Shape};
 pub use upstream::{HttpKind, UpstreamConfig, UpstreamOAuth, default_prefix};
 
 /// A configuration problem, said so a person can fix it, with what failed

@@ -27,14 +27,14 @@ pub struct UpstreamConfig {
     #[schemars(default = "yes")]
     pub enabled: bool,
     /// The program of a stdio server.
-    pub command: Option<String>,
-    /// Its arguments.
+    pub command: Option<Secret>,
+    /// Its arguments (shown as written: a `${VAR}` by its name).
     #[serde(default)]
-    pub args: Vec<String>,
+    pub args: Vec<Secret>,
     /// Environment it gets on top of the minimal one (PATH, HOME, locale,
-    /// temporary directory, proxy and CA settings).
+    /// temporary directory, proxy and CA settings). Values never show.
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, Secret>,
     /// Its working directory.
     pub cwd: Option<PathBuf>,
     /// Give it the gateway's whole environment instead of the minimal one.
@@ -43,16 +43,16 @@ pub struct UpstreamConfig {
     /// The HTTP endpoint of a remote server: Streamable HTTP (either era),
     /// or the event stream of a server on the deprecated 2024-11-05
     /// HTTP+SSE transport (detected, or see `transport`).
-    pub url: Option<String>,
+    pub url: Option<Secret>,
     /// How to speak to `url`: `streamable-http` or `sse` (the deprecated
     /// 2024-11-05 HTTP+SSE transport). Default: Streamable HTTP, falling
     /// back to HTTP+SSE as the spec's backwards-compatibility section
     /// describes.
     pub transport: Option<HttpKind>,
     /// Extra HTTP headers sent to it (credentials for the upstream; never
-    /// the caller's token).
+    /// the caller's token). Values never show.
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, Secret>,
     /// Prefix of its tools' names (`prefix.tool`); default: the key; `""`
     /// for none.
     pub prefix: Option<String>,
@@ -113,7 +113,7 @@ pub struct UpstreamOAuth {
     /// The gateway's client id at the upstream's authorization server.
     pub client_id: String,
     /// Its secret (write `${VAR}` to keep it out of the file).
-    pub client_secret: Option<String>,
+    pub client_secret: Option<Secret>,
     /// A PKCS#8 PEM private key for `private_key_jwt`, instead of a secret.
     pub private_key_file: Option<PathBuf>,
     /// The key's algorithm: `ES256` (default) or `RS256`.
@@ -130,10 +130,7 @@ impl std::fmt::Debug for UpstreamOAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamOAuth")
             .field("client_id", &self.client_id)
-            .field(
-                "client_secret",
-                &self.client_secret.as_ref().map(|_| "<redacted>"),
-            )
+            .field("client_secret", &self.client_secret)
             .field("private_key_file", &self.private_key_file)
             .field("assertion_file", &self.assertion_file)
             .field("issuer", &self.issuer)
@@ -150,6 +147,25 @@ impl UpstreamConfig {
             Some(prefix) => prefix.clone(),
             None => default_prefix(&self.name),
         }
+    }
+
+    /// Every value of this entry that must never show, for scrubbing what
+    /// the upstream and its transport say.
+    pub fn secrets(&self) -> Secrets {
+        let mut out = Secrets::default();
+        let oauth = self.oauth.iter().flat_map(|o| o.client_secret.iter());
+        for s in self
+            .command
+            .iter()
+            .chain(&self.args)
+            .chain(self.env.values())
+            .chain(&self.url)
+            .chain(self.headers.values())
+            .chain(oauth)
+        {
+            out.add(s);
+        }
+        out
     }
 
     /// How long one call may take.
@@ -183,9 +199,13 @@ impl UpstreamConfig {
                     "server {name:?} has neither a command (stdio) nor a url (HTTP)"
                 )));
             }
-            (None, Some(url)) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+            (None, Some(url))
+                if !(url.written().starts_with("http://")
+                    || url.written().starts_with("https://")) =>
+            {
                 return Err(err(format!(
-                    "server {name:?}: url {url:?} is not http:// or https://"
+                    "server {name:?}: url {:?} is not http:// or https://",
+                    toolgate_protocol::redact::url(url.written())
                 )));
             }
             _ => {}
@@ -246,25 +266,33 @@ impl UpstreamConfig {
             *text = expand(text, env).map_err(|unset| err(format!("server {name:?}: {unset}")))?;
             Ok(())
         };
+        let placed = |secret: &mut Secret, shape: Shape| -> Result<(), ConfigError> {
+            secret
+                .expand(shape, env)
+                .map_err(|unset| err(format!("server {name:?}: {unset}")))
+        };
         if let Some(c) = &mut self.command {
-            x(c)?;
+            placed(c, Shape::Written)?;
         }
         for a in &mut self.args {
-            x(a)?;
+            placed(a, Shape::Written)?;
         }
         for v in self.env.values_mut() {
-            x(v)?;
+            placed(v, Shape::Hidden)?;
         }
         if let Some(u) = &mut self.url {
-            x(u)?;
+            placed(u, Shape::Url)?;
         }
         for v in self.headers.values_mut() {
-            x(v)?;
+            placed(v, Shape::Hidden)?;
         }
         if let Some(o) = &mut self.oauth {
             x(&mut o.client_id)?;
-            for v in [&mut o.client_secret, &mut o.issuer].into_iter().flatten() {
-                x(v)?;
+            if let Some(secret) = &mut o.client_secret {
+                placed(secret, Shape::Hidden)?;
+            }
+            if let Some(issuer) = &mut o.issuer {
+                x(issuer)?;
             }
             for path in [&mut o.private_key_file, &mut o.assertion_file]
                 .into_iter()

@@ -315,6 +315,9 @@ impl Gateway {
                 loops: self.loops.clone(),
                 budget: budget.clone(),
                 ledger: self.ledger.clone(),
+                digest: toolgate_review::lock::digest(
+                    &serde_json::to_value(&tool).unwrap_or_default(),
+                ),
                 shared: self
                     .shared_limits
                     .clone()
@@ -333,7 +336,10 @@ impl Gateway {
                     _ => terms,
                 });
             }
+            // Relayed as sent: the upstream's content, sanitized, never a
+            // second copy of its structured result.
             let mut entry = ToolDef::from_tool(shown)
+                .relayed()
                 .rename(name.clone())
                 .timeout(config.call_timeout() + Duration::from_secs(1))
                 .task_support(TaskSupport::Optional)

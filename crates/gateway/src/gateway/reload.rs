@@ -15,6 +15,17 @@ use std::time::SystemTime;
 
 use super::*;
 
+/// How the last reload ended (`/status`'s `last_reload`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LastReload {
+    /// When (ms since the Unix epoch).
+    pub time_ms: i64,
+    /// Whether it was applied; `false`: refused, nothing changed.
+    pub applied: bool,
+    /// What changed, or why it was refused.
+    pub said: String,
+}
+
 /// What a reload changed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Reloaded {
@@ -112,10 +123,29 @@ impl Gateway {
         if config.console.is_none() {
             config.console.clone_from(&self.running.read().console);
         }
-        let policy = Arc::new(Policy::new(&config.policy)?);
-        // Checked now, so a bad `[loops]` or `[[budget]]` changes nothing.
-        crate::loops::Loops::new(&config.loops)?;
-        let budgets = Arc::new(crate::budget::Budgets::new(&config.budget)?);
+        let outcome = self.try_reload(config).await;
+        self.last_reload(&outcome);
+        outcome
+    }
+
+    /// Load the file at `path` and apply it, as SIGHUP, `--watch` and the
+    /// console's Reload button do: a file that does not load is refused
+    /// like one that cannot work, and either way the outcome is recorded.
+    pub async fn reload_from(&self, path: &std::path::Path) -> Result<Reloaded, GatewayError> {
+        match GatewayConfig::load(path) {
+            Ok(config) => self.reload(config).await,
+            Err(e) => {
+                let outcome = Err(GatewayError::Config(e));
+                self.last_reload(&outcome);
+                outcome
+            }
+        }
+    }
+
+    /// [`Gateway::reload`], before its outcome is recorded.
+    async fn try_reload(&self, config: GatewayConfig) -> Result<Reloaded, GatewayError> {
+        // The checks start runs: a file start would refuse changes nothing.
+        let super::validate::Checked { policy, budgets } = super::validate::check(&config)?;
         let mut report = Reloaded {
             needs_restart: differing(&self.fixed, &fixed_sections(&config)),
             ..Reloaded::default()
@@ -158,6 +188,58 @@ impl Gateway {
                 slots.push(Upstream::new((*c).clone(), self.backoff));
                 report.added.push((*name).to_owned());
             }
+        }
+        // The new and changed upstreams are started and listed now, and
+        // their tools' names checked with everything else offered, as at
+        // start: a clash refuses the whole reload.
+        let fresh: Vec<usize> = restarted.iter().chain(&started).copied().collect();
+        let mut listing = tokio::task::JoinSet::new();
+        for &i in &fresh {
+            let upstream = slots[i].clone();
+            listing.spawn(async move { (i, upstream.list().await) });
+        }
+        let mut listed: HashMap<usize, Vec<Tool>> = HashMap::new();
+        while let Some(joined) = listing.join_next().await {
+            if let Ok((i, Ok(tools))) = joined {
+                listed.insert(i, tools);
+            }
+        }
+        let kept: Vec<(usize, Vec<String>)> = {
+            let seen = self.seen.read();
+            live.values()
+                .filter(|i| !stopped.contains(i) && !restarted.contains(i))
+                .map(|&i| {
+                    // What it offers now, by its upstream names.
+                    let prefix = format!("{}.", slots[i].config.prefix());
+                    let names = seen.get(&i).map_or_else(Vec::new, |facts| {
+                        facts
+                            .iter()
+                            .map(|f| f.name.strip_prefix(&prefix).unwrap_or(&f.name).to_owned())
+                            .collect()
+                    });
+                    (i, names)
+                })
+                .collect()
+        };
+        let clash = super::validate::unique_offered(
+            kept.iter()
+                .map(|(i, names)| {
+                    (
+                        &slots[*i].config,
+                        names.iter().map(String::as_str).collect(),
+                    )
+                })
+                .chain(
+                    listed
+                        .iter()
+                        .map(|(i, tools)| (&slots[*i].config, super::validate::names_of(tools))),
+                ),
+        );
+        if let Err(clash) = clash {
+            for &i in &fresh {
+                slots[i].stop();
+            }
+            return Err(clash.into());
         }
         let rules = rules_of(&config);
         report.rules_changed = *self.rules.read() != rules;
@@ -203,6 +285,12 @@ impl Gateway {
         let slots = self.ups();
         for &i in restarted.iter().chain(&started) {
             self.watch_connections(i, &slots[i]);
+            // Connected already (listed above): followed from now on.
+            if listed.contains_key(&i)
+                && let Ok(client) = slots[i].client()
+            {
+                self.follow(i, &client);
+            }
             self.supervise(i);
         }
         // Every live slot is listed again and its tools registered under
@@ -258,6 +346,28 @@ impl Gateway {
         });
         self.seen.write().remove(&i);
         self.drift.write().retain(|_, d| d.upstream != i);
+    }
+
+    /// Keep how the last reload ended, for `/status`.
+    fn last_reload(&self, outcome: &Result<Reloaded, GatewayError>) {
+        let (applied, said) = match outcome {
+            Ok(report) => (true, report.summary()),
+            Err(e) => {
+                let said = toolgate_protocol::error::with_causes(e);
+                tracing::warn!("not reloaded, the running configuration stays: {said}");
+                (false, said)
+            }
+        };
+        *self.reloaded.write() = Some(LastReload {
+            time_ms: crate::audit::now_ms(SystemTime::now()),
+            applied,
+            said,
+        });
+    }
+
+    /// How the last reload ended, if there was one.
+    pub fn last_reload_outcome(&self) -> Option<LastReload> {
+        self.reloaded.read().clone()
     }
 
     /// Log the reload and write it to the audit store.

@@ -104,6 +104,22 @@ impl Gateway {
         self.shared_limits.as_ref()
     }
 
+    /// How many calls wait for a person on the approval page now, when it
+    /// is served.
+    pub async fn waiting_for_a_person(&self) -> Option<Result<usize, crate::StoreError>> {
+        match &self.desk {
+            Some(desk) => Some(desk.waiting_now().await),
+            None => None,
+        }
+    }
+
+    /// The login link and each new one as the one before it is used, when
+    /// the page is served: `serve` prints each where it printed the first,
+    /// so a person can always log in again without a restart.
+    pub fn login_links(&self) -> Option<tokio::sync::watch::Receiver<String>> {
+        self.desk.as_ref().map(|d| d.login_links())
+    }
+
     /// The approval page's one-time login link, when the page is served:
     /// for the person only, never for a client or the model.
     pub fn approval_login(&self) -> Option<String> {

@@ -76,6 +76,69 @@ pub fn shop(calls: Arc<AtomicUsize>, description: &str) -> Server {
         .unwrap()
 }
 
+/// An upstream whose one tool, `pass`, counts the calls that reach it and
+/// holds each until `open` says `true`: calls that reach it stay in flight
+/// for as long as a test needs them to.
+pub fn gated(calls: Arc<AtomicUsize>, open: tokio::sync::watch::Receiver<bool>) -> Server {
+    Server::builder("gate", "1")
+        .tool(
+            ToolDef::new("pass")
+                .description("Passes once the gate opens.")
+                .handler(move |_: toolgate_server::NoArgs| {
+                    let calls = calls.clone();
+                    let mut open = open.clone();
+                    async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        let _ = open.wait_for(|open| *open).await;
+                        Ok("passed".to_owned())
+                    }
+                }),
+        )
+        .build()
+        .unwrap()
+}
+
+/// Send `n` calls of `tool` at once, through each of `clients` in turn,
+/// hold the gate of [`gated`] shut until every call that did not reach
+/// the upstream has its answer, then open it: the answers, refused ones
+/// first.
+pub async fn at_once(
+    clients: &[&Client],
+    tool: &str,
+    n: usize,
+    calls: &AtomicUsize,
+    gate: &tokio::sync::watch::Sender<bool>,
+) -> Vec<(bool, String)> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for i in 0..n {
+        let c = clients[i % clients.len()].clone();
+        let (tx, tool) = (tx.clone(), tool.to_owned());
+        tokio::spawn(async move {
+            let _ = tx.send(outcome_of(&c, &tool, json!({})).await);
+        });
+    }
+    drop(tx);
+    let mut answers = Vec::new();
+    let wait = Duration::from_secs(30);
+    // Every call either reached the upstream (and waits there) or has its
+    // answer; the gate opens only then.
+    while answers.len() + calls.load(Ordering::SeqCst) < n {
+        let answer = tokio::time::timeout(wait, rx.recv())
+            .await
+            .expect("calls that did not reach the upstream were answered")
+            .expect("an answer for every call");
+        answers.push(answer);
+    }
+    let _ = gate.send(true);
+    while let Some(answer) = tokio::time::timeout(wait, rx.recv())
+        .await
+        .expect("calls in flight finished once the gate opened")
+    {
+        answers.push(answer);
+    }
+    answers
+}
+
 /// A server whose one tool, `whoami`, answers with the `traceparent` it
 /// was given (empty when none).
 pub fn probe() -> Server {
