@@ -53,7 +53,8 @@ pub mod telemetry;
 mod upstream;
 mod upstream_task;
 
-pub use names::qualify;
+pub use health::Readiness;
+pub use names::{exactly, qualify};
 pub use store_error::StoreError;
 pub use upstream::declared_capabilities;
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use toolgate_client::auth::{Assertion, ClientCredentials, Grant, OAuth, Secret};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_client::transport::stdio::{StderrTail, StdioCommand, StdioTransport};
+use toolgate_client::transport::stdio::{ExitWatch, StderrTail, StdioCommand, StdioTransport};
 use toolgate_client::{Client, ClientError, InputHandler};
 use toolgate_protocol::error::with_causes;
 use toolgate_protocol::methods::{ListPrompts, ListResourceTemplates, ListResources, Paginated};
@@ -86,6 +86,8 @@ pub struct Upstream {
     pub(crate) parked: Arc<crate::parked::Parked>,
     /// What must never show of its configuration.
     secrets: crate::config::Secrets,
+    /// Itself, for the tasks that watch its connection.
+    me: std::sync::Weak<Upstream>,
 }
 
 #[derive(Default)]
@@ -143,7 +145,8 @@ impl Upstream {
     /// An upstream, not yet started, restarted after failures with a
     /// backoff from `first_backoff` (doubling up to [`MAX_BACKOFF`]).
     pub fn new(config: UpstreamConfig, first_backoff: Duration) -> Arc<Self> {
-        Arc::new(Upstream {
+        Arc::new_cyclic(|me| Upstream {
+            me: me.clone(),
             link: Mutex::new(Link::default()),
             first_backoff,
             failed: tokio::sync::Notify::new(),
@@ -247,7 +250,9 @@ impl Upstream {
         lines.iter().map(|l| self.scrub(l)).collect()
     }
 
-    fn start(&self) -> Result<(Client, Option<StderrTail>), ClientError> {
+    /// Start a connection: the client, and for a stdio server its stderr
+    /// tail and its exit.
+    fn start(&self) -> Result<(Client, Option<(StderrTail, ExitWatch)>), ClientError> {
         let c = &self.config;
         let builder = Client::builder("toolgate-gateway", env!("CARGO_PKG_VERSION"))
             .name(c.name.clone())
@@ -291,7 +296,29 @@ impl Upstream {
         };
         let transport = StdioTransport::spawn(&command)?;
         let stderr = transport.stderr_handle();
-        Ok((builder.build(transport), Some(stderr)))
+        let exit = transport.exit_handle();
+        Ok((builder.build(transport), Some((stderr, exit))))
+    }
+
+    /// Mark this connection down the moment its process exits: readiness
+    /// and `/status` tell the truth at once, and the supervisor restarts it
+    /// without waiting for a call to fail.
+    fn watch_exit(&self, exit: ExitWatch, start: u64) {
+        let me = self.me.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let status = exit.exited().await;
+            let Some(upstream) = me.upgrade() else { return };
+            let mut link = upstream.link.lock();
+            // Still the same connection (not one started since, nor one
+            // already marked down and dropped).
+            if link.starts == start && link.client.is_some() {
+                tracing::warn!(server = %upstream.config.name, %status, "the upstream's process exited; it will be restarted");
+                upstream.note_failure(&mut link, format!("the server exited ({status})"));
+            }
+        });
     }
 
     /// The connected client, starting (or restarting, once the backoff has
@@ -307,10 +334,15 @@ impl Upstream {
             return Err(self.unavailable(&link));
         }
         match self.start() {
-            Ok((client, stderr)) => {
+            Ok((client, process)) => {
                 link.client = Some(client.clone());
-                link.stderr = stderr;
                 link.starts += 1;
+                if let Some((stderr, exit)) = process {
+                    link.stderr = Some(stderr);
+                    self.watch_exit(exit, link.starts);
+                } else {
+                    link.stderr = None;
+                }
                 drop(link);
                 let hook = self.on_start.lock().clone();
                 if let Some(hook) = hook {
@@ -369,6 +401,16 @@ impl Upstream {
         }
     }
 
+    /// Record that the upstream did not answer a listing usefully (an
+    /// answer it cannot read, an endpoint it may not post to, a timeout):
+    /// it is not ready, whether or not its connection is kept.
+    fn not_answering(&self, e: &ClientError) {
+        let mut link = self.link.lock();
+        if link.last_error.is_none() {
+            link.last_error = Some(self.said(e));
+        }
+    }
+
     /// The wait before the next restart attempt, if the upstream is down.
     pub fn backoff(&self) -> Option<Duration> {
         self.link
@@ -382,6 +424,13 @@ impl Upstream {
         let client = self.client()?;
         let listed = client.list_tools().await;
         self.outcome(&listed);
+        // A protocol error is an answer (the server is alive and said
+        // no); anything else leaves it not ready.
+        if let Err(e) = &listed
+            && !matches!(e, ClientError::Protocol(_))
+        {
+            self.not_answering(e);
+        }
         listed.map_err(|e| Unavailable {
             server: self.config.name.clone(),
             reason: format!("listing its tools failed: {}", self.said(&e)),

@@ -124,10 +124,28 @@ impl StderrTail {
     }
 }
 
+/// The exit of a started server, as an event (see
+/// [`StdioTransport::exit_handle`]).
+#[derive(Clone, Debug)]
+pub struct ExitWatch(tokio::sync::watch::Receiver<Option<String>>);
+
+impl ExitWatch {
+    /// Resolves with the exit status once the server has exited (its
+    /// stdout closed and the process reaped), or once the transport is
+    /// gone.
+    pub async fn exited(mut self) -> String {
+        match self.0.wait_for(Option::is_some).await {
+            Ok(status) => status.clone().unwrap_or_default(),
+            Err(_) => "the transport was dropped".to_owned(),
+        }
+    }
+}
+
 /// The stdio transport.
 pub struct StdioTransport {
     router: Router,
     exited: Arc<Mutex<Option<String>>>,
+    exit: tokio::sync::watch::Receiver<Option<String>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     _child: Arc<tokio::sync::Mutex<Child>>,
     _group: Group,
@@ -167,6 +185,12 @@ impl StdioTransport {
     /// words when a request fails.
     pub fn stderr_handle(&self) -> StderrTail {
         StderrTail(self.stderr_tail.clone())
+    }
+
+    /// A handle that resolves when the server exits: whoever keeps it
+    /// learns of the exit as it happens, not at its next request.
+    pub fn exit_handle(&self) -> ExitWatch {
+        ExitWatch(self.exit.clone())
     }
 
     /// Start the server with these bounds on what it may send.
@@ -231,12 +255,14 @@ impl StdioTransport {
         });
         let router = Router::new(writer, &limits);
         let exited = Arc::new(Mutex::new(None));
+        let (exit_tx, exit) = tokio::sync::watch::channel(None);
         let child = Arc::new(tokio::sync::Mutex::new(child));
         tokio::spawn(read_loop(
             Reader {
                 stdout,
                 router: router.clone(),
                 exited: exited.clone(),
+                exit: exit_tx,
                 child: child.clone(),
                 program: command.program.clone(),
                 stderr_read,
@@ -246,6 +272,7 @@ impl StdioTransport {
         Ok(Self {
             router,
             exited,
+            exit,
             stderr_tail,
             _child: child,
             _group: group,
@@ -298,6 +325,8 @@ struct Reader {
     stdout: tokio::process::ChildStdout,
     router: Router,
     exited: Arc<Mutex<Option<String>>>,
+    /// Told the exit status as soon as the process is reaped.
+    exit: tokio::sync::watch::Sender<Option<String>>,
     child: Arc<tokio::sync::Mutex<Child>>,
     program: String,
     /// The stderr reader: its last lines are in the tail once it ends.
@@ -313,6 +342,7 @@ async fn read_loop(reader: Reader, limits: Limits) {
         stdout,
         router,
         exited,
+        exit,
         child,
         program,
         stderr_read,
@@ -351,6 +381,9 @@ async fn read_loop(reader: Reader, limits: Limits) {
         Ok(s) => s.to_string(),
         Err(e) => format!("unknown status: {e}"),
     };
+    // Whoever watches learns of it now; requests fail below, once the
+    // last stderr lines are in.
+    exit.send_replace(Some(status.clone()));
     // The exit is reported with the server's last words: its stderr ends
     // with it, and the reader may not have taken the last lines yet.
     let _ = tokio::time::timeout(LAST_WORDS, stderr_read).await;
