@@ -24,6 +24,10 @@ struct Host {
     paths: &'static [&'static str],
     /// The key of its servers object.
     key: &'static str,
+    /// Whether its client shows form elicitation, so the gateway can ask
+    /// the person in the host itself; without it, `--install` turns the
+    /// approval page on.
+    asks: bool,
 }
 
 const HOSTS: &[Host] = &[
@@ -34,16 +38,19 @@ const HOSTS: &[Host] = &[
             "Library/Application Support/Claude/claude_desktop_config.json",
         ],
         key: "mcpServers",
+        asks: false,
     },
     Host {
         name: "claude-code",
         paths: &[".claude.json"],
         key: "mcpServers",
+        asks: false,
     },
     Host {
         name: "cursor",
         paths: &[".cursor/mcp.json"],
         key: "mcpServers",
+        asks: true,
     },
     Host {
         name: "vscode",
@@ -52,11 +59,13 @@ const HOSTS: &[Host] = &[
             "Library/Application Support/Code/User/mcp.json",
         ],
         key: "servers",
+        asks: true,
     },
     Host {
         name: "windsurf",
         paths: &[".codeium/windsurf/mcp_config.json"],
         key: "mcpServers",
+        asks: false,
     },
 ];
 
@@ -88,7 +97,7 @@ pub struct ImportArgs {
 
 /// `toolgate import`.
 pub fn import(o: ImportArgs) -> anyhow::Result<u8> {
-    let (path, key) = source(&o)?;
+    let (path, key, asks) = source(&o)?;
     let text = std::fs::read_to_string(&path)
         .map_err(|e| exit::fail(exit::USAGE, format!("cannot read {}: {e}", path.display())))?;
     let mut document: Value = serde_json::from_str(&text).map_err(|e| {
@@ -127,15 +136,18 @@ pub fn import(o: ImportArgs) -> anyhow::Result<u8> {
             ),
         ));
     }
-    let config = to_toml(&servers, &path)?;
-    std::fs::write(&o.output, &config).map_err(|e| {
+    // A host whose client cannot show a form cannot approve a call in
+    // the host: installed there, the approval page is how a person does.
+    let page = o.install && !asks.unwrap_or(false);
+    let config = to_toml(&servers, &path, page)?;
+    write_private(&o.output, &config).map_err(|e| {
         exit::fail(
             exit::USAGE,
             format!("cannot write {}: {e}", o.output.display()),
         )
     })?;
     errln!(
-        "toolgate: wrote {} ({} server(s) from {})",
+        "toolgate: wrote {} ({} server(s) from {}), readable and writable by you only (0600): it carries the host's headers and env values",
         o.output.display(),
         servers.len(),
         path.display()
@@ -145,6 +157,12 @@ pub fn import(o: ImportArgs) -> anyhow::Result<u8> {
             "Next: `toolgate serve --check --config {}`, then `toolgate import --install` to put the host's servers behind it.",
             o.output.display()
         );
+        if asks.is_none() {
+            outln!(
+                "If your host cannot show approval forms, set `[approval] page = true` and `login_file = \"toolgate-login.txt\"` in {} and open the link written there to approve calls.",
+                o.output.display()
+            );
+        }
         return Ok(exit::OK);
     }
     let backup = backup_of(&path);
@@ -185,11 +203,42 @@ pub fn import(o: ImportArgs) -> anyhow::Result<u8> {
         config.display(),
         backup.display()
     );
+    if page {
+        let login = config.with_file_name(LOGIN_FILE);
+        outln!(
+            "This host cannot show approval forms, so the approval page is on: open the link in {} to approve calls (a fresh link is written after each use).",
+            login.display()
+        );
+    }
     Ok(exit::OK)
 }
 
-/// The host's file and the key of its servers object.
-fn source(o: &ImportArgs) -> anyhow::Result<(PathBuf, &'static str)> {
+/// Where an installed gateway writes its approval page's login link.
+const LOGIN_FILE: &str = "toolgate-login.txt";
+
+/// Write `text` to `path` readable and writable by its owner only: the
+/// configuration carries the host's credentials, so it is never wider
+/// than the host's own file should be.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        options.mode(0o600);
+        // An existing file (`--force`) keeps its mode when opened: narrow it first.
+        if path.exists() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    let mut file = options.open(path)?;
+    file.write_all(text.as_bytes())
+}
+
+/// The host's file, the key of its servers object, and whether its client
+/// shows forms (unknown for `--from`).
+fn source(o: &ImportArgs) -> anyhow::Result<(PathBuf, &'static str, Option<bool>)> {
     if let Some(from) = &o.from {
         if o.host.is_some() {
             return Err(exit::fail(
@@ -197,7 +246,7 @@ fn source(o: &ImportArgs) -> anyhow::Result<(PathBuf, &'static str)> {
                 "give a HOST or --from FILE, not both",
             ));
         }
-        return Ok((from.clone(), "mcpServers"));
+        return Ok((from.clone(), "mcpServers", None));
     }
     let names: Vec<&str> = HOSTS.iter().map(|h| h.name).collect();
     let Some(name) = &o.host else {
@@ -235,7 +284,7 @@ fn source(o: &ImportArgs) -> anyhow::Result<(PathBuf, &'static str)> {
             ),
         ));
     };
-    Ok((path, host.key))
+    Ok((path, host.key, Some(host.asks)))
 }
 
 /// The name of an entry that runs toolgate, if one does.
@@ -259,8 +308,9 @@ fn backup_of(path: &Path) -> PathBuf {
     candidate
 }
 
-/// The servers as a `toolgate.toml`, reporting what does not carry over.
-fn to_toml(servers: &Map<String, Value>, from: &Path) -> anyhow::Result<String> {
+/// The servers as a `toolgate.toml`, reporting what does not carry over;
+/// with `page`, the approval page on and its login link in a file.
+fn to_toml(servers: &Map<String, Value>, from: &Path, page: bool) -> anyhow::Result<String> {
     let mut tables = toml::Table::new();
     let mut allowed = Vec::new();
     for (name, entry) in servers {
@@ -289,9 +339,18 @@ fn to_toml(servers: &Map<String, Value>, from: &Path) -> anyhow::Result<String> 
         let prefix = toolgate_gateway::config::default_prefix(name);
         for key in ["autoApprove", "alwaysAllow"] {
             if let Some(tools) = entry.get(key).and_then(Value::as_array) {
+                // The host names tools exactly: `*` is a tool called `*`
+                // there, never every tool, so the name is escaped.
                 for tool in tools.iter().filter_map(Value::as_str) {
-                    allowed.push(toml::Value::String(toolgate_gateway::qualify(
-                        &prefix, tool,
+                    if tool.contains(['*', '?', '[', ']']) {
+                        errln!(
+                            "toolgate: {}.{key}: {:?} names a tool exactly (the host matches no patterns); it is allowed only if a tool has that very name",
+                            one_line(name),
+                            one_line(tool)
+                        );
+                    }
+                    allowed.push(toml::Value::String(toolgate_gateway::exactly(
+                        &toolgate_gateway::qualify(&prefix, tool),
                     )));
                 }
             }
@@ -323,6 +382,15 @@ fn to_toml(servers: &Map<String, Value>, from: &Path) -> anyhow::Result<String> 
         );
         root.insert("policy".into(), toml::Value::Table(policy));
     }
+    if page {
+        let mut approval = toml::Table::new();
+        approval.insert("page".into(), toml::Value::Boolean(true));
+        approval.insert(
+            "login_file".into(),
+            toml::Value::String(LOGIN_FILE.to_owned()),
+        );
+        root.insert("approval".into(), toml::Value::Table(approval));
+    }
     let body = toml::to_string(&root)?;
     Ok(format!(
         "# Imported from {} by `toolgate import`.\n# Calls not allowed below are approved by a person first (the built-in\n# default); see docs/gateway.md for [policy], [audit] and [approval].\n\n{body}",
@@ -344,7 +412,7 @@ mod tests {
             "hosted": {"type": "sse", "url": "https://old.example.com/sse"}
         }))
         .unwrap();
-        let text = to_toml(&servers, Path::new("/home/u/.cursor/mcp.json")).unwrap();
+        let text = to_toml(&servers, Path::new("/home/u/.cursor/mcp.json"), false).unwrap();
         let config = toolgate_gateway::config::GatewayConfig::parse_toml(&text, |v| {
             (v == "TOKEN").then(|| "t".to_owned())
         })
@@ -363,6 +431,48 @@ mod tests {
             text.starts_with("# Imported from /home/u/.cursor/mcp.json"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn auto_approved_names_are_exact_and_a_formless_host_gets_the_page() {
+        let servers: Map<String, Value> = serde_json::from_value(json!({
+            "files": {"command": "npx", "autoApprove": ["*", "get_[a-z]*", "read_file"]}
+        }))
+        .unwrap();
+        let text = to_toml(&servers, Path::new("/h/mcp.json"), true).unwrap();
+        let config = toolgate_gateway::config::GatewayConfig::parse_toml(&text, |_| None).unwrap();
+        let globs: Vec<glob::Pattern> = config.policy.rules[0]
+            .tools
+            .iter()
+            .map(|g| glob::Pattern::new(g).unwrap())
+            .collect();
+        let allowed = |name: &str| globs.iter().any(|g| g.matches(name));
+        assert!(allowed("files.read_file") && allowed("files.*"));
+        assert!(!allowed("files.write_file"), "`*` allows no other tool");
+        assert!(!allowed("files.get_info"), "nor does a bracket pattern");
+        assert!(config.approval.page);
+        assert_eq!(
+            config.approval.login_file.as_deref(),
+            Some(Path::new("toolgate-login.txt"))
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_configuration_is_written_for_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("toolgate.toml");
+        std::fs::write(&out, "old").unwrap();
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&out, "new").unwrap();
+        let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "new");
+        let fresh = dir.path().join("fresh.toml");
+        write_private(&fresh, "x").unwrap();
+        let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 
     #[test]

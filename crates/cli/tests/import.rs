@@ -94,3 +94,57 @@ async fn a_hosts_servers_move_behind_the_gateway_and_the_host_starts_it() {
         r.stderr
     );
 }
+
+/// Installed into a host whose client cannot show a form, the gateway's
+/// approval page is turned on (its link written beside the
+/// configuration), the configuration is its owner's alone, and `*` in
+/// `autoApprove` allows no tool but one named `*`.
+#[tokio::test(flavor = "multi_thread")]
+async fn installing_into_a_formless_host_turns_the_approval_page_on() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let upstream = echo_upstream().await;
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let dir = home.path().join(".codeium/windsurf");
+    std::fs::create_dir_all(&dir).unwrap();
+    let host_file = dir.join("mcp_config.json");
+    let original = serde_json::json!({
+        "mcpServers": {
+            "up": {"url": upstream, "headers": {"Authorization": "Bearer host-secret"}, "autoApprove": ["*"]}
+        }
+    });
+    std::fs::write(&host_file, original.to_string()).unwrap();
+    std::fs::set_permissions(&host_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let home_env = [("HOME", home.path().to_str().unwrap())];
+    let r = toolgate_in(work.path(), &["import", "windsurf", "--install"], &home_env).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("\"*\" names a tool exactly"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("(0600)"), "{}", r.stderr);
+    let config = work.path().join("toolgate.toml");
+    let mode = std::fs::metadata(&config).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the configuration carries the host's header");
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        written.contains("[approval]\nlogin_file = \"toolgate-login.txt\"\npage = true\n"),
+        "{written}"
+    );
+    assert!(
+        r.stdout
+            .contains("This host cannot show approval forms, so the approval page is on"),
+        "{}",
+        r.stdout
+    );
+    // The allow rule lets nothing but a tool named `*` through: the echo
+    // tool is confirmed (the built-in default), as the host never allowed it.
+    let r = toolgate_in(work.path(), &["serve", "--check"], &[]).await;
+    assert!(
+        r.stdout.contains("matches no tool of any upstream"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+}

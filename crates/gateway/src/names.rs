@@ -5,6 +5,13 @@ use std::collections::BTreeMap;
 
 pub use toolgate_protocol::names::qualify;
 
+/// A policy pattern that matches the tool `name` and nothing else (its
+/// `*`, `?`, `[` and `]` taken literally): how a host's exact tool names
+/// (`autoApprove`) become rules.
+pub fn exactly(name: &str) -> String {
+    glob::Pattern::escape(name)
+}
+
 /// Two upstream tools that would share a gateway name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(

@@ -198,17 +198,34 @@ impl Policy {
         }
     }
 
-    /// The rules (described) whose tool conditions match none of `tools`:
-    /// rules that cannot decide any call of these tools.
+    /// The rules (described) whose tool conditions match none of `tools`
+    /// (rules that cannot decide any call of these tools), and each
+    /// pattern of a rule with several that matches none.
     pub fn unmatched<'a>(
         &self,
         tools: impl IntoIterator<Item = &'a ToolFacts> + Clone,
     ) -> Vec<String> {
-        self.rules
-            .iter()
-            .filter(|rule| !tools.clone().into_iter().any(|t| rule.matches_tool(t)))
-            .map(|rule| rule.described.clone())
-            .collect()
+        let mut out = Vec::new();
+        for rule in &self.rules {
+            if !tools.clone().into_iter().any(|t| rule.matches_tool(t)) {
+                out.push(rule.described.clone());
+                continue;
+            }
+            // A rule that matches something may still name a tool that is
+            // not there (an imported `autoApprove` of a renamed tool).
+            if rule.tools.len() > 1 {
+                for pattern in &rule.tools {
+                    if !tools.clone().into_iter().any(|t| pattern.matches(&t.name)) {
+                        out.push(format!(
+                            "{}: its pattern {:?}",
+                            rule.described,
+                            pattern.as_str()
+                        ));
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// The decision for `caller` calling `tool`.

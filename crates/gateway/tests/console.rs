@@ -647,7 +647,9 @@ async fn each_login_link_has_a_successor_that_is_handed_on_and_lands_on_the_over
     let (status, answer) = http("GET", &first, &[], None).await;
     assert_eq!(status, 303);
     assert!(
-        answer.to_ascii_lowercase().contains("location: /console\r\n"),
+        answer
+            .to_ascii_lowercase()
+            .contains("location: /console\r\n"),
         "{answer}"
     );
     // The next link is handed on at once, and works once.
@@ -700,7 +702,11 @@ async fn each_login_link_has_a_successor_that_is_handed_on_and_lands_on_the_over
     assert_eq!(console.post("/console/grants", &path).await, 303);
     let row = query(&db, &Filter::default()).unwrap().pop().unwrap();
     assert_eq!(
-        (row.tool.as_str(), row.caller.as_deref(), row.rule.as_deref()),
+        (
+            row.tool.as_str(),
+            row.caller.as_deref(),
+            row.rule.as_deref()
+        ),
         (
             "toolgate.grant",
             Some("console"),

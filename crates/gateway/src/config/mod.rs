@@ -328,7 +328,7 @@ fn auto_approve(
     })?;
     let globs: Vec<String> = tools
         .iter()
-        .map(|t| glob::Pattern::escape(&crate::names::qualify(&upstream.prefix(), t)))
+        .map(|t| crate::names::exactly(&crate::names::qualify(&upstream.prefix(), t)))
         .collect();
     tracing::info!(server = %name, tools = ?globs, "autoApprove: these run without asking (allow rule)");
     Ok(globs)
