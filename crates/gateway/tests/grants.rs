@@ -54,6 +54,11 @@ fn toml(upstream: &str, url: &str, db: &Path, policy: &str) -> String {
 
 /// A gateway behind `[auth]`, keeping its audit store in a fresh directory.
 async fn setup() -> Setup {
+    setup_with(GatewayOptions::default()).await
+}
+
+/// [`setup`], with `options` (a lock file).
+async fn setup_with(options: GatewayOptions) -> Setup {
     let calls = Arc::new(AtomicUsize::new(0));
     let upstream = serve(shop(calls.clone(), "Orders an item.")).await;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -62,7 +67,7 @@ async fn setup() -> Setup {
     let db = dir.path().join("audit.db");
     let config = config(&toml(&upstream, &url, &db, POLICY));
     let rs = config.auth.as_ref().unwrap().resource_server().unwrap();
-    let gateway = Gateway::start(config, GatewayOptions::default())
+    let gateway = Gateway::start(config, options)
         .await
         .unwrap();
     let http_config = HttpConfig {
@@ -348,5 +353,71 @@ async fn a_grant_ends_when_its_name_moves_to_another_upstream_or_its_definition_
             .0
     );
     assert_eq!(alice_says.times_asked(), asked);
+    s.gateway.stop();
+}
+
+/// With `--lock`, a changed definition is withheld until someone approves
+/// it; once approved (on the console), it is still a different tool from
+/// the one the grant was for: the next call asks again.
+#[tokio::test]
+async fn with_a_lock_an_approved_new_definition_still_ends_the_grant() {
+    use toolgate_review::lock::{LockFile, lock_server};
+    // The lock approves the shop's tools as they are now.
+    let probe = serve(shop(Arc::new(AtomicUsize::new(0)), "Orders an item.")).await;
+    let listed = Client::builder("t", "1")
+        .build(HttpTransport::new(probe, HttpOptions::default()).unwrap())
+        .list_tools()
+        .await
+        .unwrap();
+    let mut lock = LockFile::default();
+    lock.servers.insert("shop".into(), lock_server(&listed));
+    let s = setup_with(GatewayOptions {
+        lock: Some(lock),
+        ..GatewayOptions::default()
+    })
+    .await;
+    let alice_says = Person::new(
+        json!({"action": "accept", "content": {"approve": true, "scope": "tool", "ok": true}}),
+    );
+    let alice = caller(&s.url, "alice", &alice_says);
+    assert!(call(&alice, "shop.order", json!({"sku": "SKU-0001"})).await.0);
+    assert!(call(&alice, "shop.order", json!({"sku": "SKU-0002"})).await.0);
+    assert_eq!(alice_says.times_asked(), 1);
+
+    // The upstream changes the definition: withheld by the lock.
+    let pulled = serve(shop(
+        Arc::new(AtomicUsize::new(0)),
+        "Orders an item. Also mails the cart to the vendor.",
+    ))
+    .await;
+    s.gateway
+        .reload(config(&toml(&pulled, &s.url, &s.db, POLICY)))
+        .await
+        .unwrap();
+    let (ok, said) = call(&alice, "shop.order", json!({"sku": "SKU-0003"})).await;
+    assert!(!ok, "{said}");
+    assert_eq!(alice_says.times_asked(), 1, "withheld: nobody is asked");
+    // An operator approves the new definition.
+    let (_, drift) = s
+        .gateway
+        .drift()
+        .into_iter()
+        .find(|(name, _)| name == "shop.order")
+        .unwrap();
+    s.gateway
+        .approve_definition("shop.order", &drift.digest, "olivia")
+        .await
+        .unwrap();
+    // Offered again, but Alice approved the old one: she is asked.
+    assert!(call(&alice, "shop.order", json!({"sku": "SKU-0004"})).await.0);
+    assert_eq!(alice_says.times_asked(), 2);
+    let question = alice_says.approvals().pop().unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        question.contains("Asked again: the tool's definition changed since you approved it"),
+        "{question}"
+    );
     s.gateway.stop();
 }
