@@ -101,9 +101,10 @@ pub async fn login(args: LoginArgs, reach: &Reach) -> anyhow::Result<u8> {
         .build()
         .login(&url)
         .await
-        .with_context(|| format!("logging in to {url}"))?;
+        .with_context(|| format!("logging in to {}", toolgate_protocol::redact::url(&url)))?;
     outln!(
-        "Logged in to {url}; the tokens are kept in {}",
+        "Logged in to {}; the tokens are kept in {}",
+        toolgate_protocol::redact::url(&url),
         path.display()
     );
     Ok(exit::OK)
@@ -115,11 +116,12 @@ pub fn logout(target: &str, reach: &Reach) -> anyhow::Result<u8> {
     let path = store_path()?;
     let had = FileTokenStore::new(path)
         .remove(&url)
-        .with_context(|| format!("forgetting {url}"))?;
+        .with_context(|| format!("forgetting {}", toolgate_protocol::redact::url(&url)))?;
+    let shown = toolgate_protocol::redact::url(&url);
     if had {
-        outln!("Logged out of {url}: its tokens are forgotten");
+        outln!("Logged out of {shown}: its tokens are forgotten");
     } else {
-        outln!("Nothing was kept for {url}");
+        outln!("Nothing was kept for {shown}");
     }
     Ok(exit::OK)
 }

@@ -481,7 +481,7 @@ impl Target {
                 sse: self.entry.sse,
             };
             let transport = HttpTransport::new(url.clone(), options)
-                .with_context(|| format!("cannot use {url}"))?;
+                .with_context(|| format!("cannot use {}", toolgate_protocol::redact::url(url)))?;
             return Ok((builder.build(transport), None));
         }
         let Some(program) = &self.entry.command else {

@@ -128,7 +128,12 @@ impl Telemetry {
             .with_protocol(opentelemetry_otlp::Protocol::HttpJson)
             .with_endpoint(endpoint)
             .build()
-            .map_err(|e| ConfigError::because(format!("[telemetry] otlp {base}"), e))?;
+            .map_err(|e| {
+                ConfigError::because(
+                    format!("[telemetry] otlp {}", toolgate_protocol::redact::url(base)),
+                    e,
+                )
+            })?;
         let service = config.service_name.clone().unwrap_or_else(|| SCOPE.into());
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)

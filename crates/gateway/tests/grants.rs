@@ -67,9 +67,7 @@ async fn setup_with(options: GatewayOptions) -> Setup {
     let db = dir.path().join("audit.db");
     let config = config(&toml(&upstream, &url, &db, POLICY));
     let rs = config.auth.as_ref().unwrap().resource_server().unwrap();
-    let gateway = Gateway::start(config, options)
-        .await
-        .unwrap();
+    let gateway = Gateway::start(config, options).await.unwrap();
     let http_config = HttpConfig {
         auth: Some(Arc::new(rs)),
         ..HttpConfig::default()
@@ -380,8 +378,16 @@ async fn with_a_lock_an_approved_new_definition_still_ends_the_grant() {
         json!({"action": "accept", "content": {"approve": true, "scope": "tool", "ok": true}}),
     );
     let alice = caller(&s.url, "alice", &alice_says);
-    assert!(call(&alice, "shop.order", json!({"sku": "SKU-0001"})).await.0);
-    assert!(call(&alice, "shop.order", json!({"sku": "SKU-0002"})).await.0);
+    assert!(
+        call(&alice, "shop.order", json!({"sku": "SKU-0001"}))
+            .await
+            .0
+    );
+    assert!(
+        call(&alice, "shop.order", json!({"sku": "SKU-0002"}))
+            .await
+            .0
+    );
     assert_eq!(alice_says.times_asked(), 1);
 
     // The upstream changes the definition: withheld by the lock.
@@ -409,7 +415,11 @@ async fn with_a_lock_an_approved_new_definition_still_ends_the_grant() {
         .await
         .unwrap();
     // Offered again, but Alice approved the old one: she is asked.
-    assert!(call(&alice, "shop.order", json!({"sku": "SKU-0004"})).await.0);
+    assert!(
+        call(&alice, "shop.order", json!({"sku": "SKU-0004"}))
+            .await
+            .0
+    );
     assert_eq!(alice_says.times_asked(), 2);
     let question = alice_says.approvals().pop().unwrap()["message"]
         .as_str()

@@ -22,7 +22,7 @@ pub struct AuditConfig {
 }
 
 /// `[telemetry]`.
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[derive(Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryConfig {
     /// The OTLP/HTTP collector (`http://host:4318`; `/v1/traces` is
@@ -31,4 +31,18 @@ pub struct TelemetryConfig {
     pub otlp: Option<String>,
     /// `service.name` of the spans (default `toolgate-gateway`).
     pub service_name: Option<String>,
+}
+
+/// The collector's URL with its credentials masked, as every URL a
+/// configuration prints.
+impl std::fmt::Debug for TelemetryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelemetryConfig")
+            .field(
+                "otlp",
+                &self.otlp.as_deref().map(toolgate_protocol::redact::url),
+            )
+            .field("service_name", &self.service_name)
+            .finish()
+    }
 }
