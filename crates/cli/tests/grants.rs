@@ -174,4 +174,33 @@ async fn log_spend_sums_what_charged_calls_cost_by_day_caller_and_tool() {
         "{}",
         table.stdout
     );
+
+    // A hold a gateway left (it stopped between forwarding and settling)
+    // is listed as reserved, with what is spent beside it.
+    use toolgate_gateway::budget::{Held, Hold, Ledger as _, SpendKey};
+    let key = SpendKey {
+        budget: "rich".into(),
+        scope: "alice".into(),
+        period: "2026-12-03".into(),
+    };
+    let hold = Hold {
+        keys: vec![(key.clone(), 100.0)],
+        amount: 25.0,
+    };
+    assert_eq!(store.reserve(hold.clone()).await.unwrap(), Held::Taken);
+    store.settle(vec![key.clone()], 25.0, 25.0).await.unwrap();
+    assert_eq!(store.reserve(hold).await.unwrap(), Held::Taken);
+    let json = grants_in(dir.path(), &path, &["log", "--spend", "--json"]).await;
+    let balance: serde_json::Value =
+        serde_json::from_str(json.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        balance,
+        serde_json::json!({"budget": "rich", "scope": "alice", "period": "2026-12-03", "spent": 25.0, "reserved": 25.0})
+    );
+    let table = grants_in(dir.path(), &path, &["log", "--spend"]).await;
+    assert!(
+        table.stdout.contains("reserved") && table.stdout.contains("2026-12-03"),
+        "{}",
+        table.stdout
+    );
 }

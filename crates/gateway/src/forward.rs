@@ -435,6 +435,25 @@ async fn forward_in_span(
     if let Some(held) = spend.as_mut() {
         held.sent();
     }
+    // Every way the relayed call ends is settled here: a result charges
+    // what it cost; a question for the caller (the upstream asked), a
+    // protocol error or a failure charges nothing. Only a call whose
+    // caller went away mid-flight is charged by the reservation's drop.
+    let reply = relayed(upstream, tool, args, ctx.clone(), input, carry, &server).await;
+    charged(&guard, &ctx, spend, reply).await
+}
+
+/// The call once it goes upstream: a task followed, or the call relayed
+/// round by round; the caller's answer for how it ended.
+async fn relayed(
+    upstream: Arc<Upstream>,
+    tool: String,
+    args: Map<String, Value>,
+    ctx: RequestContext,
+    input: Inputs,
+    carry: Map<String, Value>,
+    server: &str,
+) -> Result<ToolReply, ToolError> {
     let remember_task = {
         let carry = carry.clone();
         move |input: &mut Inputs, task: Value| {
@@ -455,7 +474,7 @@ async fn forward_in_span(
         // Boxed (here and below): following a task is a large future that
         // a plain call would otherwise carry, and copy, too.
         let outcome = Box::pin(upstream_task::follow(
-            &server,
+            server,
             client.clone(),
             &ctx,
             input,
@@ -464,8 +483,7 @@ async fn forward_in_span(
             remember_task,
         ))
         .await?;
-        let reply = answer(&upstream, &tool, &ctx, Some(client), outcome).await;
-        return charged(&guard, &ctx, spend, reply).await;
+        return answer(&upstream, &tool, &ctx, Some(client), outcome).await;
     }
     let name = tool.clone();
     let mut checker: Option<Client> = None;
@@ -493,7 +511,7 @@ async fn forward_in_span(
         (Ok(CallEnd::Task(task)), Some(client)) => {
             ctx.note("upstream_task", task.task_id.as_str());
             Box::pin(upstream_task::follow(
-                &server,
+                server,
                 client.clone(),
                 &ctx,
                 ctx.inputs(),
@@ -509,8 +527,7 @@ async fn forward_in_span(
         (Ok(CallEnd::Result(result)), _) => Ok(result),
         (Err(e), _) => Err(e),
     };
-    let reply = answer(&upstream, &tool, &ctx, checker, outcome).await;
-    charged(&guard, &ctx, spend, reply).await
+    answer(&upstream, &tool, &ctx, checker, outcome).await
 }
 
 /// Settle a finished call's reservation: what it cost (nothing when it

@@ -276,3 +276,35 @@ async fn a_reservation_left_by_a_stopped_gateway_stays_counted() {
 fn rusqlite_open(path: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open(path).unwrap()
 }
+
+/// An upstream that asks its caller something mid-call (`input_required`)
+/// is charged once, for the call that completes: the round that carried
+/// the question gives its reservation back.
+#[tokio::test]
+async fn a_call_whose_upstream_asks_first_is_charged_once() {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let upstream = serve(support::shop(asked.clone(), "Orders an item.")).await;
+    let gateway = Gateway::start(
+        config(&format!(
+            "[servers.shop]\nurl = \"{upstream}\"\n[[budget]]\ntools = [\"shop.pay\"]\ncost = 1\nper_caller = {{ amount = 2, per = \"hour\" }}\n"
+        )),
+        GatewayOptions::default(),
+    )
+    .await
+    .unwrap();
+    let c = downstream(&gateway).await;
+    for _ in 0..2 {
+        let (ok, text) = support::outcome_of(&c, "shop.pay", json!({})).await;
+        assert!(ok, "{text}");
+        assert_eq!(text, "paid");
+    }
+    // Two payments, each asked once: four rounds reached the upstream.
+    assert_eq!(asked.load(Ordering::SeqCst), 4);
+    let (ok, text) = support::outcome_of(&c, "shop.pay", json!({})).await;
+    assert!(!ok);
+    assert!(
+        text.starts_with("The budget \"shop.pay\" is spent: 2 of 2 credits per hour"),
+        "{text}"
+    );
+    gateway.stop();
+}
