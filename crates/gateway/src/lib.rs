@@ -29,6 +29,8 @@
 mod approval;
 pub mod audit;
 pub mod audit_pg;
+mod audit_query;
+mod audit_writer;
 pub mod budget;
 pub mod config;
 mod confirm;

@@ -19,6 +19,16 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A write of the SQLite audit store's writer: every call whose row was
+    /// in the failed batch gets this error, sharing SQLite's as its cause.
+    #[error("{context}")]
+    SqliteWrite {
+        /// Which file.
+        context: String,
+        /// SQLite's error.
+        #[source]
+        source: std::sync::Arc<rusqlite::Error>,
+    },
     /// The PostgreSQL store (`[store] url`).
     #[error("{context}")]
     Postgres {

@@ -112,6 +112,27 @@ fn how(row: &AuditRow) -> (Option<&str>, &str, Option<&str>, &str) {
     )
 }
 
+/// Alice approves `shop.order` for the hour on her first call; her second
+/// goes through without a question. Her person, and her client.
+async fn alice_granted(s: &Setup) -> (Person, Client) {
+    let alice_says = Person::new(
+        json!({"action": "accept", "content": {"approve": true, "scope": "tool", "ok": true}}),
+    );
+    let alice = caller(&s.url, "alice", &alice_says);
+    assert!(
+        call(&alice, "shop.order", json!({"sku": "SKU-0001"}))
+            .await
+            .0
+    );
+    assert!(
+        call(&alice, "shop.order", json!({"sku": "SKU-0002"}))
+            .await
+            .0
+    );
+    assert_eq!(alice_says.times_asked(), 1);
+    (alice_says, alice)
+}
+
 const FOR_THE_TOOL: &str = "This tool, any arguments, for alice, for the next hour";
 
 #[tokio::test]
@@ -221,21 +242,7 @@ async fn a_tool_approved_for_an_hour_lets_that_caller_through_until_revoked() {
 #[tokio::test]
 async fn a_grant_stops_counting_when_the_policy_no_longer_remembers() {
     let s = setup().await;
-    let alice_says = Person::new(
-        json!({"action": "accept", "content": {"approve": true, "scope": "tool", "ok": true}}),
-    );
-    let alice = caller(&s.url, "alice", &alice_says);
-    assert!(
-        call(&alice, "shop.order", json!({"sku": "SKU-0001"}))
-            .await
-            .0
-    );
-    assert!(
-        call(&alice, "shop.order", json!({"sku": "SKU-0002"}))
-            .await
-            .0
-    );
-    assert_eq!(alice_says.times_asked(), 1);
+    let (alice_says, alice) = alice_granted(&s).await;
     // The operator drops `remember`: the grant is still in the store, but
     // the policy decides, so Alice is asked again.
     let tighter = POLICY.replace("remember = \"1h\"\n", "");
@@ -272,21 +279,7 @@ async fn a_declined_wider_approval_grants_nothing() {
 #[tokio::test]
 async fn a_grant_ends_when_its_name_moves_to_another_upstream_or_its_definition_changes() {
     let s = setup().await;
-    let alice_says = Person::new(
-        json!({"action": "accept", "content": {"approve": true, "scope": "tool", "ok": true}}),
-    );
-    let alice = caller(&s.url, "alice", &alice_says);
-    assert!(
-        call(&alice, "shop.order", json!({"sku": "SKU-0001"}))
-            .await
-            .0
-    );
-    assert!(
-        call(&alice, "shop.order", json!({"sku": "SKU-0002"}))
-            .await
-            .0
-    );
-    assert_eq!(alice_says.times_asked(), 1);
+    let (alice_says, alice) = alice_granted(&s).await;
     let grant = grants::list(&s.db, false).unwrap().remove(0);
     assert_eq!(grant.upstream_tool.as_deref(), Some("order"));
     assert!(grant.digest.as_deref().unwrap().starts_with("sha256:"));
@@ -374,21 +367,7 @@ async fn with_a_lock_an_approved_new_definition_still_ends_the_grant() {
         ..GatewayOptions::default()
     })
     .await;
-    let alice_says = Person::new(
-        json!({"action": "accept", "content": {"approve": true, "scope": "tool", "ok": true}}),
-    );
-    let alice = caller(&s.url, "alice", &alice_says);
-    assert!(
-        call(&alice, "shop.order", json!({"sku": "SKU-0001"}))
-            .await
-            .0
-    );
-    assert!(
-        call(&alice, "shop.order", json!({"sku": "SKU-0002"}))
-            .await
-            .0
-    );
-    assert_eq!(alice_says.times_asked(), 1);
+    let (alice_says, alice) = alice_granted(&s).await;
 
     // The upstream changes the definition: withheld by the lock.
     let pulled = serve(shop(

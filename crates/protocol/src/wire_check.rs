@@ -14,6 +14,19 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
+/// A value that breaks a definition of the schema: which definition, every
+/// violation as `pointer: message`, and the value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{definition}: {}\nvalue: {value}", violations.join("; "))]
+pub struct Violations {
+    /// The definition checked against (`#/$defs/…`).
+    pub definition: String,
+    /// Each violation, `pointer: message`.
+    pub violations: Vec<String>,
+    /// The value, as JSON text.
+    pub value: String,
+}
+
 /// Validates JSON values against definitions of the 2026-07-28 schema.
 pub struct WireChecker {
     document: Value,
@@ -88,19 +101,20 @@ impl WireChecker {
 
     /// Validate `value` against `#/$defs/{definition}`; `Err` lists every
     /// violation as `pointer: message`.
-    pub fn check(&self, definition: &str, value: &Value) -> Result<(), String> {
+    pub fn check(&self, definition: &str, value: &Value) -> Result<(), Violations> {
         let validator = self.validator(definition);
-        let errors: Vec<String> = validator
+        let violations: Vec<String> = validator
             .iter_errors(value)
             .map(|e| format!("{}: {}", e.instance_path(), e))
             .collect();
-        if errors.is_empty() {
+        if violations.is_empty() {
             Ok(())
         } else {
-            Err(format!(
-                "{definition}: {}\nvalue: {value}",
-                errors.join("; ")
-            ))
+            Err(Violations {
+                definition: definition.to_owned(),
+                violations,
+                value: value.to_string(),
+            })
         }
     }
 
@@ -108,7 +122,7 @@ impl WireChecker {
     /// for `method`: a result response against the method's response type,
     /// an error response against `JSONRPCErrorResponse`, a notification
     /// against its own type.
-    pub fn check_server_message(&self, method: &str, message: &Value) -> Result<(), String> {
+    pub fn check_server_message(&self, method: &str, message: &Value) -> Result<(), Violations> {
         if let Some(notification) = message.get("method").and_then(Value::as_str) {
             let definition = notification_definition(notification).unwrap_or("JSONRPCNotification");
             return self.check(definition, message);
