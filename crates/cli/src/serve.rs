@@ -115,9 +115,13 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
         lock_file: o.lock.clone(),
         ..Default::default()
     };
-    let gateway = Gateway::start(config, options)
-        .await
-        .map_err(|e| exit::fail(exit::USAGE, e.to_string()))?;
+    // With its causes: a key file that cannot be read says why.
+    let gateway = Gateway::start(config, options).await.map_err(|e| {
+        exit::fail(
+            exit::USAGE,
+            one_line(&toolgate_protocol::error::with_causes(&e)),
+        )
+    })?;
     if o.check {
         return Ok(check(&gateway));
     }

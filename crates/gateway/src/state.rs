@@ -9,7 +9,7 @@
 use sha2::{Digest, Sha256};
 use toolgate_server::StateKey;
 
-use crate::config::StateConfig;
+use crate::config::{ConfigError, StateConfig};
 
 /// The environment variable that holds the state secret.
 pub const STATE_KEY_VAR: &str = "TOOLGATE_STATE_KEY";
@@ -18,13 +18,13 @@ pub const STATE_KEY_VAR: &str = "TOOLGATE_STATE_KEY";
 const MIN_SECRET: usize = 32;
 
 /// The key from `secret`, or why it is unusable (`from` names its source).
-fn key_of(secret: &str, from: &str) -> Result<StateKey, String> {
+fn key_of(secret: &str, from: &str) -> Result<StateKey, ConfigError> {
     let secret = secret.trim();
     if secret.chars().count() < MIN_SECRET {
-        return Err(format!(
+        return Err(ConfigError::new(format!(
             "{from}: the state secret has {} characters; it needs at least {MIN_SECRET} (make one with `openssl rand -hex 32`)",
             secret.chars().count()
-        ));
+        )));
     }
     let mut hasher = Sha256::new();
     hasher.update(b"toolgate state key v1\0");
@@ -32,12 +32,16 @@ fn key_of(secret: &str, from: &str) -> Result<StateKey, String> {
     Ok(StateKey::new(hasher.finalize().into()))
 }
 
-/// The configured key: `None` when neither source is set.
-pub fn load_key(config: &StateConfig) -> Result<Option<StateKey>, String> {
+/// The configured key: `None` when neither source is set. A key file
+/// that cannot be read keeps the I/O error as the cause.
+pub fn load_key(config: &StateConfig) -> Result<Option<StateKey>, ConfigError> {
     load_key_with(config, std::env::var(STATE_KEY_VAR).ok())
 }
 
-fn load_key_with(config: &StateConfig, env: Option<String>) -> Result<Option<StateKey>, String> {
+fn load_key_with(
+    config: &StateConfig,
+    env: Option<String>,
+) -> Result<Option<StateKey>, ConfigError> {
     if let Some(secret) = env.filter(|s| !s.is_empty()) {
         return key_of(&secret, STATE_KEY_VAR).map(Some);
     }
@@ -45,7 +49,7 @@ fn load_key_with(config: &StateConfig, env: Option<String>) -> Result<Option<Sta
         return Ok(None);
     };
     let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("[state] key_file {}: {e}", path.display()))?;
+        .map_err(|e| ConfigError::because(format!("[state] key_file {}", path.display()), e))?;
     key_of(&text, &format!("[state] key_file {}", path.display())).map(Some)
 }
 
@@ -58,7 +62,8 @@ mod tests {
         let config = StateConfig::default();
         let e = load_key_with(&config, Some("  short  ".into()))
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(
             e.starts_with("TOOLGATE_STATE_KEY: the state secret has 5 characters"),
             "{e}"
@@ -85,6 +90,9 @@ mod tests {
                 .is_some()
         );
         let e = load_key_with(&config, None).err().unwrap();
-        assert!(e.contains("/nonexistent/toolgate.key"), "{e}");
+        assert!(e.to_string().contains("/nonexistent/toolgate.key"), "{e}");
+        // The I/O error is kept as the cause.
+        let cause = std::error::Error::source(&e).unwrap().to_string();
+        assert!(cause.contains("No such file"), "{cause}");
     }
 }

@@ -74,7 +74,7 @@ impl Stores {
             pending,
             audit_file: audit_file.filter(|_| config.store.url.is_none()),
             shared_limits,
-            state_key: crate::state::load_key(&config.state).map_err(GatewayError::Start)?,
+            state_key: crate::state::load_key(&config.state)?,
         })
     }
 }
