@@ -16,7 +16,7 @@ use support::{args, downstream, http, log_in, origin_of, page_token, serve, shop
 use toolgate_client::CallOptions;
 use toolgate_gateway::audit::{AuditSink, AuditStore, Filter, query};
 use toolgate_gateway::config::GatewayConfig;
-use toolgate_gateway::grants::{self, Grant};
+use toolgate_gateway::grants;
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_review::lock::{LockFile, lock_definition};
 
@@ -222,17 +222,7 @@ async fn a_grant_is_revoked_and_the_file_reloaded_from_the_console() {
     let c = start().await;
     // A grant, as an approval for the next hour leaves one.
     let store = AuditStore::open(&c.db, false).unwrap();
-    let grant = Grant::new(
-        Some("alice"),
-        toolgate_gateway::grants::Bound {
-            upstream: "shop",
-            upstream_tool: "order",
-            digest: "sha256:00",
-        },
-        "shop.pay",
-        "rule 1",
-        Duration::from_secs(3600),
-    );
+    let grant = support::grant_of(Some("alice"), "shop.pay");
     store.grant(grant.clone()).await.unwrap();
     let (_, page) = c.get("/console/grants").await;
     assert!(
@@ -677,17 +667,7 @@ async fn each_login_link_has_a_successor_that_is_handed_on_and_lands_on_the_over
     // A grant revoked on the console is recorded under the session's
     // person.
     let store = AuditStore::open(&db, false).unwrap();
-    let grant = Grant::new(
-        Some("alice"),
-        toolgate_gateway::grants::Bound {
-            upstream: "shop",
-            upstream_tool: "order",
-            digest: "sha256:00",
-        },
-        "shop.order",
-        "rule 1",
-        Duration::from_secs(3600),
-    );
+    let grant = support::grant_of(Some("alice"), "shop.order");
     store.grant(grant.clone()).await.unwrap();
     let console = Console {
         gateway,

@@ -27,7 +27,6 @@ use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_gateway::audit::{AuditSink, AuditStore, Filter, query};
 use toolgate_gateway::config::GatewayConfig;
-use toolgate_gateway::grants::Grant;
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_review::lock::{LockFile, lock_definition};
 
@@ -239,17 +238,7 @@ async fn a_person_sees_and_acts_on_the_gateway_from_the_console_in_chromium() {
 
     // A grant revoked.
     let store = AuditStore::open(&db, false).unwrap();
-    let grant = Grant::new(
-        Some("alice"),
-        toolgate_gateway::grants::Bound {
-            upstream: "shop",
-            upstream_tool: "order",
-            digest: "sha256:00",
-        },
-        "shop.order",
-        "rule 1",
-        Duration::from_secs(3600),
-    );
+    let grant = support::grant_of(Some("alice"), "shop.order");
     store.grant(grant.clone()).await.unwrap();
     b.client.goto(&go("/console/grants")).await.unwrap();
     b.screenshot("console-grants").await;

@@ -139,6 +139,23 @@ pub async fn at_once(
     answers
 }
 
+/// A grant of the gateway tool `tool` (`server.name`) for `caller`, for an
+/// hour, bound to a definition as an approval with `remember` leaves one.
+pub fn grant_of(caller: Option<&str>, tool: &str) -> toolgate_gateway::grants::Grant {
+    let (upstream, upstream_tool) = tool.split_once('.').unwrap();
+    toolgate_gateway::grants::Grant::new(
+        caller,
+        toolgate_gateway::grants::Bound {
+            upstream,
+            upstream_tool,
+            digest: "sha256:00",
+        },
+        tool,
+        "rule 1",
+        Duration::from_secs(3600),
+    )
+}
+
 /// A server whose one tool, `whoami`, answers with the `traceparent` it
 /// was given (empty when none).
 pub fn probe() -> Server {
