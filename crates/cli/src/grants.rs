@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
-use toolgate_gateway::audit::now_ms;
-use toolgate_gateway::grants::{self, Grant, Revoked};
+use toolgate_gateway::base::time::now_ms;
+use toolgate_gateway::decide::grants::{Grant, Revoked};
+use toolgate_gateway::store::sqlite::grants;
 use toolgate_protocol::error::with_causes;
 
 use crate::log::{Database, database, format_time};

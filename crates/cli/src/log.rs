@@ -6,9 +6,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
-use toolgate_gateway::audit::{AuditRow, Filter, query};
-use toolgate_gateway::audit_pg::PgStore;
 use toolgate_gateway::config::GatewayConfig;
+use toolgate_gateway::store::AuditRow;
+use toolgate_gateway::store::pg::PgStore;
+use toolgate_gateway::store::sqlite::{Filter, query};
 use toolgate_protocol::error::with_causes;
 
 use crate::term::one_line;
@@ -55,11 +56,11 @@ pub struct LogArgs {
     pub spend: bool,
 }
 
-use toolgate_gateway::duration::parse_duration;
+use toolgate_gateway::base::duration::parse_duration;
 
 /// `YYYY-MM-DD hh:mm:ss.mmm` UTC, from milliseconds since the epoch.
 pub fn format_time(ms: i64) -> String {
-    toolgate_gateway::duration::utc(ms, true)
+    toolgate_gateway::base::duration::utc(ms, true)
 }
 
 /// Where the rows are.
@@ -202,12 +203,12 @@ pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
         print_spend(&rows, args.json);
         let balances = match (&db, &pg) {
             (_, Some(pg)) => {
-                use toolgate_gateway::budget::Ledger as _;
+                use toolgate_gateway::store::ledger::Ledger as _;
                 pg.balances()
                     .await
                     .map_err(|e| exit::fail(exit::PROTOCOL, with_causes(&e)))?
             }
-            (Database::File(path), None) => toolgate_gateway::ledger_sqlite::balances(path)
+            (Database::File(path), None) => toolgate_gateway::store::sqlite::ledger::balances(path)
                 .map_err(|e| exit::fail(exit::USAGE, with_causes(&e)))?,
             (Database::Postgres(_), None) => Vec::new(),
         };
@@ -287,7 +288,7 @@ fn print_spend(rows: &[AuditRow], json: bool) {
 /// Each budget's ledger: what is charged and what is held, per scope and
 /// period. A reservation left by a gateway that stopped mid-call stays
 /// held (budgets fail closed), and shows here.
-fn print_balances(balances: &[toolgate_gateway::budget::Balance], json: bool) {
+fn print_balances(balances: &[toolgate_gateway::decide::budget::Balance], json: bool) {
     if json {
         for b in balances {
             outln!("{}", serde_json::json!(b));

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use comfy_table::{Table, presets};
+use toolgate_gateway::call::metrics::Metrics;
 use toolgate_gateway::config::GatewayConfig;
-use toolgate_gateway::metrics::Metrics;
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_review::lock::LockFile;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
@@ -96,7 +96,7 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
             _ => None,
         };
     let lock = o.lock.as_deref().map(read_lock).transpose()?;
-    let telemetry = toolgate_gateway::telemetry::Telemetry::install(&config.telemetry)
+    let telemetry = toolgate_gateway::call::telemetry::Telemetry::install(&config.telemetry)
         .map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?;
     let listener =
         match &o.http {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{CallOptions, Client};
-use toolgate_gateway::audit::{Filter, query};
+use toolgate_gateway::store::sqlite::{Filter, query};
 
 mod support;
 

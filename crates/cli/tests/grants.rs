@@ -7,8 +7,10 @@ mod support;
 
 use std::time::Duration;
 
-use toolgate_gateway::audit::{AuditSink, AuditStore};
-use toolgate_gateway::grants::Grant;
+use toolgate_gateway::store::AuditSink;
+
+use toolgate_gateway::decide::grants::Grant;
+use toolgate_gateway::store::sqlite::AuditStore;
 
 /// `toolgate ARGS --db DB` in `dir`.
 async fn grants_in(dir: &std::path::Path, db: &str, args: &[&str]) -> support::Run {
@@ -25,7 +27,7 @@ async fn grants_are_listed_revoked_once_and_the_revocation_is_logged() {
     let hour = Duration::from_secs(3600);
     let alice = Grant::new(
         Some("alice"),
-        toolgate_gateway::grants::Bound {
+        toolgate_gateway::decide::grants::Bound {
             upstream: "shop",
             upstream_tool: "order",
             digest: "sha256:00",
@@ -36,7 +38,7 @@ async fn grants_are_listed_revoked_once_and_the_revocation_is_logged() {
     );
     let anyone = Grant::new(
         None,
-        toolgate_gateway::grants::Bound {
+        toolgate_gateway::decide::grants::Bound {
             upstream: "shop",
             upstream_tool: "order",
             digest: "sha256:00",
@@ -142,7 +144,7 @@ async fn log_spend_sums_what_charged_calls_cost_by_day_caller_and_tool() {
         (day + 120_000, "alice", None),
         (day + 86_400_000, "bob", Some(2.5)),
     ] {
-        let row = toolgate_gateway::audit::AuditRow {
+        let row = toolgate_gateway::store::AuditRow {
             time_ms,
             caller: Some(caller.into()),
             tool: "rich.lookup".into(),
@@ -177,7 +179,8 @@ async fn log_spend_sums_what_charged_calls_cost_by_day_caller_and_tool() {
 
     // A hold a gateway left (it stopped between forwarding and settling)
     // is listed as reserved, with what is spent beside it.
-    use toolgate_gateway::budget::{Held, Hold, Ledger as _, SpendKey};
+    use toolgate_gateway::decide::budget::{Held, Hold, SpendKey};
+    use toolgate_gateway::store::ledger::Ledger as _;
     let key = SpendKey {
         budget: "rich".into(),
         scope: "alice".into(),

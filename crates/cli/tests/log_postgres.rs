@@ -9,8 +9,8 @@ mod support;
 use std::process::Stdio;
 use std::sync::Arc;
 
-use toolgate_gateway::audit::{AuditRow, AuditSink};
-use toolgate_gateway::audit_pg::PgStore;
+use toolgate_gateway::store::pg::PgStore;
+use toolgate_gateway::store::{AuditRow, AuditSink};
 
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
@@ -84,7 +84,7 @@ async fn kill_9_under_load_loses_no_answered_call() {
     use tokio::io::AsyncBufReadExt as _;
     use toolgate_client::transport::http::{HttpOptions, HttpTransport};
     use toolgate_client::{CallOptions, Client};
-    use toolgate_gateway::audit::Filter;
+    use toolgate_gateway::store::sqlite::Filter;
     use toolgate_server::transport::http::{HttpConfig, serve_listener};
     use toolgate_server::{Server, ToolDef};
 
@@ -209,12 +209,12 @@ async fn kill_9_under_load_loses_no_answered_call() {
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
 async fn grants_in_the_shared_postgres_store_are_listed_and_revoked() {
-    use toolgate_gateway::grants::Grant;
+    use toolgate_gateway::decide::grants::Grant;
     let url = std::env::var("TOOLGATE_TEST_POSTGRES").expect("run `cargo xtask scale-out`");
     let one = Arc::new(PgStore::connect(&url, false).await.unwrap());
     let other = Arc::new(PgStore::connect(&url, false).await.unwrap());
     let tool = format!("grantstest{}.order", std::process::id());
-    let bound = toolgate_gateway::grants::Bound {
+    let bound = toolgate_gateway::decide::grants::Bound {
         upstream: "shop",
         upstream_tool: "order",
         digest: "sha256:00",

@@ -18,47 +18,55 @@
 //! - The policy decides which calls are allowed, denied, or put to a
 //!   person first, through the protocol's own elicitation; an approval
 //!   counts once, for one call.
-//! - [`audit`] and [`audit_pg`]: every decision and call in SQLite or
-//!   PostgreSQL, durable before the answer is sent; [`grants`]: approvals
-//!   that remember a tool; [`metrics`] and [`telemetry`]: Prometheus and
+//! - [`store::sqlite`] and [`store::pg`]: every decision and call in
+//!   SQLite or PostgreSQL, durable before the answer is sent;
+//!   [`decide::grants`]: approvals that remember a tool;
+//!   [`call::metrics`] and [`call::telemetry`]: Prometheus and
 //!   OpenTelemetry.
 //!
 //! The `toolgate serve` command runs a gateway over Streamable HTTP or
 //! stdio; `docs/gateway.md` documents the configuration key by key.
+//!
+//! # Layers
+//!
+//! The crate is built in layers, bottom to top; a module imports only from
+//! its own layer or those below it, and no two folders import each other
+//! (the test `tests::layering` reads the sources and fails otherwise):
+//!
+//! 1. [`base`]: names, durations, time, ids, redaction — nothing of the
+//!    gateway.
+//! 2. [`config`]: the configuration as plain data, and its validation.
+//! 3. [`decide`]: policy, confirmations, grants, loops, budgets — pure
+//!    decisions over the configuration, the call and facts read from
+//!    stores.
+//! 4. [`store`]: narrow traits for what is kept (audit rows, nonces,
+//!    grants, the ledger, pending approvals, shared limits) and their
+//!    SQLite, PostgreSQL, Redis and memory backends.
+//! 5. [`call`]: one request — upstream connections, the stages a
+//!    `tools/call` passes, the relay, the record of the call.
+//! 6. `gateway`: the lifecycle — start, supervise, reload, stop
+//!    ([`Gateway`]).
+//! 7. [`surface`]: routers over a running gateway — the approval page, the
+//!    console, health.
+//!
+//! A surface sits above the lifecycle because it is built from a running
+//! gateway's handle; nothing below it can reach a page.
 
-mod approval;
-pub mod audit;
-pub mod audit_pg;
-mod audit_query;
-mod audit_writer;
-pub mod budget;
+pub mod base;
+pub mod call;
 pub mod config;
-mod confirm;
-pub mod duration;
-mod forward;
+pub mod decide;
 mod gateway;
-pub mod grants;
-mod guard;
-mod health;
-mod inbound;
-pub mod ledger_sqlite;
-mod loops;
-pub mod metrics;
-mod names;
-mod parked;
-mod pending_pg;
-mod policy;
-mod shared_limit;
-mod state;
-mod store_error;
-pub mod telemetry;
-mod upstream;
-mod upstream_task;
+pub mod store;
+pub mod surface;
 
-pub use health::Readiness;
-pub use names::{exactly, qualify};
-pub use store_error::StoreError;
-pub use upstream::declared_capabilities;
+#[cfg(test)]
+mod tests;
+
+pub use base::names::{exactly, qualify};
+pub use call::upstream::declared_capabilities;
+pub use store::StoreError;
+pub use surface::health::Readiness;
 
 pub use gateway::{
     Drift, Gateway, GatewayError, GatewayOptions, LastReload, NotApproved, Reloaded, ToolView,

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::json;
 use support::{config, downstream, serve};
 use toolgate_client::{CallOptions, Client, ClientError};
-use toolgate_gateway::audit::{Filter, query};
+use toolgate_gateway::store::sqlite::{Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_server::{Server, ToolDef, ToolError};
 
@@ -237,7 +237,7 @@ async fn concurrent_calls_never_overspend_a_budget_kept_in_sqlite() {
     let charged = rows.iter().filter(|r| r.cost == Some(1.0)).count();
     let refused = rows.iter().filter(|r| r.status == "over_budget").count();
     assert_eq!((charged, refused), (5, 26));
-    let balances = toolgate_gateway::ledger_sqlite::balances(&db).unwrap();
+    let balances = toolgate_gateway::store::sqlite::ledger::balances(&db).unwrap();
     assert_eq!(balances.len(), 1);
     assert_eq!((balances[0].spent, balances[0].reserved), (5.0, 0.0));
 }
@@ -265,7 +265,7 @@ async fn a_reservation_left_by_a_stopped_gateway_stays_counted() {
         "{text}"
     );
     gateway.stop();
-    let held: Vec<(String, f64, f64)> = toolgate_gateway::ledger_sqlite::balances(&db)
+    let held: Vec<(String, f64, f64)> = toolgate_gateway::store::sqlite::ledger::balances(&db)
         .unwrap()
         .into_iter()
         .map(|b| (b.key.scope, b.spent, b.reserved))

@@ -14,9 +14,10 @@ use std::time::Duration;
 use serde_json::json;
 use support::{args, downstream, http, log_in, origin_of, page_token, serve, shop};
 use toolgate_client::CallOptions;
-use toolgate_gateway::audit::{AuditSink, AuditStore, Filter, query};
 use toolgate_gateway::config::GatewayConfig;
-use toolgate_gateway::grants;
+use toolgate_gateway::store::AuditSink;
+use toolgate_gateway::store::sqlite::grants;
+use toolgate_gateway::store::sqlite::{AuditStore, Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_review::lock::{LockFile, lock_definition};
 

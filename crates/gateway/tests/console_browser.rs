@@ -25,8 +25,9 @@ use serde_json::json;
 use support::{outcome_of, serve, shop, toml_string};
 use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_gateway::audit::{AuditSink, AuditStore, Filter, query};
 use toolgate_gateway::config::GatewayConfig;
+use toolgate_gateway::store::AuditSink;
+use toolgate_gateway::store::sqlite::{AuditStore, Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_review::lock::{LockFile, lock_definition};
 

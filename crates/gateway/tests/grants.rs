@@ -17,8 +17,10 @@ use support::{Person, config, serve, shop, token};
 use tokio::net::TcpListener;
 use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_gateway::audit::{AuditRow, Filter, query};
-use toolgate_gateway::grants::{self, Revoked};
+use toolgate_gateway::decide::grants::Revoked;
+use toolgate_gateway::store::AuditRow;
+use toolgate_gateway::store::sqlite::grants;
+use toolgate_gateway::store::sqlite::{Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
 

@@ -11,7 +11,7 @@ mod support;
 use serde_json::{Map, Value, json};
 use support::{config, downstream, serve};
 use toolgate_client::CallOptions;
-use toolgate_gateway::audit::{Filter, query};
+use toolgate_gateway::store::sqlite::{Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_protocol::types::CallToolResult;
 use toolgate_server::{Server, ToolDef};

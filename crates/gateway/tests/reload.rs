@@ -13,8 +13,8 @@ use serde_json::{Map, json};
 use support::{downstream, refused, serve, shop, toml_string, tool_names};
 use tokio::sync::Notify;
 use toolgate_client::CallOptions;
-use toolgate_gateway::audit::{Filter, query};
 use toolgate_gateway::config::GatewayConfig;
+use toolgate_gateway::store::sqlite::{Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions, Reloaded};
 use toolgate_server::{Server, ToolDef};
 

@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Map, json};
 use toolgate_client::{CallEnd, CallOptions, CallRound, Client, RoundInput};
-use toolgate_gateway::audit::Filter;
-use toolgate_gateway::audit_pg::PgStore;
 use toolgate_gateway::config::GatewayConfig;
+use toolgate_gateway::store::pg::PgStore;
+use toolgate_gateway::store::sqlite::Filter;
 use toolgate_gateway::{Gateway, GatewayOptions};
 
 use support::{args, downstream, serve, shop};
@@ -243,7 +243,7 @@ async fn two_instances_share_one_budget_and_calls_at_once_never_overspend_it() {
         );
     }
     // Settled on both: ten spent, nothing held.
-    use toolgate_gateway::budget::Ledger as _;
+    use toolgate_gateway::store::ledger::Ledger as _;
     let store = PgStore::connect(&postgres(), false).await.unwrap();
     let balances = store.balances().await.unwrap();
     let ours = balances

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 use support::{downstream, http, log_in, serve, shop};
-use toolgate_gateway::audit::{Filter, query};
 use toolgate_gateway::config::GatewayConfig;
+use toolgate_gateway::store::sqlite::{Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
 
 /// Each planted secret, with characters that every encoding changes.

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
-use crate::duration::parse_duration;
+use crate::base::duration::parse_duration;
 
 /// The `[loops]` window when none is given.
 const DEFAULT_WINDOW: Duration = Duration::from_secs(600);

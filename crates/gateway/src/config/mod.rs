@@ -47,7 +47,7 @@ pub use auth::AuthConfig;
 pub use limits::{BudgetConfig, Cap, LoopsConfig, Period};
 pub(crate) use limits::{Cost, check_budgets};
 pub use observe::{AuditConfig, TelemetryConfig};
-pub use policy::{Action, PolicyConfig, RuleConfig};
+pub use policy::{Action, LONGEST, PolicyConfig, RuleConfig};
 pub use secret::{Secret, Secrets, Shape};
 pub use upstream::{HttpKind, UpstreamConfig, UpstreamOAuth, default_prefix};
 
@@ -168,7 +168,10 @@ pub struct StoreConfig {
 impl std::fmt::Debug for StoreConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StoreConfig")
-            .field("url", &self.url.as_deref().map(crate::audit_pg::redact))
+            .field(
+                "url",
+                &self.url.as_deref().map(crate::base::redact::store_url),
+            )
             .finish()
     }
 }
@@ -205,7 +208,10 @@ impl std::fmt::Debug for RateLimitConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitConfig")
             .field("rules", &self.rules)
-            .field("redis", &self.redis.as_deref().map(crate::audit_pg::redact))
+            .field(
+                "redis",
+                &self.redis.as_deref().map(crate::base::redact::store_url),
+            )
             .field("on_outage", &self.on_outage)
             .finish()
     }
@@ -328,7 +334,7 @@ fn auto_approve(
     })?;
     let globs: Vec<String> = tools
         .iter()
-        .map(|t| crate::names::exactly(&crate::names::qualify(&upstream.prefix(), t)))
+        .map(|t| crate::base::names::exactly(&crate::base::names::qualify(&upstream.prefix(), t)))
         .collect();
     tracing::info!(server = %name, tools = ?globs, "autoApprove: these run without asking (allow rule)");
     Ok(globs)
@@ -482,11 +488,11 @@ impl GatewayConfig {
         }
         // A spent round is remembered for NONCE_MARGIN: a state must expire
         // well before its nonce is forgotten, or it could be answered again.
-        let most = crate::audit::NONCE_MARGIN.as_secs() / 2;
+        let most = crate::base::time::NONCE_MARGIN.as_secs() / 2;
         if self.state.ttl.is_some_and(|t| t > most) {
             return Err(err(format!(
                 "[state] ttl must be at most {most} seconds (a spent round is remembered for {} s, and a state must expire well before that)",
-                crate::audit::NONCE_MARGIN.as_secs()
+                crate::base::time::NONCE_MARGIN.as_secs()
             )));
         }
         if let Some(url) = &mut self.ratelimit.redis {
@@ -494,7 +500,7 @@ impl GatewayConfig {
             if !url.starts_with("redis://") {
                 return Err(err(format!(
                     "[ratelimit] redis {}: only redis:// URLs are supported",
-                    crate::audit_pg::redact(url)
+                    crate::base::redact::store_url(url)
                 )));
             }
         }
@@ -503,7 +509,7 @@ impl GatewayConfig {
             if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
                 return Err(err(format!(
                     "[store] url {}: only postgres:// URLs are supported",
-                    crate::audit_pg::redact(url)
+                    crate::base::redact::store_url(url)
                 )));
             }
             if self.audit.path.is_some() {

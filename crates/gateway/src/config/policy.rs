@@ -8,8 +8,11 @@ use serde::{Deserialize, Serialize};
 use toolgate_review::Effect;
 
 use super::ConfigError;
-use crate::duration::parse_duration;
-use crate::grants::LONGEST;
+use crate::base::duration::parse_duration;
+
+/// The longest `remember` a rule may have: an approval that outlives a
+/// working day is a policy decision, written as an `allow` rule.
+pub const LONGEST: Duration = Duration::from_secs(24 * 3600);
 
 /// What happens to a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

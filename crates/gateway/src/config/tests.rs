@@ -124,7 +124,7 @@ fn hosts_json_files_are_read_with_their_own_keys_ignored() {
 
 #[test]
 fn a_hosts_disabled_entries_stay_off_and_its_auto_approved_tools_are_allowed() {
-    use crate::policy::{Action, Policy, ToolFacts};
+    use crate::decide::policy::{Action, Policy, ToolFacts};
     let c = GatewayConfig::parse_json(
         r#"{"mcpServers": {"fs": {"command": "npx", "autoApprove": ["read_file", "list[1]"]},
                            "old": {"command": "x", "disabled": true}}}"#,

@@ -14,11 +14,11 @@ use toolgate_server::{PromptEntry, RateLimit, ResourceEntry, TemplateEntry, Tool
 
 use super::refusal::Refusal;
 use super::{Gateway, lock};
-use crate::forward::{complete, forward, get_prompt, read_resource};
-use crate::guard::Guard;
-use crate::names::qualify;
-use crate::policy::{Action, ToolFacts};
-use crate::upstream::Others;
+use crate::base::names::qualify;
+use crate::call::forward::{complete, forward, get_prompt, read_resource};
+use crate::call::guard::Guard;
+use crate::call::upstream::Others;
+use crate::decide::policy::{Action, ToolFacts};
 
 /// The lists whose caching hints the gateway passes on.
 const LISTS: [&str; 4] = [

@@ -16,7 +16,7 @@ use toolgate_review::lock::{Change, LockFile, lock_tool};
 use toolgate_server::Withheld;
 
 use super::Gateway;
-use crate::policy::ToolFacts;
+use crate::decide::policy::ToolFacts;
 
 /// A tool the lock file withholds.
 #[derive(Clone, Debug)]
@@ -141,8 +141,8 @@ impl Gateway {
         }
         tracing::info!(tool = %name, %digest, by, "definition approved on the console");
         if let Some(store) = &self.audit {
-            let row = crate::audit::AuditRow {
-                time_ms: crate::audit::now_ms(SystemTime::now()),
+            let row = crate::store::AuditRow {
+                time_ms: crate::base::time::now_ms(SystemTime::now()),
                 caller: Some(by.to_owned()),
                 upstream: Some(drift.server.clone()),
                 tool: "toolgate.lock".into(),

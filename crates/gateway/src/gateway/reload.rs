@@ -88,7 +88,7 @@ pub(super) fn fixed_sections(config: &GatewayConfig) -> String {
                 .ratelimit
                 .redis
                 .as_deref()
-                .map(crate::audit_pg::redact),
+                .map(crate::base::redact::store_url),
             config.ratelimit.on_outage
         ),
     ]
@@ -359,7 +359,7 @@ impl Gateway {
             }
         };
         *self.reloaded.write() = Some(LastReload {
-            time_ms: crate::audit::now_ms(SystemTime::now()),
+            time_ms: crate::base::time::now_ms(SystemTime::now()),
             applied,
             said,
         });
@@ -375,8 +375,8 @@ impl Gateway {
         let summary = report.summary();
         tracing::info!("configuration reloaded: {summary}");
         if let Some(store) = &self.audit {
-            let row = crate::audit::AuditRow {
-                time_ms: crate::audit::now_ms(SystemTime::now()),
+            let row = crate::store::AuditRow {
+                time_ms: crate::base::time::now_ms(SystemTime::now()),
                 tool: "toolgate.reload".into(),
                 arguments_digest: String::new(),
                 rule: Some(summary),

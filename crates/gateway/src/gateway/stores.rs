@@ -11,12 +11,14 @@ use std::time::Duration;
 use toolgate_server::{MemoryNonceStore, StateKey};
 
 use super::GatewayError;
-use crate::approval::{MemoryPending, Pending};
-use crate::audit::{AuditSink, AuditStore};
-use crate::audit_pg::PgStore;
 use crate::config::GatewayConfig;
-use crate::confirm::SharedNonces;
-use crate::shared_limit::SharedLimits;
+use crate::store::AuditSink;
+use crate::store::SharedNonces;
+use crate::store::pending::MemoryPending;
+use crate::store::pending::Pending;
+use crate::store::pg::PgStore;
+use crate::store::shared_limit::SharedLimits;
+use crate::store::sqlite::AuditStore;
 
 /// The stores a gateway runs on.
 pub(super) struct Stores {
@@ -52,7 +54,10 @@ impl Stores {
             match (&config.store.url, &audit_file) {
                 (Some(url), _) if !config.audit.disabled => {
                     let store = PgStore::connect(url, config.audit.arguments).await?;
-                    pending = Arc::new(crate::pending_pg::PgPending::new(store.clone(), state_ttl));
+                    pending = Arc::new(crate::store::pg::pending::PgPending::new(
+                        store.clone(),
+                        state_ttl,
+                    ));
                     let store = Arc::new(store);
                     (Some(store.clone()), store.nonces())
                 }
@@ -74,7 +79,7 @@ impl Stores {
             pending,
             audit_file: audit_file.filter(|_| config.store.url.is_none()),
             shared_limits,
-            state_key: crate::state::load_key(&config.state)?,
+            state_key: crate::store::state_key::load_key(&config.state)?,
         })
     }
 }

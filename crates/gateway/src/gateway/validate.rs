@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use toolgate_protocol::types::Tool;
 
-use crate::budget::Budgets;
+use crate::base::names::{Collision, check_unique, qualify};
 use crate::config::{GatewayConfig, UpstreamConfig};
-use crate::names::{Collision, check_unique, qualify};
-use crate::policy::Policy;
+use crate::decide::budget::Budgets;
+use crate::decide::policy::Policy;
 
 use super::GatewayError;
 
@@ -32,7 +32,7 @@ pub(super) struct Checked {
 /// `[[budget]]` compile.
 pub(super) fn check(config: &GatewayConfig) -> Result<Checked, GatewayError> {
     let policy = Arc::new(Policy::new(&config.policy)?);
-    crate::loops::Loops::new(&config.loops)?;
+    crate::decide::loops::Loops::new(&config.loops)?;
     let budgets = Arc::new(Budgets::new(&config.budget)?);
     Ok(Checked { policy, budgets })
 }

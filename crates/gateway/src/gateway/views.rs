@@ -7,9 +7,9 @@ use toolgate_protocol::types::Tool;
 use toolgate_server::Server;
 
 use super::{Gateway, UpstreamStatus, is_denial};
-use crate::audit::AuditSink;
-use crate::metrics::Metrics;
-use crate::policy::{Decision, ToolFacts};
+use crate::call::metrics::Metrics;
+use crate::decide::policy::{Decision, ToolFacts};
+use crate::store::AuditSink;
 
 /// A tool as the console shows it.
 #[derive(Clone, Debug)]
@@ -100,13 +100,13 @@ impl Gateway {
         self.audit.as_ref()
     }
 
-    pub(crate) fn shared_limits(&self) -> Option<&Arc<crate::shared_limit::SharedLimits>> {
+    pub(crate) fn shared_limits(&self) -> Option<&Arc<crate::store::shared_limit::SharedLimits>> {
         self.shared_limits.as_ref()
     }
 
     /// How many calls wait for a person on the approval page now, when it
     /// is served.
-    pub async fn waiting_for_a_person(&self) -> Option<Result<usize, crate::StoreError>> {
+    pub async fn waiting_for_a_person(&self) -> Option<Result<usize, crate::store::StoreError>> {
         match &self.desk {
             Some(desk) => Some(desk.waiting_now().await),
             None => None,

@@ -141,11 +141,11 @@ pub async fn at_once(
 
 /// A grant of the gateway tool `tool` (`server.name`) for `caller`, for an
 /// hour, bound to a definition as an approval with `remember` leaves one.
-pub fn grant_of(caller: Option<&str>, tool: &str) -> toolgate_gateway::grants::Grant {
+pub fn grant_of(caller: Option<&str>, tool: &str) -> toolgate_gateway::decide::grants::Grant {
     let (upstream, upstream_tool) = tool.split_once('.').unwrap();
-    toolgate_gateway::grants::Grant::new(
+    toolgate_gateway::decide::grants::Grant::new(
         caller,
-        toolgate_gateway::grants::Bound {
+        toolgate_gateway::decide::grants::Bound {
             upstream,
             upstream_tool,
             digest: "sha256:00",

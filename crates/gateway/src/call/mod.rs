@@ -1,0 +1,14 @@
+//! Layer 4, `call`: what happens to one request — the upstream
+//! connections, the handlers that relay a request round by round, the
+//! guard that asks the policy and a person, and the record of each call
+//! (audit rows, metrics, traces). Calls use decisions and stores; they
+//! never reach a page or the gateway's lifecycle.
+
+pub(crate) mod forward;
+pub(crate) mod guard;
+pub mod inbound;
+pub mod metrics;
+pub(crate) mod parked;
+pub mod telemetry;
+pub mod upstream;
+pub(crate) mod upstream_task;

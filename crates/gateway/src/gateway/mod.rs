@@ -1,0 +1,544 @@
+//! The gateway's lifecycle: start (its stores, its server, its upstreams),
+//! supervision of failed upstreams, and stop. What it offers is kept in
+//! [`catalogue`], why it withholds a tool in [`refusal`], the stores it
+//! opens in [`stores`], reload, the lock file and the console's views in
+//! modules of their own.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+
+use toolgate_client::ToolWatch;
+use toolgate_protocol::types::Tool;
+use toolgate_review::lock::LockFile;
+use toolgate_server::{Server, ServerConfig, Withheld};
+
+use crate::base::names::qualify;
+use crate::call::metrics::{Metrics, Recorder};
+use crate::call::upstream::Upstream;
+use crate::config::{GatewayConfig, RateLimitConfig};
+use crate::decide::policy::{Policy, ToolFacts};
+use crate::store::AuditSink;
+use crate::surface::page::ApprovalDesk;
+
+mod catalogue;
+mod lock;
+mod refusal;
+mod reload;
+mod stores;
+mod validate;
+mod views;
+
+use stores::Stores;
+
+use catalogue::Offer;
+
+pub use lock::{Drift, NotApproved};
+pub use reload::{LastReload, Reloaded};
+pub use views::ToolView;
+
+/// Seconds an approval question stays answerable, by default.
+const DEFAULT_STATE_TTL: u64 = 300;
+
+/// The shortest wait between two restart attempts of one upstream.
+const MIN_RETRY: Duration = Duration::from_millis(10);
+
+/// A gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// Two upstream tools would share a name.
+    #[error(transparent)]
+    Collision(#[from] crate::base::names::Collision),
+    /// The server refused a registration or its configuration.
+    #[error("{0}")]
+    Server(#[from] toolgate_server::RegistrationError),
+    /// The configuration is inconsistent.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// A store could not be opened or reached.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// The approval page could not be served, or the state key read.
+    #[error("{0}")]
+    Start(String),
+}
+
+/// Options beyond the configuration file.
+#[derive(Clone, Default)]
+pub struct GatewayOptions {
+    /// Approved definitions: tools that differ from it, or are not in it,
+    /// are withheld.
+    pub lock: Option<LockFile>,
+    /// Where the lock file is: approving a definition on the console
+    /// writes it back there (without it, the approval lasts until the
+    /// gateway stops).
+    pub lock_file: Option<std::path::PathBuf>,
+    /// The downstream server's settings (limits, timeouts, state key).
+    pub server: ServerConfig,
+    /// The first wait before restarting a failed upstream (default
+    /// 250 ms); it doubles up to 30 s.
+    pub restart_backoff: Option<Duration>,
+}
+
+/// How one upstream is doing, for `toolgate serve --check`.
+#[derive(Clone, Debug)]
+pub struct UpstreamStatus {
+    /// Its name (the configuration key).
+    pub name: String,
+    /// `stdio`, `http` or `sse`.
+    pub transport: &'static str,
+    /// Started and served (`false`: kept in the configuration, disabled).
+    pub enabled: bool,
+    /// Tools offered through the gateway.
+    pub offered: usize,
+    /// Tools withheld for the lock file or an invalid definition.
+    pub withheld: usize,
+    /// Tools the policy denies to every caller (deliberate, not a fault).
+    pub denied: usize,
+    /// Why it is failing, if it is.
+    pub error: Option<String>,
+    /// The last lines a stdio upstream wrote to stderr (what to show when
+    /// it fails).
+    pub stderr: Vec<String>,
+    /// How many times it was restarted since the gateway started.
+    pub restarts: u64,
+    /// While it is down: the wait before the next attempt to restart it.
+    pub retry_in: Option<Duration>,
+}
+
+/// Many MCP servers behind one toolgate server.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use toolgate_gateway::{Gateway, GatewayOptions, config::GatewayConfig};
+/// let config = GatewayConfig::load("toolgate.toml".as_ref())?;
+/// let gateway = Gateway::start(config, GatewayOptions::default()).await?;
+/// toolgate_server::transport::stdio::serve_stdio(gateway.server()).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Gateway(Arc<Inner>);
+
+/// What every clone of a [`Gateway`] shares. Its fields are the gateway's
+/// own (this module and its children): a `Gateway` derefs to it only so
+/// that its methods read `self.offer`, not `self.0.offer`.
+pub struct Inner {
+    server: Server,
+    /// Upstream i is slot i, for the gateway's life: a reload replaces a
+    /// changed one in its slot, retires a removed one, appends a new one.
+    upstreams: RwLock<Arc<Vec<Arc<Upstream>>>>,
+    /// Slots of upstreams a reload removed.
+    retired: RwLock<std::collections::HashSet<usize>>,
+    /// Each slot's name, for records of calls refused before a handler ran.
+    names: Arc<RwLock<Vec<String>>>,
+    offer: Arc<RwLock<Offer>>,
+    /// Upstreams kept in the configuration but not started.
+    disabled: RwLock<Vec<UpstreamStatus>>,
+    /// The policy's facts of every tool each upstream lists (offered or
+    /// withheld), for finding rules that match none.
+    seen: RwLock<HashMap<usize, Vec<ToolFacts>>>,
+    /// The lock file, as loaded or as the console last approved.
+    lock: RwLock<Option<LockFile>>,
+    lock_file: Option<std::path::PathBuf>,
+    /// Tools withheld because their definition differs from the lock, or
+    /// is not in it: what the console shows and may approve.
+    drift: RwLock<HashMap<String, lock::Drift>>,
+    /// One watch per upstream, on its current connection (a new one
+    /// replaces, and so ends, the old).
+    watches: parking_lot::Mutex<HashMap<usize, ToolWatch>>,
+    tasks: parking_lot::Mutex<Vec<tokio::task::AbortHandle>>,
+    desk: Option<Arc<ApprovalDesk>>,
+    /// Calls from clients that cannot show a form go to the approval page
+    /// (`[approval] page`; the console alone only shows it).
+    page_for_calls: bool,
+    /// The console's views are served (`[console]`).
+    console: bool,
+    policy: RwLock<Arc<Policy>>,
+    ratelimit: RwLock<Arc<RateLimitConfig>>,
+    /// Bumped by each reload: a tool registered under an older one is
+    /// registered anew (its guard holds the policy of its time).
+    generation: std::sync::atomic::AtomicU64,
+    /// Each slot's supervisor, aborted when its upstream is replaced.
+    supervisors: parking_lot::Mutex<HashMap<usize, tokio::task::AbortHandle>>,
+    /// What a reload cannot change, as loaded: compared to say so.
+    fixed: String,
+    /// `[policy]` and the rate-limit rules as loaded, for saying whether a
+    /// reload changed them.
+    rules: RwLock<String>,
+    backoff: Duration,
+    /// Budgets in Redis (`[ratelimit] redis`), instead of in this process.
+    shared_limits: Option<Arc<crate::store::shared_limit::SharedLimits>>,
+    audit: Option<Arc<dyn AuditSink>>,
+    /// Failures counted to stop loops (`[loops]`).
+    loops: Arc<crate::decide::loops::Loops>,
+    /// The configuration running now (the console shows it).
+    running: RwLock<Arc<GatewayConfig>>,
+    /// How the last reload ended.
+    reloaded: RwLock<Option<LastReload>>,
+    /// `[[budget]]`, swapped by a reload.
+    budgets: RwLock<Arc<crate::decide::budget::Budgets>>,
+    /// Where spending is kept: the audit store, or this process.
+    ledger: Arc<dyn crate::store::ledger::Ledger>,
+    /// The SQLite file, when that is the store.
+    audit_file: Option<std::path::PathBuf>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::ops::Deref for Gateway {
+    type Target = Inner;
+
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+/// The status of an entry kept but not started.
+fn disabled_status(s: &crate::config::UpstreamConfig) -> UpstreamStatus {
+    tracing::info!(server = %s.name, "disabled (enabled = false): not started");
+    UpstreamStatus {
+        name: s.name.clone(),
+        transport: match (&s.url, s.transport) {
+            (None, _) => "stdio",
+            (Some(_), Some(crate::config::HttpKind::Sse)) => "sse",
+            (Some(_), _) => "http",
+        },
+        enabled: false,
+        offered: 0,
+        withheld: 0,
+        denied: 0,
+        error: None,
+        stderr: Vec::new(),
+        restarts: 0,
+        retry_in: None,
+    }
+}
+
+/// Whether a withheld tool is withheld by the policy (not by the lock).
+fn is_denial(why: &Withheld) -> bool {
+    why.notes.get("status").and_then(serde_json::Value::as_str) == Some("denied")
+}
+
+impl Gateway {
+    /// Start every upstream, list their tools and register them. An
+    /// upstream that is down does not stop the gateway: its tools appear
+    /// when it is back. Name collisions do.
+    pub async fn start(
+        mut config: GatewayConfig,
+        options: GatewayOptions,
+    ) -> Result<Self, GatewayError> {
+        let running = RwLock::new(Arc::new(config.clone()));
+        // Entries kept but not started (`enabled = false`, a host's
+        // `"disabled": true`): listed in the status, never run.
+        let disabled: Vec<UpstreamStatus> = config
+            .servers
+            .values()
+            .filter(|s| !s.enabled)
+            .map(disabled_status)
+            .collect();
+        config.servers.retain(|_, s| s.enabled);
+        let offer: Arc<RwLock<Offer>> = Arc::default();
+        let answers = offer.clone();
+        // The same checks every reload runs (`validate`).
+        let validate::Checked { policy, budgets } = validate::check(&config)?;
+        let fixed = reload::fixed_sections(&config);
+        let rules = RwLock::new(reload::rules_of(&config));
+        // Upstream i is the i-th key: `servers` is ordered.
+        let names: Arc<RwLock<Vec<String>>> =
+            Arc::new(RwLock::new(config.servers.keys().cloned().collect()));
+        let names_of = names.clone();
+        let mut server_config = options.server.clone();
+        server_config.state_ttl =
+            Duration::from_secs(config.state.ttl.unwrap_or(DEFAULT_STATE_TTL));
+        let Stores {
+            audit,
+            nonces,
+            pending,
+            audit_file,
+            shared_limits,
+            state_key,
+        } = Stores::open(&config, server_config.state_ttl).await?;
+        if audit.is_none() && config.policy.rules.iter().any(|r| r.remember.is_some()) {
+            tracing::warn!(
+                "[policy] rules with remember offer only \"this call only\": grants are kept in the audit store, and [audit] is disabled"
+            );
+        }
+        // Every round the gateway seals is forwarded once: a replayed
+        // state (an approval, or an upstream's question answered) is
+        // refused before it reaches the guard or the upstream.
+        let mut builder = Server::builder("toolgate-gateway", env!("CARGO_PKG_VERSION"))
+            .config(server_config)
+            .single_use_rounds()
+            .nonce_store(nonces)
+            .tools_in_name_order()
+            .enable_prompts()
+            .enable_resources()
+            .enable_completions()
+            .unlisted_answer(move |name| {
+                answers
+                    .read()
+                    .withheld
+                    .get(name)
+                    .map(|(_, why)| why.clone())
+            });
+        let metrics = Arc::new(Metrics::default());
+        let tools_of = offer.clone();
+        let loops = Arc::new(crate::decide::loops::Loops::new(&config.loops)?);
+        builder = builder.call_log(Arc::new(Recorder {
+            store: audit.clone(),
+            metrics: metrics.clone(),
+            loops: loops.clone(),
+            upstream_of: Arc::new(move |tool| {
+                let offer = tools_of.read();
+                let i = match offer.tools.get(tool) {
+                    Some(t) => t.upstream,
+                    None => offer.withheld.get(tool)?.0,
+                };
+                names_of.read().get(i).cloned()
+            }),
+        }));
+        if let Some(key) = state_key {
+            builder = builder.state_key(key);
+        } else {
+            tracing::warn!(
+                "no state key (TOOLGATE_STATE_KEY or [state] key_file): using a random one, so approvals complete only on this process"
+            );
+        }
+        let server = builder.build()?;
+        let mut tasks = Vec::new();
+        // The console serves the approval page among its views.
+        let desk = if config.approval.page || config.console.is_some() {
+            // With [auth], an operator may log in to the console with
+            // their own token.
+            let operator = match (&config.auth, &config.console) {
+                (Some(auth), Some(console)) => Some(crate::surface::page::Operator {
+                    verifier: Arc::new(auth.verifier()?),
+                    scope: console.operator_scope.clone().unwrap_or_else(|| {
+                        crate::surface::page::console::OPERATOR_SCOPE.to_owned()
+                    }),
+                }),
+                _ => None,
+            };
+            let (desk, addr, task) = ApprovalDesk::serve(
+                &config.approval,
+                config.console.as_ref(),
+                config.approval_login_file(),
+                pending,
+                operator,
+            )
+            .await
+            .map_err(GatewayError::Start)?;
+            tracing::info!(%addr, "approval page at {}", desk.page_url());
+            tasks.push(task);
+            Some(desk)
+        } else {
+            None
+        };
+        let ratelimit = RwLock::new(Arc::new(config.ratelimit.clone()));
+        let backoff = options
+            .restart_backoff
+            .unwrap_or(crate::call::upstream::FIRST_BACKOFF);
+        let upstreams: Vec<Arc<Upstream>> = config
+            .servers
+            .into_values()
+            .map(|c| Upstream::new(c, backoff))
+            .collect();
+        let gateway = Gateway(Arc::new(Inner {
+            server,
+            upstreams: RwLock::new(Arc::new(upstreams)),
+            retired: RwLock::default(),
+            names,
+            offer,
+            disabled: RwLock::new(disabled),
+            seen: RwLock::default(),
+            lock: RwLock::new(options.lock),
+            lock_file: options.lock_file,
+            drift: RwLock::default(),
+            watches: parking_lot::Mutex::default(),
+            tasks: parking_lot::Mutex::new(tasks),
+            desk,
+            page_for_calls: config.approval.page,
+            console: config.console.is_some(),
+            policy: RwLock::new(policy),
+            ratelimit,
+            generation: std::sync::atomic::AtomicU64::default(),
+            supervisors: parking_lot::Mutex::default(),
+            fixed,
+            rules,
+            backoff,
+            shared_limits,
+            running,
+            budgets: RwLock::new(budgets),
+            reloaded: RwLock::default(),
+            ledger: match &audit {
+                Some(store) => store.clone().ledger(),
+                None => Arc::new(crate::store::ledger::MemoryLedger::default()),
+            },
+            audit_file,
+            audit,
+            loops,
+            metrics,
+        }));
+        if let Some(desk) = gateway.desk.as_ref().filter(|_| gateway.console) {
+            desk.attach(gateway.clone());
+        }
+        let ups = gateway.ups();
+        for (i, upstream) in ups.iter().enumerate() {
+            gateway.watch_connections(i, upstream);
+        }
+        let mut listings = Vec::new();
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, upstream) in ups.iter().enumerate() {
+            let upstream = upstream.clone();
+            tasks.spawn(async move { (i, upstream.list().await) });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            if let Ok((i, listed)) = joined {
+                listings.push((i, listed));
+            }
+        }
+        listings.sort_by_key(|(i, _)| *i);
+        let mut all: Vec<(String, usize, Tool)> = Vec::new();
+        for (i, listed) in listings {
+            match listed {
+                Ok(tools) => {
+                    for tool in tools {
+                        all.push((qualify(&ups[i].config.prefix(), &tool.name), i, tool));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "upstream unavailable at start; its tools appear when it is back")
+                }
+            }
+        }
+        validate::unique_offered(ups.iter().enumerate().map(|(i, u)| {
+            let tools = all
+                .iter()
+                .filter(|(_, of, _)| *of == i)
+                .map(|(_, _, t)| t.name.as_str())
+                .collect();
+            (&u.config, tools)
+        }))?;
+        for i in 0..ups.len() {
+            let tools: Vec<Tool> = all
+                .iter()
+                .filter(|(_, u, _)| *u == i)
+                .map(|(_, _, t)| t.clone())
+                .collect();
+            gateway.apply(i, &tools);
+        }
+        for (i, upstream) in ups.iter().enumerate() {
+            if upstream.is_connected() {
+                gateway.refresh_others(i).await;
+            }
+        }
+        gateway.publish_hints();
+        for rule in gateway.unmatched_rules() {
+            tracing::warn!(
+                "policy {rule} matches no tool of any upstream that answered: check its patterns"
+            );
+        }
+        for i in 0..ups.len() {
+            gateway.supervise(i);
+        }
+        Ok(gateway)
+    }
+
+    /// The upstream slots now.
+    fn ups(&self) -> Arc<Vec<Arc<Upstream>>> {
+        self.upstreams.read().clone()
+    }
+
+    /// The policy now.
+    fn policy(&self) -> Arc<Policy> {
+        self.policy.read().clone()
+    }
+
+    /// Follow every new connection of slot `i` for tool-list changes.
+    /// (The hook holds the gateway; `stop` removes it, ending the cycle.)
+    fn watch_connections(&self, i: usize, upstream: &Upstream) {
+        let watcher = self.clone();
+        upstream.on_start(Some(Arc::new(move |client: &toolgate_client::Client| {
+            watcher.follow(i, client);
+        })));
+    }
+
+    /// Stop every upstream (a stdio upstream's whole process group ends).
+    pub fn stop(&self) {
+        if let Some(desk) = &self.desk {
+            desk.detach();
+        }
+        for task in self.tasks.lock().drain(..) {
+            task.abort();
+        }
+        self.watches.lock().clear();
+        for task in self.supervisors.lock().drain() {
+            task.1.abort();
+        }
+        for u in self.ups().iter() {
+            u.on_start(None);
+            u.stop();
+        }
+    }
+
+    /// Follow a new connection to upstream `i` for tool-list changes.
+    fn follow(&self, i: usize, client: &toolgate_client::Client) {
+        let followed_before = self.watches.lock().contains_key(&i);
+        if followed_before && let Some(u) = self.ups().get(i) {
+            self.metrics.restarted(&u.config.name);
+        }
+        let gateway = self.clone();
+        let watch = client.watch_tools_with(move || {
+            let gateway = gateway.clone();
+            tokio::spawn(async move { gateway.refresh(i).await });
+        });
+        self.watches.lock().insert(i, watch);
+    }
+
+    /// Re-list upstream `i` and bring the offer in step.
+    pub(crate) async fn refresh(&self, i: usize) {
+        let Some(upstream) = self.ups().get(i).cloned() else {
+            return;
+        };
+        if self.retired.read().contains(&i) {
+            return;
+        }
+        match upstream.list().await {
+            Ok(tools) => self.apply(i, &tools),
+            Err(e) => {
+                tracing::warn!(error = %e, "re-listing failed; keeping the tools offered");
+                return;
+            }
+        }
+        self.refresh_others(i).await;
+        self.publish_hints();
+    }
+
+    /// Bring slot `i`'s upstream back after failures: after each failure
+    /// (or a failed start), wait out the backoff and re-list, which
+    /// restarts the upstream; its tools return when it answers. A
+    /// supervisor the slot had before (an upstream a reload replaced) ends.
+    fn supervise(&self, i: usize) {
+        let Some(upstream) = self.ups().get(i).cloned() else {
+            return;
+        };
+        let gateway = self.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                if upstream.is_connected() {
+                    upstream.failure().await;
+                }
+                // At least a moment between attempts, whatever the
+                // configured backoff: a dead upstream is never spun on.
+                let wait = upstream.backoff().unwrap_or_default();
+                tokio::time::sleep(wait.max(MIN_RETRY)).await;
+                gateway.refresh(i).await;
+            }
+        });
+        let before = self.supervisors.lock().insert(i, task.abort_handle());
+        if let Some(before) = before {
+            before.abort();
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! Layer 3, `store`: what the gateway keeps outside a call — audit rows,
+//! spent nonces, grants, budgets' ledger, pending approvals, shared rate
+//! limits, the state key. Each is a narrow trait (or type) here, with its
+//! backends in files of their own: [`sqlite`] (embedded, always built),
+//! [`pg`] (PostgreSQL, shared by instances), memory (one process), Redis
+//! ([`shared_limit`]). Stores know decisions' types ([`crate::decide`])
+//! and nothing of calls, pages or the gateway's lifecycle.
+
+pub mod audit;
+pub mod error;
+pub mod ledger;
+pub mod pending;
+pub mod pg;
+pub mod shared_limit;
+pub mod sqlite;
+pub mod state_key;
+
+use std::sync::Arc;
+
+pub use audit::{AuditRow, AuditSink, StoreFuture};
+pub use error::StoreError;
+
+/// Where the gateway spends its single-use rounds: the audit store's
+/// table, shared by every instance that shares the store, or memory.
+pub type SharedNonces = Arc<dyn toolgate_server::NonceStore>;

@@ -1,0 +1,141 @@
+//! Rate limits shared by several instances: `[ratelimit] redis =
+//! "redis://…"` keeps every budget (per caller and tool, and each
+//! upstream's `per_minute`) in Redis, so the N+1th call in a window is
+//! refused whichever instance takes it.
+//!
+//! Each check is one atomic script implementing GCRA (the algorithm the
+//! embedded limiter uses too) on Redis's own clock, so instances whose
+//! clocks differ still agree. A budget's key expires once it is full
+//! again, so idle callers cost nothing. While Redis cannot be reached,
+//! calls are refused (fail closed) with a clear error, unless `on_outage =
+//! "allow"` says to let them through; the connection is re-established in
+//! the background.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::store::StoreError;
+
+/// GCRA: `KEYS[1]` holds the theoretical arrival time (ms); `ARGV[1]` is
+/// the emission interval (ms) and `ARGV[2]` the burst. Returns 0 when the
+/// call is allowed, else the milliseconds to wait.
+const GCRA: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local new_tat = tat + interval
+local over = new_tat - now - burst * interval
+if over > 0 then return over end
+redis.call('SET', KEYS[1], new_tat, 'PX', new_tat - now)
+return 0
+";
+
+/// How long a check may take before the call is refused.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The shared budgets.
+pub struct SharedLimits {
+    connection: ConnectionManager,
+    script: redis::Script,
+    shown: String,
+    on_outage: crate::config::OnOutage,
+}
+
+/// What a check found.
+pub enum Verdict {
+    /// Within the budget.
+    Allowed,
+    /// Over it: try again after this long.
+    Wait(Duration),
+}
+
+impl SharedLimits {
+    /// Connect to `url` (`redis://[:password@]host[:port][/db]`). Fails
+    /// when Redis cannot be reached: a gateway told to share its limits
+    /// does not start without them.
+    pub async fn connect(
+        url: &str,
+        on_outage: crate::config::OnOutage,
+    ) -> Result<Self, StoreError> {
+        let shown = crate::base::redact::store_url(url);
+        let client = redis::Client::open(url).map_err(|source| StoreError::Redis {
+            context: format!("[ratelimit] redis {shown}"),
+            source,
+        })?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(TIMEOUT)
+            .set_response_timeout(TIMEOUT)
+            .set_number_of_retries(1);
+        let connection = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|source| StoreError::Redis {
+                context: format!("the rate-limit store {shown} is unavailable"),
+                source,
+            })?;
+        Ok(Self {
+            connection,
+            script: redis::Script::new(GCRA),
+            shown,
+            on_outage,
+        })
+    }
+
+    /// Whether calls go through while Redis cannot be asked.
+    pub fn allows_on_outage(&self) -> bool {
+        self.on_outage == crate::config::OnOutage::Allow
+    }
+
+    /// Whether Redis answers now (for readiness).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let mut connection = self.connection.clone();
+        redis::cmd("PING")
+            .query_async::<String>(&mut connection)
+            .await
+            .map(drop)
+            .map_err(|source| StoreError::Redis {
+                context: format!("the rate-limit store {} is unavailable", self.shown),
+                source,
+            })
+    }
+
+    /// Take one call from the budget `key` of `calls` per `period`.
+    pub async fn check(&self, key: &str, calls: u32, period: Duration) -> Result<Verdict, String> {
+        let interval = (period.as_millis() as u64 / u64::from(calls.max(1))).max(1);
+        let mut connection = self.connection.clone();
+        let wait: u64 = self
+            .script
+            .key(format!("toolgate:rl:{key}"))
+            .arg(interval)
+            .arg(calls.max(1))
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|e| format!("the rate-limit store {} is unavailable: {e}", self.shown))?;
+        Ok(match wait {
+            0 => Verdict::Allowed,
+            ms => Verdict::Wait(Duration::from_millis(ms)),
+        })
+    }
+}
+
+/// `wait` as the seconds a refusal names: rounded up to a tenth, so "now"
+/// never shows.
+pub fn seconds(wait: Duration) -> String {
+    let tenths = wait.as_millis().div_ceil(100).max(1);
+    format!("{}.{}", tenths / 10, tenths % 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_is_shown_rounded_up_to_a_tenth() {
+        assert_eq!(seconds(Duration::from_millis(1)), "0.1");
+        assert_eq!(seconds(Duration::from_millis(1501)), "1.6");
+        assert_eq!(seconds(Duration::ZERO), "0.1");
+    }
+}
