@@ -125,6 +125,16 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
     if o.check {
         return Ok(check(&gateway));
     }
+    // The approval page and the console are surfaces over the running
+    // gateway, on the socket it bound at start.
+    toolgate_gateway::surface::page::serve(&gateway)
+        .await
+        .map_err(|e| {
+            exit::fail(
+                exit::USAGE,
+                one_line(&toolgate_protocol::error::with_causes(&e)),
+            )
+        })?;
     if let (Some(console), Some(login)) = (gateway.console_url(), gateway.approval_login()) {
         errln!("toolgate: console at {console}");
         errln!("toolgate: log in to the console (once, in your browser): {login}");

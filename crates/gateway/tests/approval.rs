@@ -21,7 +21,7 @@ use toolgate_protocol::types::{CallToolResult, ClientCapabilities};
 async fn gateway() -> (Gateway, Arc<AtomicUsize>) {
     let calls = Arc::new(AtomicUsize::new(0));
     let url = serve(shop(calls.clone(), "Orders an item.")).await;
-    let gateway = Gateway::start(
+    let gateway = support::start(
         config(&format!(
             "[servers.shop]\nurl = \"{url}\"\n[policy]\ndefault = \"confirm\"\n[approval]\npage = true\nlisten = \"127.0.0.1:0\"\n"
         )),
@@ -253,7 +253,7 @@ async fn on_the_page_a_person_can_approve_the_tool_for_the_next_hour() {
     let url = serve(shop(calls.clone(), "Orders an item.")).await;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("audit.db");
-    let gateway = Gateway::start(
+    let gateway = support::start(
         config(&format!(
             "[servers.shop]\nurl = \"{url}\"\n[audit]\npath = {}\n[policy]\ndefault = \"confirm\"\n[[policy.rules]]\ntools = [\"shop.order\"]\naction = \"confirm\"\nremember = \"1h\"\n[approval]\npage = true\nlisten = \"127.0.0.1:0\"\n",
             support::toml_string(&db.display().to_string())

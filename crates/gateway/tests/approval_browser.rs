@@ -21,14 +21,14 @@ use serde_json::json;
 use support::{args, config, serve, shop};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{CallOptions, Client, ClientError};
-use toolgate_gateway::{Gateway, GatewayOptions};
+use toolgate_gateway::GatewayOptions;
 
 #[tokio::test]
 #[ignore = "needs Chromium and ChromeDriver: run by `cargo xtask browser`"]
 async fn a_person_approves_a_call_by_clicking_in_chromium() {
     let calls = Arc::new(AtomicUsize::new(0));
     let upstream = serve(shop(calls.clone(), "Orders an item.")).await;
-    let gateway = Gateway::start(
+    let gateway = support::start(
         config(&format!(
             "[servers.shop]\nurl = \"{upstream}\"\n[policy]\ndefault = \"confirm\"\n[approval]\npage = true\nlisten = \"127.0.0.1:0\"\n"
         )),

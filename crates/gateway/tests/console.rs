@@ -65,7 +65,7 @@ async fn start_custom(
     let file = dir.path().join("toolgate.toml");
     std::fs::write(&file, file_text(&upstream, &db, sections)).unwrap();
     let config = GatewayConfig::load(&file).unwrap();
-    let gateway = Gateway::start(config, options(dir.path())).await.unwrap();
+    let gateway = support::start(config, options(dir.path())).await.unwrap();
     let overview = gateway.console_url().unwrap();
     let base = overview.trim_end_matches("/console").to_owned();
     let cookie = log_in(&gateway.approval_login().unwrap()).await;
@@ -626,7 +626,7 @@ async fn each_login_link_has_a_successor_that_is_handed_on_and_lands_on_the_over
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("audit.db");
     let upstream = serve(shop(Arc::new(AtomicUsize::new(0)), "Orders an item.")).await;
-    let gateway = Gateway::start(
+    let gateway = support::start(
         GatewayConfig::parse_toml(&file_text(&upstream, &db, POLICY), |_| None).unwrap(),
         GatewayOptions::default(),
     )

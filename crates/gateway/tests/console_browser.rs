@@ -25,10 +25,10 @@ use serde_json::json;
 use support::{outcome_of, serve, shop, toml_string};
 use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
+use toolgate_gateway::GatewayOptions;
 use toolgate_gateway::config::GatewayConfig;
 use toolgate_gateway::store::AuditSink;
 use toolgate_gateway::store::sqlite::{AuditStore, Filter, query};
-use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_review::lock::{LockFile, lock_definition};
 
 /// A stdio upstream that will not start while the file `$DOWN` exists
@@ -109,7 +109,7 @@ async fn a_person_sees_and_acts_on_the_gateway_from_the_console_in_chromium() {
         restart_backoff: Some(Duration::from_millis(50)),
         ..GatewayOptions::default()
     };
-    let gateway = Gateway::start(GatewayConfig::load(&file).unwrap(), options)
+    let gateway = support::start(GatewayConfig::load(&file).unwrap(), options)
         .await
         .unwrap();
     assert_eq!(gateway.tool_names(), ["crashy.crash", "crashy.ping"]);

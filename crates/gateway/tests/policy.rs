@@ -56,7 +56,7 @@ const POLICY: &str = "[policy]\ndefault = \"confirm\"\n[[policy.rules]]\ntools =
 async fn gateway(extra: &str) -> (Gateway, Arc<AtomicUsize>) {
     let calls = Arc::new(AtomicUsize::new(0));
     let url = serve(shop(calls.clone(), "Orders an item.")).await;
-    let gateway = Gateway::start(
+    let gateway = support::start(
         config(&format!("[servers.shop]\nurl = \"{url}\"\n{POLICY}{extra}")),
         GatewayOptions::default(),
     )
@@ -373,7 +373,7 @@ async fn every_decision_and_call_is_in_the_audit_store_and_limits_apply_per_call
 async fn an_upstream_budget_is_shared_by_all_callers_and_spent_only_on_forwarded_calls() {
     let calls = Arc::new(AtomicUsize::new(0));
     let url = serve(shop(calls.clone(), "Orders an item.")).await;
-    let gateway = Gateway::start(
+    let gateway = support::start(
         config(&format!(
             "[servers.shop]\nurl = \"{url}\"\nper_minute = 1\n{POLICY}"
         )),

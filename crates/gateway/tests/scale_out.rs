@@ -45,7 +45,7 @@ async fn instance(upstream: &str, key_file: &std::path::Path, policy: &str) -> G
         support::toml_string(&key_file.display().to_string()),
     );
     let config = GatewayConfig::parse_toml(&toml, |_| None).unwrap();
-    Gateway::start(config, GatewayOptions::default())
+    support::start(config, GatewayOptions::default())
         .await
         .unwrap()
 }

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 use support::{downstream, http, log_in, serve, shop};
+use toolgate_gateway::GatewayOptions;
 use toolgate_gateway::config::GatewayConfig;
 use toolgate_gateway::store::sqlite::{Filter, query};
-use toolgate_gateway::{Gateway, GatewayOptions};
 
 /// Each planted secret, with characters that every encoding changes.
 const PLANTED: &[(&str, &str)] = &[
@@ -105,7 +105,7 @@ default = "allow"
     let config = GatewayConfig::parse_toml(&text, env).unwrap();
     // The configuration's own Debug is a surface too (logs, panics).
     assert_clean("the configuration's Debug", &format!("{config:?}"));
-    let gateway = Gateway::start(config, GatewayOptions::default())
+    let gateway = support::start(config, GatewayOptions::default())
         .await
         .unwrap();
     let c = downstream(&gateway).await;

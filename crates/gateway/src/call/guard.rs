@@ -15,7 +15,7 @@ use toolgate_server::{
     AuthContext, ElicitAction, Inputs, RequestContext, ToolError, arguments_digest,
 };
 
-use crate::surface::page::ApprovalDesk;
+use crate::call::approvals::{Approvals, Ask};
 
 use crate::decide::confirm::{self, Remember, Subject, Verdict};
 use crate::decide::grants::Grant;
@@ -36,7 +36,7 @@ pub struct Guard {
     /// Whether that server is trusted.
     pub trusted: bool,
     /// The approval page, for clients that cannot show a form.
-    pub desk: Option<Arc<ApprovalDesk>>,
+    pub approvals: Option<Arc<dyn Approvals>>,
     /// Budgets kept in Redis, with this tool's per-caller limit (calls
     /// per minute), when `[ratelimit] redis` is set.
     pub shared: Option<(Arc<crate::store::shared_limit::SharedLimits>, Option<u32>)>,
@@ -166,10 +166,10 @@ impl Guard {
                     ended: ended.as_deref(),
                 };
                 if !ctx.client_capabilities().supports_elicitation_form() {
-                    if let Some(desk) = &self.desk {
+                    if let Some(approvals) = &self.approvals {
                         return self
                             .by_page(
-                                desk,
+                                approvals.as_ref(),
                                 ctx,
                                 input,
                                 &subject,
@@ -266,7 +266,7 @@ impl Guard {
     #[allow(clippy::too_many_arguments)]
     async fn by_page(
         &self,
-        desk: &ApprovalDesk,
+        desk: &dyn Approvals,
         ctx: &RequestContext,
         input: &mut Inputs,
         subject: &Subject<'_>,
@@ -311,14 +311,14 @@ impl Guard {
         }
         let question = confirm::question(subject, args);
         let opened = match desk
-            .open(
-                caller,
-                &self.facts.name,
-                &self.server,
-                &digest,
-                &question,
-                remember.map(Remember::label),
-            )
+            .open(Ask {
+                caller: caller.map(str::to_owned),
+                tool: self.facts.name.clone(),
+                server: self.server.clone(),
+                digest: digest.clone(),
+                question,
+                remember: remember.map(Remember::label),
+            })
             .await
         {
             Ok(opened) => opened,

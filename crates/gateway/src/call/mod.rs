@@ -4,6 +4,7 @@
 //! (audit rows, metrics, traces). Calls use decisions and stores; they
 //! never reach a page or the gateway's lifecycle.
 
+pub mod approvals;
 pub(crate) mod forward;
 pub(crate) mod guard;
 pub mod inbound;

@@ -257,6 +257,51 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn a_hosts_disabled_entries_stay_off_and_its_auto_approved_tools_are_allowed() {
+        use crate::config::GatewayConfig;
+        let env = |_: &str| None;
+        let c = GatewayConfig::parse_json(
+            r#"{"mcpServers": {"fs": {"command": "npx", "autoApprove": ["read_file", "list[1]"]},
+                               "old": {"command": "x", "disabled": true}}}"#,
+            env,
+        )
+        .unwrap();
+        assert!(!c.servers["old"].enabled && c.servers["fs"].enabled);
+        let policy = Policy::new(&c.policy).unwrap();
+        let decide = |name: &str| {
+            let tool = name.split_once('.').unwrap().1;
+            policy.decide(&ToolFacts::new(name, tool, None, None, false), None)
+        };
+        let read = decide("fs.read_file");
+        assert_eq!(read.action, Action::Allow);
+        assert_eq!(
+            read.rule,
+            r#"rule 1 (tools ["fs.read_file", "fs.list[[]1[]]"])"#
+        );
+        // Exactly those names: a glob character in a name is literal.
+        assert_eq!(decide("fs.list[1]").action, Action::Allow);
+        assert_eq!(decide("fs.list1").action, Action::Confirm);
+        assert_eq!(decide("fs.write_file").action, Action::Confirm);
+        for (text, says) in [
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "disabled": "yes"}}}"#,
+                "mcpServers.a.disabled is not true or false",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"command": "x", "autoApprove": "all"}}}"#,
+                "mcpServers.a.autoApprove is not a list of tool names",
+            ),
+        ] {
+            assert_eq!(
+                GatewayConfig::parse_json(text, env)
+                    .unwrap_err()
+                    .to_string(),
+                says
+            );
+        }
+    }
+
+    #[test]
     fn the_first_matching_rule_decides_and_default_catches_the_rest() {
         let config: PolicyConfig = toml::from_str(
             r#"

@@ -310,7 +310,7 @@ impl Gateway {
                 definition: tool.clone(),
                 server: config.name.clone(),
                 trusted: config.trusted,
-                desk: self.desk.clone().filter(|_| self.page_for_calls),
+                approvals: self.approvals.clone().filter(|_| self.page_for_calls),
                 grants: self.audit.clone(),
                 loops: self.loops.clone(),
                 budget: budget.clone(),

@@ -16,17 +16,18 @@ use toolgate_review::lock::LockFile;
 use toolgate_server::{Server, ServerConfig, Withheld};
 
 use crate::base::names::qualify;
+use crate::call::approvals::{Approvals, PendingApprovals};
 use crate::call::metrics::{Metrics, Recorder};
 use crate::call::upstream::Upstream;
 use crate::config::{GatewayConfig, RateLimitConfig};
 use crate::decide::policy::{Policy, ToolFacts};
 use crate::store::AuditSink;
-use crate::surface::page::ApprovalDesk;
 
 mod catalogue;
 mod lock;
 mod refusal;
 mod reload;
+pub mod site;
 mod stores;
 mod validate;
 mod views;
@@ -60,9 +61,15 @@ pub enum GatewayError {
     /// A store could not be opened or reached.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
-    /// The approval page could not be served, or the state key read.
-    #[error("{0}")]
-    Start(String),
+    /// The approval page's or the console's socket could not be bound.
+    #[error("{what}")]
+    Listen {
+        /// Which section, and what address.
+        what: String,
+        /// The socket's error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Options beyond the configuration file.
@@ -149,12 +156,16 @@ pub struct Inner {
     /// replaces, and so ends, the old).
     watches: parking_lot::Mutex<HashMap<usize, ToolWatch>>,
     tasks: parking_lot::Mutex<Vec<tokio::task::AbortHandle>>,
-    desk: Option<Arc<ApprovalDesk>>,
+    /// Where the approval page and the console are served (`[approval]
+    /// page`, `[console]`), bound at start.
+    site: Option<Arc<site::Site>>,
+    /// Where calls ask a person on the page.
+    approvals: Option<Arc<dyn Approvals>>,
+    /// Set once `stop` is called: surfaces serving this gateway end.
+    stopping: tokio::sync::watch::Sender<bool>,
     /// Calls from clients that cannot show a form go to the approval page
     /// (`[approval] page`; the console alone only shows it).
     page_for_calls: bool,
-    /// The console's views are served (`[console]`).
-    console: bool,
     policy: RwLock<Arc<Policy>>,
     ratelimit: RwLock<Arc<RateLimitConfig>>,
     /// Bumped by each reload: a tool registered under an older one is
@@ -306,35 +317,18 @@ impl Gateway {
             );
         }
         let server = builder.build()?;
-        let mut tasks = Vec::new();
-        // The console serves the approval page among its views.
-        let desk = if config.approval.page || config.console.is_some() {
-            // With [auth], an operator may log in to the console with
-            // their own token.
-            let operator = match (&config.auth, &config.console) {
-                (Some(auth), Some(console)) => Some(crate::surface::page::Operator {
-                    verifier: Arc::new(auth.verifier()?),
-                    scope: console.operator_scope.clone().unwrap_or_else(|| {
-                        crate::surface::page::console::OPERATOR_SCOPE.to_owned()
-                    }),
-                }),
-                _ => None,
-            };
-            let (desk, addr, task) = ApprovalDesk::serve(
-                &config.approval,
-                config.console.as_ref(),
-                config.approval_login_file(),
-                pending,
-                operator,
-            )
-            .await
-            .map_err(GatewayError::Start)?;
-            tracing::info!(%addr, "approval page at {}", desk.page_url());
-            tasks.push(task);
-            Some(desk)
+        // The page's socket is bound now, so calls can name its address;
+        // a surface serves it (`surface::page::serve`).
+        let site = if config.approval.page || config.console.is_some() {
+            let site = site::Site::bind(&config).await?;
+            tracing::info!(addr = %site.local, "approval page at {}", site.page_url());
+            Some(Arc::new(site))
         } else {
             None
         };
+        let approvals: Option<Arc<dyn Approvals>> = site
+            .as_ref()
+            .map(|s| Arc::new(PendingApprovals::new(pending, &s.base)) as Arc<dyn Approvals>);
         let ratelimit = RwLock::new(Arc::new(config.ratelimit.clone()));
         let backoff = options
             .restart_backoff
@@ -356,10 +350,11 @@ impl Gateway {
             lock_file: options.lock_file,
             drift: RwLock::default(),
             watches: parking_lot::Mutex::default(),
-            tasks: parking_lot::Mutex::new(tasks),
-            desk,
+            tasks: parking_lot::Mutex::default(),
+            site,
+            approvals,
+            stopping: tokio::sync::watch::Sender::new(false),
             page_for_calls: config.approval.page,
-            console: config.console.is_some(),
             policy: RwLock::new(policy),
             ratelimit,
             generation: std::sync::atomic::AtomicU64::default(),
@@ -380,9 +375,6 @@ impl Gateway {
             loops,
             metrics,
         }));
-        if let Some(desk) = gateway.desk.as_ref().filter(|_| gateway.console) {
-            desk.attach(gateway.clone());
-        }
         let ups = gateway.ups();
         for (i, upstream) in ups.iter().enumerate() {
             gateway.watch_connections(i, upstream);
@@ -466,9 +458,7 @@ impl Gateway {
 
     /// Stop every upstream (a stdio upstream's whole process group ends).
     pub fn stop(&self) {
-        if let Some(desk) = &self.desk {
-            desk.detach();
-        }
+        self.stopping.send_replace(true);
         for task in self.tasks.lock().drain(..) {
             task.abort();
         }

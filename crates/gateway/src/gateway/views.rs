@@ -72,15 +72,15 @@ impl Gateway {
 
     /// The approval page's list of waiting calls, when it is served.
     pub fn approval_page(&self) -> Option<String> {
-        self.desk.as_ref().map(|d| d.page_url())
+        self.site.as_ref().map(|s| s.page_url())
     }
 
     /// The console's overview, when `[console]` is on.
     pub fn console_url(&self) -> Option<String> {
-        self.desk
+        self.site
             .as_ref()
-            .filter(|_| self.console)
-            .map(|d| d.console_url())
+            .filter(|s| s.console)
+            .map(|s| s.console_url())
     }
 
     /// How many enabled upstreams are listed and answering.
@@ -96,7 +96,27 @@ impl Gateway {
             .count()
     }
 
-    pub(crate) fn audit_sink(&self) -> Option<&Arc<dyn AuditSink>> {
+    /// Where the approval page and the console are served, when they are.
+    pub fn site(&self) -> Option<&Arc<super::site::Site>> {
+        self.site.as_ref()
+    }
+
+    /// Where calls ask a person, when the page is on.
+    pub fn approvals(&self) -> Option<&Arc<dyn crate::call::approvals::Approvals>> {
+        self.approvals.as_ref()
+    }
+
+    /// Resolves once [`Gateway::stop`] is called: what serves this gateway
+    /// (a surface) ends with it.
+    pub fn stopped(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut stopping = self.stopping.subscribe();
+        async move {
+            let _ = stopping.wait_for(|stopped| *stopped).await;
+        }
+    }
+
+    /// The audit store, when there is one.
+    pub fn audit_sink(&self) -> Option<&Arc<dyn AuditSink>> {
         self.audit.as_ref()
     }
 
@@ -107,23 +127,25 @@ impl Gateway {
     /// How many calls wait for a person on the approval page now, when it
     /// is served.
     pub async fn waiting_for_a_person(&self) -> Option<Result<usize, crate::store::StoreError>> {
-        match &self.desk {
-            Some(desk) => Some(desk.waiting_now().await),
-            None => None,
-        }
+        let approvals = self.approvals.as_ref()?;
+        Some(approvals.all().await.map(|all| {
+            all.iter()
+                .filter(|e| e.status == crate::store::pending::Status::Waiting)
+                .count()
+        }))
     }
 
     /// The login link and each new one as the one before it is used, when
     /// the page is served: `serve` prints each where it printed the first,
     /// so a person can always log in again without a restart.
     pub fn login_links(&self) -> Option<tokio::sync::watch::Receiver<String>> {
-        self.desk.as_ref().map(|d| d.login_links())
+        self.site.as_ref().map(|s| s.logins.links())
     }
 
     /// The approval page's one-time login link, when the page is served:
     /// for the person only, never for a client or the model.
     pub fn approval_login(&self) -> Option<String> {
-        self.desk.as_ref().map(|d| d.login_url())
+        self.site.as_ref().map(|s| s.logins.link())
     }
 
     /// The audit store's file, when the store is a SQLite file.

@@ -47,6 +47,15 @@ pub enum StoreError {
         #[source]
         source: redis::RedisError,
     },
+    /// A file the gateway keeps beside its stores (the login link's file).
+    #[error("{context}")]
+    File {
+        /// Which file, and what failed.
+        context: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Anything else, said in full (a store of a newer schema, a writer
     /// that stopped, TLS that could not be set up).
     #[error("{0}")]

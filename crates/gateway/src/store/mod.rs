@@ -9,6 +9,7 @@
 pub mod audit;
 pub mod error;
 pub mod ledger;
+pub mod logins;
 pub mod pending;
 pub mod pg;
 pub mod shared_limit;

@@ -12,8 +12,8 @@ use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{BoxFuture, Client, ClientError, InputHandler};
-use toolgate_gateway::Gateway;
 use toolgate_gateway::config::GatewayConfig;
+use toolgate_gateway::{Gateway, GatewayError, GatewayOptions};
 use toolgate_protocol::types::ClientCapabilities;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
 use toolgate_server::{RequestContext, Server, ToolDef};
@@ -26,6 +26,17 @@ pub struct Order {
 }
 
 /// An upstream toolgate server counting the calls that reach it.
+/// Start a gateway and serve its approval page and console, as `toolgate
+/// serve` does.
+pub async fn start(
+    config: GatewayConfig,
+    options: GatewayOptions,
+) -> Result<Gateway, GatewayError> {
+    let gateway = Gateway::start(config, options).await?;
+    toolgate_gateway::surface::page::serve(&gateway).await?;
+    Ok(gateway)
+}
+
 pub fn shop(calls: Arc<AtomicUsize>, description: &str) -> Server {
     let asked = calls.clone();
     Server::builder("shop", "1")

@@ -39,7 +39,7 @@ use toolgate_protocol::error::with_causes;
 pub const OPERATOR_SCOPE: &str = "toolgate:operator";
 
 /// Where the console listens by default.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8791";
+pub use crate::gateway::site::DEFAULT_CONSOLE_LISTEN as DEFAULT_LISTEN;
 
 const NAV: &[(&str, &str)] = &[
     ("/console", "Overview"),
@@ -64,7 +64,7 @@ pub(super) fn nav(here: &str) -> Markup {
 
 /// The gateway behind the console, or the answer that there is none.
 fn gateway(desk: &ApprovalDesk) -> Result<crate::gateway::Gateway, Response> {
-    desk.console().ok_or_else(|| {
+    desk.console().cloned().ok_or_else(|| {
         plain(
             StatusCode::NOT_FOUND,
             "the console is off: set [console] listen",

@@ -21,7 +21,6 @@
 mod calls;
 mod chart;
 pub mod console;
-mod login;
 mod operator;
 
 use parking_lot::Mutex;
@@ -34,156 +33,79 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 
-use crate::base::ids::new_nonce;
-pub use crate::config::ApprovalConfig;
+use crate::call::approvals::Approvals;
+use crate::gateway::site::Site;
+use crate::gateway::{Gateway, GatewayError};
 use crate::store::StoreError;
-pub use crate::store::pending::{MemoryPending, Pending, Status, Waiting};
-use login::Logins;
+use crate::store::logins::{LINK_PERSON, SESSION};
+use crate::store::pending::{Status, Waiting};
 pub use operator::Operator;
 use toolgate_protocol::error::with_causes;
 
-/// Where the page listens by default.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8790";
-
-/// Pending approvals and the page that decides them.
+/// The approval page (and the console) of one running gateway: what its
+/// handlers share.
 pub struct ApprovalDesk {
-    pending: Arc<dyn Pending>,
-    /// The gateway whose console this is, when `[console]` is on.
-    console: Mutex<Option<crate::gateway::Gateway>>,
+    gateway: Gateway,
+    site: Arc<Site>,
+    approvals: Arc<dyn Approvals>,
     /// What the console's last reload said.
     reloaded: Mutex<Option<String>>,
-    base: String,
-    hosts: Vec<String>,
-    logins: Logins,
-    /// With `[auth]`: who may log in with a token.
+    /// With `[auth]` and `[console]`: who may log in with a token.
     operator: Option<Operator>,
 }
 
-/// A call waiting for a person, as the guard sees it.
-pub struct Opened {
-    /// The pending approval's id.
-    pub id: String,
-    /// Its page.
-    pub url: String,
+/// Serve the approval page (and, with `[console]`, the console's views) of
+/// `gateway` on the socket it bound at start, until the gateway stops:
+/// the address it is served at, or `None` when neither is configured.
+/// `toolgate serve` calls this after [`Gateway::start`], as it serves
+/// health and metrics.
+pub async fn serve(gateway: &Gateway) -> Result<Option<SocketAddr>, GatewayError> {
+    let (Some(site), Some(approvals)) = (gateway.site(), gateway.approvals()) else {
+        return Ok(None);
+    };
+    let Some(listener) = site.take_listener() else {
+        // Served already (by an earlier call): one page per gateway.
+        return Ok(Some(site.local));
+    };
+    let config = gateway.running_config();
+    // With [auth], an operator may log in to the console with their own
+    // token.
+    let operator = match (&config.auth, &config.console) {
+        (Some(auth), Some(console)) => Some(Operator {
+            verifier: Arc::new(auth.verifier()?),
+            scope: console
+                .operator_scope
+                .clone()
+                .unwrap_or_else(|| console::OPERATOR_SCOPE.to_owned()),
+        }),
+        _ => None,
+    };
+    let desk = Arc::new(ApprovalDesk {
+        gateway: gateway.clone(),
+        site: site.clone(),
+        approvals: approvals.clone(),
+        reloaded: Mutex::default(),
+        operator,
+    });
+    let app = desk.router();
+    let stopped = gateway.stopped();
+    tokio::spawn(async move {
+        tokio::select! {
+            served = axum::serve(listener, app) => {
+                if let Err(e) = served {
+                    tracing::error!(error = %e, "approval page stopped");
+                }
+            }
+            () = stopped => {}
+        }
+    });
+    Ok(Some(site.local))
 }
 
 impl ApprovalDesk {
-    /// A desk whose pages live under `base` (`http://host:port`), answering
-    /// requests for the hosts `hosts` (`host:port`), keeping its pending
-    /// approvals in `pending`; its login link also goes to `login_file`.
-    pub fn new(
-        base: String,
-        hosts: Vec<String>,
-        pending: Arc<dyn Pending>,
-        login_file: Option<std::path::PathBuf>,
-    ) -> Result<Self, String> {
-        let base = base.trim_end_matches('/').to_owned();
-        Ok(Self {
-            pending,
-            console: Mutex::default(),
-            reloaded: Mutex::default(),
-            logins: Logins::new(&base, login_file)?,
-            base,
-            hosts,
-            operator: None,
-        })
-    }
-
-    /// The link that logs a browser in to the page, once. Show it only to
-    /// the person (never to a client or the model).
-    pub fn login_url(&self) -> String {
-        self.logins.link()
-    }
-
-    /// The page listing every pending approval.
-    pub fn page_url(&self) -> String {
-        format!("{}/approvals", self.base)
-    }
-
-    /// How many calls wait for a person's decision now (not those decided
-    /// and not yet taken).
-    pub async fn waiting_now(&self) -> Result<usize, crate::store::StoreError> {
-        let entries = self.pending.all().await?;
-        Ok(entries
-            .iter()
-            .filter(|e| e.status == Status::Waiting)
-            .count())
-    }
-
-    /// The login link, and each new one as the one before it is used.
-    pub fn login_links(&self) -> tokio::sync::watch::Receiver<String> {
-        self.logins.links()
-    }
-
-    /// The console's overview (served when a gateway is attached).
-    pub fn console_url(&self) -> String {
-        format!("{}/console", self.base)
-    }
-
-    /// Take the decision on this call, if there is one: an approval is
-    /// spent by taking it (one call), a denial ends with it.
-    pub async fn take(
-        &self,
-        caller: Option<&str>,
-        tool: &str,
-        digest: &str,
-    ) -> Result<Option<Status>, StoreError> {
-        self.pending
-            .take(
-                caller.map(str::to_owned),
-                tool.to_owned(),
-                digest.to_owned(),
-            )
-            .await
-    }
-
-    /// Open (or find the open) pending approval of this call; with
-    /// `remember`, the page also offers that wider approval.
-    pub async fn open(
-        &self,
-        caller: Option<&str>,
-        tool: &str,
-        server: &str,
-        digest: &str,
-        question: &str,
-        remember: Option<String>,
-    ) -> Result<Opened, StoreError> {
-        let entry = Waiting {
-            id: new_nonce(),
-            caller: caller.map(str::to_owned),
-            tool: tool.to_owned(),
-            server: server.to_owned(),
-            digest: digest.to_owned(),
-            question: question.to_owned(),
-            remember,
-            opened_ms: crate::base::time::now_ms(std::time::SystemTime::now()),
-            status: Status::Waiting,
-        };
-        let id = self.pending.open(entry).await?;
-        Ok(Opened {
-            url: format!("{}/approvals/{id}", self.base),
-            id,
-        })
-    }
-
-    /// Decide a waiting approval (what the page's buttons do): `false`
-    /// when it is not waiting, or `Remembered` was not offered.
-    pub async fn decide(&self, id: &str, status: Status) -> Result<bool, StoreError> {
-        self.pending.decide(id.to_owned(), status).await
-    }
-
-    /// Serve the console's views of `gateway` beside the approval page.
-    pub fn attach(&self, gateway: crate::gateway::Gateway) {
-        *self.console.lock() = Some(gateway);
-    }
-
-    /// Stop serving the console's views (the gateway stops).
-    pub fn detach(&self) {
-        self.console.lock().take();
-    }
-
-    fn console(&self) -> Option<crate::gateway::Gateway> {
-        self.console.lock().clone()
+    /// The gateway, when its console is on.
+    fn console(&self) -> Option<&Gateway> {
+        self.site.console.then_some(&self.gateway)
     }
 
     fn last_reload(&self) -> Option<String> {
@@ -197,13 +119,14 @@ impl ApprovalDesk {
     /// Who the request's session is, as the audit store records their
     /// acts: the operator's subject, or `console` for the login link.
     fn who(&self, headers: &HeaderMap) -> String {
-        self.logins
+        self.site
+            .logins
             .who(headers)
-            .unwrap_or_else(|| login::LINK_PERSON.to_owned())
+            .unwrap_or_else(|| LINK_PERSON.to_owned())
     }
 
     /// The page's routes.
-    pub fn router(self: Arc<Self>) -> axum::Router {
+    fn router(self: Arc<Self>) -> axum::Router {
         use axum::routing::post;
         axum::Router::new()
             .route("/", get(home))
@@ -225,63 +148,14 @@ impl ApprovalDesk {
             .with_state(self)
     }
 
-    /// Bind `listen` and serve the page in the background: the desk, the
-    /// address it is served at, and the task serving it. With `console`,
-    /// the console's address and URL are used, and its views served.
-    pub async fn serve(
-        config: &ApprovalConfig,
-        console: Option<&console::ConsoleConfig>,
-        login_file: Option<std::path::PathBuf>,
-        pending: Arc<dyn Pending>,
-        operator: Option<Operator>,
-    ) -> Result<(Arc<Self>, SocketAddr, tokio::task::AbortHandle), String> {
-        let (section, listen, url) = match console {
-            Some(c) => (
-                "[console]",
-                c.listen.as_deref().unwrap_or(console::DEFAULT_LISTEN),
-                c.url.clone(),
-            ),
-            None => (
-                "[approval]",
-                config.listen.as_deref().unwrap_or(DEFAULT_LISTEN),
-                config.url.clone(),
-            ),
-        };
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .map_err(|e| format!("{section} cannot listen on {listen}: {e}"))?;
-        let local = listener
-            .local_addr()
-            .map_err(|e| format!("{section} {listen}: {e}"))?;
-        let base = url.unwrap_or_else(|| format!("http://{local}"));
-        let mut hosts = vec![local.to_string(), format!("localhost:{}", local.port())];
-        if let Some(host) = base
-            .split("://")
-            .nth(1)
-            .and_then(|rest| rest.split('/').next())
-        {
-            hosts.push(host.to_owned());
-        }
-        let mut desk = Self::new(base, hosts, pending, login_file)?;
-        desk.operator = operator;
-        let desk = Arc::new(desk);
-        let app = desk.clone().router();
-        let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "approval page stopped");
-            }
-        });
-        Ok((desk, local, task.abort_handle()))
-    }
-
     /// The session's anti-forgery token, or the answer to a request that
     /// is not for this page or not from the logged-in person.
     fn admit(&self, headers: &HeaderMap, deciding: bool) -> Result<String, Response> {
         if let Some(refused) = self.refuse(headers, deciding) {
             return Err(refused);
         }
-        self.logins.session(headers).ok_or_else(|| {
-            let file = self.logins.file().map(|f| f.display().to_string());
+        self.site.logins.session(headers).ok_or_else(|| {
+            let file = self.site.logins.file().map(|f| f.display().to_string());
             let token = self.operator.is_some();
             let mut page = html(
                 "toolgate: log in",
@@ -309,14 +183,15 @@ impl ApprovalDesk {
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
             .unwrap_or("");
-        if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+        if !self.site.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
             return Some(plain(StatusCode::MISDIRECTED_REQUEST, "unknown host"));
         }
         if deciding {
             let origin = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok());
             let origin_ok = origin.map(|o| {
-                o.eq_ignore_ascii_case(&self.base)
+                o.eq_ignore_ascii_case(&self.site.base)
                     || self
+                        .site
                         .hosts
                         .iter()
                         .any(|h| o.eq_ignore_ascii_case(&format!("http://{h}")))
@@ -448,7 +323,7 @@ async fn list(State(desk): State<Arc<ApprovalDesk>>, headers: HeaderMap) -> Resp
         Ok(token) => token,
         Err(refused) => return refused,
     };
-    let entries = match desk.pending.all().await {
+    let entries = match desk.approvals.all().await {
         Ok(entries) => entries,
         Err(e) => return unavailable(&e),
     };
@@ -488,7 +363,7 @@ async fn one(
         Ok(token) => token,
         Err(refused) => return refused,
     };
-    let entries = match desk.pending.all().await {
+    let entries = match desk.approvals.all().await {
         Ok(entries) => entries,
         Err(e) => return unavailable(&e),
     };
@@ -544,7 +419,7 @@ async fn decide(
             );
         }
     };
-    match desk.decide(&id, status).await {
+    match desk.approvals.decide(&id, status).await {
         Ok(true) => {}
         Ok(false) => {
             return plain(
@@ -571,7 +446,7 @@ async fn log_in(
     if let Some(refused) = desk.refuse(&headers, false) {
         return refused;
     }
-    let Some(session) = desk.logins.log_in(&secret) else {
+    let Some(session) = desk.site.logins.log_in(&secret) else {
         return plain(
             StatusCode::FORBIDDEN,
             "this login link is not valid: it was used already, or is from an earlier start; use the newest link toolgate printed",
@@ -583,55 +458,12 @@ async fn log_in(
     } else {
         "/approvals"
     };
-    operator::cookie_to(&session, login::SESSION, to)
+    operator::cookie_to(&session, SESSION, to)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    fn desk() -> ApprovalDesk {
-        ApprovalDesk::new(
-            "http://127.0.0.1:9".into(),
-            vec!["127.0.0.1:9".into()],
-            Arc::new(MemoryPending::new(Duration::from_secs(60))),
-            None,
-        )
-        .unwrap()
-    }
-
-    #[tokio::test]
-    async fn an_approval_is_taken_once_and_only_by_the_same_call() {
-        let d = desk();
-        let open = async |caller: Option<&str>, digest: &str| {
-            d.open(caller, "t", "s", digest, "q", None).await.unwrap()
-        };
-        let take =
-            async |caller: Option<&str>, digest: &str| d.take(caller, "t", digest).await.unwrap();
-        let a = open(Some("alice"), "d1").await;
-        let again = open(Some("alice"), "d1").await;
-        assert_eq!(a.id, again.id, "one pending entry per call");
-        assert_eq!(a.url, format!("http://127.0.0.1:9/approvals/{}", a.id));
-        assert_eq!(take(Some("alice"), "d1").await, None, "still waiting");
-        assert!(
-            !d.decide(&a.id, Status::Remembered).await.unwrap(),
-            "not offered"
-        );
-        assert!(d.decide(&a.id, Status::Approved).await.unwrap());
-        assert!(
-            !d.decide(&a.id, Status::Denied).await.unwrap(),
-            "decided once"
-        );
-        assert_eq!(take(Some("bob"), "d1").await, None);
-        assert_eq!(take(Some("alice"), "d2").await, None);
-        assert_eq!(take(Some("alice"), "d1").await, Some(Status::Approved));
-        assert_eq!(take(Some("alice"), "d1").await, None, "spent");
-        let b = open(None, "d1").await;
-        assert!(d.decide(&b.id, Status::Denied).await.unwrap());
-        assert_eq!(take(Some("alice"), "d1").await, None, "another caller's");
-        assert_eq!(take(None, "d1").await, Some(Status::Denied));
-    }
 
     #[test]
     fn text_from_servers_is_escaped_in_the_page() {

@@ -18,7 +18,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use toolgate_server::{TokenError, TokenVerifier};
 
-use super::{ApprovalDesk, html, login, plain, secured};
+use super::{ApprovalDesk, html, plain, secured};
+use crate::store::logins as login;
 
 /// Who may log in with a token, and with which scope.
 pub struct Operator {
@@ -127,7 +128,7 @@ pub(super) async fn log_in(
             Duration::from_secs(exp.saturating_sub(now))
         });
     tracing::info!(subject = %subject, "console: an operator logged in with a token");
-    let session = desk.logins.log_in_as(subject, lasts);
+    let session = desk.site.logins.log_in_as(subject, lasts);
     cookie_to(&session, lasts, "/console")
 }
 

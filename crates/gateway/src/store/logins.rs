@@ -1,5 +1,6 @@
-//! Who may decide on the approval page: the person who started the
-//! gateway, logged in through a one-time link.
+//! Who may decide on the approval page (layer `store`: sessions kept in
+//! this process): the person who started the gateway, logged in through a
+//! one-time link.
 //!
 //! Knowing the page's address is not enough — the model is told it, and
 //! any local process can reach loopback. At start the gateway prints (and,
@@ -18,12 +19,13 @@ use std::time::{Duration, Instant};
 use axum::http::{HeaderMap, header};
 
 use crate::base::ids::new_nonce;
+use crate::store::StoreError;
 
 /// The session cookie's name.
-pub(super) const COOKIE: &str = "toolgate_approval";
+pub const COOKIE: &str = "toolgate_approval";
 
 /// How long a login lasts.
-pub(super) const SESSION: Duration = Duration::from_secs(12 * 3600);
+pub const SESSION: Duration = Duration::from_secs(12 * 3600);
 
 /// A logged-in browser.
 struct Session {
@@ -40,7 +42,7 @@ struct Session {
 pub const LINK_PERSON: &str = "console";
 
 /// The login secret and the sessions it opened.
-pub(super) struct Logins {
+pub struct Logins {
     state: Mutex<State>,
     /// The current link, for whoever shows it to the person (`serve`
     /// prints each new one where it printed the first).
@@ -62,7 +64,7 @@ fn same(a: &str, b: &str) -> bool {
 
 impl Logins {
     /// Logins to the page at `base`; the link goes to `file` too.
-    pub(super) fn new(base: &str, file: Option<PathBuf>) -> Result<Self, String> {
+    pub fn new(base: &str, file: Option<PathBuf>) -> Result<Self, StoreError> {
         let secret = new_nonce();
         let logins = Self {
             links: tokio::sync::watch::Sender::new(format!("{base}/login/{secret}")),
@@ -85,28 +87,30 @@ impl Logins {
     }
 
     /// The link that logs a browser in, once.
-    pub(super) fn link(&self) -> String {
+    pub fn link(&self) -> String {
         format!("{}/login/{}", self.base, self.lock().secret)
     }
 
     /// Each new link as the one before it is used.
-    pub(super) fn links(&self) -> tokio::sync::watch::Receiver<String> {
+    pub fn links(&self) -> tokio::sync::watch::Receiver<String> {
         self.links.subscribe()
     }
 
     /// Write the current link to the login file, readable by its owner only.
-    fn publish(&self) -> Result<(), String> {
+    fn publish(&self) -> Result<(), StoreError> {
         let Some(path) = &self.file else {
             return Ok(());
         };
         let link = self.link();
-        write_private(path, &format!("{link}\n"))
-            .map_err(|e| format!("[approval] login_file {}: {e}", path.display()))
+        write_private(path, &format!("{link}\n")).map_err(|source| StoreError::File {
+            context: format!("[approval] login_file {}", path.display()),
+            source,
+        })
     }
 
     /// Spend `secret`: a new session (its id and anti-forgery token), and a
     /// fresh link in its place. `None` when the secret is not the current one.
-    pub(super) fn log_in(&self, secret: &str) -> Option<String> {
+    pub fn log_in(&self, secret: &str) -> Option<String> {
         let session = {
             let mut state = self.lock();
             if !same(secret, &state.secret) {
@@ -121,7 +125,9 @@ impl Logins {
             Ok(()) => {
                 tracing::info!("approval page: the login link was used; the next one is {link}")
             }
-            Err(e) => tracing::warn!(error = %e, "approval page: the next login link is {link}"),
+            Err(e) => {
+                tracing::warn!(error = %toolgate_protocol::error::with_causes(&e), "approval page: the next login link is {link}")
+            }
         }
         Some(session)
     }
@@ -139,17 +145,17 @@ impl Logins {
 
     /// A session for `who` (an operator whose token was verified), lasting
     /// `lasts` at most; its id.
-    pub(super) fn log_in_as(&self, who: String, lasts: Duration) -> String {
+    pub fn log_in_as(&self, who: String, lasts: Duration) -> String {
         Self::open(&mut self.lock(), who, lasts)
     }
 
     /// The anti-forgery token of the session the request's cookie names.
-    pub(super) fn session(&self, headers: &HeaderMap) -> Option<String> {
+    pub fn session(&self, headers: &HeaderMap) -> Option<String> {
         self.find(headers, |s| s.token.clone())
     }
 
     /// Who the session the request's cookie names is.
-    pub(super) fn who(&self, headers: &HeaderMap) -> Option<String> {
+    pub fn who(&self, headers: &HeaderMap) -> Option<String> {
         self.find(headers, |s| s.who.clone())
     }
 
@@ -172,7 +178,7 @@ impl Logins {
     }
 
     /// Where the link is written, for messages.
-    pub(super) fn file(&self) -> Option<&std::path::Path> {
+    pub fn file(&self) -> Option<&std::path::Path> {
         self.file.as_deref()
     }
 }
