@@ -20,7 +20,7 @@ pub enum DurationError {
 ///
 /// ```
 /// use std::time::Duration;
-/// use toolgate_gateway::duration::parse_duration;
+/// use toolgate_gateway::base::duration::parse_duration;
 /// assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
 /// assert!(parse_duration("5 weeks").is_err());
 /// ```
@@ -89,7 +89,7 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
 /// milliseconds since the Unix epoch.
 ///
 /// ```
-/// use toolgate_gateway::duration::utc;
+/// use toolgate_gateway::base::duration::utc;
 /// assert_eq!(utc(951_782_400_123, true), "2000-02-29 00:00:00.123");
 /// ```
 pub fn utc(ms: i64, millis: bool) -> String {

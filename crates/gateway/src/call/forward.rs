@@ -1,258 +1,29 @@
-//! Handlers of the gateway's tools, prompts and resources: relay one
-//! request to its upstream, one round at a time, and say clearly whose
-//! fault a failure is.
-//!
-//! The upstream's questions (modern `input_required`) are passed to the
-//! downstream client as they are; the upstream's `requestState`, its
-//! questions and the round number travel in the gateway's own sealed
-//! `requestState`, so the retry may reach any gateway process holding the
-//! same state key and the upstream is never called twice for one round.
+//! Handlers of the gateway's tools, prompts and resources (layer `call`):
+//! a tool call runs through its stack of stages ([`crate::call::stack`]);
+//! once sent, it is relayed ([`crate::call::rounds`]) or followed as an
+//! upstream task, and its answer says clearly whose fault a failure is.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
-use toolgate_client::{CallEnd, CallOptions, Client, ClientError, Round, RoundInput};
+use serde_json::{Map, Value};
+use toolgate_client::{CallEnd, CallOptions, Client, ClientError};
 use toolgate_protocol::methods::{Complete, GetPrompt, Method, ReadResource};
 use toolgate_protocol::quote::quote;
 use toolgate_protocol::types::{
-    CallToolResult, ClientCapabilities, CompleteRequestParams, CompletionArgument,
-    CompletionContext, CompletionReference, GetPromptRequestParams, GetPromptResult, LoggingLevel,
-    ReadResourceRequestParams, ResourceContents,
+    CallToolResult, CompleteRequestParams, CompletionArgument, CompletionContext,
+    CompletionReference, GetPromptRequestParams, GetPromptResult, ReadResourceRequestParams,
+    ResourceContents,
 };
 use toolgate_server::{Inputs, RequestContext, ToolError, ToolReply};
 
-use crate::call::guard::{Admission, Guard};
-use crate::call::parked;
+use crate::call::rounds::{relay, unreachable};
+use crate::call::stack::{Call, Stack};
 use crate::call::telemetry;
 use crate::call::upstream::Upstream;
 use crate::call::upstream_task;
+use crate::store::ledger::Sent;
 
-/// The key a question of upstream round `round` has downstream: the
-/// upstream's own key in the first round (so one round is transparent),
-/// `round/key` after, so keys reused by a later round never meet the
-/// answers of an earlier one.
-fn key(round: u64, upstream_key: &str) -> String {
-    if round <= 1 {
-        upstream_key.to_owned()
-    } else {
-        format!("{round}/{upstream_key}")
-    }
-}
-
-/// How a relayed call that ran in its own task (a legacy upstream's, parked
-/// between its caller's rounds) ended, whichever kind of call it was.
-pub(crate) enum Ended {
-    /// A tool call.
-    Call(Result<Round<CallEnd>, ClientError>),
-    /// Any other request (`prompts/get`, `resources/read`).
-    Other(Result<Round<Value>, ClientError>),
-    /// The task ended without saying how (it was aborted or panicked).
-    Lost,
-}
-
-/// A kind of relayed call: what its outcome becomes in an [`Ended`], and
-/// back.
-pub(crate) trait Relayed: Sized + Send + 'static {
-    fn ended(outcome: Result<Round<Self>, ClientError>) -> Ended;
-    fn outcome(ended: Ended) -> Result<Round<Self>, ClientError>;
-}
-
-fn lost() -> ClientError {
-    ClientError::transport("the relayed call ended abnormally")
-}
-
-impl Relayed for CallEnd {
-    fn ended(outcome: Result<Round<Self>, ClientError>) -> Ended {
-        Ended::Call(outcome)
-    }
-
-    fn outcome(ended: Ended) -> Result<Round<Self>, ClientError> {
-        match ended {
-            Ended::Call(outcome) => outcome,
-            Ended::Other(_) | Ended::Lost => Err(lost()),
-        }
-    }
-}
-
-impl Relayed for Value {
-    fn ended(outcome: Result<Round<Self>, ClientError>) -> Ended {
-        Ended::Other(outcome)
-    }
-
-    fn outcome(ended: Ended) -> Result<Round<Self>, ClientError> {
-        match ended {
-            Ended::Other(outcome) => outcome,
-            Ended::Call(_) | Ended::Lost => Err(lost()),
-        }
-    }
-}
-
-/// Relay rounds: answers for the upstream's last questions go with the
-/// call; new questions end the downstream round (`Err` with the
-/// `input_required` to send). `Ok(Err(_))` is the upstream call's failure.
-///
-/// `carry` is kept with the relay's own state between rounds (the
-/// gateway's approval of the call).
-async fn relay<T, F, Fut>(
-    upstream: &Upstream,
-    ctx: &RequestContext,
-    mut input: Inputs,
-    carry: Map<String, Value>,
-    tool_call: bool,
-    span: (&str, Option<&str>),
-    call: F,
-) -> Result<Result<T, ClientError>, ToolError>
-where
-    T: Relayed,
-    F: FnOnce(Client, Option<RoundInput>, CallOptions) -> Fut,
-    Fut: Future<Output = Result<Round<T>, ClientError>> + Send + 'static,
-{
-    let remember = |input: &mut Inputs, relay: Value| {
-        let mut kept = carry.clone();
-        kept.insert("relay".into(), relay);
-        input.remember(Value::Object(kept));
-    };
-    let kept = input.remembered().and_then(|k| k.get("relay")).cloned();
-    if let Some(id) = kept.as_ref().and_then(|k| k.get("parked")?.as_str()) {
-        let Some(waiting) = upstream.parked.take(id) else {
-            return Err(ToolError::new(format!(
-                "The upstream server {}'s call that this answer belongs to is no longer waiting: it ended or timed out, or the answer reached another gateway process. Call again.",
-                upstream.config.name
-            )));
-        };
-        let outcome = match parked::answer(upstream, &mut input, waiting).await? {
-            parked::Step::Parked(id) => {
-                remember(&mut input, json!({ "parked": id }));
-                return Err(input.ask());
-            }
-            parked::Step::Done(outcome) => outcome,
-        };
-        return finish(upstream, input, 0, T::outcome(outcome), remember);
-    }
-    let mut round = 0u64;
-    let mut previous: Option<RoundInput> = None;
-    if let Some(kept) = kept {
-        round = kept.get("round").and_then(Value::as_u64).unwrap_or(1);
-        let requests = kept
-            .get("requests")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        let mut responses = Map::new();
-        for (k, request) in &requests {
-            if let Some(answer) = input.relay(&key(round, k), request.clone())? {
-                responses.insert(k.clone(), answer);
-            }
-        }
-        if !input.complete() {
-            remember(&mut input, kept);
-            return Err(input.ask());
-        }
-        previous = Some(RoundInput {
-            input_responses: responses,
-            request_state: kept.get("state").and_then(Value::as_str).map(str::to_owned),
-        });
-    }
-    let client = match upstream.client() {
-        Ok(client) => client,
-        Err(down) => return Ok(Err(unreachable(down.reason))),
-    };
-    let (progress, progress_done) = progress_relay(ctx);
-    let (log, log_done) = log_relay(ctx);
-    let (span_cx, trace) = telemetry::upstream_span(span.0, span.1, ctx.meta().trace.as_ref());
-    let options = CallOptions {
-        timeout: Some(upstream.config.call_timeout()),
-        progress,
-        // The upstream asks only for what the caller can answer.
-        capabilities: Some(upstream_capabilities(ctx, tool_call)),
-        log_level: ctx.meta().log_level,
-        log,
-        questions: None,
-        on_task: None,
-        trace,
-    };
-    let drains: Vec<_> = [progress_done, log_done].into_iter().flatten().collect();
-    if client.is_legacy().await.unwrap_or(false) {
-        // A legacy upstream asks in the middle of its call: the call runs on
-        // in its own task, parked between the caller's rounds.
-        let flight = parked::Flight::start::<T, _>(options, |options| call(client, None, options));
-        return match parked::fly(upstream, &mut input, flight).await? {
-            parked::Step::Parked(id) => {
-                remember(&mut input, json!({ "parked": id }));
-                Err(input.ask())
-            }
-            parked::Step::Done(outcome) => {
-                drain(drains).await;
-                finish(upstream, input, round, T::outcome(outcome), remember)
-            }
-        };
-    }
-    // The call owns the only senders: once it is done, the relays drain
-    // what is left and end, and every notification reaches the caller
-    // before the result does.
-    let outcome = call(client, previous, options).await;
-    if let Err(e) = &outcome {
-        telemetry::failed(span_cx.as_ref(), &upstream.said(e));
-    }
-    drop(span_cx);
-    drain(drains).await;
-    finish(upstream, input, round, outcome, remember)
-}
-
-/// Wait (bounded) for the progress and log relays to pass on what is left.
-async fn drain(relays: Vec<tokio::task::JoinHandle<()>>) {
-    for relay in relays {
-        let _ = tokio::time::timeout(RELAY_DRAIN, relay).await;
-    }
-}
-
-/// The end of an upstream round: its result, or its questions for the
-/// caller (a modern upstream's `input_required`).
-fn finish<T>(
-    upstream: &Upstream,
-    mut input: Inputs,
-    round: u64,
-    outcome: Result<Round<T>, ClientError>,
-    remember: impl Fn(&mut Inputs, Value),
-) -> Result<Result<T, ClientError>, ToolError> {
-    upstream.outcome(&outcome);
-    match outcome {
-        Ok(Round::Complete(result)) => Ok(Ok(result)),
-        Ok(Round::InputRequired {
-            input_requests,
-            request_state,
-        }) => {
-            let next = round + 1;
-            for (k, request) in &input_requests {
-                // Not answered yet by construction: every key is new.
-                input.relay(&key(next, k), request.clone())?;
-            }
-            let relay = json!({
-                "round": next,
-                "state": request_state,
-                "requests": input_requests,
-            });
-            remember(&mut input, relay);
-            Err(input.ask())
-        }
-        Err(e) => Ok(Err(e)),
-    }
-}
-
-/// An upstream that cannot be used now, for the reason its last failure
-/// gave — which often is itself "cannot reach the server: …", so it is
-/// not said twice.
-fn unreachable(reason: String) -> ClientError {
-    let prefix = ClientError::unreachable(String::new()).to_string();
-    match reason.strip_prefix(&prefix) {
-        Some(rest) => ClientError::unreachable(rest.to_owned()),
-        None => ClientError::unreachable(reason),
-    }
-}
-
-/// What to tell the caller when the upstream failed, naming it (what it
 /// said scrubbed of its configuration's secrets).
 fn failure(upstream: &Upstream, what: &str, e: &ClientError) -> String {
     let server = &upstream.config.name;
@@ -276,60 +47,19 @@ fn failure(upstream: &Upstream, what: &str, e: &ClientError) -> String {
     }
 }
 
-/// Take a call from the shared budget `key` of `per_minute`; `Err` with
-/// the status and text when it is spent, or when Redis cannot say (fail
-/// closed).
-async fn shared_budget(
-    limits: &crate::store::shared_limit::SharedLimits,
-    key: &str,
-    per_minute: u32,
-    what: impl FnOnce() -> String,
-) -> Result<(), (&'static str, String)> {
-    use crate::store::shared_limit::{Verdict, seconds};
-    match limits
-        .check(key, per_minute, std::time::Duration::from_secs(60))
-        .await
-    {
-        Ok(Verdict::Allowed) => Ok(()),
-        Ok(Verdict::Wait(wait)) => Err((
-            "rate_limited",
-            format!(
-                "Rate limit reached: {}. Try again in {} s.",
-                what(),
-                seconds(wait)
-            ),
-        )),
-        Err(e) if limits.allows_on_outage() => {
-            tracing::warn!(error = %e, "rate limits cannot be checked; letting the call through (on_outage = \"allow\")");
-            Ok(())
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "rate limits cannot be checked; refusing the call");
-            Err((
-                "failed",
-                "The gateway cannot check its rate limits right now, so the call was not forwarded. Try again shortly.".to_owned(),
-            ))
-        }
-    }
-}
-
-/// Relay a call of `tool` (its upstream name) to `upstream`.
-///
-/// The guard decides first: the call may be refused, or wait for a
-/// person's approval, before anything reaches the upstream.
+/// Run a call of the gateway tool `tool` through its `stack`: the stages
+/// decide first (the call may be refused, or wait for a person's approval,
+/// before anything reaches the upstream), and the last relays it.
 pub async fn forward(
+    stack: Arc<Stack>,
+    tool: Arc<str>,
     upstream: Arc<Upstream>,
-    tool: String,
-    guard: Arc<Guard>,
+    upstream_tool: String,
     args: Map<String, Value>,
     ctx: RequestContext,
 ) -> Result<ToolReply, ToolError> {
     use opentelemetry::trace::FutureExt as _;
-    let span = telemetry::call_span(
-        ctx.meta().trace.as_ref(),
-        &guard.facts.name,
-        &upstream.config.name,
-    );
+    let span = telemetry::call_span(ctx.meta().trace.as_ref(), &tool, &upstream.config.name);
     let trace_id = match &span {
         Some(span) => {
             use opentelemetry::trace::TraceContextExt as _;
@@ -340,13 +70,20 @@ pub async fn forward(
     if let Some(id) = trace_id.filter(|id| !id.is_empty()) {
         ctx.note("trace", id);
     }
+    ctx.note("upstream", upstream.config.name.as_str());
+    let call = Call {
+        input: ctx.inputs(),
+        ctx,
+        tool,
+        upstream,
+        upstream_tool,
+        args,
+        carry: Map::new(),
+        sent: Sent::default(),
+    };
     let reply = match &span {
-        Some(span) => {
-            forward_in_span(upstream, tool, guard, args, ctx)
-                .with_context(span.clone())
-                .await
-        }
-        None => forward_in_span(upstream, tool, guard, args, ctx).await,
+        Some(span) => stack.run(call).with_context(span.clone()).await,
+        None => stack.run(call).await,
     };
     if let Err(e) = &reply {
         telemetry::failed(span.as_ref(), e.message());
@@ -354,97 +91,9 @@ pub async fn forward(
     reply
 }
 
-/// [`forward`], inside the call's span.
-async fn forward_in_span(
-    upstream: Arc<Upstream>,
-    tool: String,
-    guard: Arc<Guard>,
-    args: Map<String, Value>,
-    ctx: RequestContext,
-) -> Result<ToolReply, ToolError> {
-    let server = upstream.config.name.clone();
-    ctx.note("upstream", server.as_str());
-    // The caller's budget comes first, as the embedded limiter's does.
-    if let Some((limits, Some(per_minute))) = &guard.shared {
-        let caller = ctx.auth().and_then(|a| a.subject()).unwrap_or_default();
-        let key = format!("call:{}:{caller}", guard.facts.name);
-        if let Err((status, text)) = shared_budget(limits, &key, *per_minute, || {
-            format!(
-                "at most {per_minute} calls per minute for each caller to {}",
-                quote(&guard.facts.name)
-            )
-        })
-        .await
-        {
-            ctx.note("status", status);
-            return Ok(error(text));
-        }
-    }
-    // A call going round a loop is stopped before anyone is asked.
-    if guard.loops.is_on() {
-        let digest = toolgate_server::arguments_digest(&Value::Object(args.clone()));
-        let caller = ctx.auth().and_then(|a| a.subject());
-        if let Some(text) = guard.loops.check(caller, &guard.facts.name, &digest) {
-            ctx.note("status", "loop");
-            return Ok(error(text));
-        }
-    }
-    // Nor is a call its budget cannot pay for (nobody is asked either).
-    // Its cost is reserved now, before anyone is asked or anything sent,
-    // so calls sent together cannot all fit into what one would.
-    let mut spend = match &guard.budget {
-        Some(budget) => {
-            let caller = ctx.auth().and_then(|a| a.subject());
-            let now = crate::base::time::now_ms(std::time::SystemTime::now());
-            match crate::store::ledger::admit(&guard.ledger, budget, &guard.facts.name, caller, now)
-                .await
-            {
-                Ok(held) => Some(held),
-                Err(said) => {
-                    ctx.note("status", "over_budget");
-                    return Ok(error(said.0));
-                }
-            }
-        }
-        None => None,
-    };
-    let mut input = ctx.inputs();
-    let carry = match guard.admit(&ctx, &mut input, &args).await? {
-        Admission::Forward { carry } => carry,
-        Admission::Refuse(text) => return Ok(error(text)),
-    };
-    let budget = match (&guard.shared, upstream.config.per_minute) {
-        (Some((limits, _)), Some(per_minute)) => {
-            let key = format!("upstream:{server}");
-            shared_budget(limits, &key, per_minute, || {
-                format!("the upstream server {server} takes at most {per_minute} calls per minute through this gateway, from all callers together")
-            })
-            .await
-        }
-        _ => upstream
-            .take_budget()
-            .map_err(|text| ("rate_limited", text)),
-    };
-    if let Err((status, text)) = budget {
-        ctx.note("status", status);
-        return Ok(error(text));
-    }
-    // From here the upstream may do the work: a reservation dropped before
-    // it is settled is charged, not given back.
-    if let Some(held) = spend.as_mut() {
-        held.sent();
-    }
-    // Every way the relayed call ends is settled here: a result charges
-    // what it cost; a question for the caller (the upstream asked), a
-    // protocol error or a failure charges nothing. Only a call whose
-    // caller went away mid-flight is charged by the reservation's drop.
-    let reply = relayed(upstream, tool, args, ctx.clone(), input, carry, &server).await;
-    charged(&guard, &ctx, spend, reply).await
-}
-
 /// The call once it goes upstream: a task followed, or the call relayed
 /// round by round; the caller's answer for how it ended.
-async fn relayed(
+pub(crate) async fn relayed(
     upstream: Arc<Upstream>,
     tool: String,
     args: Map<String, Value>,
@@ -527,31 +176,6 @@ async fn relayed(
         (Err(e), _) => Err(e),
     };
     answer(&upstream, &tool, &ctx, checker, outcome).await
-}
-
-/// Settle a finished call's reservation: what it cost (nothing when it
-/// failed or is still waiting for input) is charged, the rest released;
-/// the cost goes in its row.
-async fn charged(
-    guard: &Guard,
-    ctx: &RequestContext,
-    held: Option<crate::store::ledger::Reservation>,
-    reply: Result<ToolReply, ToolError>,
-) -> Result<ToolReply, ToolError> {
-    let (Some(budget), Some(held)) = (&guard.budget, held) else {
-        return reply;
-    };
-    let cost = match &reply {
-        Ok(ToolReply::Complete(result)) => budget.cost_of(result),
-        _ => 0.0,
-    };
-    if cost > 0.0 {
-        ctx.note("cost", cost);
-    }
-    if let Err(e) = held.settle(cost).await {
-        tracing::warn!(tool = %guard.facts.name, error = %e, "a call's reservation was not settled; it stays reserved");
-    }
-    reply
 }
 
 /// The caller's answer for a relayed call's outcome: the result once it
@@ -753,84 +377,4 @@ fn drop_upstream_identity(meta: &mut Option<Map<String, Value>>) {
 
 fn error(text: String) -> ToolReply {
     ToolReply::Complete(CallToolResult::error(text))
-}
-
-/// How long the end of a call waits for relayed notifications to be
-/// passed on (they are in memory already; this only bounds a stuck caller).
-const RELAY_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// A relay: the callback the client calls, and the task passing what it
-/// receives on (ended when the callback is dropped).
-type Relay<F> = (Option<F>, Option<tokio::task::JoinHandle<()>>);
-
-/// Relays the upstream's log messages to the downstream client, when it
-/// asked for them.
-fn log_relay(ctx: &RequestContext) -> Relay<toolgate_client::LogFn> {
-    if ctx.meta().log_level.is_none() {
-        return (None, None);
-    }
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(LoggingLevel, Option<String>, Value)>(64);
-    let ctx = ctx.clone();
-    let task = tokio::spawn(async move {
-        while let Some((level, logger, data)) = rx.recv().await {
-            ctx.log(level, logger.as_deref(), data).await;
-        }
-    });
-    let callback: toolgate_client::LogFn = Arc::new(move |m| {
-        // Advisory, like progress: dropped rather than queued without bound.
-        let _ = tx.try_send((m.level, m.logger.clone(), m.data.clone()));
-    });
-    (Some(callback), Some(task))
-}
-
-/// Relays the upstream's progress to the downstream client, when it asked
-/// for progress.
-fn progress_relay(ctx: &RequestContext) -> Relay<toolgate_client::ProgressFn> {
-    if !ctx.wants_progress() {
-        return (None, None);
-    }
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(f64, Option<f64>, Option<String>)>(64);
-    let ctx = ctx.clone();
-    let task = tokio::spawn(async move {
-        while let Some((progress, total, message)) = rx.recv().await {
-            ctx.progress(progress, total, message.as_deref()).await;
-        }
-    });
-    let callback: toolgate_client::ProgressFn = Arc::new(move |p| {
-        // Progress is advisory: when the downstream is slower than the
-        // upstream, the excess is dropped rather than queued without bound.
-        let _ = tx.try_send((p.progress, p.total, p.message.clone()));
-    });
-    (Some(callback), Some(task))
-}
-
-/// The caller's capabilities as declared to the upstream. The tasks
-/// extension goes on only for a modern caller's `tools/call` that can
-/// become a gateway task: the gateway then follows the upstream's task
-/// while its caller follows the gateway's (see [`upstream_task`]).
-fn upstream_capabilities(ctx: &RequestContext, tool_call: bool) -> ClientCapabilities {
-    let mut capabilities = ctx.client_capabilities().clone();
-    let passes_tasks =
-        tool_call && toolgate_protocol::version::is_modern(&ctx.meta().protocol_version);
-    if let (false, Some(extensions)) = (passes_tasks, capabilities.extensions.as_mut()) {
-        extensions.remove(toolgate_protocol::types::TASKS_EXTENSION);
-    }
-    capabilities
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_unreachable_upstream_is_said_so_once() {
-        let first = ClientError::unreachable("POST http://x/mcp: connection refused");
-        let again = unreachable(first.to_string());
-        assert_eq!(
-            again.to_string(),
-            "cannot reach the server: POST http://x/mcp: connection refused"
-        );
-        let other = unreachable("not started".into());
-        assert_eq!(other.to_string(), "cannot reach the server: not started");
-    }
 }

@@ -37,18 +37,9 @@ pub struct Guard {
     pub trusted: bool,
     /// The approval page, for clients that cannot show a form.
     pub approvals: Option<Arc<dyn Approvals>>,
-    /// Budgets kept in Redis, with this tool's per-caller limit (calls
-    /// per minute), when `[ratelimit] redis` is set.
-    pub shared: Option<(Arc<crate::store::shared_limit::SharedLimits>, Option<u32>)>,
     /// Where grants are kept (the audit store); without one, a rule's
     /// `remember` is not offered.
     pub grants: Option<Arc<dyn AuditSink>>,
-    /// Failures counted to stop loops (`[loops]`).
-    pub loops: Arc<crate::decide::loops::Loops>,
-    /// The tool's `[[budget]]`, if it has one.
-    pub budget: Option<Arc<crate::decide::budget::Budget>>,
-    /// Where spending is kept.
-    pub ledger: Arc<dyn crate::store::ledger::Ledger>,
     /// The digest of `definition` (as lock files compute it): what a
     /// grant of this tool is bound to.
     pub digest: String,

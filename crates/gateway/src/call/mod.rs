@@ -10,6 +10,8 @@ pub(crate) mod guard;
 pub mod inbound;
 pub mod metrics;
 pub(crate) mod parked;
+pub(crate) mod rounds;
+pub mod stack;
 pub mod telemetry;
 pub mod upstream;
 pub(crate) mod upstream_task;

@@ -27,7 +27,7 @@ use toolgate_server::{Inputs, ToolError};
 
 use toolgate_client::Round;
 
-use crate::call::forward::{Ended, Relayed};
+use crate::call::rounds::{Ended, Relayed};
 use crate::call::upstream::Upstream;
 
 /// At most this many calls of one upstream wait for answers at once.

@@ -70,6 +70,12 @@ pub struct Others {
 /// Called with each new connection to an upstream (to follow its changes).
 pub type OnStart = Arc<dyn Fn(&Client) + Send + Sync>;
 
+/// A call the upstream's own rate limit (`per_minute`) refused: the
+/// model's answer, with when to try again.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RateLimited(pub String);
+
 /// An upstream server and the gateway's connection to it.
 pub struct Upstream {
     /// Its configuration (the key is `config.name`).
@@ -163,20 +169,20 @@ impl Upstream {
 
     /// `Err` with the text for the caller when the upstream's `per_minute`
     /// budget is spent.
-    pub fn take_budget(&self) -> Result<(), String> {
+    pub fn take_budget(&self) -> Result<(), RateLimited> {
         let Some(budget) = &self.budget else {
             return Ok(());
         };
         budget.check().map_err(|not_until| {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             let tenths = wait.as_millis().div_ceil(100).max(1);
-            format!(
+            RateLimited(format!(
                 "Rate limit reached for the upstream server {}: it takes at most {} calls per minute through this gateway, from all callers together. Try again in {}.{} s.",
                 self.config.name,
                 self.config.per_minute.unwrap_or_default(),
                 tenths / 10,
                 tenths % 10
-            )
+            ))
         })
     }
 

@@ -17,6 +17,7 @@ use super::{Gateway, lock};
 use crate::base::names::qualify;
 use crate::call::forward::{complete, forward, get_prompt, read_resource};
 use crate::call::guard::Guard;
+use crate::call::stack::{Stack, ToolParts};
 use crate::call::upstream::Others;
 use crate::decide::policy::{Action, ToolFacts};
 
@@ -312,17 +313,21 @@ impl Gateway {
                 trusted: config.trusted,
                 approvals: self.approvals.clone().filter(|_| self.page_for_calls),
                 grants: self.audit.clone(),
-                loops: self.loops.clone(),
-                budget: budget.clone(),
-                ledger: self.ledger.clone(),
                 digest: toolgate_review::lock::digest(
                     &serde_json::to_value(&tool).unwrap_or_default(),
                 ),
+            });
+            let stack = Arc::new(Stack::for_tool(ToolParts {
+                guard,
                 shared: self
                     .shared_limits
                     .clone()
                     .map(|l| (l, ratelimit.per_minute(&name))),
-            });
+                loops: self.loops.clone(),
+                budget: budget.clone(),
+                ledger: self.ledger.clone(),
+            }));
+            let gateway_tool: Arc<str> = Arc::from(name.as_str());
             let upstream = upstream.clone();
             let upstream_name = tool.name.clone();
             // A call becomes a gateway task only when its upstream made it
@@ -355,9 +360,10 @@ impl Gateway {
             }
             let entry = entry.forward(move |args, ctx| {
                 forward(
+                    stack.clone(),
+                    gateway_tool.clone(),
                     upstream.clone(),
                     upstream_name.clone(),
-                    guard.clone(),
                     args,
                     ctx,
                 )

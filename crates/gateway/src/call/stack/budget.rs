@@ -1,0 +1,64 @@
+//! Budgets as a stage: a call's cost is reserved before anyone is asked or
+//! anything sent, so calls sent together cannot all fit into what one
+//! would; and it is settled here, whichever way the rest of the stack
+//! ends.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use toolgate_server::ToolReply;
+
+use super::{Call, Next, Reply, Stage};
+use crate::base::time::now_ms;
+use crate::store::ledger::{Ledger, admit};
+
+/// Reserves the tool's cost under its `[[budget]]`'s caps, and settles it.
+pub struct Budget {
+    budget: Arc<crate::decide::budget::Budget>,
+    ledger: Arc<dyn Ledger>,
+}
+
+impl Budget {
+    /// The stage of `budget`, kept in `ledger`.
+    pub fn new(budget: Arc<crate::decide::budget::Budget>, ledger: Arc<dyn Ledger>) -> Self {
+        Self { budget, ledger }
+    }
+}
+
+impl Stage for Budget {
+    fn name(&self) -> &'static str {
+        "budget"
+    }
+
+    fn handle<'a>(&'a self, call: Call, next: Next<'a>) -> BoxFuture<'a, Reply> {
+        Box::pin(async move {
+            let now = now_ms(std::time::SystemTime::now());
+            let held = match admit(&self.ledger, &self.budget, &call.tool, call.caller(), now).await
+            {
+                Ok(held) => held,
+                Err(said) => return call.refuse("over_budget", said.0),
+            };
+            // The reservation follows the call's own `sent`: dropped before
+            // the relay sends the call (the caller went away while a person
+            // was asked), it is released; after, it is charged in full.
+            let held = held.watching(call.sent.clone());
+            let ctx = call.ctx.clone();
+            let tool = call.tool.clone();
+            let reply = next.run(call).await;
+            // A result charges what it cost; a question for the caller (the
+            // upstream asked), a refusal, a protocol error or a failure
+            // charges nothing.
+            let cost = match &reply {
+                Ok(ToolReply::Complete(result)) => self.budget.cost_of(result),
+                _ => 0.0,
+            };
+            if cost > 0.0 {
+                ctx.note("cost", cost);
+            }
+            if let Err(e) = held.settle(cost).await {
+                tracing::warn!(%tool, error = %e, "a call's reservation was not settled; it stays reserved");
+            }
+            reply
+        })
+    }
+}

@@ -1,0 +1,117 @@
+//! Rate limits as stages: the caller's budget of calls per minute shared
+//! by instances (in Redis), and the upstream's, shared by all its callers.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use toolgate_protocol::quote::quote;
+
+use super::{Call, Next, Reply, Stage};
+use crate::store::shared_limit::{SharedLimits, Verdict, seconds};
+
+/// Take a call from the shared budget `key` of `per_minute`; `Err` with
+/// the status and text when it is spent, or when Redis cannot say (fail
+/// closed unless `on_outage = "allow"`).
+async fn take(
+    limits: &SharedLimits,
+    key: &str,
+    per_minute: u32,
+    what: impl FnOnce() -> String,
+) -> Result<(), (&'static str, String)> {
+    match limits
+        .check(key, per_minute, std::time::Duration::from_secs(60))
+        .await
+    {
+        Ok(Verdict::Allowed) => Ok(()),
+        Ok(Verdict::Wait(wait)) => Err((
+            "rate_limited",
+            format!(
+                "Rate limit reached: {}. Try again in {} s.",
+                what(),
+                seconds(wait)
+            ),
+        )),
+        Err(e) if limits.allows_on_outage() => {
+            tracing::warn!(error = %e, "rate limits cannot be checked; letting the call through (on_outage = \"allow\")");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "rate limits cannot be checked; refusing the call");
+            Err((
+                "failed",
+                "The gateway cannot check its rate limits right now, so the call was not forwarded. Try again shortly.".to_owned(),
+            ))
+        }
+    }
+}
+
+/// At most `per_minute` calls of the tool per caller, counted in Redis
+/// across instances (`[ratelimit] redis` with a per-tool limit).
+pub struct CallerLimit {
+    limits: Arc<SharedLimits>,
+    per_minute: u32,
+}
+
+impl CallerLimit {
+    /// The caller's limit of `per_minute`, kept in `limits`.
+    pub fn new(limits: Arc<SharedLimits>, per_minute: u32) -> Self {
+        Self { limits, per_minute }
+    }
+}
+
+impl Stage for CallerLimit {
+    fn name(&self) -> &'static str {
+        "caller rate limit"
+    }
+
+    fn handle<'a>(&'a self, call: Call, next: Next<'a>) -> BoxFuture<'a, Reply> {
+        Box::pin(async move {
+            let key = format!("call:{}:{}", call.tool, call.caller().unwrap_or_default());
+            let per_minute = self.per_minute;
+            if let Err((status, text)) = take(&self.limits, &key, per_minute, || {
+                format!(
+                    "at most {per_minute} calls per minute for each caller to {}",
+                    quote(&call.tool)
+                )
+            })
+            .await
+            {
+                return call.refuse(status, text);
+            }
+            next.run(call).await
+        })
+    }
+}
+
+/// The upstream's `per_minute`: in Redis when limits are shared, else in
+/// this process. Passed only by calls that will be sent.
+pub struct UpstreamLimit(pub Option<Arc<SharedLimits>>);
+
+impl Stage for UpstreamLimit {
+    fn name(&self) -> &'static str {
+        "upstream rate limit"
+    }
+
+    fn handle<'a>(&'a self, call: Call, next: Next<'a>) -> BoxFuture<'a, Reply> {
+        Box::pin(async move {
+            let server = &call.upstream.config.name;
+            let taken = match (&self.0, call.upstream.config.per_minute) {
+                (Some(limits), Some(per_minute)) => {
+                    let key = format!("upstream:{server}");
+                    take(limits, &key, per_minute, || {
+                        format!("the upstream server {server} takes at most {per_minute} calls per minute through this gateway, from all callers together")
+                    })
+                    .await
+                }
+                _ => call
+                    .upstream
+                    .take_budget()
+                    .map_err(|limited| ("rate_limited", limited.0)),
+            };
+            if let Err((status, text)) = taken {
+                return call.refuse(status, text);
+            }
+            next.run(call).await
+        })
+    }
+}
