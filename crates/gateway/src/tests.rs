@@ -99,6 +99,25 @@ fn layering() {
             ));
         }
         let own = layer_of(&relative);
+        // Each module's doc says which layer it is in.
+        if let Some(own) = own {
+            let doc: String = text
+                .lines()
+                .take_while(|l| l.starts_with("//!") || l.trim().is_empty())
+                .collect();
+            let named = [
+                format!("Layer: `{}`", LAYERS[own]),
+                format!("layer `{}`", LAYERS[own]),
+                format!(", `{}`:", LAYERS[own]),
+            ];
+            if !named.iter().any(|n| doc.contains(n.as_str())) {
+                wrong.push(format!(
+                    "{}: its module doc does not name its layer (`{}`)",
+                    relative.display(),
+                    LAYERS[own]
+                ));
+            }
+        }
         let here = relative.parent().map(Path::to_path_buf).unwrap_or_default();
         for path in crate_paths(&text) {
             let Some(target) = LAYERS.iter().position(|l| *l == path[0]) else {

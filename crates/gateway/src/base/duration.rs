@@ -1,5 +1,7 @@
 //! Durations as people write them in configuration and on the command
 //! line (`90s`, `15m`, `1h`, `7d`), and as sentences.
+//!
+//! Layer: `base`.
 
 use std::time::Duration;
 

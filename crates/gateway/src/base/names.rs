@@ -1,5 +1,7 @@
 //! Gateway tool names: `<prefix>.<tool>` by [`qualify`] (the protocol
 //! crate's one rule), and the check that no two upstream tools share one.
+//!
+//! Layer: `base`.
 
 use std::collections::BTreeMap;
 

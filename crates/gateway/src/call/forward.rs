@@ -24,6 +24,7 @@ use crate::call::upstream::Upstream;
 use crate::call::upstream_task;
 use crate::store::ledger::Sent;
 
+/// What to tell the caller when the upstream failed, naming it (what it
 /// said scrubbed of its configuration's secrets).
 fn failure(upstream: &Upstream, what: &str, e: &ClientError) -> String {
     let server = &upstream.config.name;

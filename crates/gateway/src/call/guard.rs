@@ -5,6 +5,8 @@
 //! Each fact of the way goes into the call's audit record
 //! ([`RequestContext::note`]): `decision`, `rule`, `confirmation`, and
 //! `status` when the call ends here.
+//!
+//! Layer: `call`.
 
 use std::sync::Arc;
 

@@ -18,6 +18,8 @@
 //! "#, |_| None).unwrap();
 //! assert!(config.auth.is_some());
 //! ```
+//!
+//! Layer: `call`.
 
 use std::path::PathBuf;
 

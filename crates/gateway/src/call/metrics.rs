@@ -4,6 +4,8 @@
 //! Fed by the same [`CallLog`] hook as the audit store ([`Recorder`]), so
 //! a call counts exactly when it is recorded. `toolgate serve --metrics
 //! ADDR` serves [`Metrics::encode`] at `/metrics`.
+//!
+//! Layer: `call`.
 
 use std::sync::Arc;
 

@@ -12,6 +12,8 @@
 //! reaches another gateway process (or comes after the call's timeout)
 //! finds nothing and is told to call again. Parked calls are bounded in
 //! number per upstream and forgotten after the call's own timeout.
+//!
+//! Layer: `call`.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;

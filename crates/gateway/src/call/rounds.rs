@@ -242,8 +242,6 @@ pub(crate) fn unreachable(reason: String) -> ClientError {
     }
 }
 
-/// What to tell the caller when the upstream failed, naming it (what it
-
 /// How long the end of a call waits for relayed notifications to be
 /// passed on (they are in memory already; this only bounds a stuck caller).
 const RELAY_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);

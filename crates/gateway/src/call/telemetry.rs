@@ -13,6 +13,8 @@
 //! otlp = "http://127.0.0.1:4318"      # the collector; /v1/traces is added
 //! service_name = "toolgate-gateway"    # the default
 //! ```
+//!
+//! Layer: `call`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

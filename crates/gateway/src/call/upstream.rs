@@ -1,5 +1,7 @@
 //! One upstream server: its connection, restarted with backoff when it
 //! fails, and its current tool list.
+//!
+//! Layer: `call`.
 
 use parking_lot::Mutex;
 use std::num::NonZeroU32;

@@ -9,6 +9,8 @@
 //! again, finds the upstream task in its remembered state, passes the
 //! answers on with `tasks/update` and goes on following. Cancelling the
 //! gateway's task (or the gateway giving up on it) cancels the upstream's.
+//!
+//! Layer: `call`.
 
 use std::time::Duration;
 

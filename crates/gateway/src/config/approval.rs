@@ -1,4 +1,6 @@
 //! `[approval]` and `[console]`: where people approve calls and watch the gateway.
+//!
+//! Layer: `config`.
 
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -1,4 +1,6 @@
 //! `[auth]`: how callers are verified.
+//!
+//! Layer: `config`.
 
 use schemars::JsonSchema;
 use serde::Deserialize;

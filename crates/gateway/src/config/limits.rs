@@ -1,4 +1,6 @@
 //! `[loops]` and `[[budget]]`: what repeated failures and what calls cost may do.
+//!
+//! Layer: `config`.
 
 use std::collections::HashSet;
 use std::time::Duration;

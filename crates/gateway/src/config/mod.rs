@@ -25,6 +25,8 @@
 //! # let dotted = GatewayConfig::parse_json(r#"{"mcpServers": {"github.com/org": {"url": "https://h/mcp"}}}"#, |_| None).unwrap();
 //! # assert_eq!(dotted.servers["github.com/org"].prefix(), "github_com_org");
 //! ```
+//!
+//! Layer: `config`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,6 @@
 //! `[audit]` and `[telemetry]`: where calls are recorded and traced.
+//!
+//! Layer: `config`.
 
 use std::path::PathBuf;
 

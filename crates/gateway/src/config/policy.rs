@@ -1,4 +1,6 @@
 //! `[policy]`: which calls run, which are refused, which a person approves first.
+//!
+//! Layer: `config`.
 
 use std::fmt;
 use std::time::Duration;

@@ -13,6 +13,8 @@
 //! surface that prints configuration cannot print a credential by
 //! mistake. [`Secrets`] collects the values that must never appear, for
 //! scrubbing what others say (an upstream's error text, its stderr).
+//!
+//! Layer: `config`.
 
 use std::borrow::Cow;
 

@@ -1,3 +1,7 @@
+//! Tests of the configuration.
+//!
+//! Layer: `config`.
+
 use super::*;
 
 fn env(var: &str) -> Option<String> {

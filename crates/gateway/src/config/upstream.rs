@@ -1,5 +1,7 @@
 //! `[servers.NAME]`: one upstream server, how it is started or reached, and
 //! what of it is offered.
+//!
+//! Layer: `config`.
 
 use super::*;
 

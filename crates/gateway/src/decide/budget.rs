@@ -23,6 +23,8 @@
 //! call's outcome never becomes known (the caller went away, the process
 //! died) stays counted — closed, not open — and `toolgate log --spend`
 //! shows it as reserved. Each charged call's row carries its `cost`.
+//!
+//! Layer: `decide`.
 
 use std::sync::Arc;
 
@@ -86,7 +88,7 @@ pub struct SpendKey {
     pub period: String,
 }
 
-/// A reservation asked of a [`Ledger`]: `amount` under every key, each
+/// A reservation asked of a [`Ledger`](crate::store::ledger::Ledger): `amount` under every key, each
 /// with its cap, all or none.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hold {

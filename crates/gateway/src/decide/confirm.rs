@@ -15,6 +15,8 @@
 //!   store before the round is forwarded, so neither the approval nor any
 //!   later round of the approved call (an upstream's own question) can be
 //!   sent again.
+//!
+//! Layer: `decide`.
 
 use std::time::Duration;
 

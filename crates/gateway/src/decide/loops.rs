@@ -12,6 +12,8 @@
 //!
 //! Counts live in this process: a restart, or another instance, starts
 //! them afresh (each instance stops a loop within its own limit).
+//!
+//! Layer: `decide`.
 
 use parking_lot::{Mutex, RwLock};
 use std::collections::{HashMap, VecDeque};

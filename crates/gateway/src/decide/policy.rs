@@ -6,6 +6,8 @@
 //! annotations say `readOnlyHint: true`, and every other call is confirmed.
 //! (Annotations of an untrusted server are hints it wrote itself, so they
 //! never loosen the policy.)
+//!
+//! Layer: `decide`.
 
 use std::time::Duration;
 

@@ -2,6 +2,8 @@
 //! templates registered on the gateway's server, kept exactly in step with
 //! what the upstream lists (less what its include/exclude, the policy, the
 //! lock file or a name clash withhold, each with its [`Refusal`]).
+//!
+//! Layer: `gateway`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

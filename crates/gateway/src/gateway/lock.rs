@@ -6,6 +6,8 @@
 //! carries the digest of the definition on the page, and an approval whose
 //! digest is no longer the live one is refused (the upstream changed it
 //! again in between).
+//!
+//! Layer: `gateway`.
 
 use std::collections::BTreeMap;
 use std::path::Path;

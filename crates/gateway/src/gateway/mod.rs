@@ -3,6 +3,8 @@
 //! [`catalogue`], why it withholds a tool in [`refusal`], the stores it
 //! opens in [`stores`], reload, the lock file and the console's views in
 //! modules of their own.
+//!
+//! Layer: `gateway`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

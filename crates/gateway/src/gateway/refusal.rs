@@ -1,6 +1,8 @@
 //! Why the gateway withholds a tool: what the model is told when it calls
 //! one anyway, and what the audit row records (`decision`, `rule`,
 //! `status`), in one place.
+//!
+//! Layer: `gateway`.
 
 use toolgate_server::Withheld;
 

@@ -9,6 +9,8 @@
 //! started with; the listeners stay bound. Sections that only a restart
 //! can change (`[store]`, `[audit]`, `[state]`, `[approval]`, `[auth]`,
 //! `[telemetry]`, `[ratelimit] redis`) are named when they differ.
+//!
+//! Layer: `gateway`.
 
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;

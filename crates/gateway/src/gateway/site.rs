@@ -4,6 +4,8 @@
 //!
 //! The lifecycle opens the site; [`crate::surface::page::serve`] takes its
 //! listener and serves the page over the running gateway.
+//!
+//! Layer: `gateway`.
 
 use std::net::SocketAddr;
 

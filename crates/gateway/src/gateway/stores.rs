@@ -3,6 +3,8 @@
 //! spent rounds that makes an approval count once, the pending approvals
 //! (shared when the store is), the shared rate limits in Redis, and the
 //! state key instances share.
+//!
+//! Layer: `gateway`.
 
 use std::path::PathBuf;
 use std::sync::Arc;

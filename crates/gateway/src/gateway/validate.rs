@@ -8,6 +8,8 @@
 //! the tools the upstreams list do not share a gateway name
 //! ([`unique_offered`]), counted after each upstream's `include` and
 //! `exclude`, since excluding a tool is one way to settle a clash.
+//!
+//! Layer: `gateway`.
 
 use std::sync::Arc;
 

@@ -1,5 +1,7 @@
 //! What the gateway shows: its server, each upstream's state, its tools,
 //! metrics, stores and pages (for `serve --check`, `/status`, the console).
+//!
+//! Layer: `gateway`.
 
 use std::sync::Arc;
 

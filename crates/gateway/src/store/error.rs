@@ -1,5 +1,7 @@
 //! What can go wrong with the stores a gateway keeps its state in, with the
 //! database's own error kept as the cause.
+//!
+//! Layer: `store`.
 
 /// A store could not be opened, reached or used.
 ///

@@ -2,6 +2,8 @@
 //! PostgreSQL store every instance shares (`[store] url`), so a person's
 //! decision on any instance's page is taken by the call retried on any
 //! instance — once.
+//!
+//! Layer: `store`.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;

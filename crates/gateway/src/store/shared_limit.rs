@@ -10,6 +10,8 @@
 //! calls are refused (fail closed) with a clear error, unless `on_outage =
 //! "allow"` says to let them through; the connection is re-established in
 //! the background.
+//!
+//! Layer: `store`.
 
 use std::time::Duration;
 

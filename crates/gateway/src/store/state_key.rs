@@ -5,6 +5,8 @@
 //! `[state] key_file`. Either holds a secret of at least 32 characters
 //! (`openssl rand -hex 32` makes one); the key is its SHA-256, so any
 //! format works and surrounding whitespace does not count.
+//!
+//! Layer: `store`.
 
 use sha2::{Digest, Sha256};
 use toolgate_server::StateKey;

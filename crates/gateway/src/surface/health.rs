@@ -6,6 +6,8 @@
 //! credentials, so they say nothing a stranger may not know: no tool, no
 //! upstream name, only counts. `/status` names upstreams and their errors:
 //! it belongs on the metrics listener (`toolgate serve --metrics ADDR`).
+//!
+//! Layer: `surface`.
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};

@@ -1,5 +1,7 @@
 //! The policy and a person as a stage: the guard's verdict on this round
 //! (allow, deny, or a person's approval on a form or the page).
+//!
+//! Layer: `call`.
 
 use std::sync::Arc;
 

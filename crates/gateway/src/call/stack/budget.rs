@@ -2,6 +2,8 @@
 //! anything sent, so calls sent together cannot all fit into what one
 //! would; and it is settled here, whichever way the rest of the stack
 //! ends.
+//!
+//! Layer: `call`.
 
 use std::sync::Arc;
 

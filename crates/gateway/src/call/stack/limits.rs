@@ -1,5 +1,7 @@
 //! Rate limits as stages: the caller's budget of calls per minute shared
 //! by instances (in Redis), and the upstream's, shared by all its callers.
+//!
+//! Layer: `call`.
 
 use std::sync::Arc;
 

@@ -1,5 +1,7 @@
 //! Loop breaking as a stage: a call going round a loop (`[loops]`) is
 //! stopped before anyone is asked or anything is reserved.
+//!
+//! Layer: `call`.
 
 use std::sync::Arc;
 

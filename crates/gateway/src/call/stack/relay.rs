@@ -1,5 +1,7 @@
 //! The last stage: send the call upstream and relay it, round by round or
 //! as an upstream task, to its answer.
+//!
+//! Layer: `call`.
 
 use futures::future::BoxFuture;
 

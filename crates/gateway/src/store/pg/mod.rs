@@ -13,8 +13,15 @@
 //! do not race. A lost connection is re-opened on the next use; while the
 //! database is down, calls fail closed with a clear error and nothing
 //! panics. TLS is used when the server offers it (`sslmode=require` insists).
+//!
+//! Layer: `store`.
 
+mod grants;
+mod ledger;
 pub mod pending;
+mod schema;
+
+use schema::{MIGRATION_LOCK, MIGRATIONS};
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -33,132 +40,12 @@ use crate::base::time::NONCE_MARGIN;
 use crate::store::StoreFuture;
 
 use crate::base::time::now_ms;
-use crate::decide::budget::Balance;
-use crate::decide::budget::Held;
-use crate::decide::budget::Hold;
-use crate::decide::budget::SLACK;
-use crate::decide::budget::SpendKey;
 use crate::decide::grants::Grant;
 use crate::decide::grants::Revoked;
 use crate::store::ledger::Ledger;
 use toolgate_server::{NonceStore, SpendFuture};
 
 use crate::store::StoreError;
-
-/// Migrations in order; the database records how many ran.
-const MIGRATIONS: &[&str] = &[
-    "
-CREATE TABLE IF NOT EXISTS toolgate_calls (
-    id BIGSERIAL PRIMARY KEY,
-    time_ms BIGINT NOT NULL,
-    caller TEXT,
-    upstream TEXT,
-    tool TEXT NOT NULL,
-    arguments_digest TEXT NOT NULL,
-    arguments TEXT,
-    decision TEXT,
-    rule TEXT,
-    confirmation TEXT,
-    status TEXT NOT NULL,
-    latency_ms DOUBLE PRECISION NOT NULL
-);
-CREATE INDEX IF NOT EXISTS toolgate_calls_time ON toolgate_calls (time_ms);
-CREATE TABLE IF NOT EXISTS toolgate_nonces (
-    nonce TEXT PRIMARY KEY,
-    spent_ms BIGINT NOT NULL
-);
-",
-    "
-ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS grant_id TEXT;
-CREATE TABLE IF NOT EXISTS toolgate_grants (
-    id TEXT PRIMARY KEY,
-    created_ms BIGINT NOT NULL,
-    expires_ms BIGINT NOT NULL,
-    revoked_ms BIGINT,
-    caller TEXT,
-    upstream TEXT,
-    tool TEXT NOT NULL,
-    rule TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS toolgate_grants_tool ON toolgate_grants (tool);
-",
-    "
-ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS cost DOUBLE PRECISION;
-CREATE TABLE IF NOT EXISTS toolgate_spend (
-    budget TEXT NOT NULL,
-    scope TEXT NOT NULL,
-    period TEXT NOT NULL,
-    amount DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (budget, scope, period)
-);
-",
-    "
-CREATE TABLE IF NOT EXISTS toolgate_approvals (
-    id TEXT PRIMARY KEY,
-    opened_ms BIGINT NOT NULL,
-    caller TEXT,
-    tool TEXT NOT NULL,
-    server TEXT NOT NULL,
-    digest TEXT NOT NULL,
-    question TEXT NOT NULL,
-    remember TEXT,
-    status TEXT NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS toolgate_approvals_waiting
-    ON toolgate_approvals (tool, digest, COALESCE(caller, ''), (caller IS NULL))
-    WHERE status = 'waiting';
-CREATE INDEX IF NOT EXISTS toolgate_approvals_call ON toolgate_approvals (tool, digest);
-",
-    "
-ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS result TEXT;
-ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS trace_id TEXT;
-",
-    // Budget reservations: one function call takes a hold under every cap
-    // or none. It locks the rows in the order given (a caller's key, then
-    // the total's), checks each, and only then adds to them all, so two
-    // instances can never both take the last unit (`Hold::fits` is the
-    // rule, stated the same way).
-    "
-ALTER TABLE toolgate_grants ADD COLUMN IF NOT EXISTS upstream_tool TEXT;
-ALTER TABLE toolgate_grants ADD COLUMN IF NOT EXISTS digest TEXT;
-ALTER TABLE toolgate_grants ADD COLUMN IF NOT EXISTS revoked_by TEXT;
-ALTER TABLE toolgate_spend ADD COLUMN IF NOT EXISTS reserved DOUBLE PRECISION NOT NULL DEFAULT 0;
-CREATE OR REPLACE FUNCTION toolgate_reserve(
-    k_budget TEXT[], k_scope TEXT[], k_period TEXT[], k_cap DOUBLE PRECISION[],
-    k_amount DOUBLE PRECISION, k_slack DOUBLE PRECISION
-) RETURNS TABLE (o_index INTEGER, o_spent DOUBLE PRECISION, o_reserved DOUBLE PRECISION)
-LANGUAGE plpgsql AS $$
-DECLARE
-    i INTEGER;
-    s DOUBLE PRECISION;
-    r DOUBLE PRECISION;
-BEGIN
-    FOR i IN 1 .. coalesce(array_length(k_budget, 1), 0) LOOP
-        INSERT INTO toolgate_spend (budget, scope, period, amount, reserved)
-            VALUES (k_budget[i], k_scope[i], k_period[i], 0, 0) ON CONFLICT DO NOTHING;
-        SELECT t.amount, t.reserved INTO s, r FROM toolgate_spend t
-            WHERE t.budget = k_budget[i] AND t.scope = k_scope[i] AND t.period = k_period[i]
-            FOR UPDATE;
-        IF (k_amount > 0 AND s + r + k_amount > k_cap[i] + k_slack)
-            OR (k_amount <= 0 AND s + r >= k_cap[i]) THEN
-            o_index := i - 1;
-            o_spent := s;
-            o_reserved := r;
-            RETURN NEXT;
-            RETURN;
-        END IF;
-    END LOOP;
-    UPDATE toolgate_spend t SET reserved = t.reserved + k_amount
-        FROM unnest(k_budget, k_scope, k_period) AS k(b, sc, p)
-        WHERE t.budget = k.b AND t.scope = k.sc AND t.period = k.p;
-    RETURN;
-END
-$$;
-",
-];
-
-/// The advisory lock key of migrations ("toolgate" in ASCII).
-const MIGRATION_LOCK: i64 = 0x746f_6f6c_6761_7465;
 
 /// How long connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -464,113 +351,6 @@ impl PgStore {
     }
 }
 
-const GRANT_COLUMNS: &str = "id, created_ms, expires_ms, revoked_ms, caller, upstream, tool, rule, upstream_tool, digest, revoked_by";
-
-fn grant_of(r: &tokio_postgres::Row) -> Grant {
-    Grant {
-        id: r.get(0),
-        created_ms: r.get(1),
-        expires_ms: r.get(2),
-        revoked_ms: r.get(3),
-        caller: r.get(4),
-        upstream: r.get(5),
-        tool: r.get(6),
-        rule: r.get(7),
-        upstream_tool: r.get(8),
-        digest: r.get(9),
-        revoked_by: r.get(10),
-    }
-}
-
-impl PgStore {
-    async fn insert_grant(&self, g: &Grant) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        client
-            .execute(
-                &format!("INSERT INTO toolgate_grants ({GRANT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"),
-                &[
-                    &g.id,
-                    &g.created_ms,
-                    &g.expires_ms,
-                    &g.revoked_ms,
-                    &g.caller,
-                    &g.upstream,
-                    &g.tool,
-                    &g.rule,
-                    &g.upstream_tool,
-                    &g.digest,
-                    &g.revoked_by,
-                ],
-            )
-            .await
-            .map(drop)
-            .map_err(|e| self.inner.fail(e))
-    }
-
-    async fn find_grant(
-        &self,
-        caller: Option<&str>,
-        tool: &str,
-    ) -> Result<Option<Grant>, StoreError> {
-        let client = self.client().await?;
-        let now = now_ms(SystemTime::now());
-        client
-            .query_opt(
-                &format!("SELECT {GRANT_COLUMNS} FROM toolgate_grants WHERE tool = $1 AND caller IS NOT DISTINCT FROM $2 AND revoked_ms IS NULL AND expires_ms > $3 ORDER BY expires_ms DESC LIMIT 1"),
-                &[&tool, &caller, &now],
-            )
-            .await
-            .map(|row| row.as_ref().map(grant_of))
-            .map_err(|e| self.inner.fail(e))
-    }
-
-    /// The grants that hold now, or with `all` every one kept, oldest
-    /// first (what `toolgate grants` shows).
-    pub async fn grants(&self, all: bool) -> Result<Vec<Grant>, StoreError> {
-        let client = self.client().await?;
-        let now = now_ms(SystemTime::now());
-        let rows = client
-            .query(
-                &format!("SELECT {GRANT_COLUMNS} FROM toolgate_grants WHERE $1 OR (revoked_ms IS NULL AND expires_ms > $2) ORDER BY created_ms, id"),
-                &[&all, &now],
-            )
-            .await
-            .map_err(|e| self.inner.fail(e))?;
-        Ok(rows.iter().map(grant_of).collect())
-    }
-
-    /// Revoke the grant `id` as `by`, and record the revocation as a row
-    /// (`toolgate.grant`, status `revoked`, `by` its caller), in one
-    /// statement.
-    pub async fn revoke(&self, id: &str, by: &str) -> Result<Revoked, StoreError> {
-        let client = self.client().await?;
-        let now = now_ms(SystemTime::now());
-        let revoked = client
-            .query_opt(
-                &format!(
-                    "WITH r AS (UPDATE toolgate_grants SET revoked_ms = $1, revoked_by = $3 WHERE id = $2 AND revoked_ms IS NULL AND expires_ms > $1 RETURNING {GRANT_COLUMNS}), \
-                     logged AS (INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, rule, status, latency_ms, grant_id) \
-                     SELECT $1, $3, upstream, 'toolgate.grant', '', 'revoked grant for ' || tool || coalesce(' of ' || caller, ''), 'revoked', 0, id FROM r) \
-                     SELECT {GRANT_COLUMNS} FROM r"
-                ),
-                &[&now, &id, &by],
-            )
-            .await
-            .map_err(|e| self.inner.fail(e))?;
-        if let Some(row) = revoked {
-            return Ok(Revoked::Now(grant_of(&row)));
-        }
-        let found = client
-            .query_opt(
-                &format!("SELECT {GRANT_COLUMNS} FROM toolgate_grants WHERE id = $1"),
-                &[&id],
-            )
-            .await
-            .map_err(|e| self.inner.fail(e))?;
-        Ok(found.map_or(Revoked::Unknown, |r| Revoked::Already(grant_of(&r))))
-    }
-}
-
 impl NonceStore for PgStore {
     fn spend(&self, nonce: String) -> SpendFuture {
         let store = self.clone();
@@ -638,82 +418,5 @@ impl AuditSink for PgStore {
     fn revoke(&self, id: String, by: String) -> StoreFuture<Revoked> {
         let store = self.clone();
         Box::pin(async move { PgStore::revoke(&store, &id, &by).await })
-    }
-}
-
-impl Ledger for PgStore {
-    fn reserve(&self, hold: Hold) -> StoreFuture<Held> {
-        let store = self.clone();
-        Box::pin(async move {
-            let client = store.client().await?;
-            let (mut budgets, mut scopes, mut periods, mut caps) = (vec![], vec![], vec![], vec![]);
-            for (k, cap) in &hold.keys {
-                budgets.push(k.budget.as_str());
-                scopes.push(k.scope.as_str());
-                periods.push(k.period.as_str());
-                caps.push(*cap);
-            }
-            // One statement, so one implicit transaction: all or none.
-            let over = client
-                .query_opt(
-                    "SELECT o_index, o_spent, o_reserved FROM toolgate_reserve($1, $2, $3, $4, $5, $6)",
-                    &[&budgets, &scopes, &periods, &caps, &hold.amount, &SLACK],
-                )
-                .await
-                .map_err(|e| store.inner.fail(e))?;
-            Ok(match over {
-                None => Held::Taken,
-                Some(row) => Held::Over {
-                    index: usize::try_from(row.get::<_, i32>(0)).unwrap_or(0),
-                    spent: row.get(1),
-                    reserved: row.get(2),
-                },
-            })
-        })
-    }
-
-    fn settle(&self, keys: Vec<SpendKey>, held: f64, cost: f64) -> StoreFuture<()> {
-        let store = self.clone();
-        Box::pin(async move {
-            let client = store.client().await?;
-            // One statement per key: each is atomic, so instances settling
-            // together never lose one another's spending.
-            for k in &keys {
-                client
-                    .execute(
-                        "INSERT INTO toolgate_spend (budget, scope, period, amount, reserved) VALUES ($1, $2, $3, $4, 0) ON CONFLICT (budget, scope, period) DO UPDATE SET amount = toolgate_spend.amount + EXCLUDED.amount, reserved = GREATEST(toolgate_spend.reserved - $5, 0)",
-                        &[&k.budget, &k.scope, &k.period, &cost, &held],
-                    )
-                    .await
-                    .map_err(|e| store.inner.fail(e))?;
-            }
-            Ok(())
-        })
-    }
-
-    fn balances(&self) -> StoreFuture<Vec<Balance>> {
-        let store = self.clone();
-        Box::pin(async move {
-            let client = store.client().await?;
-            let rows = client
-                .query(
-                    "SELECT budget, scope, period, amount, reserved FROM toolgate_spend ORDER BY period DESC, budget, scope",
-                    &[],
-                )
-                .await
-                .map_err(|e| store.inner.fail(e))?;
-            Ok(rows
-                .iter()
-                .map(|r| Balance {
-                    key: SpendKey {
-                        budget: r.get(0),
-                        scope: r.get(1),
-                        period: r.get(2),
-                    },
-                    spent: r.get(3),
-                    reserved: r.get(4),
-                })
-                .collect())
-        })
     }
 }

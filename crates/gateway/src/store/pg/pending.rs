@@ -4,6 +4,8 @@
 //!
 //! Taking is a single `DELETE … RETURNING`: of two instances retrying the
 //! same call at once, one gets the decision and the other finds nothing.
+//!
+//! Layer: `store`.
 
 use std::time::Duration;
 

@@ -6,6 +6,8 @@
 //! reservation's check and its increment see no other process's write in
 //! between; each reservation has a savepoint of its own, so one that does
 //! not fit under every cap takes nothing from any.
+//!
+//! Layer: `store`.
 
 use std::path::Path;
 

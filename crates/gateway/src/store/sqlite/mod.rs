@@ -11,7 +11,7 @@
 //! single-use rounds ([`NonceStore`]), so a replayed round is refused even
 //! by another process sharing the file.
 //!
-//! `toolgate log` reads the database ([`query`]).
+//! `toolgate log` reads the database ([`query()`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,8 +1,10 @@
 //! Reading the SQLite audit store: the rows `toolgate log`, the console
 //! and the stores' queries see, opened read-only.
 //!
-//! Layer: a store (reads only; the writer is [`crate::store::sqlite::writer`]).
+//! Layer: a store (reads only; the writer is `writer.rs`).
 //! Re-exported from [`crate::store::sqlite`], where these were first.
+//!
+//! Layer: `store`.
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,4 +1,6 @@
 //! Tests of the SQLite audit store ([`super`]).
+//!
+//! Layer: `store`.
 
 use super::*;
 use crate::base::time::now_ms;

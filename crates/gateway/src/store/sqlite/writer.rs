@@ -6,6 +6,8 @@
 //! first without a sync; everything else commits with one, so under load
 //! one fsync covers many rows. A batch that fails answers each of its jobs
 //! with a typed error that keeps SQLite's as its cause.
+//!
+//! Layer: `store`.
 
 use std::sync::Arc;
 use std::time::SystemTime;

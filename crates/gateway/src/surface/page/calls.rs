@@ -7,6 +7,8 @@
 //! of server-sent events that polls the audit store. Polling the store,
 //! not this process, is what lets the console of one instance follow the
 //! calls every instance records in a shared PostgreSQL store.
+//!
+//! Layer: `surface`.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

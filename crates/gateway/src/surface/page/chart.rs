@@ -1,6 +1,8 @@
 //! The overview's last hour, drawn from the audit store: calls per minute
 //! by outcome as an inline SVG chart (no script, nothing fetched), and each
 //! upstream's latency percentiles.
+//!
+//! Layer: `surface`.
 
 use std::collections::BTreeMap;
 

@@ -17,11 +17,14 @@
 //! with the session's anti-forgery token and from the page's own origin
 //! (an `Origin` naming it, or `Sec-Fetch-Site: same-origin`; a request
 //! with neither is refused).
+//!
+//! Layer: `surface`.
 
 mod calls;
 mod chart;
 pub mod console;
 mod operator;
+mod settings;
 
 use parking_lot::Mutex;
 use std::net::SocketAddr;
@@ -139,8 +142,8 @@ impl ApprovalDesk {
             .route("/console/assets/console.js", get(calls::script))
             .route("/console/grants", get(console::grants))
             .route("/console/grants/{id}/revoke", post(console::revoke))
-            .route("/console/config", get(console::config))
-            .route("/console/config/reload", post(console::reload))
+            .route("/console/config", get(settings::config))
+            .route("/console/config/reload", post(settings::reload))
             .route("/approvals", get(list))
             .route("/approvals/{id}", get(one).post(decide))
             .route("/login", get(operator::form).post(operator::log_in))

@@ -8,6 +8,8 @@
 //! way to present it), posted from the page itself (the same origin check
 //! as every act, so no other site can log a browser in as someone else),
 //! and never stored: only the session it opens is.
+//!
+//! Layer: `surface`.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
