@@ -13,6 +13,12 @@ use toolgate_protocol::quote::{quote, quote_json};
 
 use crate::limits::{children, escape};
 
+/// A header that does not agree with the arguments it mirrors: the text
+/// says which header and how (the `-32001` error's detail).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HeaderMismatch(pub String);
+
 /// The largest integer JSON numbers carry exactly (2^53 − 1).
 pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
@@ -228,36 +234,37 @@ impl HeaderParam {
         &self,
         header: Option<&[u8]>,
         arguments: &Map<String, Value>,
-    ) -> Result<(), String> {
+    ) -> Result<(), HeaderMismatch> {
         let header_name = self.header_name();
         let value = self.value_in(arguments);
         let raw = match (header, value) {
             (None, None) => return Ok(()),
             (None, Some(_)) => {
-                return Err(format!(
+                return Err(HeaderMismatch(format!(
                     "{header_name} is required because the arguments carry /{}",
                     self.path.join("/")
-                ));
+                )));
             }
             (Some(_), None) => {
-                return Err(format!(
+                return Err(HeaderMismatch(format!(
                     "{header_name} was sent but the arguments carry no value at /{}",
                     self.path.join("/")
-                ));
+                )));
             }
             (Some(raw), Some(_)) => raw,
         };
-        let decoded = decode_header_value(raw).map_err(|e| format!("{header_name} {e}"))?;
+        let decoded =
+            decode_header_value(raw).map_err(|e| HeaderMismatch(format!("{header_name} {e}")))?;
         let body = value.unwrap_or(&Value::Null);
         let matches = match (self.kind, body) {
             (ParamKind::String, Value::String(s)) => *s == decoded,
             (ParamKind::Integer, Value::Number(n)) => match n.as_i64() {
                 Some(i) if i.abs() <= MAX_SAFE_INTEGER => integer_equals(&decoded, i),
                 _ => {
-                    return Err(format!(
+                    return Err(HeaderMismatch(format!(
                         "/{} is not an integer in the safe range",
                         self.path.join("/")
-                    ));
+                    )));
                 }
             },
             (ParamKind::Boolean, Value::Bool(b)) => decoded == b.to_string(),
@@ -266,11 +273,11 @@ impl HeaderParam {
         if matches {
             Ok(())
         } else {
-            Err(format!(
+            Err(HeaderMismatch(format!(
                 "{header_name} header value {} does not match body value {}",
                 quote(&decoded),
                 quote_json(body)
-            ))
+            )))
         }
     }
 }

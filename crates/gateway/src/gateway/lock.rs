@@ -76,7 +76,7 @@ pub(super) fn drifted(
 }
 
 /// Why a definition was not approved.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum NotApproved {
     /// No such tool is withheld by the lock file (approved already, or
     /// never withheld).
@@ -86,8 +86,14 @@ pub enum NotApproved {
     #[error("the definition of {0} changed again since this page showed it: review it anew")]
     Moved(String),
     /// The lock file could not be written.
-    #[error("the lock file {0} cannot be written: {1}")]
-    Write(String, String),
+    #[error("the lock file {path} cannot be written")]
+    Write {
+        /// The lock file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Gateway {
@@ -139,7 +145,10 @@ impl Gateway {
         if let Some(path) = &self.lock_file
             && let Err(e) = write_lock(path, &updated)
         {
-            return Err(NotApproved::Write(path.display().to_string(), e));
+            return Err(NotApproved::Write {
+                path: path.display().to_string(),
+                source: e,
+            });
         }
         tracing::info!(tool = %name, %digest, by, "definition approved on the console");
         if let Some(store) = &self.audit {
@@ -167,7 +176,7 @@ impl Gateway {
 
 /// Write `lock` to `path` whole or not at all (a temporary file beside it,
 /// then renamed), so a reader never sees half a lock file.
-fn write_lock(path: &Path, lock: &LockFile) -> Result<(), String> {
+fn write_lock(path: &Path, lock: &LockFile) -> std::io::Result<()> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -179,7 +188,7 @@ fn write_lock(path: &Path, lock: &LockFile) -> Result<(), String> {
     });
     if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
         let _ = std::fs::remove_file(&tmp);
-        return Err(e.to_string());
+        return Err(e);
     }
     Ok(())
 }

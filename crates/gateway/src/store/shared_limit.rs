@@ -105,7 +105,12 @@ impl SharedLimits {
     }
 
     /// Take one call from the budget `key` of `calls` per `period`.
-    pub async fn check(&self, key: &str, calls: u32, period: Duration) -> Result<Verdict, String> {
+    pub async fn check(
+        &self,
+        key: &str,
+        calls: u32,
+        period: Duration,
+    ) -> Result<Verdict, StoreError> {
         let interval = (period.as_millis() as u64 / u64::from(calls.max(1))).max(1);
         let mut connection = self.connection.clone();
         let wait: u64 = self
@@ -115,7 +120,10 @@ impl SharedLimits {
             .arg(calls.max(1))
             .invoke_async(&mut connection)
             .await
-            .map_err(|e| format!("the rate-limit store {} is unavailable: {e}", self.shown))?;
+            .map_err(|source| StoreError::Redis {
+                context: format!("the rate-limit store {} is unavailable", self.shown),
+                source,
+            })?;
         Ok(match wait {
             0 => Verdict::Allowed,
             ms => Verdict::Wait(Duration::from_millis(ms)),

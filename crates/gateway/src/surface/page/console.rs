@@ -393,8 +393,8 @@ pub(super) async fn approve_definition(
         .await
     {
         Ok(()) => back("/console/tools"),
-        Err(e @ crate::gateway::NotApproved::Write(..)) => {
-            tracing::warn!(error = %e, "a definition could not be approved");
+        Err(e @ crate::gateway::NotApproved::Write { .. }) => {
+            tracing::warn!(error = %with_causes(&e), "a definition could not be approved");
             plain(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the lock file cannot be written; see the gateway's log",
