@@ -152,10 +152,10 @@
 
 mod auth;
 mod call_log;
-mod config_error;
 mod context;
 mod dispatch;
 mod elicit;
+pub mod error;
 mod exchange;
 mod frame_queue;
 mod handles;
@@ -184,10 +184,10 @@ pub use auth::ResourceServer;
 pub use auth::resource_codes::INSUFFICIENT_SCOPE;
 pub use auth::{AuthContext, ScopeHierarchy, TokenError, TokenVerifier, VerifyFuture};
 pub use call_log::{Begun, CallLog, CallOutcome, CallRecord, Recorded};
-pub use config_error::{ConfigError, UrlError};
 pub use context::{ClientCapability, RequestContext};
 pub use dispatch::TransportContext;
 pub use elicit::Elicitation;
+pub use error::{ConfigError, UrlError};
 pub use handles::Handles;
 pub use mrtr::{ElicitAction, Elicited, Inputs, arguments_digest};
 pub use nonce::{BoxError, MemoryNonceStore, NonceStore, SpendFuture};

@@ -160,13 +160,7 @@ impl std::fmt::Debug for Inputs {
     }
 }
 
-/// A round that ended because input is missing.
-#[derive(Debug)]
-pub(crate) struct Pending {
-    pub(crate) requests: Map<String, Value>,
-    pub(crate) responses: Map<String, Value>,
-    pub(crate) app: Option<Value>,
-}
+pub(crate) use crate::error::Pending;
 
 fn malformed(key: &str, what: &str) -> ToolError {
     ToolError::protocol(RpcError::invalid_params(format!(

@@ -46,13 +46,14 @@ use toolgate_protocol::types::{Icon, Tool, ToolAnnotations};
 use toolgate_schema::LazySchema;
 use toolgate_schema::header_rules::{HeaderParam, header_params};
 
+pub(crate) use crate::error::ErrorKind;
+pub use crate::error::{RegistrationError, ToolError};
 pub(crate) use extract::StateMap;
 pub use extract::{Args, CallParts, FromCall, Needs, State};
 #[doc(hidden)]
 pub use extract::{ViaArgs, ViaContext};
 pub use handler::{IntoToolResult, ToolHandler};
-pub(crate) use output::ErrorKind;
-pub use output::{IntoToolReply, Structured, ToolError, ToolReply};
+pub use output::{IntoToolReply, Structured, ToolReply};
 pub(crate) use schema_gen::schema_for;
 
 use crate::AuthContext;
@@ -96,55 +97,6 @@ impl JsonSchema for NoArgs {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({ "type": "object", "additionalProperties": false })
     }
-}
-
-/// Why a tool could not be registered.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RegistrationError {
-    /// The name breaks the tool-name rules.
-    #[error("tool name {name:?} is invalid: {reason}")]
-    InvalidName {
-        /// The name.
-        name: String,
-        /// The rule broken.
-        reason: String,
-    },
-    /// Another tool already has this name.
-    #[error("a tool named {0:?} is already registered; tool names must be unique within a server")]
-    Duplicate(String),
-    /// The input schema's root is not `type: "object"`.
-    #[error(
-        "tool {name:?}: inputSchema must be a JSON Schema object with \"type\": \"object\" at its root (a typed handler's arguments must be a struct deriving Deserialize and JsonSchema; a tool without arguments takes no arguments parameter)"
-    )]
-    InputNotObject {
-        /// The tool.
-        name: String,
-    },
-    /// A schema does not compile.
-    #[error("tool {name:?}: {which} is not a valid JSON Schema: {reason}")]
-    InvalidSchema {
-        /// The tool.
-        name: String,
-        /// `inputSchema` or `outputSchema`.
-        which: &'static str,
-        /// The compiler's message.
-        reason: String,
-    },
-    /// An `x-mcp-header` annotation breaks the rules.
-    #[error("tool {name:?}: {error}")]
-    HeaderRule {
-        /// The tool.
-        name: String,
-        /// The rule broken and where.
-        error: toolgate_schema::header_rules::HeaderRuleError,
-    },
-    /// A prompt or resource definition is invalid.
-    #[error("{0}")]
-    Invalid(String),
-    /// A setting the server cannot work with.
-    #[error(transparent)]
-    Config(#[from] crate::ConfigError),
 }
 
 /// A tool's description, before a handler is attached.
