@@ -187,17 +187,18 @@ impl ClientBuilder {
         let routed = routes.clone();
         transport.on_server_request(Arc::new(move |method, params, related| {
             let handler = handler.clone();
-            let route = (method != "ping")
+            let route = (method != methods::Ping::NAME)
                 .then(|| routed.pick(related.as_deref()))
                 .flatten();
             Box::pin(async move {
                 if let Some(route) = route {
                     return route(method, params).await;
                 }
-                match method.as_str() {
-                    "ping" => return Ok(Value::Object(Map::new())),
-                    "roots/list" | "sampling/createMessage" | "elicitation/create" => {}
-                    _ => return Err(RpcError::method_not_found(&method)),
+                if method == methods::Ping::NAME {
+                    return Ok(Value::Object(Map::new()));
+                }
+                if !methods::SERVER_TO_CLIENT.contains(&method.as_str()) {
+                    return Err(RpcError::method_not_found(&method));
                 }
                 crate::input::answer(handler.as_ref(), &method, params)
                     .await
@@ -462,7 +463,7 @@ impl Client {
 
     /// Forget the known tool definitions (they are re-listed on next use).
     pub(crate) fn forget_tools(&self) {
-        self.invalidate("tools/list");
+        self.invalidate(methods::ListTools::NAME);
         self.inner.tools.lock().clear();
     }
 
@@ -825,7 +826,7 @@ impl Client {
         let result = loop {
             let headers = self.mirrored_headers(&known, arguments);
             match self
-                .with_rounds("tools/call", params.clone(), headers, options)
+                .with_rounds(methods::CallTool::NAME, params.clone(), headers, options)
                 .await
             {
                 Err(ClientError::Protocol(e))
@@ -833,7 +834,7 @@ impl Client {
                 {
                     // The definition may have changed: re-list, then retry once.
                     retried_headers = true;
-                    self.invalidate("tools/list");
+                    self.invalidate(methods::ListTools::NAME);
                     self.inner.tools.lock().clear();
                     known = self.known_tool(name).await?;
                 }

@@ -90,10 +90,11 @@ pub(crate) async fn answer(
         serde_json::to_value(answer)
             .map_err(|e| ClientError::InvalidResponse(format!("answer not serializable: {e}")))
     }
+    use toolgate_protocol::methods::{CreateMessage, Elicit, ListRoots, Method};
     match method {
-        "elicitation/create" => json(handler.elicit(parse(method, params)?).await?),
-        "sampling/createMessage" => json(handler.sample(parse(method, params)?).await?),
-        "roots/list" => json(handler.roots().await?),
+        m if m == Elicit::NAME => json(handler.elicit(parse(method, params)?).await?),
+        m if m == CreateMessage::NAME => json(handler.sample(parse(method, params)?).await?),
+        m if m == ListRoots::NAME => json(handler.roots().await?),
         other => Err(ClientError::InvalidResponse(format!(
             "unknown input request {other:?}"
         ))),

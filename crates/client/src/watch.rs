@@ -3,6 +3,7 @@
 //! listing is fresh whatever the TTL said.
 
 use std::time::Duration;
+use toolgate_protocol::methods::{Method, SubscriptionsListen};
 
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::RecvError;
@@ -41,7 +42,8 @@ impl Client {
             loop {
                 let mut params = Map::new();
                 params.insert("notifications".into(), json!({"toolsListChanged": true}));
-                let outgoing = client.outgoing("subscriptions/listen", params, Vec::new());
+                let outgoing =
+                    client.outgoing(<SubscriptionsListen as Method>::NAME, params, Vec::new());
                 match client.transport().send(outgoing).await {
                     Ok(mut pending) => {
                         while let Some(Ok(message)) = pending.next().await {

@@ -28,11 +28,12 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::types::{
-    CallToolRequestParams, CallToolResult, CompleteRequestParams, CompleteResult, DetailedTask,
-    DiscoverResult, GetPromptRequestParams, GetPromptResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    Prompt, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
-    SubscriptionsListenRequestParams, TaskIdParams, Tool, UpdateTaskParams,
+    CallToolRequestParams, CallToolResult, CompleteRequestParams, CompleteResult,
+    CreateMessageRequestParams, CreateMessageResult, DetailedTask, DiscoverResult,
+    ElicitRequestParams, ElicitResult, GetPromptRequestParams, GetPromptResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListRootsResult, ListToolsResult,
+    PaginatedRequestParams, Prompt, ReadResourceRequestParams, ReadResourceResult, Resource,
+    ResourceTemplate, SubscriptionsListenRequestParams, TaskIdParams, Tool, UpdateTaskParams,
 };
 
 /// Which of a request's params the Streamable HTTP transport mirrors into
@@ -187,6 +188,25 @@ method!(
     route "taskId" via |p| p.task_id.as_str()
 );
 
+method!(
+    /// `elicitation/create` (server to client): ask the user, through the
+    /// client, for input.
+    Elicit = "elicitation/create", ElicitRequestParams => ElicitResult
+);
+method!(
+    /// `sampling/createMessage` (server to client): ask the client's model
+    /// for a message.
+    CreateMessage = "sampling/createMessage", CreateMessageRequestParams => CreateMessageResult
+);
+method!(
+    /// `roots/list` (server to client): the client's roots.
+    ListRoots = "roots/list", NoParams => ListRootsResult
+);
+
+/// The requests a server sends its client (in a legacy session, or as the
+/// input requests of a modern round): a client answers these.
+pub const SERVER_TO_CLIENT: &[&str] = &[Elicit::NAME, CreateMessage::NAME, ListRoots::NAME];
+
 /// Every method of the catalogue: its name and route.
 pub const ALL: &[(&str, Route)] = &[
     entry::<Discover>(),
@@ -203,6 +223,9 @@ pub const ALL: &[(&str, Route)] = &[
     entry::<GetTask>(),
     entry::<UpdateTask>(),
     entry::<CancelTask>(),
+    entry::<Elicit>(),
+    entry::<CreateMessage>(),
+    entry::<ListRoots>(),
 ];
 
 const fn entry<M: Method>() -> (&'static str, Route) {

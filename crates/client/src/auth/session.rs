@@ -4,6 +4,7 @@
 //! DPoP nonce to retry with, a token to renew, or scopes to step up to.
 
 use std::sync::Arc;
+use toolgate_protocol::methods::{Discover, Method};
 
 use parking_lot::RwLock;
 
@@ -238,8 +239,11 @@ impl Session {
             .request(reqwest::Method::POST, self.server.clone())
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
-            .header("mcp-method", "server/discover")
-            .body(r#"{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{}}"#);
+            .header("mcp-method", Discover::NAME)
+            .body(format!(
+                r#"{{"jsonrpc":"2.0","id":0,"method":"{}","params":{{}}}}"#,
+                Discover::NAME
+            ));
         let answer = self.http.send(probe, &self.server).await?;
         let (_, main) = challenge::from_headers(&answer.headers);
         let mut state = self.state.lock().await;

@@ -2,6 +2,7 @@
 //! `initialize` handshake when the server is of an older revision.
 
 use super::*;
+use toolgate_protocol::methods::{Method, Ping};
 
 impl Client {
     /// The server's era, detected on first use and then kept: a
@@ -39,7 +40,7 @@ impl Client {
             ..Default::default()
         };
         if let Err(e) = self
-            .send_in(era, "ping", &Map::new(), Vec::new(), &options)
+            .send_in(era, Ping::NAME, &Map::new(), Vec::new(), &options)
             .await
         {
             tracing::debug!(server = %self.inner.name, error = %e, "ping after initialized");
@@ -64,7 +65,7 @@ impl Client {
         match self
             .send_in(
                 &Era::Modern,
-                "server/discover",
+                toolgate_protocol::methods::Discover::NAME,
                 &Map::new(),
                 Vec::new(),
                 &probe,

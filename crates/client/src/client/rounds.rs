@@ -4,6 +4,7 @@
 
 use super::tasks;
 use super::*;
+use toolgate_protocol::methods::{CallTool, Method};
 use toolgate_protocol::types::ResultType;
 
 /// The answers to the previous round of a relayed call
@@ -114,7 +115,7 @@ impl Client {
                 // Only a tools/call may become a task, and only for a
                 // client that declared the extension; anything else is an
                 // invalid answer.
-                Some("task") if method == "tools/call" && self.inner.tasks => return Ok(result),
+                Some("task") if method == CallTool::NAME && self.inner.tasks => return Ok(result),
                 Some("input_required") => {}
                 Some(other) => {
                     return Err(ClientError::InvalidResponse(format!(
@@ -163,7 +164,7 @@ impl Client {
         // kept it (a relayed call's answer is never a `Value` on its way
         // through).
         let answer = self
-            .round_answer("tools/call", params, round, headers, options)
+            .round_answer(CallTool::NAME, params, round, headers, options)
             .await?;
         // Nearly every answer is a complete result: read it as one in a
         // single pass, and classify only what does not read as one.
@@ -172,10 +173,12 @@ impl Client {
                 Ok(result) => return Ok(Round::Complete(CallEnd::Result(result))),
                 Err(answer) => answer,
             };
-        self.classify("tools/call", answer)?
+        self.classify(CallTool::NAME, answer)?
             .try_map(|ended| match ended {
                 Ended::Task(task) => task.parse(tasks::CREATE_TASK_RESULT).map(CallEnd::Task),
-                Ended::Result(result) => result.parse("tools/call result").map(CallEnd::Result),
+                Ended::Result(result) => result
+                    .parse(format_args!("{} result", CallTool::NAME))
+                    .map(CallEnd::Result),
             })
     }
 
@@ -225,7 +228,7 @@ impl Client {
         let ended: fn(Answer) -> Ended = match result.result_type().as_deref() {
             None | Some("complete") => Ended::Result,
             // Passed up as it is; `call_tool_round` makes it a task.
-            Some("task") if method == "tools/call" && self.inner.tasks => Ended::Task,
+            Some("task") if method == CallTool::NAME && self.inner.tasks => Ended::Task,
             Some("input_required") => return input_required(result),
             Some(other) => {
                 return Err(ClientError::InvalidResponse(format!(

@@ -9,7 +9,9 @@
 
 use std::collections::HashSet;
 
-use toolgate_protocol::methods::{CancelTask, GetTask, UpdateTask};
+use toolgate_protocol::methods::{
+    CallTool, CancelTask, GetTask, Method, SubscriptionsListen, UpdateTask,
+};
 use toolgate_protocol::types::{DetailedTask, Task, TaskIdParams, TaskStatus, UpdateTaskParams};
 
 use super::*;
@@ -97,7 +99,7 @@ impl Client {
         params.insert("name".into(), Value::from(name));
         params.insert("arguments".into(), Value::Object(arguments));
         let result = self
-            .rounds_until_result("tools/call", params, headers, options)
+            .rounds_until_result(CallTool::NAME, params, headers, options)
             .await?;
         match task_of(&result)? {
             Some(task) => Ok(CallStart::Task(task)),
@@ -295,7 +297,7 @@ impl Client {
     pub async fn listen_task(&self, task_id: &str) -> Result<Option<TaskUpdates>, ClientError> {
         let mut params = Map::new();
         params.insert("notifications".into(), json!({ "taskIds": [task_id] }));
-        let outgoing = self.outgoing("subscriptions/listen", params, Vec::new());
+        let outgoing = self.outgoing(SubscriptionsListen::NAME, params, Vec::new());
         let mut pending = self.transport.send(outgoing).await?;
         let acknowledged = tokio::time::timeout(self.inner.timeout, async {
             loop {

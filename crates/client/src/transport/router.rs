@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Semaphore, broadcast, mpsc};
 use toolgate_protocol::RequestId;
 use toolgate_protocol::jsonrpc::encode_notification;
+use toolgate_protocol::methods::{Method, Ping};
 
 use super::{Inbound, Limits, Response, ServerRequestHandler};
 use crate::ClientError;
@@ -193,10 +194,10 @@ impl Router {
         let writer = self.writer.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let outcome = match (&handler, method.as_str()) {
-                (_, "ping") => Ok(json!({})),
-                (Some(h), _) => h(method.clone(), params, None).await,
-                (None, _) => Err(toolgate_protocol::RpcError::method_not_found(&method)),
+            let outcome = match &handler {
+                _ if method == Ping::NAME => Ok(json!({})),
+                Some(h) => h(method.clone(), params, None).await,
+                None => Err(toolgate_protocol::RpcError::method_not_found(&method)),
             };
             let bytes = match outcome {
                 Ok(result) => toolgate_protocol::jsonrpc::encode_result(&id, &result),

@@ -37,6 +37,7 @@ use toolgate_protocol::header::{
     METHOD_HEADER, NAME_HEADER, PROTOCOL_VERSION_HEADER, SESSION_HEADER, encode_header_value,
 };
 use toolgate_protocol::jsonrpc::{RequestId, encode_error, encode_result};
+use toolgate_protocol::methods::{Discover, Method as _};
 
 use self::sse::{Cursor, Events};
 pub(crate) use self::wire::Outbound;
@@ -392,7 +393,7 @@ impl Transport for HttpTransport {
                 // Such a server knows only the initialize handshake, and
                 // some never answer a method they do not know: say so here
                 // rather than wait for it.
-                if request.method == "server/discover" {
+                if request.method == Discover::NAME {
                     let refusal = RpcError::method_not_found(&request.method);
                     let value = serde_json::from_slice(&encode_error(Some(&request.id), &refusal))
                         .unwrap_or(Value::Null);

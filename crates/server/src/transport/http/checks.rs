@@ -215,16 +215,14 @@ pub(crate) fn check_mirrored_headers(
             quote(&req.method)
         )));
     }
-    let name_field = match req.method.as_str() {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        // The tasks extension routes by task: `Mcp-Name` carries the task id.
-        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
-        _ => None,
-    };
-    // Without a string name in the body the request is malformed; the
-    // method's own parameter check answers that with -32602.
-    let body_name = name_field.and_then(|f| req.params.as_ref()?.get(f)?.as_str());
+    // Which param `Mcp-Name` mirrors is the catalogue's to say (the tasks
+    // extension routes by task: `Mcp-Name` carries the task id). Without a
+    // string name in the body the request is malformed; the method's own
+    // parameter check answers that with -32602.
+    let body_name = req
+        .params
+        .as_ref()
+        .and_then(|params| toolgate_protocol::methods::routing_name(&req.method, params));
     if let Some(body) = body_name {
         let raw = header(headers, &NAME_NAME)?;
         let invalid = |e| RpcError::header_mismatch(format!("Mcp-Name header {e}"));
