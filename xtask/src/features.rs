@@ -15,7 +15,12 @@ use crate::{root, run};
 const CARGO_HACK_VERSION: &str = "0.6.46";
 
 /// The crates with features of their own.
-const CRATES: &[&str] = &["toolgate-protocol", "toolgate-server", "toolgate-client"];
+const CRATES: &[&str] = &[
+    "toolgate-protocol",
+    "toolgate-server",
+    "toolgate-client",
+    "toolgate-gateway",
+];
 
 /// What a stdio-only server must not compile.
 const HEAVY: &[&str] = &["axum", "hyper", "reqwest", "rustls", "jsonwebtoken"];

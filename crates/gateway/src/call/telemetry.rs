@@ -17,9 +17,9 @@
 //! Layer: `call`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 pub use crate::config::TelemetryConfig;
+#[cfg(feature = "otlp")]
 use bytes::Bytes;
 use opentelemetry::trace::{
     Span as _, SpanContext, SpanId, SpanKind, Status, TraceContextExt as _, TraceFlags, TraceId,
@@ -52,12 +52,14 @@ pub struct Telemetry {
 /// The OTLP exporter's HTTP, on the same reqwest and TLS as the rest of
 /// toolgate; requests run on the gateway's runtime (the batch exporter
 /// calls from a thread of its own).
+#[cfg(feature = "otlp")]
 #[derive(Debug)]
 struct OtlpHttp {
     client: reqwest::Client,
     runtime: tokio::runtime::Handle,
 }
 
+#[cfg(feature = "otlp")]
 impl opentelemetry_http::HttpClient for OtlpHttp {
     fn send_bytes<'a, 'b>(
         &'a self,
@@ -104,17 +106,32 @@ impl Telemetry {
     /// Start exporting as `config` says; `None` when it names no
     /// collector. Must run inside the gateway's tokio runtime.
     pub fn install(config: &TelemetryConfig) -> Result<Option<Self>, ConfigError> {
-        use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
         let Some(base) = &config.otlp else {
             return Ok(None);
         };
+        Self::export_to(base, config).map(Some)
+    }
+
+    /// Without the `otlp` feature there is no exporter: a configured
+    /// collector is refused, not silently ignored.
+    #[cfg(not(feature = "otlp"))]
+    fn export_to(_base: &str, _config: &TelemetryConfig) -> Result<Self, ConfigError> {
+        Err(ConfigError::new(
+            "[telemetry] otlp: this toolgate was built without the OTLP exporter (the gateway's `otlp` feature); build it with the feature, or remove [telemetry] otlp",
+        ))
+    }
+
+    /// Export spans to the collector at `base` (OTLP/HTTP, JSON).
+    #[cfg(feature = "otlp")]
+    fn export_to(base: &str, config: &TelemetryConfig) -> Result<Self, ConfigError> {
+        use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
         let endpoint = if base.trim_end_matches('/').ends_with("/v1/traces") {
-            base.clone()
+            base.to_owned()
         } else {
             format!("{}/v1/traces", base.trim_end_matches('/'))
         };
         let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
+            .timeout(std::time::Duration::from_secs(10))
             .redirect(reqwest::redirect::Policy::none());
         let client = toolgate_client::with_tls(client)
             .and_then(|b| {
@@ -147,7 +164,7 @@ impl Telemetry {
             .build();
         opentelemetry::global::set_tracer_provider(provider.clone());
         ENABLED.store(true, Ordering::Relaxed);
-        Ok(Some(Self { provider }))
+        Ok(Self { provider })
     }
 
     /// Export what is buffered (waits for the collector, bounded by its

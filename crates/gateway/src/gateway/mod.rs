@@ -182,7 +182,7 @@ pub struct Inner {
     rules: RwLock<String>,
     backoff: Duration,
     /// Budgets in Redis (`[ratelimit] redis`), instead of in this process.
-    shared_limits: Option<Arc<crate::store::shared_limit::SharedLimits>>,
+    shared_limits: Option<Arc<dyn crate::store::limits::SharedLimits>>,
     audit: Option<Arc<dyn AuditSink>>,
     /// Failures counted to stop loops (`[loops]`).
     loops: Arc<crate::decide::loops::Loops>,

@@ -16,10 +16,9 @@ use super::GatewayError;
 use crate::config::GatewayConfig;
 use crate::store::AuditSink;
 use crate::store::SharedNonces;
+use crate::store::limits::SharedLimits;
 use crate::store::pending::MemoryPending;
 use crate::store::pending::Pending;
-use crate::store::pg::PgStore;
-use crate::store::shared_limit::SharedLimits;
 use crate::store::sqlite::AuditStore;
 
 /// The stores a gateway runs on.
@@ -34,7 +33,7 @@ pub(super) struct Stores {
     /// The SQLite file, when that is the store.
     pub(super) audit_file: Option<PathBuf>,
     /// `[ratelimit] redis`.
-    pub(super) shared_limits: Option<Arc<SharedLimits>>,
+    pub(super) shared_limits: Option<Arc<dyn SharedLimits>>,
     /// `[state]` or `TOOLGATE_STATE_KEY`: the key every instance seals
     /// rounds with (`None`: a random one, this process only).
     pub(super) state_key: Option<StateKey>,
@@ -55,12 +54,8 @@ impl Stores {
         let (audit, nonces): (Option<Arc<dyn AuditSink>>, SharedNonces) =
             match (&config.store.url, &audit_file) {
                 (Some(url), _) if !config.audit.disabled => {
-                    let store = PgStore::connect(url, config.audit.arguments).await?;
-                    pending = Arc::new(crate::store::pg::pending::PgPending::new(
-                        store.clone(),
-                        state_ttl,
-                    ));
-                    let store = Arc::new(store);
+                    let (store, shared) = postgres(url, config.audit.arguments, state_ttl).await?;
+                    pending = shared;
                     (Some(store.clone()), store.nonces())
                 }
                 (_, Some(path)) => {
@@ -70,9 +65,7 @@ impl Stores {
                 _ => (None, Arc::new(MemoryNonceStore::new(state_ttl * 2))),
             };
         let shared_limits = match &config.ratelimit.redis {
-            Some(url) => Some(Arc::new(
-                SharedLimits::connect(url, config.ratelimit.on_outage).await?,
-            )),
+            Some(url) => Some(redis(url, config.ratelimit.on_outage).await?),
             None => None,
         };
         Ok(Stores {
@@ -84,4 +77,56 @@ impl Stores {
             state_key: crate::store::state_key::load_key(&config.state)?,
         })
     }
+}
+
+/// The PostgreSQL audit store at `url`, and the pending approvals kept
+/// beside it (shared by every instance).
+#[cfg(feature = "postgres")]
+async fn postgres(
+    url: &str,
+    arguments: bool,
+    state_ttl: Duration,
+) -> Result<(Arc<dyn AuditSink>, Arc<dyn Pending>), GatewayError> {
+    let store = crate::store::pg::PgStore::connect(url, arguments).await?;
+    let pending = Arc::new(crate::store::pg::pending::PgPending::new(
+        store.clone(),
+        state_ttl,
+    ));
+    Ok((Arc::new(store), pending))
+}
+
+/// Without the `postgres` feature, `[store] url` cannot be served.
+#[cfg(not(feature = "postgres"))]
+async fn postgres(
+    _url: &str,
+    _arguments: bool,
+    _state_ttl: Duration,
+) -> Result<(Arc<dyn AuditSink>, Arc<dyn Pending>), GatewayError> {
+    Err(crate::config::ConfigError::new(
+        "[store] url: this toolgate was built without PostgreSQL support (the gateway's `postgres` feature); build it with the feature, or remove [store] url to keep the audit store in SQLite",
+    )
+    .into())
+}
+
+/// The rate limits shared in Redis at `url`.
+#[cfg(feature = "redis")]
+async fn redis(
+    url: &str,
+    on_outage: crate::config::OnOutage,
+) -> Result<Arc<dyn SharedLimits>, GatewayError> {
+    Ok(Arc::new(
+        crate::store::redis::RedisLimits::connect(url, on_outage).await?,
+    ))
+}
+
+/// Without the `redis` feature, `[ratelimit] redis` cannot be served.
+#[cfg(not(feature = "redis"))]
+async fn redis(
+    _url: &str,
+    _on_outage: crate::config::OnOutage,
+) -> Result<Arc<dyn SharedLimits>, GatewayError> {
+    Err(crate::config::ConfigError::new(
+        "[ratelimit] redis: this toolgate was built without Redis support (the gateway's `redis` feature); build it with the feature, or remove [ratelimit] redis to count limits in this process",
+    )
+    .into())
 }

@@ -122,7 +122,7 @@ impl Gateway {
         self.audit.as_ref()
     }
 
-    pub(crate) fn shared_limits(&self) -> Option<&Arc<crate::store::shared_limit::SharedLimits>> {
+    pub(crate) fn shared_limits(&self) -> Option<&Arc<dyn crate::store::limits::SharedLimits>> {
         self.shared_limits.as_ref()
     }
 

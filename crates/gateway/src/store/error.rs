@@ -32,6 +32,7 @@ pub enum StoreError {
         source: std::sync::Arc<rusqlite::Error>,
     },
     /// The PostgreSQL store (`[store] url`).
+    #[cfg(feature = "postgres")]
     #[error("{context}")]
     Postgres {
         /// Which database, and what failed.
@@ -41,6 +42,7 @@ pub enum StoreError {
         source: tokio_postgres::Error,
     },
     /// The Redis rate-limit store (`[ratelimit] redis`).
+    #[cfg(feature = "redis")]
     #[error("{context}")]
     Redis {
         /// Which server, and what failed.

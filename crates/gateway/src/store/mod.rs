@@ -2,17 +2,20 @@
 //! spent nonces, grants, budgets' ledger, pending approvals, shared rate
 //! limits, the state key. Each is a narrow trait (or type) here, with its
 //! backends in files of their own: [`sqlite`] (embedded, always built),
-//! [`pg`] (PostgreSQL, shared by instances), memory (one process), Redis
-//! ([`shared_limit`]). Stores know decisions' types ([`crate::decide`])
+//! `pg` (PostgreSQL, shared by instances; the `postgres` feature), memory (one process), Redis
+//! (`redis`, behind the feature of that name). Stores know decisions' types ([`crate::decide`])
 //! and nothing of calls, pages or the gateway's lifecycle.
 
 pub mod audit;
 pub mod error;
 pub mod ledger;
+pub mod limits;
 pub mod logins;
 pub mod pending;
+#[cfg(feature = "postgres")]
 pub mod pg;
-pub mod shared_limit;
+#[cfg(feature = "redis")]
+pub mod redis;
 pub mod sqlite;
 pub mod state_key;
 

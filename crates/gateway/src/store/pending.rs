@@ -167,6 +167,7 @@ pub(crate) fn offered(remember: bool, status: Status) -> bool {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl Status {
     /// As kept in a shared store.
     pub(crate) fn as_str(self) -> &'static str {

@@ -49,7 +49,7 @@ impl Gateway {
         };
         let redis = match self.shared_limits() {
             None => "not configured".to_owned(),
-            Some(limits) => limits.ping().await.map_or_else(
+            Some(limits) => limits.clone().ping().await.map_or_else(
                 |e| toolgate_protocol::error::with_causes(&e),
                 |()| "ok".to_owned(),
             ),

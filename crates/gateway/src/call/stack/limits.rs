@@ -9,19 +9,24 @@ use futures::future::BoxFuture;
 use toolgate_protocol::quote::quote;
 
 use super::{Call, Next, Reply, Stage};
-use crate::store::shared_limit::{SharedLimits, Verdict, seconds};
+use crate::store::limits::{SharedLimits, Verdict, seconds};
 
 /// Take a call from the shared budget `key` of `per_minute`; `Err` with
 /// the status and text when it is spent, or when Redis cannot say (fail
 /// closed unless `on_outage = "allow"`).
 async fn take(
-    limits: &SharedLimits,
+    limits: &Arc<dyn SharedLimits>,
     key: &str,
     per_minute: u32,
     what: impl FnOnce() -> String,
 ) -> Result<(), (&'static str, String)> {
     match limits
-        .check(key, per_minute, std::time::Duration::from_secs(60))
+        .clone()
+        .check(
+            key.to_owned(),
+            per_minute,
+            std::time::Duration::from_secs(60),
+        )
         .await
     {
         Ok(Verdict::Allowed) => Ok(()),
@@ -50,13 +55,13 @@ async fn take(
 /// At most `per_minute` calls of the tool per caller, counted in Redis
 /// across instances (`[ratelimit] redis` with a per-tool limit).
 pub struct CallerLimit {
-    limits: Arc<SharedLimits>,
+    limits: Arc<dyn SharedLimits>,
     per_minute: u32,
 }
 
 impl CallerLimit {
     /// The caller's limit of `per_minute`, kept in `limits`.
-    pub fn new(limits: Arc<SharedLimits>, per_minute: u32) -> Self {
+    pub fn new(limits: Arc<dyn SharedLimits>, per_minute: u32) -> Self {
         Self { limits, per_minute }
     }
 }
@@ -87,7 +92,7 @@ impl Stage for CallerLimit {
 
 /// The upstream's `per_minute`: in Redis when limits are shared, else in
 /// this process. Passed only by calls that will be sent.
-pub struct UpstreamLimit(pub Option<Arc<SharedLimits>>);
+pub struct UpstreamLimit(pub Option<Arc<dyn SharedLimits>>);
 
 impl Stage for UpstreamLimit {
     fn name(&self) -> &'static str {

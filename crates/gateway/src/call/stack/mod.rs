@@ -123,7 +123,7 @@ pub struct ToolParts {
     pub guard: Arc<Guard>,
     /// Rate limits in Redis, with this tool's per-caller limit (calls per
     /// minute), when `[ratelimit] redis` is set.
-    pub shared: Option<(Arc<crate::store::shared_limit::SharedLimits>, Option<u32>)>,
+    pub shared: Option<(Arc<dyn crate::store::limits::SharedLimits>, Option<u32>)>,
     /// Failures counted to stop loops (`[loops]`).
     pub loops: Arc<crate::decide::loops::Loops>,
     /// The tool's `[[budget]]`, if it has one.

@@ -347,7 +347,7 @@ impl PgStore {
                 trace_id: r.get(15),
             })
         });
-        crate::store::sqlite::newest(rows, tool.as_ref(), filter.limit)
+        crate::store::sqlite::query::newest(rows, tool.as_ref(), filter.limit)
     }
 }
 

@@ -37,7 +37,7 @@ use crate::decide::budget::SpendKey;
 use crate::decide::grants::Grant;
 use crate::store::ledger::Ledger;
 pub use query::{Filter, query};
-pub(crate) use query::{newest, not_a_store, open_for_reading, reading};
+pub(crate) use query::{not_a_store, open_for_reading, reading};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS calls (

@@ -1,4 +1,5 @@
-//! Rate limits shared by several instances: `[ratelimit] redis =
+//! Rate limits shared by several instances, in Redis (the `redis`
+//! feature): `[ratelimit] redis =
 //! "redis://…"` keeps every budget (per caller and tool, and each
 //! upstream's `per_minute`) in Redis, so the N+1th call in a window is
 //! refused whichever instance takes it.
@@ -17,7 +18,8 @@ use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::store::StoreError;
+use crate::store::limits::{SharedLimits, Verdict};
+use crate::store::{StoreError, StoreFuture};
 
 /// GCRA: `KEYS[1]` holds the theoretical arrival time (ms); `ARGV[1]` is
 /// the emission interval (ms) and `ARGV[2]` the burst. Returns 0 when the
@@ -39,23 +41,15 @@ return 0
 /// How long a check may take before the call is refused.
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The shared budgets.
-pub struct SharedLimits {
+/// The shared budgets, in Redis.
+pub struct RedisLimits {
     connection: ConnectionManager,
     script: redis::Script,
     shown: String,
     on_outage: crate::config::OnOutage,
 }
 
-/// What a check found.
-pub enum Verdict {
-    /// Within the budget.
-    Allowed,
-    /// Over it: try again after this long.
-    Wait(Duration),
-}
-
-impl SharedLimits {
+impl RedisLimits {
     /// Connect to `url` (`redis://[:password@]host[:port][/db]`). Fails
     /// when Redis cannot be reached: a gateway told to share its limits
     /// does not start without them.
@@ -86,13 +80,7 @@ impl SharedLimits {
         })
     }
 
-    /// Whether calls go through while Redis cannot be asked.
-    pub fn allows_on_outage(&self) -> bool {
-        self.on_outage == crate::config::OnOutage::Allow
-    }
-
-    /// Whether Redis answers now (for readiness).
-    pub async fn ping(&self) -> Result<(), StoreError> {
+    async fn ping_now(&self) -> Result<(), StoreError> {
         let mut connection = self.connection.clone();
         redis::cmd("PING")
             .query_async::<String>(&mut connection)
@@ -104,13 +92,7 @@ impl SharedLimits {
             })
     }
 
-    /// Take one call from the budget `key` of `calls` per `period`.
-    pub async fn check(
-        &self,
-        key: &str,
-        calls: u32,
-        period: Duration,
-    ) -> Result<Verdict, StoreError> {
+    async fn take(&self, key: String, calls: u32, period: Duration) -> Result<Verdict, StoreError> {
         let interval = (period.as_millis() as u64 / u64::from(calls.max(1))).max(1);
         let mut connection = self.connection.clone();
         let wait: u64 = self
@@ -131,21 +113,21 @@ impl SharedLimits {
     }
 }
 
-/// `wait` as the seconds a refusal names: rounded up to a tenth, so "now"
-/// never shows.
-pub fn seconds(wait: Duration) -> String {
-    let tenths = wait.as_millis().div_ceil(100).max(1);
-    format!("{}.{}", tenths / 10, tenths % 10)
-}
+impl SharedLimits for RedisLimits {
+    fn allows_on_outage(&self) -> bool {
+        self.on_outage == crate::config::OnOutage::Allow
+    }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    fn ping(self: std::sync::Arc<Self>) -> StoreFuture<()> {
+        Box::pin(async move { self.ping_now().await })
+    }
 
-    #[test]
-    fn a_wait_is_shown_rounded_up_to_a_tenth() {
-        assert_eq!(seconds(Duration::from_millis(1)), "0.1");
-        assert_eq!(seconds(Duration::from_millis(1501)), "1.6");
-        assert_eq!(seconds(Duration::ZERO), "0.1");
+    fn check(
+        self: std::sync::Arc<Self>,
+        key: String,
+        calls: u32,
+        period: Duration,
+    ) -> StoreFuture<Verdict> {
+        Box::pin(async move { self.take(key, calls, period).await })
     }
 }
