@@ -3,8 +3,9 @@
 //! `cargo hack clippy --each-feature` checks every feature of the crates
 //! that have some, one at a time and with none (cargo-hack, installed at a
 //! pinned version into `.tools/`). Then the dependency tree of a stdio-only
-//! tool server (`toolgate-server` with only `macros`) must hold none of the
-//! HTTP, TLS or JWT stacks: that is the promise its feature list makes.
+//! tool server (`toolgate-server` with only `macros`) and of a stdio-only
+//! client (`toolgate-client` without features) must hold none of the HTTP,
+//! TLS or JWT stacks: that is the promise their feature lists make.
 
 use std::process::Command;
 
@@ -35,27 +36,33 @@ pub fn run_features() -> anyhow::Result<()> {
     // Lints as errors through clippy, not RUSTFLAGS: a flag there would
     // rebuild every dependency the main build has already checked.
     run(cmd.args(["--", "-D", "warnings"]).current_dir(root()))?;
-    lean_server()
+    lean()
 }
 
-/// The normal dependencies of `toolgate-server` with only `macros`.
-fn lean_server() -> anyhow::Result<()> {
+/// The stdio-only builds: the server with only `macros`, the client with
+/// no features. Neither may compile the HTTP, TLS or JWT stacks.
+fn lean() -> anyhow::Result<()> {
+    lean_build(
+        "toolgate-server",
+        &["--features", "macros"],
+        "http` or `jwt",
+    )?;
+    lean_build("toolgate-client", &[], "http` or `oauth")?;
+    eprintln!(
+        "features: each feature builds alone; a stdio-only server or client compiles none of {}",
+        HEAVY.join(", ")
+    );
+    Ok(())
+}
+
+/// The normal dependencies of `krate` without its default features and
+/// with `features`: none of [`HEAVY`].
+fn lean_build(krate: &str, features: &[&str], gates: &str) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
-        .args([
-            "tree",
-            "--package",
-            "toolgate-server",
-            "--no-default-features",
-            "--features",
-            "macros",
-            "--edges",
-            "normal",
-            "--prefix",
-            "none",
-            "--format",
-            "{p}",
-        ])
+        .args(["tree", "--package", krate, "--no-default-features"])
+        .args(features)
+        .args(["--edges", "normal", "--prefix", "none", "--format", "{p}"])
         .current_dir(root())
         .output()
         .context("could not run cargo tree")?;
@@ -76,13 +83,14 @@ fn lean_server() -> anyhow::Result<()> {
         .collect();
     if !found.is_empty() {
         bail!(
-            "a stdio-only toolgate-server (features = [\"macros\"]) compiles {}; gate them behind `http` or `jwt`",
+            "a stdio-only {krate} ({}) compiles {}; gate them behind `{gates}`",
+            if features.is_empty() {
+                "no features".to_owned()
+            } else {
+                features.join(" ")
+            },
             found.join(", ")
         );
     }
-    eprintln!(
-        "features: each feature builds alone; a stdio-only server compiles none of {}",
-        HEAVY.join(", ")
-    );
     Ok(())
 }

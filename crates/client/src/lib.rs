@@ -77,6 +77,7 @@
 //! ([`transport::Limits`]).
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "oauth")]
 pub mod auth;
 mod cache;
 mod client;
@@ -84,6 +85,7 @@ mod envelope;
 mod error;
 mod input;
 mod multi;
+#[cfg(feature = "http")]
 mod tls;
 pub mod transport;
 mod watch;
@@ -97,6 +99,7 @@ pub use client::{
 pub use error::ClientError;
 pub use input::{Approval, ApprovalRequest, BoxFuture, InputHandler, NoInput, Risk, classify};
 pub use multi::{MultiClient, MultiError, QualifiedTool};
+#[cfg(feature = "http")]
 pub use tls::{install_default_tls_provider, rustls_config, with_tls};
 pub use watch::ToolWatch;
 

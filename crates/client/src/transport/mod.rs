@@ -3,6 +3,7 @@
 //! the response. Dropping a `Pending` cancels the request on the server
 //! (closing the stream on HTTP, `notifications/cancelled` on stdio).
 
+#[cfg(feature = "http")]
 pub mod http;
 mod limits;
 mod lines;
@@ -75,6 +76,8 @@ impl Pending {
     }
 
     /// The whole answer, already here.
+    // Without the `http` feature, only the HTTP transport makes these.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn answered(message: Result<Inbound, ClientError>) -> Self {
         Self {
             ready: Some(message),
@@ -148,6 +151,7 @@ mod sealed {
     /// Only this crate's transports implement [`super::Transport`].
     pub trait Sealed {}
     impl Sealed for super::stdio::StdioTransport {}
+    #[cfg(feature = "http")]
     impl Sealed for super::http::HttpTransport {}
 }
 

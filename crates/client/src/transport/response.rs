@@ -26,6 +26,8 @@ pub struct Response(Body);
 enum Body {
     Parsed(Value),
     /// A successful HTTP answer's body, not parsed yet.
+    // Without the `http` feature, only the HTTP transport makes these.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     Text {
         status: StatusCode,
         bytes: Vec<u8>,
@@ -39,6 +41,8 @@ impl Response {
     }
 
     /// The body of a successful HTTP answer, read when first needed.
+    // Without the `http` feature, only the HTTP transport makes these.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn from_http(status: StatusCode, bytes: Vec<u8>) -> Self {
         Self(Body::Text { status, bytes })
     }

@@ -61,6 +61,8 @@ impl Router {
 
     /// Session notifications go to `session` (the transport's own
     /// followers) instead.
+    // Without the `http` feature, only the HTTP transport makes these.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn notifying(mut self, session: broadcast::Sender<Value>) -> Self {
         self.session = session;
         self

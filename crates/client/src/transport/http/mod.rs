@@ -70,7 +70,8 @@ pub struct HttpOptions {
     /// Bounds on what the server can make the client hold or wait for.
     pub limits: Limits,
     /// OAuth: tokens obtained, renewed and stepped up as the server asks
-    /// (instead of `bearer_token`).
+    /// (instead of `bearer_token`). The `oauth` feature.
+    #[cfg(feature = "oauth")]
     pub oauth: Option<crate::auth::OAuth>,
     /// Whether the URL may be a server on the deprecated 2024-11-05
     /// HTTP+SSE transport (default: detected).
@@ -124,6 +125,7 @@ struct Shared {
     wire: Arc<Wire>,
     options: HttpOptions,
     /// This server's OAuth, when configured.
+    #[cfg(feature = "oauth")]
     auth: Option<crate::auth::Session>,
     /// The legacy session, once a legacy server assigned one.
     session: Mutex<Option<String>>,
@@ -154,6 +156,7 @@ impl HttpTransport {
         let url: String = url.into();
         // What errors and logs call the endpoint: its credentials masked.
         let server: Arc<str> = toolgate_protocol::redact::url(&url).into();
+        #[cfg(feature = "oauth")]
         let auth = options
             .oauth
             .clone()
@@ -171,6 +174,7 @@ impl HttpTransport {
                 )),
                 wire,
                 options,
+                #[cfg(feature = "oauth")]
                 auth,
                 session: Mutex::new(None),
                 requests: Mutex::new(None),
@@ -302,6 +306,7 @@ impl Transport for HttpTransport {
     }
 
     fn auth_scope(&self) -> String {
+        #[cfg(feature = "oauth")]
         if let Some(auth) = &self.shared.auth {
             return auth.scope_id();
         }
@@ -436,11 +441,19 @@ impl Shared {
             .options
             .bearer_token
             .as_ref()
-            .filter(|_| self.auth.is_none())
+            .filter(|_| !self.has_oauth())
         {
             out.add("authorization", &format!("Bearer {token}"))?;
         }
         Ok(())
+    }
+
+    /// Whether OAuth supplies this transport's tokens.
+    fn has_oauth(&self) -> bool {
+        #[cfg(feature = "oauth")]
+        return self.auth.is_some();
+        #[cfg(not(feature = "oauth"))]
+        return false;
     }
 
     /// Send `out` with the headers every request carries, following the
@@ -467,6 +480,7 @@ impl Shared {
     where
         F: Fn() -> Result<Outbound, ClientError> + Send + Sync,
     {
+        #[cfg(feature = "oauth")]
         let mut attempt = crate::auth::Attempt::default();
         let mut location: Option<url::Url> = at;
         let mut hops = 0;
@@ -474,6 +488,7 @@ impl Shared {
             let mut this = build()?;
             self.common(&mut this)?;
             let method = this.method.clone();
+            #[cfg(feature = "oauth")]
             let presented = match &self.auth {
                 Some(auth) => {
                     // Boxed (here and below) so that a call without OAuth
@@ -495,18 +510,23 @@ impl Shared {
                 hops += 1;
                 continue;
             }
-            let Some(auth) = &self.auth else {
-                return Ok(response);
-            };
-            let verdict = Box::pin(auth.judge(
-                response.status(),
-                response.headers(),
-                presented.as_ref(),
-                &mut attempt,
-            ))
-            .await?;
-            if matches!(verdict, crate::auth::Verdict::Use) {
-                return Ok(response);
+            #[cfg(not(feature = "oauth"))]
+            return Ok(response);
+            #[cfg(feature = "oauth")]
+            {
+                let Some(auth) = &self.auth else {
+                    return Ok(response);
+                };
+                let verdict = Box::pin(auth.judge(
+                    response.status(),
+                    response.headers(),
+                    presented.as_ref(),
+                    &mut attempt,
+                ))
+                .await?;
+                if matches!(verdict, crate::auth::Verdict::Use) {
+                    return Ok(response);
+                }
             }
         }
     }
@@ -517,12 +537,17 @@ impl Shared {
         if status != 401 && status != 403 {
             return Ok(());
         }
-        let (_, challenge) = crate::auth::challenges_in(response.headers());
-        let error = challenge
-            .error()
-            .map(str::to_owned)
-            .map(|e| format!(": {}", crate::auth::shown(&e)))
-            .unwrap_or_default();
+        #[cfg(feature = "oauth")]
+        let error = {
+            let (_, challenge) = crate::auth::challenges_in(response.headers());
+            challenge
+                .error()
+                .map(str::to_owned)
+                .map(|e| format!(": {}", crate::auth::shown(&e)))
+                .unwrap_or_default()
+        };
+        #[cfg(not(feature = "oauth"))]
+        let error = String::new();
         Err(if status == 401 {
             ClientError::LoginRequired(format!(
                 "{} requires authorization (HTTP 401{error})",

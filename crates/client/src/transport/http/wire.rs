@@ -510,6 +510,8 @@ impl Reply {
         self.status
     }
 
+    // Without the `oauth` feature, only OAuth reads them.
+    #[cfg_attr(not(feature = "oauth"), allow(dead_code))]
     pub(super) fn headers(&self) -> &HeaderMap {
         &self.headers
     }
