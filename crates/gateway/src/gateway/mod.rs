@@ -1,8 +1,9 @@
-//! The gateway's lifecycle: start (its stores, its server, its upstreams),
-//! supervision of failed upstreams, and stop. What it offers is kept in
-//! [`catalogue`], why it withholds a tool in [`refusal`], the stores it
-//! opens in [`stores`], reload, the lock file and the console's views in
-//! modules of their own.
+//! The gateway's lifecycle: start (its stores, its server, the page's
+//! socket, its upstreams) and stop. Supervision of upstreams is in
+//! [`supervise`], what it offers in [`catalogue`] (each tool's stack of
+//! stages is built there), why it withholds a tool in [`refusal`], the
+//! stores it opens in [`stores`], the page's socket in [`site`]; reload,
+//! the lock file and the views the surfaces read in modules of their own.
 //!
 //! Layer: `gateway`.
 
@@ -15,7 +16,7 @@ use parking_lot::RwLock;
 use toolgate_client::ToolWatch;
 use toolgate_protocol::types::Tool;
 use toolgate_review::lock::LockFile;
-use toolgate_server::{Server, ServerConfig, Withheld};
+use toolgate_server::Server;
 
 use crate::base::names::qualify;
 use crate::call::approvals::{Approvals, PendingApprovals};
@@ -31,6 +32,8 @@ mod refusal;
 mod reload;
 pub mod site;
 mod stores;
+mod supervise;
+mod types;
 mod validate;
 mod views;
 
@@ -40,6 +43,8 @@ use catalogue::Offer;
 
 pub use lock::{Drift, NotApproved};
 pub use reload::{LastReload, Reloaded};
+pub use types::{GatewayError, GatewayOptions, UpstreamStatus};
+use types::{disabled_status, is_denial};
 pub use views::ToolView;
 
 /// Seconds an approval question stays answerable, by default.
@@ -47,75 +52,6 @@ const DEFAULT_STATE_TTL: u64 = 300;
 
 /// The shortest wait between two restart attempts of one upstream.
 const MIN_RETRY: Duration = Duration::from_millis(10);
-
-/// A gateway could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum GatewayError {
-    /// Two upstream tools would share a name.
-    #[error(transparent)]
-    Collision(#[from] crate::base::names::Collision),
-    /// The server refused a registration or its configuration.
-    #[error("{0}")]
-    Server(#[from] toolgate_server::RegistrationError),
-    /// The configuration is inconsistent.
-    #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
-    /// A store could not be opened or reached.
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
-    /// The approval page's or the console's socket could not be bound.
-    #[error("{what}")]
-    Listen {
-        /// Which section, and what address.
-        what: String,
-        /// The socket's error.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// Options beyond the configuration file.
-#[derive(Clone, Default)]
-pub struct GatewayOptions {
-    /// Approved definitions: tools that differ from it, or are not in it,
-    /// are withheld.
-    pub lock: Option<LockFile>,
-    /// Where the lock file is: approving a definition on the console
-    /// writes it back there (without it, the approval lasts until the
-    /// gateway stops).
-    pub lock_file: Option<std::path::PathBuf>,
-    /// The downstream server's settings (limits, timeouts, state key).
-    pub server: ServerConfig,
-    /// The first wait before restarting a failed upstream (default
-    /// 250 ms); it doubles up to 30 s.
-    pub restart_backoff: Option<Duration>,
-}
-
-/// How one upstream is doing, for `toolgate serve --check`.
-#[derive(Clone, Debug)]
-pub struct UpstreamStatus {
-    /// Its name (the configuration key).
-    pub name: String,
-    /// `stdio`, `http` or `sse`.
-    pub transport: &'static str,
-    /// Started and served (`false`: kept in the configuration, disabled).
-    pub enabled: bool,
-    /// Tools offered through the gateway.
-    pub offered: usize,
-    /// Tools withheld for the lock file or an invalid definition.
-    pub withheld: usize,
-    /// Tools the policy denies to every caller (deliberate, not a fault).
-    pub denied: usize,
-    /// Why it is failing, if it is.
-    pub error: Option<String>,
-    /// The last lines a stdio upstream wrote to stderr (what to show when
-    /// it fails).
-    pub stderr: Vec<String>,
-    /// How many times it was restarted since the gateway started.
-    pub restarts: u64,
-    /// While it is down: the wait before the next attempt to restart it.
-    pub retry_in: Option<Duration>,
-}
 
 /// Many MCP servers behind one toolgate server.
 ///
@@ -205,32 +141,6 @@ impl std::ops::Deref for Gateway {
     fn deref(&self) -> &Inner {
         &self.0
     }
-}
-
-/// The status of an entry kept but not started.
-fn disabled_status(s: &crate::config::UpstreamConfig) -> UpstreamStatus {
-    tracing::info!(server = %s.name, "disabled (enabled = false): not started");
-    UpstreamStatus {
-        name: s.name.clone(),
-        transport: match (&s.url, s.transport) {
-            (None, _) => "stdio",
-            (Some(_), Some(crate::config::HttpKind::Sse)) => "sse",
-            (Some(_), _) => "http",
-        },
-        enabled: false,
-        offered: 0,
-        withheld: 0,
-        denied: 0,
-        error: None,
-        stderr: Vec::new(),
-        restarts: 0,
-        retry_in: None,
-    }
-}
-
-/// Whether a withheld tool is withheld by the policy (not by the lock).
-fn is_denial(why: &Withheld) -> bool {
-    why.notes.get("status").and_then(serde_json::Value::as_str) == Some("denied")
 }
 
 impl Gateway {
@@ -449,15 +359,6 @@ impl Gateway {
         self.policy.read().clone()
     }
 
-    /// Follow every new connection of slot `i` for tool-list changes.
-    /// (The hook holds the gateway; `stop` removes it, ending the cycle.)
-    fn watch_connections(&self, i: usize, upstream: &Upstream) {
-        let watcher = self.clone();
-        upstream.on_start(Some(Arc::new(move |client: &toolgate_client::Client| {
-            watcher.follow(i, client);
-        })));
-    }
-
     /// Stop every upstream (a stdio upstream's whole process group ends).
     pub fn stop(&self) {
         self.stopping.send_replace(true);
@@ -471,66 +372,6 @@ impl Gateway {
         for u in self.ups().iter() {
             u.on_start(None);
             u.stop();
-        }
-    }
-
-    /// Follow a new connection to upstream `i` for tool-list changes.
-    fn follow(&self, i: usize, client: &toolgate_client::Client) {
-        let followed_before = self.watches.lock().contains_key(&i);
-        if followed_before && let Some(u) = self.ups().get(i) {
-            self.metrics.restarted(&u.config.name);
-        }
-        let gateway = self.clone();
-        let watch = client.watch_tools_with(move || {
-            let gateway = gateway.clone();
-            tokio::spawn(async move { gateway.refresh(i).await });
-        });
-        self.watches.lock().insert(i, watch);
-    }
-
-    /// Re-list upstream `i` and bring the offer in step.
-    pub(crate) async fn refresh(&self, i: usize) {
-        let Some(upstream) = self.ups().get(i).cloned() else {
-            return;
-        };
-        if self.retired.read().contains(&i) {
-            return;
-        }
-        match upstream.list().await {
-            Ok(tools) => self.apply(i, &tools),
-            Err(e) => {
-                tracing::warn!(error = %e, "re-listing failed; keeping the tools offered");
-                return;
-            }
-        }
-        self.refresh_others(i).await;
-        self.publish_hints();
-    }
-
-    /// Bring slot `i`'s upstream back after failures: after each failure
-    /// (or a failed start), wait out the backoff and re-list, which
-    /// restarts the upstream; its tools return when it answers. A
-    /// supervisor the slot had before (an upstream a reload replaced) ends.
-    fn supervise(&self, i: usize) {
-        let Some(upstream) = self.ups().get(i).cloned() else {
-            return;
-        };
-        let gateway = self.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                if upstream.is_connected() {
-                    upstream.failure().await;
-                }
-                // At least a moment between attempts, whatever the
-                // configured backoff: a dead upstream is never spun on.
-                let wait = upstream.backoff().unwrap_or_default();
-                tokio::time::sleep(wait.max(MIN_RETRY)).await;
-                gateway.refresh(i).await;
-            }
-        });
-        let before = self.supervisors.lock().insert(i, task.abort_handle());
-        if let Some(before) = before {
-            before.abort();
         }
     }
 }
