@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use toolgate_gateway::store::AuditSink;
+use toolgate_gateway::store::{AuditRows as _, GrantStore as _};
 
 use toolgate_gateway::decide::grants::Grant;
 use toolgate_gateway::store::sqlite::AuditStore;

@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use toolgate_gateway::store::pg::PgStore;
-use toolgate_gateway::store::{AuditRow, AuditSink};
+use toolgate_gateway::store::{AuditRow, AuditRows as _, GrantStore as _};
 
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]

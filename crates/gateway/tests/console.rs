@@ -15,7 +15,7 @@ use serde_json::json;
 use support::{args, downstream, http, log_in, origin_of, page_token, serve, shop};
 use toolgate_client::CallOptions;
 use toolgate_gateway::config::GatewayConfig;
-use toolgate_gateway::store::AuditSink;
+use toolgate_gateway::store::GrantStore as _;
 use toolgate_gateway::store::sqlite::grants;
 use toolgate_gateway::store::sqlite::{AuditStore, Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};

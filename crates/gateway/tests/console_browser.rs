@@ -27,7 +27,7 @@ use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_gateway::GatewayOptions;
 use toolgate_gateway::config::GatewayConfig;
-use toolgate_gateway::store::AuditSink;
+use toolgate_gateway::store::GrantStore as _;
 use toolgate_gateway::store::sqlite::{AuditStore, Filter, query};
 use toolgate_review::lock::{LockFile, lock_definition};
 

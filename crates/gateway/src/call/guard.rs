@@ -22,7 +22,7 @@ use crate::call::approvals::{Approvals, Ask};
 use crate::decide::confirm::{self, Remember, Subject, Verdict};
 use crate::decide::grants::Grant;
 use crate::decide::policy::{Action, Policy, ToolFacts};
-use crate::store::AuditSink;
+use crate::store::GrantStore;
 use crate::store::pending::Status;
 
 /// One gateway tool's guard.
@@ -41,7 +41,7 @@ pub struct Guard {
     pub approvals: Option<Arc<dyn Approvals>>,
     /// Where grants are kept (the audit store); without one, a rule's
     /// `remember` is not offered.
-    pub grants: Option<Arc<dyn AuditSink>>,
+    pub grants: Option<Arc<dyn GrantStore>>,
     /// The digest of `definition` (as lock files compute it): what a
     /// grant of this tool is bound to.
     pub digest: String,

@@ -16,7 +16,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use toolgate_server::{Begun, CallLog, CallRecord, Recorded};
 
-use crate::store::AuditSink;
+use crate::store::AuditRows;
 
 use crate::store::audit::row_of;
 
@@ -220,7 +220,7 @@ pub type UpstreamOf = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// whose commit the answer waits for.
 pub struct Recorder {
     /// Where rows go.
-    pub store: Option<Arc<dyn AuditSink>>,
+    pub store: Option<Arc<dyn AuditRows>>,
     /// What is counted.
     pub metrics: Arc<Metrics>,
     /// Names the upstream of calls refused before the gateway's handler

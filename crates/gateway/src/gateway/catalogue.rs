@@ -314,7 +314,10 @@ impl Gateway {
                 server: config.name.clone(),
                 trusted: config.trusted,
                 approvals: self.approvals.clone().filter(|_| self.page_for_calls),
-                grants: self.audit.clone(),
+                grants: self
+                    .audit
+                    .clone()
+                    .map(|a| a as Arc<dyn crate::store::GrantStore>),
                 digest: toolgate_review::lock::digest(
                     &serde_json::to_value(&tool).unwrap_or_default(),
                 ),

@@ -209,7 +209,7 @@ impl Gateway {
         let tools_of = offer.clone();
         let loops = Arc::new(crate::decide::loops::Loops::new(&config.loops)?);
         builder = builder.call_log(Arc::new(Recorder {
-            store: audit.clone(),
+            store: audit.clone().map(|a| a as Arc<dyn crate::store::AuditRows>),
             metrics: metrics.clone(),
             loops: loops.clone(),
             upstream_of: Arc::new(move |tool| {

@@ -76,9 +76,8 @@ pub struct AuditRow {
 pub type StoreFuture<T> =
     Pin<Box<dyn std::future::Future<Output = Result<T, StoreError>> + Send + 'static>>;
 
-/// Where rows go and approvals are spent: the embedded SQLite store, or
-/// PostgreSQL shared by several instances ([`crate::store::pg`]).
-pub trait AuditSink: NonceStore + Send + Sync {
+/// Where the record of each call goes (its rows), and is read back.
+pub trait AuditRows: Send + Sync {
     /// Write `row`; resolves once it is durable.
     fn write(&self, row: AuditRow) -> StoreFuture<()>;
     /// Write `row` ahead of its call's effect; resolves with its id once
@@ -92,6 +91,30 @@ pub trait AuditSink: NonceStore + Send + Sync {
     fn complete(&self, id: i64, row: AuditRow) -> StoreFuture<()>;
     /// Whether rows keep the arguments, not only their digest.
     fn keeps_arguments(&self) -> bool;
+    /// Rows, oldest first, as `toolgate log` reads them.
+    fn rows(&self, filter: Filter) -> StoreFuture<Vec<AuditRow>>;
+}
+
+/// Where grants (approvals that remember a tool) are kept.
+pub trait GrantStore: Send + Sync {
+    /// Keep `grant`; resolves once it is durable.
+    fn grant(&self, grant: Grant) -> StoreFuture<()>;
+    /// The newest grant that holds now for `caller` calling `tool`
+    /// (revocations by any process included); whether it is for the tool
+    /// as it is now is [`Grant::ended_by`]'s to say.
+    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<Grant>>;
+    /// The grants that hold now, or with `all` every one kept.
+    fn grants(&self, all: bool) -> StoreFuture<Vec<Grant>>;
+    /// Revoke the grant `id` as `by` (a console session's subject, or
+    /// `cli`), and record it.
+    fn revoke(&self, id: String, by: String) -> StoreFuture<crate::decide::grants::Revoked>;
+}
+
+/// The audit store: the calls' record, grants, spent rounds and budgets'
+/// ledger kept together (one SQLite file, or one PostgreSQL database shared
+/// by several instances, [`crate::store::pg`]). Each part is a narrow trait
+/// of its own; a component takes only the one it uses.
+pub trait AuditSink: AuditRows + GrantStore + NonceStore + Send + Sync {
     /// Where it is, for messages (a file, or a database URL without its
     /// password).
     fn location(&self) -> String;
@@ -99,21 +122,8 @@ pub trait AuditSink: NonceStore + Send + Sync {
     fn check(&self) -> StoreFuture<()>;
     /// The same store, where the gateway's single-use rounds are spent.
     fn nonces(self: std::sync::Arc<Self>) -> crate::store::SharedNonces;
-    /// Keep `grant`; resolves once it is durable.
-    fn grant(&self, grant: Grant) -> StoreFuture<()>;
-    /// The newest grant that holds now for `caller` calling `tool`
-    /// (revocations by any process included); whether it is for the tool
-    /// as it is now is [`Grant::ended_by`]'s to say.
-    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<Grant>>;
     /// The same store, where budgets' spending is kept.
     fn ledger(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn Ledger>;
-    /// Rows, oldest first, as `toolgate log` reads them.
-    fn rows(&self, filter: Filter) -> StoreFuture<Vec<AuditRow>>;
-    /// The grants that hold now, or with `all` every one kept.
-    fn grants(&self, all: bool) -> StoreFuture<Vec<Grant>>;
-    /// Revoke the grant `id` as `by` (a console session's subject, or
-    /// `cli`), and record it.
-    fn revoke(&self, id: String, by: String) -> StoreFuture<crate::decide::grants::Revoked>;
 }
 
 fn note(notes: &Map<String, Value>, key: &str) -> Option<String> {

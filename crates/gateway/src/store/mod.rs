@@ -21,7 +21,7 @@ pub mod state_key;
 
 use std::sync::Arc;
 
-pub use audit::{AuditRow, AuditSink, StoreFuture};
+pub use audit::{AuditRow, AuditRows, AuditSink, GrantStore, StoreFuture};
 pub use error::StoreError;
 
 /// Where the gateway spends its single-use rounds: the audit store's

@@ -31,7 +31,7 @@ use tokio_postgres::Client;
 
 use crate::store::AuditRow;
 
-use crate::store::AuditSink;
+use crate::store::{AuditRows, AuditSink, GrantStore};
 
 use crate::store::sqlite::Filter;
 
@@ -358,7 +358,7 @@ impl NonceStore for PgStore {
     }
 }
 
-impl AuditSink for PgStore {
+impl AuditRows for PgStore {
     fn write(&self, row: AuditRow) -> StoreFuture<()> {
         let store = self.clone();
         Box::pin(async move { store.insert(&row).await })
@@ -378,6 +378,35 @@ impl AuditSink for PgStore {
         self.inner.arguments
     }
 
+    fn rows(&self, filter: Filter) -> StoreFuture<Vec<AuditRow>> {
+        let store = self.clone();
+        Box::pin(async move { store.query(&filter).await })
+    }
+}
+
+impl GrantStore for PgStore {
+    fn grant(&self, grant: Grant) -> StoreFuture<()> {
+        let store = self.clone();
+        Box::pin(async move { store.insert_grant(&grant).await })
+    }
+
+    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<Grant>> {
+        let store = self.clone();
+        Box::pin(async move { store.find_grant(caller.as_deref(), &tool).await })
+    }
+
+    fn grants(&self, all: bool) -> StoreFuture<Vec<Grant>> {
+        let store = self.clone();
+        Box::pin(async move { PgStore::grants(&store, all).await })
+    }
+
+    fn revoke(&self, id: String, by: String) -> StoreFuture<Revoked> {
+        let store = self.clone();
+        Box::pin(async move { PgStore::revoke(&store, &id, &by).await })
+    }
+}
+
+impl AuditSink for PgStore {
     fn location(&self) -> String {
         self.inner.shown.clone()
     }
@@ -391,32 +420,7 @@ impl AuditSink for PgStore {
         self
     }
 
-    fn grant(&self, grant: Grant) -> StoreFuture<()> {
-        let store = self.clone();
-        Box::pin(async move { store.insert_grant(&grant).await })
-    }
-
-    fn granted(&self, caller: Option<String>, tool: String) -> StoreFuture<Option<Grant>> {
-        let store = self.clone();
-        Box::pin(async move { store.find_grant(caller.as_deref(), &tool).await })
-    }
-
     fn ledger(self: Arc<Self>) -> Arc<dyn Ledger> {
         self
-    }
-
-    fn rows(&self, filter: Filter) -> StoreFuture<Vec<AuditRow>> {
-        let store = self.clone();
-        Box::pin(async move { store.query(&filter).await })
-    }
-
-    fn grants(&self, all: bool) -> StoreFuture<Vec<Grant>> {
-        let store = self.clone();
-        Box::pin(async move { PgStore::grants(&store, all).await })
-    }
-
-    fn revoke(&self, id: String, by: String) -> StoreFuture<Revoked> {
-        let store = self.clone();
-        Box::pin(async move { PgStore::revoke(&store, &id, &by).await })
     }
 }

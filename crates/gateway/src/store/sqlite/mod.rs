@@ -6,8 +6,8 @@
 //! one fsync covers many rows — and each call's answer still waits for the
 //! commit that holds its row, so `kill -9` at any moment loses no call
 //! whose result a client received. A forwarded call's row is written ahead
-//! ([`AuditSink::begin`]), beside the forward, and its outcome completes it
-//! ([`AuditSink::complete`]) in a commit that does not sync. The same thread spends the nonces of
+//! ([`AuditRows::begin`]), beside the forward, and its outcome completes it
+//! ([`AuditRows::complete`]) in a commit that does not sync. The same thread spends the nonces of
 //! single-use rounds ([`NonceStore`]), so a replayed round is refused even
 //! by another process sharing the file.
 //!
@@ -27,7 +27,7 @@ pub mod query;
 pub(crate) mod writer;
 
 use crate::store::StoreError;
-use crate::store::audit::{AuditRow, AuditSink, StoreFuture};
+use crate::store::audit::{AuditRow, AuditRows, AuditSink, GrantStore, StoreFuture};
 use writer::{Job, Reply};
 
 use crate::decide::budget::Balance;
@@ -196,7 +196,7 @@ impl AuditStore {
     }
 }
 
-impl AuditSink for AuditStore {
+impl AuditRows for AuditStore {
     fn write(&self, row: AuditRow) -> StoreFuture<()> {
         self.ask(|tx| Job::Row(Box::new(row), tx))
     }
@@ -209,6 +209,21 @@ impl AuditSink for AuditStore {
         self.ask(|tx| Job::Complete(id, Box::new(row), tx))
     }
 
+    fn keeps_arguments(&self) -> bool {
+        self.arguments
+    }
+
+    fn rows(&self, filter: Filter) -> StoreFuture<Vec<AuditRow>> {
+        let path = self.path.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || query(&path, &filter))
+                .await
+                .map_err(|e| StoreError::Other(format!("reading the audit store: {e}")))?
+        })
+    }
+}
+
+impl GrantStore for AuditStore {
     fn grant(&self, grant: Grant) -> StoreFuture<()> {
         self.ask(|tx| Job::Grant(Box::new(grant), tx))
     }
@@ -218,35 +233,6 @@ impl AuditSink for AuditStore {
             caller,
             tool,
             reply,
-        })
-    }
-
-    fn keeps_arguments(&self) -> bool {
-        self.arguments
-    }
-
-    fn location(&self) -> String {
-        self.path.display().to_string()
-    }
-
-    fn check(&self) -> StoreFuture<()> {
-        self.ask(Job::Check)
-    }
-
-    fn nonces(self: std::sync::Arc<Self>) -> crate::store::SharedNonces {
-        self
-    }
-
-    fn ledger(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn Ledger> {
-        self
-    }
-
-    fn rows(&self, filter: Filter) -> StoreFuture<Vec<AuditRow>> {
-        let path = self.path.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || query(&path, &filter))
-                .await
-                .map_err(|e| StoreError::Other(format!("reading the audit store: {e}")))?
         })
     }
 
@@ -268,6 +254,24 @@ impl AuditSink for AuditStore {
             .await
             .map_err(|e| StoreError::Other(format!("writing the audit store: {e}")))?
         })
+    }
+}
+
+impl AuditSink for AuditStore {
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn check(&self) -> StoreFuture<()> {
+        self.ask(Job::Check)
+    }
+
+    fn nonces(self: std::sync::Arc<Self>) -> crate::store::SharedNonces {
+        self
+    }
+
+    fn ledger(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn Ledger> {
+        self
     }
 }
 
