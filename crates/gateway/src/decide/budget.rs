@@ -376,17 +376,26 @@ impl Budgets {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn budgets(text: &str) -> Result<Budgets, String> {
+impl Budgets {
+    /// The `[[budget]]` sections of `text` (a TOML file), compiled; the
+    /// error's text is what a person reads. For tests of every layer.
+    #[cfg(test)]
+    pub(crate) fn from_toml(text: &str) -> Result<Self, String> {
         #[derive(serde::Deserialize)]
         struct File {
             budget: Vec<BudgetConfig>,
         }
         let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
-        Budgets::new(&file.budget).map_err(|e| e.message().to_owned())
+        Self::new(&file.budget).map_err(|e| e.message().to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budgets(text: &str) -> Result<Budgets, String> {
+        Budgets::from_toml(text)
     }
 
     #[test]

@@ -221,16 +221,10 @@ pub async fn admit(
 mod tests {
     use super::*;
     use crate::base::duration::days_from_civil;
-    use crate::decide::budget::BudgetConfig;
     use crate::decide::budget::Budgets;
 
     fn budgets(text: &str) -> Result<Budgets, String> {
-        #[derive(serde::Deserialize)]
-        struct File {
-            budget: Vec<BudgetConfig>,
-        }
-        let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
-        Budgets::new(&file.budget).map_err(|e| e.message().to_owned())
+        Budgets::from_toml(text)
     }
 
     #[tokio::test]

@@ -169,7 +169,7 @@ impl Stack {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{BudgetConfig, LoopsConfig, PolicyConfig};
+    use crate::config::{LoopsConfig, PolicyConfig};
     use crate::decide::budget::Budgets;
     use crate::decide::policy::{Policy, ToolFacts};
     use crate::store::ledger::MemoryLedger;
@@ -189,15 +189,12 @@ mod tests {
             digest: String::new(),
         };
         let budget = budget.then(|| {
-            #[derive(serde::Deserialize)]
-            struct File {
-                budget: Vec<BudgetConfig>,
-            }
-            let file: File = toml::from_str(
+            Budgets::from_toml(
                 "[[budget]]\ntools = [\"*\"]\ncost = 1\ntotal = { amount = 2, per = \"day\" }\n",
             )
-            .unwrap();
-            Budgets::new(&file.budget).unwrap().of("shop.pay").unwrap()
+            .unwrap()
+            .of("shop.pay")
+            .unwrap()
         });
         ToolParts {
             guard: Arc::new(guard),
