@@ -175,7 +175,7 @@ async fn a_cost_the_result_reports_is_charged() {
 /// upstream, the other twenty-five are told the budget is spent (counting
 /// what the five in flight hold), and the five are charged once they end.
 async fn thirty_at_once_against_five(store: &str) -> Gateway {
-    let calls = Arc::new(AtomicUsize::new(0));
+    let calls = support::Reached::default();
     let (gate, open) = tokio::sync::watch::channel(false);
     let upstream = serve(support::gated(calls.clone(), open)).await;
     let gateway = Gateway::start(
@@ -188,11 +188,7 @@ async fn thirty_at_once_against_five(store: &str) -> Gateway {
     .unwrap();
     let c = downstream(&gateway).await;
     let answers = support::at_once(&[&c], "gate.pass", 30, &calls, &gate).await;
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        5,
-        "exactly the cap reached the upstream"
-    );
+    assert_eq!(calls.count(), 5, "exactly the cap reached the upstream");
     let passed: Vec<&(bool, String)> = answers.iter().filter(|(ok, _)| *ok).collect();
     assert_eq!(passed.len(), 5);
     assert!(passed.iter().all(|(_, text)| text == "passed"));

@@ -216,7 +216,7 @@ async fn instances_starting_together_migrate_the_schema_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
 async fn two_instances_share_one_budget_and_calls_at_once_never_overspend_it() {
-    let calls = Arc::new(AtomicUsize::new(0));
+    let calls = support::Reached::default();
     let (gate, open) = tokio::sync::watch::channel(false);
     let upstream = serve(support::gated(calls.clone(), open)).await;
     let dir = tempfile::tempdir().unwrap();
@@ -233,7 +233,7 @@ async fn two_instances_share_one_budget_and_calls_at_once_never_overspend_it() {
     // Thirty calls at once, half to each instance: exactly ten reach the
     // upstream, though each instance alone would have room for them.
     let answers = support::at_once(&[&ca, &cb], "shop.pass", 30, &calls, &gate).await;
-    assert_eq!(calls.load(Ordering::SeqCst), 10);
+    assert_eq!(calls.count(), 10);
     let sent = answers.iter().filter(|(ok, _)| *ok).count();
     assert_eq!(sent, 10);
     for (_, text) in answers.iter().filter(|(ok, _)| !*ok) {

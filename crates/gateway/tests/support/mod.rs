@@ -87,10 +87,33 @@ pub fn shop(calls: Arc<AtomicUsize>, description: &str) -> Server {
         .unwrap()
 }
 
+/// How many calls reached an upstream, as a count that can be waited on:
+/// a test that must act once "every call either reached the upstream or
+/// has its answer" wakes on either, whichever comes last.
+#[derive(Clone)]
+pub struct Reached(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Default for Reached {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(0)))
+    }
+}
+
+impl Reached {
+    /// The calls that reached the upstream so far.
+    pub fn count(&self) -> usize {
+        *self.0.borrow()
+    }
+
+    fn add(&self) {
+        self.0.send_modify(|n| *n += 1);
+    }
+}
+
 /// An upstream whose one tool, `pass`, counts the calls that reach it and
 /// holds each until `open` says `true`: calls that reach it stay in flight
 /// for as long as a test needs them to.
-pub fn gated(calls: Arc<AtomicUsize>, open: tokio::sync::watch::Receiver<bool>) -> Server {
+pub fn gated(calls: Reached, open: tokio::sync::watch::Receiver<bool>) -> Server {
     Server::builder("gate", "1")
         .tool(
             ToolDef::new("pass")
@@ -99,7 +122,7 @@ pub fn gated(calls: Arc<AtomicUsize>, open: tokio::sync::watch::Receiver<bool>) 
                     let calls = calls.clone();
                     let mut open = open.clone();
                     async move {
-                        calls.fetch_add(1, Ordering::SeqCst);
+                        calls.add();
                         let _ = open.wait_for(|open| *open).await;
                         Ok("passed".to_owned())
                     }
@@ -117,7 +140,7 @@ pub async fn at_once(
     clients: &[&Client],
     tool: &str,
     n: usize,
-    calls: &AtomicUsize,
+    calls: &Reached,
     gate: &tokio::sync::watch::Sender<bool>,
 ) -> Vec<(bool, String)> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -132,14 +155,23 @@ pub async fn at_once(
     let mut answers = Vec::new();
     let wait = Duration::from_secs(30);
     // Every call either reached the upstream (and waits there) or has its
-    // answer; the gate opens only then.
-    while answers.len() + calls.load(Ordering::SeqCst) < n {
-        let answer = tokio::time::timeout(wait, rx.recv())
-            .await
-            .expect("calls that did not reach the upstream were answered")
-            .expect("an answer for every call");
-        answers.push(answer);
-    }
+    // answer; the gate opens only then. The last of those may be either an
+    // answer or a call reaching the upstream, so both wake this loop.
+    let mut reached = calls.0.subscribe();
+    let settled = async {
+        loop {
+            if answers.len() + *reached.borrow_and_update() >= n {
+                return;
+            }
+            tokio::select! {
+                answer = rx.recv() => answers.push(answer.expect("an answer for every call")),
+                changed = reached.changed() => changed.expect("the upstream is serving"),
+            }
+        }
+    };
+    tokio::time::timeout(wait, settled)
+        .await
+        .expect("calls that did not reach the upstream were answered");
     let _ = gate.send(true);
     while let Some(answer) = tokio::time::timeout(wait, rx.recv())
         .await
