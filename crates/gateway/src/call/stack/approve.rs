@@ -5,29 +5,40 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-
-use super::{Call, Next, Reply, Stage, refusal};
+use super::{Call, Reply, Stage, refusal};
 use crate::call::guard::{Admission, Guard};
 
 /// Passes a call the policy allows or a person approved.
-pub struct Approve(pub Arc<Guard>);
+pub struct Approve<S> {
+    guard: Arc<Guard>,
+    inner: S,
+}
 
-impl Stage for Approve {
-    fn name(&self) -> &'static str {
-        "policy and approval"
+impl<S> Approve<S> {
+    /// The stage of `guard`, around `inner`.
+    pub fn new(guard: Arc<Guard>, inner: S) -> Self {
+        Self { guard, inner }
+    }
+}
+
+impl<S: Stage> Stage for Approve<S> {
+    fn names(&self, out: &mut Vec<&'static str>) {
+        out.push("policy and approval");
+        self.inner.names(out);
     }
 
-    fn handle<'a>(&'a self, mut call: Call, next: Next<'a>) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
-            match self.0.admit(&call.ctx, &mut call.input, &call.args).await? {
-                Admission::Forward { carry } => {
-                    call.carry = carry;
-                    next.run(call).await
-                }
-                // The guard noted why.
-                Admission::Refuse(text) => Ok(refusal(text)),
+    async fn handle(&self, mut call: Call) -> Reply {
+        match self
+            .guard
+            .admit(&call.ctx, &mut call.input, &call.args)
+            .await?
+        {
+            Admission::Forward { carry } => {
+                call.carry = carry;
+                self.inner.handle(call).await
             }
-        })
+            // The guard noted why.
+            Admission::Refuse(text) => Ok(refusal(text)),
+        }
     }
 }

@@ -7,60 +7,66 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use toolgate_server::ToolReply;
 
-use super::{Call, Next, Reply, Stage};
+use super::{Call, Reply, Stage};
 use crate::base::time::now_ms;
 use crate::store::ledger::{Ledger, admit};
 
-/// Reserves the tool's cost under its `[[budget]]`'s caps, and settles it.
-pub struct Budget {
-    budget: Arc<crate::decide::budget::Budget>,
-    ledger: Arc<dyn Ledger>,
+/// Reserves the tool's cost under its `[[budget]]`'s caps, and settles it
+/// (a tool without a budget passes straight on).
+pub struct Budget<S> {
+    budget: Option<(Arc<crate::decide::budget::Budget>, Arc<dyn Ledger>)>,
+    inner: S,
 }
 
-impl Budget {
-    /// The stage of `budget`, kept in `ledger`.
-    pub fn new(budget: Arc<crate::decide::budget::Budget>, ledger: Arc<dyn Ledger>) -> Self {
-        Self { budget, ledger }
+impl<S> Budget<S> {
+    /// The stage of `budget` kept in its ledger, around `inner`.
+    pub fn new(
+        budget: Option<(Arc<crate::decide::budget::Budget>, Arc<dyn Ledger>)>,
+        inner: S,
+    ) -> Self {
+        Self { budget, inner }
     }
 }
 
-impl Stage for Budget {
-    fn name(&self) -> &'static str {
-        "budget"
+impl<S: Stage> Stage for Budget<S> {
+    fn names(&self, out: &mut Vec<&'static str>) {
+        if self.budget.is_some() {
+            out.push("budget");
+        }
+        self.inner.names(out);
     }
 
-    fn handle<'a>(&'a self, call: Call, next: Next<'a>) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
-            let now = now_ms(std::time::SystemTime::now());
-            let held = match admit(&self.ledger, &self.budget, &call.tool, call.caller(), now).await
-            {
-                Ok(held) => held,
-                Err(said) => return call.refuse("over_budget", said.0),
-            };
-            // The reservation follows the call's own `sent`: dropped before
-            // the relay sends the call (the caller went away while a person
-            // was asked), it is released; after, it is charged in full.
-            let held = held.watching(call.sent.clone());
-            let ctx = call.ctx.clone();
-            let tool = call.tool.clone();
-            let reply = next.run(call).await;
-            // A result charges what it cost; a question for the caller (the
-            // upstream asked), a refusal, a protocol error or a failure
-            // charges nothing.
-            let cost = match &reply {
-                Ok(ToolReply::Complete(result)) => self.budget.cost_of(result),
-                _ => 0.0,
-            };
-            if cost > 0.0 {
-                ctx.note("cost", cost);
-            }
-            if let Err(e) = held.settle(cost).await {
-                tracing::warn!(%tool, error = %e, "a call's reservation was not settled; it stays reserved");
-            }
-            reply
-        })
+    async fn handle(&self, call: Call) -> Reply {
+        let Some((budget, ledger)) = &self.budget else {
+            return self.inner.handle(call).await;
+        };
+        let now = now_ms(std::time::SystemTime::now());
+        let held = match admit(ledger, budget, &call.tool, call.caller(), now).await {
+            Ok(held) => held,
+            Err(said) => return call.refuse("over_budget", said.0),
+        };
+        // The reservation follows the call's own `sent`: dropped before
+        // the relay sends the call (the caller went away while a person
+        // was asked), it is released; after, it is charged in full.
+        let held = held.watching(call.sent.clone());
+        let ctx = call.ctx.clone();
+        let tool = call.tool.clone();
+        let reply = self.inner.handle(call).await;
+        // A result charges what it cost; a question for the caller (the
+        // upstream asked), a refusal, a protocol error or a failure
+        // charges nothing.
+        let cost = match &reply {
+            Ok(ToolReply::Complete(result)) => budget.cost_of(result),
+            _ => 0.0,
+        };
+        if cost > 0.0 {
+            ctx.note("cost", cost);
+        }
+        if let Err(e) = held.settle(cost).await {
+            tracing::warn!(%tool, error = %e, "a call's reservation was not settled; it stays reserved");
+        }
+        reply
     }
 }

@@ -5,10 +5,9 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use toolgate_protocol::quote::quote;
 
-use super::{Call, Next, Reply, Stage};
+use super::{Call, Reply, Stage};
 use crate::store::limits::{SharedLimits, Verdict, seconds};
 
 /// Take a call from the shared budget `key` of `per_minute`; `Err` with
@@ -52,30 +51,34 @@ async fn take(
     }
 }
 
-/// At most `per_minute` calls of the tool per caller, counted in Redis
-/// across instances (`[ratelimit] redis` with a per-tool limit).
-pub struct CallerLimit {
-    limits: Arc<dyn SharedLimits>,
-    per_minute: u32,
+/// At most `per_minute` calls of the tool per caller, counted across
+/// instances (`[ratelimit] redis` with a per-tool limit); without one, the
+/// call passes straight on.
+pub struct CallerLimit<S> {
+    limit: Option<(Arc<dyn SharedLimits>, u32)>,
+    inner: S,
 }
 
-impl CallerLimit {
-    /// The caller's limit of `per_minute`, kept in `limits`.
-    pub fn new(limits: Arc<dyn SharedLimits>, per_minute: u32) -> Self {
-        Self { limits, per_minute }
+impl<S> CallerLimit<S> {
+    /// The caller's limit of `per_minute` kept in its store, around `inner`.
+    pub fn new(limit: Option<(Arc<dyn SharedLimits>, u32)>, inner: S) -> Self {
+        Self { limit, inner }
     }
 }
 
-impl Stage for CallerLimit {
-    fn name(&self) -> &'static str {
-        "caller rate limit"
+impl<S: Stage> Stage for CallerLimit<S> {
+    fn names(&self, out: &mut Vec<&'static str>) {
+        if self.limit.is_some() {
+            out.push("caller rate limit");
+        }
+        self.inner.names(out);
     }
 
-    fn handle<'a>(&'a self, call: Call, next: Next<'a>) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
+    async fn handle(&self, call: Call) -> Reply {
+        if let Some((limits, per_minute)) = &self.limit {
+            let per_minute = *per_minute;
             let key = format!("call:{}:{}", call.tool, call.caller().unwrap_or_default());
-            let per_minute = self.per_minute;
-            if let Err((status, text)) = take(&self.limits, &key, per_minute, || {
+            if let Err((status, text)) = take(limits, &key, per_minute, || {
                 format!(
                     "at most {per_minute} calls per minute for each caller to {}",
                     quote(&call.tool)
@@ -85,40 +88,49 @@ impl Stage for CallerLimit {
             {
                 return call.refuse(status, text);
             }
-            next.run(call).await
-        })
+        }
+        self.inner.handle(call).await
     }
 }
 
-/// The upstream's `per_minute`: in Redis when limits are shared, else in
-/// this process. Passed only by calls that will be sent.
-pub struct UpstreamLimit(pub Option<Arc<dyn SharedLimits>>);
+/// The upstream's `per_minute`: in the shared store when limits are
+/// shared, else in this process. Passed only by calls that will be sent.
+pub struct UpstreamLimit<S> {
+    shared: Option<Arc<dyn SharedLimits>>,
+    inner: S,
+}
 
-impl Stage for UpstreamLimit {
-    fn name(&self) -> &'static str {
-        "upstream rate limit"
+impl<S> UpstreamLimit<S> {
+    /// The upstream's limit, in `shared` when given, around `inner`.
+    pub fn new(shared: Option<Arc<dyn SharedLimits>>, inner: S) -> Self {
+        Self { shared, inner }
+    }
+}
+
+impl<S: Stage> Stage for UpstreamLimit<S> {
+    fn names(&self, out: &mut Vec<&'static str>) {
+        out.push("upstream rate limit");
+        self.inner.names(out);
     }
 
-    fn handle<'a>(&'a self, call: Call, next: Next<'a>) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
-            let server = &call.upstream.config.name;
-            let taken = match (&self.0, call.upstream.config.per_minute) {
-                (Some(limits), Some(per_minute)) => {
-                    let key = format!("upstream:{server}");
-                    take(limits, &key, per_minute, || {
-                        format!("the upstream server {server} takes at most {per_minute} calls per minute through this gateway, from all callers together")
-                    })
-                    .await
-                }
-                _ => call
-                    .upstream
-                    .take_budget()
-                    .map_err(|limited| ("rate_limited", limited.0)),
-            };
-            if let Err((status, text)) = taken {
-                return call.refuse(status, text);
+    async fn handle(&self, call: Call) -> Reply {
+        let server = &call.upstream.config.name;
+        let taken = match (&self.shared, call.upstream.config.per_minute) {
+            (Some(limits), Some(per_minute)) => {
+                let key = format!("upstream:{server}");
+                take(limits, &key, per_minute, || {
+                    format!("the upstream server {server} takes at most {per_minute} calls per minute through this gateway, from all callers together")
+                })
+                .await
             }
-            next.run(call).await
-        })
+            _ => call
+                .upstream
+                .take_budget()
+                .map_err(|limited| ("rate_limited", limited.0)),
+        };
+        if let Err((status, text)) = taken {
+            return call.refuse(status, text);
+        }
+        self.inner.handle(call).await
     }
 }

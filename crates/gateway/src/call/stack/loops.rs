@@ -5,28 +5,36 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::{Call, Next, Reply, Stage};
+use super::{Call, Reply, Stage};
 
 /// Stops a call the loop detector says goes round again.
-pub struct Loops(pub Arc<crate::decide::loops::Loops>);
+pub struct Loops<S> {
+    loops: Arc<crate::decide::loops::Loops>,
+    inner: S,
+}
 
-impl Stage for Loops {
-    fn name(&self) -> &'static str {
-        "loops"
+impl<S> Loops<S> {
+    /// The stage of `loops`, around `inner`.
+    pub fn new(loops: Arc<crate::decide::loops::Loops>, inner: S) -> Self {
+        Self { loops, inner }
+    }
+}
+
+impl<S: Stage> Stage for Loops<S> {
+    fn names(&self, out: &mut Vec<&'static str>) {
+        out.push("loops");
+        self.inner.names(out);
     }
 
-    fn handle<'a>(&'a self, call: Call, next: Next<'a>) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
-            if self.0.is_on() {
-                let digest = toolgate_server::arguments_digest(&Value::Object(call.args.clone()));
-                if let Some(text) = self.0.check(call.caller(), &call.tool, &digest) {
-                    return call.refuse("loop", text);
-                }
+    async fn handle(&self, call: Call) -> Reply {
+        if self.loops.is_on() {
+            let digest = toolgate_server::arguments_digest(&Value::Object(call.args.clone()));
+            if let Some(text) = self.loops.check(call.caller(), &call.tool, &digest) {
+                return call.refuse("loop", text);
             }
-            next.run(call).await
-        })
+        }
+        self.inner.handle(call).await
     }
 }

@@ -2,16 +2,20 @@
 //!
 //! Each stage is a small type implementing [`Stage`]: it owns one decision
 //! and the audit fields it writes, and either answers the call itself or
-//! hands it to the rest of the stack ([`Next`]) — the way tower layers or
-//! linkerd's proxy stacks compose, without `poll_ready` (no stage applies
-//! back-pressure: each decides about one call) and over a [`Call`] each
-//! stage may change. A stage that reserves something settles it itself,
-//! on every path out of it, since the rest of the stack returns to it (or
-//! is dropped inside it).
+//! hands it to the stage inside it — the way tower layers or linkerd's
+//! proxy stacks compose: each stage is generic over the rest of the stack,
+//! so a call's way through it is one state machine, with no allocation
+//! per stage. A stage a tool does not need (no budget, no shared limits)
+//! passes the call straight on. A stage that reserves something settles
+//! it itself, on every path out of it, since the rest of the stack returns
+//! to it (or is dropped inside it).
 //!
 //! The stack of a tool is built once per configuration, when the tool is
 //! registered (a reload registers it anew), by [`Stack::for_tool`]: adding
-//! a stage is one file here and one line there.
+//! a stage is one file here and one line in [`ToolStack`] and
+//! [`Stack::for_tool`].
+//!
+//! Layer: `call`.
 
 mod approve;
 mod budget;
@@ -19,9 +23,9 @@ mod limits;
 mod loops;
 mod relay;
 
+use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 use toolgate_protocol::types::CallToolResult;
 use toolgate_server::{Inputs, RequestContext, ToolError, ToolReply};
@@ -81,48 +85,29 @@ pub(crate) fn refusal(text: String) -> ToolReply {
     ToolReply::Complete(CallToolResult::error(text))
 }
 
-/// One step of a call's way through the gateway.
+/// One step of a call's way through the gateway, and the steps inside it.
 pub trait Stage: Send + Sync + 'static {
-    /// What the stage is, for the stack's description.
-    fn name(&self) -> &'static str;
+    /// The names of the stages that are on, outermost first.
+    fn names(&self, out: &mut Vec<&'static str>);
 
-    /// Decide `call`: answer it, or pass it on with `next.run(call)`.
-    fn handle<'a>(&'a self, call: Call, next: Next<'a>) -> BoxFuture<'a, Reply>;
+    /// Decide `call`: answer it, or pass it to the stage inside.
+    fn handle(&self, call: Call) -> impl Future<Output = Reply> + Send + '_;
 }
 
-/// The rest of the stack after a stage.
-pub struct Next<'a> {
-    rest: &'a [Box<dyn Stage>],
-}
-
-impl<'a> Next<'a> {
-    /// Pass `call` to the next stage.
-    pub fn run(self, call: Call) -> BoxFuture<'a, Reply> {
-        match self.rest.split_first() {
-            Some((stage, rest)) => stage.handle(call, Next { rest }),
-            // The last stage answers: a stack that runs out is built wrong.
-            None => Box::pin(async move {
-                tracing::error!(tool = %call.tool, "the call's stack ended without an answer");
-                call.refuse(
-                    "failed",
-                    "The gateway could not handle this call (an internal fault); it was not forwarded.".to_owned(),
-                )
-            }),
-        }
-    }
-}
+/// The stack every tool has: each stage inside the one before it.
+pub type ToolStack = CallerLimit<Loops<Budget<Approve<UpstreamLimit<Relay>>>>>;
 
 /// A tool's stages, in order.
 pub struct Stack {
-    stages: Vec<Box<dyn Stage>>,
+    stages: ToolStack,
 }
 
 /// What the stages of one tool are built from.
 pub struct ToolParts {
     /// The guard: policy, confirmation, approvals, grants.
     pub guard: Arc<Guard>,
-    /// Rate limits in Redis, with this tool's per-caller limit (calls per
-    /// minute), when `[ratelimit] redis` is set.
+    /// Rate limits shared by instances, with this tool's per-caller limit
+    /// (calls per minute), when `[ratelimit] redis` is set.
     pub shared: Option<(Arc<dyn crate::store::limits::SharedLimits>, Option<u32>)>,
     /// Failures counted to stop loops (`[loops]`).
     pub loops: Arc<crate::decide::loops::Loops>,
@@ -139,30 +124,36 @@ impl Stack {
     /// next, the upstream's own rate limit only for calls that will go,
     /// and the relay last.
     pub fn for_tool(parts: ToolParts) -> Self {
-        let mut stages: Vec<Box<dyn Stage>> = Vec::new();
-        if let Some((limits, Some(per_minute))) = &parts.shared {
-            stages.push(Box::new(CallerLimit::new(limits.clone(), *per_minute)));
+        let caller_limit = parts
+            .shared
+            .as_ref()
+            .and_then(|(limits, per_minute)| Some((limits.clone(), (*per_minute)?)));
+        let upstream_limit = parts.shared.map(|(limits, _)| limits);
+        let budget = parts.budget.map(|b| (b, parts.ledger));
+        Self {
+            stages: CallerLimit::new(
+                caller_limit,
+                Loops::new(
+                    parts.loops,
+                    Budget::new(
+                        budget,
+                        Approve::new(parts.guard, UpstreamLimit::new(upstream_limit, Relay)),
+                    ),
+                ),
+            ),
         }
-        stages.push(Box::new(Loops(parts.loops)));
-        if let Some(budget) = parts.budget {
-            stages.push(Box::new(Budget::new(budget, parts.ledger)));
-        }
-        stages.push(Box::new(Approve(parts.guard)));
-        stages.push(Box::new(UpstreamLimit(
-            parts.shared.map(|(limits, _)| limits),
-        )));
-        stages.push(Box::new(Relay));
-        Self { stages }
     }
 
-    /// The stages' names, in order.
+    /// The names of the stages that are on, in order.
     pub fn names(&self) -> Vec<&'static str> {
-        self.stages.iter().map(|s| s.name()).collect()
+        let mut out = Vec::new();
+        self.stages.names(&mut out);
+        out
     }
 
     /// Run `call` through the stack.
-    pub fn run(&self, call: Call) -> BoxFuture<'_, Reply> {
-        Next { rest: &self.stages }.run(call)
+    pub fn run(&self, call: Call) -> impl Future<Output = Reply> + Send + '_ {
+        self.stages.handle(call)
     }
 }
 

@@ -3,33 +3,29 @@
 //!
 //! Layer: `call`.
 
-use futures::future::BoxFuture;
-
-use super::{Call, Next, Reply, Stage};
+use super::{Call, Reply, Stage};
 
 /// Sends the call (marking it sent) and relays it.
 pub struct Relay;
 
 impl Stage for Relay {
-    fn name(&self) -> &'static str {
-        "relay"
+    fn names(&self, out: &mut Vec<&'static str>) {
+        out.push("relay");
     }
 
-    fn handle<'a>(&'a self, call: Call, _next: Next<'a>) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
-            // From here the upstream may do the work.
-            call.sent.mark();
-            let server = call.upstream.config.name.clone();
-            crate::call::forward::relayed(
-                call.upstream,
-                call.upstream_tool,
-                call.args,
-                call.ctx,
-                call.input,
-                call.carry,
-                &server,
-            )
-            .await
-        })
+    async fn handle(&self, call: Call) -> Reply {
+        // From here the upstream may do the work.
+        call.sent.mark();
+        let server = call.upstream.config.name.clone();
+        crate::call::forward::relayed(
+            call.upstream,
+            call.upstream_tool,
+            call.args,
+            call.ctx,
+            call.input,
+            call.carry,
+            &server,
+        )
+        .await
     }
 }
