@@ -42,6 +42,9 @@ pub enum ConfigError {
     /// The HTTP endpoint's path is not absolute.
     #[error("path {0:?} must start with '/'")]
     Path(String),
+    /// Two endpoints on one listener have the same path.
+    #[error("two endpoints are served at {0:?}; give each its own path")]
+    SamePath(String),
     /// The protected resource's URI is not a URL.
     #[error("resource URI {uri:?} is not a URL")]
     ResourceUri {

@@ -39,20 +39,39 @@ pub(super) struct Shared {
 pub(super) struct State(Arc<Shared>);
 
 impl State {
-    pub(super) fn new(server: Server, config: HttpConfig) -> Self {
+    /// The state of one endpoint of those on a listener, which share
+    /// `in_flight`.
+    pub(super) fn sharing(
+        server: Server,
+        config: HttpConfig,
+        in_flight: Arc<tokio::sync::Semaphore>,
+    ) -> Self {
         let c = server.config();
         let sessions = Sessions::new(
             c.legacy_idle,
             c.max_legacy_sessions,
             c.max_legacy_sessions_per_principal,
         );
-        let in_flight = Arc::new(tokio::sync::Semaphore::new(config.max_in_flight));
         Self(Arc::new(Shared {
             server,
             config,
             sessions,
             in_flight,
         }))
+    }
+}
+
+impl State {
+    /// The endpoint's token verifier, if any.
+    pub(super) fn auth(&self) -> Option<Arc<ResourceServer>> {
+        self.0.config.auth.clone()
+    }
+
+    /// Whether this endpoint's metadata document is served at `path`.
+    pub(super) fn serves_metadata_at(&self, path: &str) -> bool {
+        self.0.config.auth.as_ref().is_some_and(|auth| {
+            auth.serves_metadata_at(path) && path != "/.well-known/oauth-protected-resource"
+        })
     }
 }
 

@@ -99,6 +99,32 @@ pub struct HttpConfig {
     /// the port may see. The endpoint's path and the metadata paths win.
     /// Default `None`: other paths are `404`.
     pub routes: Option<Router>,
+    /// More MCP endpoints on the same listener, each its own [`Server`]
+    /// at its own path, checked as this one is (origin, host, its own
+    /// token verifier) and sharing its limits (`max_in_flight`,
+    /// connections). Default: none.
+    pub mounts: Vec<Mount>,
+}
+
+/// Another MCP endpoint served on the listener of an [`HttpConfig`].
+#[derive(Clone)]
+pub struct Mount {
+    /// Its path (absolute; distinct from every other endpoint's).
+    pub path: String,
+    /// What it serves.
+    pub server: Server,
+    /// Its token verifier, when its callers must authenticate: each
+    /// endpoint names its own resource (audience) and scopes.
+    pub auth: Option<std::sync::Arc<crate::ResourceServer>>,
+}
+
+impl std::fmt::Debug for Mount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mount")
+            .field("path", &self.path)
+            .field("auth", &self.auth.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for HttpConfig {
@@ -119,6 +145,7 @@ impl Default for HttpConfig {
             http2_keep_alive: Some(Duration::from_secs(30)),
             idle_timeout: Some(Duration::from_secs(300)),
             routes: None,
+            mounts: Vec::new(),
         }
     }
 }
@@ -132,6 +159,18 @@ impl HttpConfig {
         }
         if let Some(auth) = &self.auth {
             auth.validate(&self.path)?;
+        }
+        let mut paths = std::collections::HashSet::from([self.path.as_str()]);
+        for mount in &self.mounts {
+            if !mount.path.starts_with('/') {
+                return Err(crate::ConfigError::Path(mount.path.clone()));
+            }
+            if !paths.insert(mount.path.as_str()) {
+                return Err(crate::ConfigError::SamePath(mount.path.clone()));
+            }
+            if let Some(auth) = &mount.auth {
+                auth.validate(&mount.path)?;
+            }
         }
         for (name, zero) in [
             ("keep_alive", self.keep_alive.is_zero()),
@@ -179,7 +218,8 @@ impl HttpConfig {
 /// configuration ([`HttpConfig::validate`]) is an `InvalidInput` error.
 pub fn router(server: Server, config: HttpConfig) -> std::io::Result<Router> {
     config.checked()?;
-    let state = handler::State::new(server, config.clone());
+    let endpoints = Endpoints::new(&server, &config);
+    let state = endpoints.main.clone();
     let mut router = Router::new().route(&config.path, axum::routing::any(handler::handle));
     if let Some(auth) = &config.auth {
         for path in [
@@ -190,7 +230,16 @@ pub fn router(server: Server, config: HttpConfig) -> std::io::Result<Router> {
         }
     }
     let extra = config.routes.clone();
-    let router = router.with_state(state);
+    let mut router = router.with_state(state);
+    // Each mounted endpoint has its own state (sessions, verifier); their
+    // metadata documents are at their own paths.
+    for (path, state) in endpoints.mounts.iter() {
+        let mut mounted = Router::new().route(path, axum::routing::any(handler::handle));
+        if let Some(auth) = &state.auth() {
+            mounted = mounted.route(&auth.metadata_path(), axum::routing::get(handler::metadata));
+        }
+        router = router.merge(mounted.with_state(state.clone()));
+    }
     Ok(match extra {
         Some(extra) => router.merge(extra),
         None => router,
@@ -216,8 +265,8 @@ pub async fn serve_listener(
     // The endpoint is served without a router in front: one path, one
     // handler, no per-request boxing. `router()` is for mounting the same
     // handler in a larger axum app.
-    let state = handler::State::new(server.clone(), config.clone());
-    let path: std::sync::Arc<str> = config.path.as_str().into();
+    let path = Endpoints::new(&server, &config);
+    let state = path.main.clone();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // The HTTP/1 timer is each connection's own (`head_timer`), set below.
     builder.http1().header_read_timeout(config.header_timeout);
@@ -259,7 +308,7 @@ pub async fn serve_listener(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, %peer, "could not set TCP_NODELAY");
         }
-        let (state, path) = (state.clone(), path.clone());
+        let (state, endpoints) = (state.clone(), path.clone());
         let activity = idle::Activity::new();
         let head = head_timer::HeadClock::new();
         let mut builder = builder.clone();
@@ -267,7 +316,7 @@ pub async fn serve_listener(
         let streams = activity.clone();
         let service =
             hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                let (state, path) = (state.clone(), path.clone());
+                let (state, path) = (state.clone(), endpoints.clone());
                 let stream = (req.version() == http::Version::HTTP_2).then(|| streams.stream());
                 // Boxed: hyper keeps a connection's (HTTP/1) or stream's
                 // (HTTP/2) service future allocated for as long as it lives,
@@ -381,16 +430,70 @@ async fn watch(
     let _ = close.send(());
 }
 
+/// The MCP endpoints of one listener: the main one at its path, and its
+/// [`HttpConfig::mounts`], each with its own state (sessions, verifier)
+/// and all with one count of requests in flight.
+struct Endpoints {
+    main_path: Box<str>,
+    main: handler::State,
+    mounts: Box<[(Box<str>, handler::State)]>,
+}
+
+impl Endpoints {
+    fn new(server: &Server, config: &HttpConfig) -> std::sync::Arc<Self> {
+        let in_flight = std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_in_flight));
+        let main = handler::State::sharing(server.clone(), config.clone(), in_flight.clone());
+        let mounts = config
+            .mounts
+            .iter()
+            .map(|m| {
+                let config = HttpConfig {
+                    path: m.path.clone(),
+                    auth: m.auth.clone(),
+                    mounts: Vec::new(),
+                    ..config.clone()
+                };
+                let state = handler::State::sharing(m.server.clone(), config, in_flight.clone());
+                (m.path.as_str().into(), state)
+            })
+            .collect();
+        std::sync::Arc::new(Self {
+            main_path: config.path.as_str().into(),
+            main,
+            mounts,
+        })
+    }
+
+    /// The endpoint served at `path`, if any.
+    fn at(&self, path: &str) -> Option<&handler::State> {
+        if path == &*self.main_path {
+            return Some(&self.main);
+        }
+        self.mounts
+            .iter()
+            .find_map(|(p, state)| (path == &**p).then_some(state))
+    }
+}
+
 /// The response to one HTTP request on the listener: the MCP endpoint at
-/// `path`, anything else (metadata documents, 404) elsewhere.
+/// its path, anything else (metadata documents, 404) elsewhere.
 async fn respond(
-    state: handler::State,
-    path: std::sync::Arc<str>,
+    _state: handler::State,
+    endpoints: std::sync::Arc<Endpoints>,
     req: http::Request<hyper::body::Incoming>,
 ) -> axum::response::Response {
-    if req.uri().path() != &*path {
-        handler::other_path(&state, req).await
-    } else {
-        handler::serve(&state, req).await
+    match endpoints.at(req.uri().path()) {
+        Some(state) => handler::serve(state, req).await,
+        None => {
+            // A mounted endpoint's metadata document is its own.
+            let path = req.uri().path();
+            let owner = endpoints
+                .mounts
+                .iter()
+                .map(|(_, state)| state)
+                .find(|state| state.serves_metadata_at(path))
+                .unwrap_or(&endpoints.main);
+            handler::other_path(owner, req).await
+        }
     }
 }
