@@ -38,6 +38,7 @@ use serde_json::Value;
 
 mod approval;
 mod auth;
+mod endpoint;
 mod limits;
 mod observe;
 mod policy;
@@ -46,6 +47,7 @@ mod upstream;
 
 pub use approval::{ApprovalConfig, ConsoleConfig};
 pub use auth::AuthConfig;
+pub use endpoint::{EndpointAuth, EndpointConfig, Narrow, ShapeConfig};
 pub use limits::{BudgetConfig, Cap, LoopsConfig, Period};
 pub(crate) use limits::{Cost, check_budgets};
 pub use observe::{AuditConfig, TelemetryConfig};
@@ -117,6 +119,10 @@ pub struct GatewayConfig {
     /// One table per upstream server; the key is its name.
     #[serde(default)]
     pub servers: BTreeMap<String, UpstreamConfig>,
+    /// `[endpoints.NAME]`: virtual servers beside the default one at
+    /// `/mcp`, each with its own tools, policy, budgets and callers.
+    #[serde(default)]
+    pub endpoints: BTreeMap<String, EndpointConfig>,
     /// Who may call which tool, and which calls a person approves first.
     #[serde(default)]
     pub policy: PolicyConfig,
@@ -357,6 +363,15 @@ impl GatewayConfig {
             toml::from_str(text).map_err(|e| err(e.to_string().trim_end().to_owned()))?;
         config.refuse_foreign_globs(text)?;
         config.finish(&env)?;
+        endpoint::check_endpoints(&config.endpoints, &config.servers, text)?;
+        for (name, endpoint) in &config.endpoints {
+            endpoint
+                .policy
+                .check()
+                .map_err(|e| err(format!("[endpoints.{name}.policy] {}", e.message())))?;
+            limits::check_budgets(&endpoint.budget)
+                .map_err(|e| err(format!("[endpoints.{name}] {}", e.message())))?;
+        }
         Ok(config)
     }
 

@@ -9,6 +9,7 @@
 //!
 //! Layer: `decide`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use toolgate_protocol::types::Tool;
@@ -143,10 +144,30 @@ pub struct Decision {
     pub remember: Option<Duration>,
 }
 
-/// The compiled `[policy]`.
+/// The compiled `[policy]`, or an endpoint's rules over it.
 pub struct Policy {
     default: Option<Action>,
     rules: Vec<Rule>,
+    /// The global policy an endpoint's rules narrow, checked first.
+    parent: Option<(Arc<Policy>, String)>,
+}
+
+/// How strict an action is: deny over confirm over allow.
+fn strictness(action: Action) -> u8 {
+    match action {
+        Action::Allow => 0,
+        Action::Confirm => 1,
+        Action::Deny => 2,
+    }
+}
+
+/// The stricter of the global decision and the endpoint's (the global
+/// one on a tie: it applies first).
+fn stricter(global: Decision, endpoint: Option<Decision>) -> Decision {
+    match endpoint {
+        Some(e) if strictness(e.action) > strictness(global.action) => e,
+        _ => global,
+    }
 }
 
 impl Policy {
@@ -167,7 +188,38 @@ impl Policy {
         Ok(Self {
             default: config.default,
             rules,
+            parent: None,
         })
+    }
+
+    /// The rules of the endpoint `endpoint` over `global`: the global
+    /// policy decides first, and the stricter of its decision and the
+    /// endpoint's holds, so an endpoint narrows what the file allows and
+    /// never widens it. The endpoint's `default`, when set, decides the
+    /// calls none of its rules match; unset, those keep the global
+    /// decision.
+    pub fn within(
+        global: Arc<Policy>,
+        endpoint: &str,
+        config: &PolicyConfig,
+    ) -> Result<Self, ConfigError> {
+        let mut own = Self::new(config)?;
+        for rule in &mut own.rules {
+            rule.described = format!("endpoint {endpoint} {}", rule.described);
+        }
+        own.parent = Some((global, endpoint.to_owned()));
+        Ok(own)
+    }
+
+    /// This policy's own decision, for an endpoint's: its first matching
+    /// rule, else its `default` when set.
+    fn own(&self, tool: &ToolFacts, caller: Option<&AuthContext>) -> Option<Decision> {
+        for (i, rule) in self.rules.iter().enumerate() {
+            if rule.matches_tool(tool) && rule.matches_caller(caller) {
+                return Some(self.by_rule(i, rule));
+            }
+        }
+        self.default.map(|_| self.fallback(tool))
     }
 
     fn fallback(&self, tool: &ToolFacts) -> Decision {
@@ -175,8 +227,8 @@ impl Policy {
             Some(action) => Decision {
                 action,
                 remember: None,
-                reason: "default".into(),
-                rule: format!("default ({action})"),
+                reason: self.named("default"),
+                rule: self.named(&format!("default ({action})")),
             },
             None => Decision {
                 remember: None,
@@ -191,12 +243,20 @@ impl Policy {
         }
     }
 
-    fn by_rule(i: usize, rule: &Rule) -> Decision {
+    fn by_rule(&self, i: usize, rule: &Rule) -> Decision {
         Decision {
             action: rule.action,
             remember: rule.remember,
-            reason: format!("rule {}", i + 1),
+            reason: self.named(&format!("rule {}", i + 1)),
             rule: rule.described.clone(),
+        }
+    }
+
+    /// `what`, said as the endpoint's when this is an endpoint's policy.
+    fn named(&self, what: &str) -> String {
+        match &self.parent {
+            Some((_, endpoint)) => format!("endpoint {endpoint} {what}"),
+            None => what.to_owned(),
         }
     }
 
@@ -232,9 +292,12 @@ impl Policy {
 
     /// The decision for `caller` calling `tool`.
     pub fn decide(&self, tool: &ToolFacts, caller: Option<&AuthContext>) -> Decision {
+        if let Some((global, _)) = &self.parent {
+            return stricter(global.decide(tool, caller), self.own(tool, caller));
+        }
         for (i, rule) in self.rules.iter().enumerate() {
             if rule.matches_tool(tool) && rule.matches_caller(caller) {
-                return Self::by_rule(i, rule);
+                return self.by_rule(i, rule);
             }
         }
         self.fallback(tool)
@@ -243,6 +306,19 @@ impl Policy {
     /// The decision for `tool` whoever calls, if no rule about callers
     /// can come first: a tool denied this way is not listed at all.
     pub fn decide_for_all(&self, tool: &ToolFacts) -> Option<Decision> {
+        if let Some((global, _)) = &self.parent {
+            let first = global.decide_for_all(tool);
+            // Denied by the file for everyone: nothing an endpoint says
+            // changes that.
+            if let Some(d) = first.as_ref().filter(|d| d.action == Action::Deny) {
+                return Some(d.clone());
+            }
+            let own = self.own_for_all(tool)?;
+            if let Some(d) = own.as_ref().filter(|d| d.action == Action::Deny) {
+                return Some(d.clone());
+            }
+            return Some(stricter(first?, own));
+        }
         for (i, rule) in self.rules.iter().enumerate() {
             if !rule.matches_tool(tool) {
                 continue;
@@ -250,14 +326,80 @@ impl Policy {
             if rule.about_callers() {
                 return None;
             }
-            return Some(Self::by_rule(i, rule));
+            return Some(self.by_rule(i, rule));
         }
         Some(self.fallback(tool))
+    }
+
+    /// An endpoint's own decision whoever calls: `None` when a rule about
+    /// callers comes first, `Some(None)` when it has no opinion.
+    fn own_for_all(&self, tool: &ToolFacts) -> Option<Option<Decision>> {
+        for (i, rule) in self.rules.iter().enumerate() {
+            if !rule.matches_tool(tool) {
+                continue;
+            }
+            if rule.about_callers() {
+                return None;
+            }
+            return Some(Some(self.by_rule(i, rule)));
+        }
+        Some(self.default.map(|_| self.fallback(tool)))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_endpoint_narrows_the_file_and_never_widens_it() {
+        use crate::config::GatewayConfig;
+        let c = GatewayConfig::parse_toml(
+            r#"
+            [servers.shop]
+            url = "http://127.0.0.1:9/mcp"
+            [policy]
+            default = "allow"
+            [[policy.rules]]
+            tools = ["shop.drop_*"]
+            action = "deny"
+            [[policy.rules]]
+            tools = ["shop.pay"]
+            action = "confirm"
+            [endpoints.support]
+            servers = ["shop"]
+            [[endpoints.support.policy.rules]]
+            tools = ["shop.drop_*", "shop.pay", "shop.refund"]
+            action = "allow"
+            [[endpoints.support.policy.rules]]
+            tools = ["shop.order"]
+            action = "deny"
+            "#,
+            |_| None,
+        )
+        .unwrap();
+        let global = std::sync::Arc::new(Policy::new(&c.policy).unwrap());
+        let support = Policy::within(global, "support", &c.endpoints["support"].policy).unwrap();
+        let decide = |name: &str| {
+            let tool = name.split_once('.').unwrap().1;
+            let facts = ToolFacts::new(name, tool, None, None, false);
+            (support.decide(&facts, None), support.decide_for_all(&facts))
+        };
+        // A global deny holds though the endpoint allows; so does a
+        // global confirm.
+        let (drop, for_all) = decide("shop.drop_table");
+        assert_eq!((drop.action, drop.reason.as_str()), (Action::Deny, "rule 1"));
+        assert_eq!(for_all.unwrap().action, Action::Deny);
+        assert_eq!(decide("shop.pay").0.action, Action::Confirm);
+        // The endpoint denies what the file allows, and says so.
+        let (order, for_all) = decide("shop.order");
+        assert_eq!(order.action, Action::Deny);
+        assert_eq!(order.reason, "endpoint support rule 2");
+        assert!(order.rule.starts_with("endpoint support rule 2 (tools"), "{}", order.rule);
+        assert_eq!(for_all.unwrap().action, Action::Deny);
+        // Where the endpoint has no opinion, the file decides.
+        assert_eq!(decide("shop.list").0.action, Action::Allow);
+        assert_eq!(decide("shop.refund").0.action, Action::Allow);
+    }
+
     #[test]
     fn a_hosts_disabled_entries_stay_off_and_its_auto_approved_tools_are_allowed() {
         use crate::config::GatewayConfig;

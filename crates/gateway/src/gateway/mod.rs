@@ -221,8 +221,8 @@ impl Gateway {
                 names_of.read().get(i).cloned()
             }),
         }));
-        if let Some(key) = state_key {
-            builder = builder.state_key(key);
+        if let Some(secret) = &state_key {
+            builder = builder.state_key(secret.key());
         } else {
             tracing::warn!(
                 "no state key (TOOLGATE_STATE_KEY or [state] key_file): using a random one, so approvals complete only on this process"

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use toolgate_server::{MemoryNonceStore, StateKey};
+use toolgate_server::MemoryNonceStore;
 
 use super::GatewayError;
 use crate::config::GatewayConfig;
@@ -36,7 +36,7 @@ pub(super) struct Stores {
     pub(super) shared_limits: Option<Arc<dyn SharedLimits>>,
     /// `[state]` or `TOOLGATE_STATE_KEY`: the key every instance seals
     /// rounds with (`None`: a random one, this process only).
-    pub(super) state_key: Option<StateKey>,
+    pub(super) state_key: Option<crate::store::state_key::StateSecret>,
 }
 
 impl Stores {

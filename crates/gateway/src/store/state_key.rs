@@ -19,8 +19,37 @@ pub const STATE_KEY_VAR: &str = "TOOLGATE_STATE_KEY";
 /// Characters a secret needs at least.
 const MIN_SECRET: usize = 32;
 
-/// The key from `secret`, or why it is unusable (`from` names its source).
-fn key_of(secret: &str, from: &str) -> Result<StateKey, ConfigError> {
+/// The state secret, hashed: the default endpoint's key, and each named
+/// endpoint's own ([`StateSecret::key_for`]), so a state sealed on one
+/// endpoint never opens on another (where the same tool name may be
+/// another tool, under another policy).
+#[derive(Clone)]
+pub struct StateSecret([u8; 32]);
+
+impl std::fmt::Debug for StateSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateSecret(…)")
+    }
+}
+
+impl StateSecret {
+    /// The key of the default endpoint (`/mcp`).
+    pub fn key(&self) -> StateKey {
+        StateKey::new(self.0)
+    }
+
+    /// The key of the endpoint `name`.
+    pub fn key_for(&self, name: &str) -> StateKey {
+        let mut hasher = Sha256::new();
+        hasher.update(b"toolgate endpoint state key v1\0");
+        hasher.update(self.0);
+        hasher.update(name.as_bytes());
+        StateKey::new(hasher.finalize().into())
+    }
+}
+
+/// The secret from `text`, or why it is unusable (`from` names its source).
+fn key_of(secret: &str, from: &str) -> Result<StateSecret, ConfigError> {
     let secret = secret.trim();
     if secret.chars().count() < MIN_SECRET {
         return Err(ConfigError::new(format!(
@@ -31,19 +60,19 @@ fn key_of(secret: &str, from: &str) -> Result<StateKey, ConfigError> {
     let mut hasher = Sha256::new();
     hasher.update(b"toolgate state key v1\0");
     hasher.update(secret.as_bytes());
-    Ok(StateKey::new(hasher.finalize().into()))
+    Ok(StateSecret(hasher.finalize().into()))
 }
 
 /// The configured key: `None` when neither source is set. A key file
 /// that cannot be read keeps the I/O error as the cause.
-pub fn load_key(config: &StateConfig) -> Result<Option<StateKey>, ConfigError> {
+pub fn load_key(config: &StateConfig) -> Result<Option<StateSecret>, ConfigError> {
     load_key_with(config, std::env::var(STATE_KEY_VAR).ok())
 }
 
 fn load_key_with(
     config: &StateConfig,
     env: Option<String>,
-) -> Result<Option<StateKey>, ConfigError> {
+) -> Result<Option<StateSecret>, ConfigError> {
     if let Some(secret) = env.filter(|s| !s.is_empty()) {
         return key_of(&secret, STATE_KEY_VAR).map(Some);
     }
@@ -76,7 +105,11 @@ mod tests {
         let b = load_key_with(&config, Some(format!("{}\n", "x".repeat(32))))
             .unwrap()
             .unwrap();
-        assert_eq!(a.id(), b.id());
+        assert_eq!(a.key().id(), b.key().id());
+        // Each endpoint has a key of its own, the same on every instance.
+        assert_ne!(a.key_for("coding").id(), a.key().id());
+        assert_ne!(a.key_for("coding").id(), a.key_for("support").id());
+        assert_eq!(a.key_for("coding").id(), b.key_for("coding").id());
         assert!(load_key_with(&config, None).unwrap().is_none());
     }
 
