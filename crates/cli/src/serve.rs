@@ -8,7 +8,7 @@ use toolgate_gateway::call::metrics::Metrics;
 use toolgate_gateway::config::GatewayConfig;
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_review::lock::LockFile;
-use toolgate_server::transport::http::{HttpConfig, serve_listener};
+use toolgate_server::transport::http::serve_listener;
 use toolgate_server::transport::stdio::serve_stdio;
 
 use crate::term::one_line;
@@ -88,6 +88,7 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
         console.listen = Some(addr.clone());
         config.console = Some(console);
     }
+    let auth_config = config.auth.clone().filter(|_| o.http.is_some());
     let auth =
         match (&config.auth, &o.http) {
             (Some(auth), Some(_)) => Some(Arc::new(auth.resource_server().map_err(|e| {
@@ -179,15 +180,21 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
                     "toolgate: warning: callers are not authenticated ([auth] is not configured) on a non-loopback address"
                 );
             }
-            // Health answers without credentials and names nothing.
-            let http = HttpConfig {
-                bind: local,
-                auth: auth.clone(),
-                routes: Some(gateway.health_routes()),
-                ..Default::default()
-            };
+            // Health answers without credentials and names nothing; each
+            // endpoint has its own path and, with [auth], its own audience.
+            let (main, http) =
+                toolgate_gateway::surface::listener::http(&gateway, local, auth_config.as_ref())
+                    .map_err(|e| exit::fail(exit::USAGE, one_line(&e.to_string())))?;
+            for endpoint in gateway.endpoints() {
+                errln!(
+                    "toolgate: endpoint {} at http://{local}{} ({} tool(s))",
+                    endpoint.name(),
+                    endpoint.path(),
+                    endpoint.tool_names().len()
+                );
+            }
             tokio::select! {
-                served = serve_listener(server.clone(), http, listener) => served,
+                served = serve_listener(main, http, listener) => served,
                 () = stop => Ok(()),
             }
         }

@@ -53,7 +53,7 @@ fn failure(upstream: &Upstream, what: &str, e: &ClientError) -> String {
 /// before anything reaches the upstream), and the last relays it.
 pub async fn forward(
     stack: Arc<Stack>,
-    tool: Arc<str>,
+    (tool, shown): (Arc<str>, Arc<str>),
     upstream: Arc<Upstream>,
     upstream_tool: String,
     args: Map<String, Value>,
@@ -76,6 +76,7 @@ pub async fn forward(
         input: ctx.inputs(),
         ctx,
         tool,
+        shown,
         upstream,
         upstream_tool,
         args,

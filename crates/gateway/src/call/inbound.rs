@@ -16,7 +16,9 @@
 //!     jwks = "https://auth.example.com/.well-known/jwks.json"
 //!     scopes_supported = ["tools:call"]
 //! "#, |_| None).unwrap();
-//! assert!(config.auth.is_some());
+//! let auth = config.auth.unwrap();
+//! // An endpoint's tokens are issued for its own URI.
+//! assert_eq!(auth.audience_at("/mcp/coding", None), "https://gateway.example.com/mcp/coding");
 //! ```
 //!
 //! Layer: `call`.
@@ -31,8 +33,32 @@ use crate::config::ConfigError;
 impl AuthConfig {
     /// The resource server that checks every HTTP request.
     pub fn resource_server(&self) -> Result<ResourceServer, ConfigError> {
-        let verifier = self.verifier()?;
-        let mut rs = ResourceServer::new(&self.audience, verifier)
+        self.resource_server_for(&self.audience)
+    }
+
+    /// The audience of the endpoint served at `path`: its own
+    /// `[endpoints.NAME.auth] audience`, else `[auth] audience`'s origin
+    /// followed by `path`.
+    pub fn audience_at(&self, path: &str, own: Option<&crate::config::EndpointAuth>) -> String {
+        if let Some(audience) = own.and_then(|a| a.audience.clone()) {
+            return audience;
+        }
+        let origin = match self.audience.find("://") {
+            Some(i) => {
+                let rest = &self.audience[i + 3..];
+                let end = rest.find('/').map_or(self.audience.len(), |j| i + 3 + j);
+                &self.audience[..end]
+            }
+            None => self.audience.as_str(),
+        };
+        format!("{origin}{path}")
+    }
+
+    /// The resource server of an endpoint whose tokens are issued for
+    /// `audience`.
+    pub fn resource_server_for(&self, audience: &str) -> Result<ResourceServer, ConfigError> {
+        let verifier = self.verifier_for(audience)?;
+        let mut rs = ResourceServer::new(audience, verifier)
             .map_err(|e| ConfigError::new(format!("[auth]: {e}")))?;
         let servers = if self.authorization_servers.is_empty() {
             std::slice::from_ref(&self.issuer)
@@ -48,10 +74,14 @@ impl AuthConfig {
     /// The verifier of tokens issued for the gateway (callers' tokens, and
     /// an operator's for the console).
     pub fn verifier(&self) -> Result<JwtVerifier, ConfigError> {
+        self.verifier_for(&self.audience)
+    }
+
+    fn verifier_for(&self, audience: &str) -> Result<JwtVerifier, ConfigError> {
         if self.jwks.starts_with("https://") || self.jwks.starts_with("http://") {
-            JwtVerifier::from_jwks_url(&self.jwks, &self.issuer, &self.audience)
+            JwtVerifier::from_jwks_url(&self.jwks, &self.issuer, audience)
         } else {
-            JwtVerifier::from_jwks_file(PathBuf::from(&self.jwks), &self.issuer, &self.audience)
+            JwtVerifier::from_jwks_file(PathBuf::from(&self.jwks), &self.issuer, audience)
         }
         .map_err(|e| ConfigError::new(format!("[auth]: jwks {}: {e}", self.jwks)))
     }

@@ -228,6 +228,18 @@ pub struct Recorder {
     pub upstream_of: UpstreamOf,
     /// Where failures are counted (`[loops]`).
     pub loops: Arc<crate::decide::loops::Loops>,
+    /// The endpoint whose calls these are, when not the default one.
+    pub endpoint: Option<EndpointTag>,
+}
+
+/// What a named endpoint's records carry: its name, and the gateway tool
+/// behind each name its tools are called by.
+#[derive(Clone)]
+pub struct EndpointTag {
+    /// `[endpoints.NAME]`.
+    pub name: Arc<str>,
+    /// The gateway tool name (`prefix.tool`) of a tool as called there.
+    pub gateway_of: UpstreamOf,
 }
 
 impl CallLog for Recorder {
@@ -236,6 +248,19 @@ impl CallLog for Recorder {
     }
 
     fn record(&self, mut record: CallRecord) -> Recorded {
+        // A call through an endpoint is counted and kept under the
+        // gateway tool it reached, with the name it was called by beside.
+        if let Some(endpoint) = &self.endpoint {
+            record
+                .notes
+                .insert("endpoint".into(), endpoint.name.as_ref().into());
+            if let Some(tool) = (endpoint.gateway_of)(&record.tool)
+                && tool != record.tool
+            {
+                let shown = std::mem::replace(&mut record.tool, tool);
+                record.notes.insert("shown".into(), shown.into());
+            }
+        }
         if !record.notes.contains_key("upstream")
             && let Some(upstream) = (self.upstream_of)(&record.tool)
         {

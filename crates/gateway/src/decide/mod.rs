@@ -9,3 +9,4 @@ pub mod confirm;
 pub mod grants;
 pub mod loops;
 pub mod policy;
+pub mod shape;

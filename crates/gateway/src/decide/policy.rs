@@ -350,57 +350,6 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn an_endpoint_narrows_the_file_and_never_widens_it() {
-        use crate::config::GatewayConfig;
-        let c = GatewayConfig::parse_toml(
-            r#"
-            [servers.shop]
-            url = "http://127.0.0.1:9/mcp"
-            [policy]
-            default = "allow"
-            [[policy.rules]]
-            tools = ["shop.drop_*"]
-            action = "deny"
-            [[policy.rules]]
-            tools = ["shop.pay"]
-            action = "confirm"
-            [endpoints.support]
-            servers = ["shop"]
-            [[endpoints.support.policy.rules]]
-            tools = ["shop.drop_*", "shop.pay", "shop.refund"]
-            action = "allow"
-            [[endpoints.support.policy.rules]]
-            tools = ["shop.order"]
-            action = "deny"
-            "#,
-            |_| None,
-        )
-        .unwrap();
-        let global = std::sync::Arc::new(Policy::new(&c.policy).unwrap());
-        let support = Policy::within(global, "support", &c.endpoints["support"].policy).unwrap();
-        let decide = |name: &str| {
-            let tool = name.split_once('.').unwrap().1;
-            let facts = ToolFacts::new(name, tool, None, None, false);
-            (support.decide(&facts, None), support.decide_for_all(&facts))
-        };
-        // A global deny holds though the endpoint allows; so does a
-        // global confirm.
-        let (drop, for_all) = decide("shop.drop_table");
-        assert_eq!((drop.action, drop.reason.as_str()), (Action::Deny, "rule 1"));
-        assert_eq!(for_all.unwrap().action, Action::Deny);
-        assert_eq!(decide("shop.pay").0.action, Action::Confirm);
-        // The endpoint denies what the file allows, and says so.
-        let (order, for_all) = decide("shop.order");
-        assert_eq!(order.action, Action::Deny);
-        assert_eq!(order.reason, "endpoint support rule 2");
-        assert!(order.rule.starts_with("endpoint support rule 2 (tools"), "{}", order.rule);
-        assert_eq!(for_all.unwrap().action, Action::Deny);
-        // Where the endpoint has no opinion, the file decides.
-        assert_eq!(decide("shop.list").0.action, Action::Allow);
-        assert_eq!(decide("shop.refund").0.action, Action::Allow);
-    }
-
-    #[test]
     fn a_hosts_disabled_entries_stay_off_and_its_auto_approved_tools_are_allowed() {
         use crate::config::GatewayConfig;
         let env = |_: &str| None;

@@ -6,20 +6,16 @@
 //! Layer: `gateway`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-use std::time::Duration;
 
 use toolgate_protocol::types::{CompletionReference, Prompt, Resource, ResourceTemplate, Tool};
 use toolgate_review::lock::{Change, compare};
-use toolgate_server::tasks::TaskSupport;
-use toolgate_server::{PromptEntry, RateLimit, ResourceEntry, TemplateEntry, ToolDef, Withheld};
+use toolgate_server::{PromptEntry, ResourceEntry, TemplateEntry, Withheld};
 
 use super::refusal::Refusal;
+use super::register::Registration;
 use super::{Gateway, lock};
 use crate::base::names::qualify;
-use crate::call::forward::{complete, forward, get_prompt, read_resource};
-use crate::call::guard::Guard;
-use crate::call::stack::{Stack, ToolParts};
+use crate::call::forward::{complete, get_prompt, read_resource};
 use crate::call::upstream::Others;
 use crate::decide::policy::{Action, ToolFacts};
 
@@ -282,96 +278,21 @@ impl Gateway {
             if offer.tools.contains_key(&name) {
                 continue;
             }
-            // A tool whose refusal depends on the caller is shown only to
-            // callers it is not refused to (lists become private).
-            let per_caller = policy.decide_for_all(&facts).is_none();
-            let visibility = per_caller.then(|| {
-                let policy = policy.clone();
-                let facts = facts.clone();
-                move |caller: Option<&toolgate_server::AuthContext>| {
-                    policy.decide(&facts, caller).action != Action::Deny
-                }
-            });
-            // The caller is told the tool is unknown; the record says which
-            // rule hid it.
-            let hidden_notes = per_caller.then(|| {
-                let policy = policy.clone();
-                let facts = facts.clone();
-                move |caller: Option<&toolgate_server::AuthContext>| {
-                    let decision = policy.decide(&facts, caller);
-                    let mut notes = serde_json::Map::new();
-                    notes.insert("decision".into(), decision.action.to_string().into());
-                    notes.insert("rule".into(), decision.rule.into());
-                    notes.insert("status".into(), "denied".into());
-                    notes
-                }
-            });
-            let budget = budgets.of(&name);
-            let guard = Arc::new(Guard {
-                policy: policy.clone(),
+            let entry = self.tool_entry(Registration {
+                name: &name,
+                shown: Tool {
+                    name: name.clone(),
+                    ..tool.clone()
+                },
+                definition: &tool,
+                upstream,
                 facts,
-                definition: tool.clone(),
-                server: config.name.clone(),
-                trusted: config.trusted,
-                approvals: self.approvals.clone().filter(|_| self.page_for_calls),
-                grants: self
-                    .audit
-                    .clone()
-                    .map(|a| a as Arc<dyn crate::store::GrantStore>),
-                digest: toolgate_review::lock::digest(
-                    &serde_json::to_value(&tool).unwrap_or_default(),
-                ),
-            });
-            let stack = Arc::new(Stack::for_tool(ToolParts {
-                guard,
-                shared: self
-                    .shared_limits
-                    .clone()
-                    .map(|l| (l, ratelimit.per_minute(&name))),
-                loops: self.loops.clone(),
-                budget: budget.clone(),
-                ledger: self.ledger.clone(),
-            }));
-            let gateway_tool: Arc<str> = Arc::from(name.as_str());
-            let upstream = upstream.clone();
-            let upstream_name = tool.name.clone();
-            // A call becomes a gateway task only when its upstream made it
-            // one, after any approval and upstream rounds in the request.
-            // The model reads the terms with the description, to plan.
-            let mut shown = tool.clone();
-            if let Some(budget) = &budget {
-                let terms = budget.terms();
-                shown.description = Some(match shown.description.take() {
-                    Some(d) if !d.trim().is_empty() => format!("{}\n\n{terms}", d.trim_end()),
-                    _ => terms,
-                });
-            }
-            // Relayed as sent: the upstream's content, sanitized, never a
-            // second copy of its structured result.
-            let mut entry = ToolDef::from_tool(shown)
-                .relayed()
-                .rename(name.clone())
-                .timeout(config.call_timeout() + Duration::from_secs(1))
-                .task_support(TaskSupport::Optional)
-                .task_started_by_handler();
-            if let Some(n) = ratelimit
-                .per_minute(&name)
-                .filter(|_| self.shared_limits.is_none())
-            {
-                entry = entry.rate_limit(RateLimit::per_minute(n));
-            }
-            if let (Some(rule), Some(notes)) = (visibility, hidden_notes) {
-                entry = entry.visible_when(rule).hidden_notes(notes);
-            }
-            let entry = entry.forward(move |args, ctx| {
-                forward(
-                    stack.clone(),
-                    gateway_tool.clone(),
-                    upstream.clone(),
-                    upstream_name.clone(),
-                    args,
-                    ctx,
-                )
+                policy: policy.clone(),
+                budget: budgets.of(&name),
+                endpoint_budget: None,
+                fixed: None,
+                ratelimit: &ratelimit,
+                scopes: &[],
             });
             match self.server.add_tool(entry) {
                 Ok(()) => {
@@ -396,5 +317,7 @@ impl Gateway {
                 }
             }
         }
+        drop(offer);
+        self.apply_endpoints(i, tools);
     }
 }

@@ -27,8 +27,10 @@ use crate::decide::policy::{Policy, ToolFacts};
 use crate::store::AuditSink;
 
 mod catalogue;
+mod endpoints;
 mod lock;
 mod refusal;
+mod register;
 mod reload;
 pub mod site;
 mod stores;
@@ -41,6 +43,7 @@ use stores::Stores;
 
 use catalogue::Offer;
 
+pub use endpoints::Endpoint;
 pub use lock::{Drift, NotApproved};
 pub use reload::{LastReload, Reloaded};
 pub use types::{GatewayError, GatewayOptions, UpstreamStatus};
@@ -79,6 +82,8 @@ pub struct Inner {
     /// Each slot's name, for records of calls refused before a handler ran.
     names: Arc<RwLock<Vec<String>>>,
     offer: Arc<RwLock<Offer>>,
+    /// `[endpoints.NAME]`, in name order.
+    endpoints: RwLock<Vec<Arc<endpoints::Endpoint>>>,
     /// Upstreams kept in the configuration but not started.
     disabled: RwLock<Vec<UpstreamStatus>>,
     /// The policy's facts of every tool each upstream lists (offered or
@@ -191,9 +196,9 @@ impl Gateway {
         // state (an approval, or an upstream's question answered) is
         // refused before it reaches the guard or the upstream.
         let mut builder = Server::builder("toolgate-gateway", env!("CARGO_PKG_VERSION"))
-            .config(server_config)
+            .config(server_config.clone())
             .single_use_rounds()
-            .nonce_store(nonces)
+            .nonce_store(nonces.clone())
             .tools_in_name_order()
             .enable_prompts()
             .enable_resources()
@@ -208,19 +213,35 @@ impl Gateway {
         let metrics = Arc::new(Metrics::default());
         let tools_of = offer.clone();
         let loops = Arc::new(crate::decide::loops::Loops::new(&config.loops)?);
+        let upstream_of: crate::call::metrics::UpstreamOf = Arc::new(move |tool| {
+            let offer = tools_of.read();
+            let i = match offer.tools.get(tool) {
+                Some(t) => t.upstream,
+                None => offer.withheld.get(tool)?.0,
+            };
+            names_of.read().get(i).cloned()
+        });
+        let rows = audit.clone().map(|a| a as Arc<dyn crate::store::AuditRows>);
         builder = builder.call_log(Arc::new(Recorder {
-            store: audit.clone().map(|a| a as Arc<dyn crate::store::AuditRows>),
+            store: rows.clone(),
             metrics: metrics.clone(),
             loops: loops.clone(),
-            upstream_of: Arc::new(move |tool| {
-                let offer = tools_of.read();
-                let i = match offer.tools.get(tool) {
-                    Some(t) => t.upstream,
-                    None => offer.withheld.get(tool)?.0,
-                };
-                names_of.read().get(i).cloned()
-            }),
+            upstream_of: upstream_of.clone(),
+            endpoint: None,
         }));
+        let endpoints = endpoints::build(
+            &config,
+            &policy,
+            &endpoints::Shared {
+                server_config: &server_config,
+                nonces: &nonces,
+                secret: state_key.as_ref(),
+                rows,
+                metrics: metrics.clone(),
+                loops: loops.clone(),
+                upstream_of,
+            },
+        )?;
         if let Some(secret) = &state_key {
             builder = builder.state_key(secret.key());
         } else {
@@ -256,6 +277,7 @@ impl Gateway {
             retired: RwLock::default(),
             names,
             offer,
+            endpoints: RwLock::new(endpoints),
             disabled: RwLock::new(disabled),
             seen: RwLock::default(),
             lock: RwLock::new(options.lock),

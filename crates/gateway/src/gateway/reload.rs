@@ -8,7 +8,9 @@
 //! registered anew under them. Calls in flight finish with what they
 //! started with; the listeners stay bound. Sections that only a restart
 //! can change (`[store]`, `[audit]`, `[state]`, `[approval]`, `[auth]`,
-//! `[telemetry]`, `[ratelimit] redis`) are named when they differ.
+//! `[telemetry]`, `[ratelimit] redis`, which endpoints there are and
+//! where) are named when they differ. An endpoint's tools, shapes, policy
+//! and budgets change with a reload.
 //!
 //! Layer: `gateway`.
 
@@ -84,6 +86,7 @@ pub(super) fn fixed_sections(config: &GatewayConfig) -> String {
         format!("[console] {:?}", config.console),
         format!("[auth] {:?}", config.auth),
         format!("[telemetry] {:?}", config.telemetry),
+        super::endpoints::fixed_layout(config),
         format!(
             "[ratelimit] redis {:?} {:?}",
             config
@@ -100,8 +103,8 @@ pub(super) fn fixed_sections(config: &GatewayConfig) -> String {
 /// `[policy]` and the rate-limit rules, as they read.
 pub(super) fn rules_of(config: &GatewayConfig) -> String {
     format!(
-        "{:?} {:?} {:?} {:?}",
-        config.policy, config.ratelimit.rules, config.loops, config.budget
+        "{:?} {:?} {:?} {:?} {:?}",
+        config.policy, config.ratelimit.rules, config.loops, config.budget, config.endpoints
     )
 }
 
@@ -243,6 +246,15 @@ impl Gateway {
             }
             return Err(clash.into());
         }
+        let endpoints = match super::endpoints::reconfigure(&self.endpoints(), &config, &policy) {
+            Ok(endpoints) => endpoints,
+            Err(e) => {
+                for &i in &fresh {
+                    slots[i].stop();
+                }
+                return Err(e);
+            }
+        };
         let rules = rules_of(&config);
         report.rules_changed = *self.rules.read() != rules;
         *self.rules.write() = rules;
@@ -259,6 +271,11 @@ impl Gateway {
         *self.ratelimit.write() = Arc::new(config.ratelimit.clone());
         self.loops.configure(&config.loops)?;
         *self.budgets.write() = budgets;
+        for (endpoint, section, policy, budgets) in endpoints {
+            *endpoint.config.write() = section;
+            *endpoint.policy.write() = policy;
+            *endpoint.budgets.write() = budgets;
+        }
         *self.running.write() = Arc::new(config.clone());
         *self.disabled.write() = config
             .servers

@@ -17,23 +17,32 @@ use crate::store::ledger::{Ledger, admit};
 /// (a tool without a budget passes straight on).
 pub struct Budget<S> {
     budget: Option<(Arc<crate::decide::budget::Budget>, Arc<dyn Ledger>)>,
+    /// What [`Stage::names`] calls it (the global budget, or an
+    /// endpoint's).
+    label: &'static str,
     inner: S,
 }
 
 impl<S> Budget<S> {
-    /// The stage of `budget` kept in its ledger, around `inner`.
+    /// The stage of `budget` kept in its ledger, around `inner`, named
+    /// `label`.
     pub fn new(
+        label: &'static str,
         budget: Option<(Arc<crate::decide::budget::Budget>, Arc<dyn Ledger>)>,
         inner: S,
     ) -> Self {
-        Self { budget, inner }
+        Self {
+            budget,
+            label,
+            inner,
+        }
     }
 }
 
 impl<S: Stage> Stage for Budget<S> {
     fn names(&self, out: &mut Vec<&'static str>) {
         if self.budget.is_some() {
-            out.push("budget");
+            out.push(self.label);
         }
         self.inner.names(out);
     }

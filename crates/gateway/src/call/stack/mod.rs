@@ -22,6 +22,7 @@ mod budget;
 mod limits;
 mod loops;
 mod relay;
+mod shape;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -39,6 +40,7 @@ pub use budget::Budget;
 pub use limits::{CallerLimit, UpstreamLimit};
 pub use loops::Loops;
 pub use relay::Relay;
+pub use shape::Shape;
 
 /// How a call ends: the caller's reply, or a protocol-level error (which
 /// includes the `input_required` that ends a round).
@@ -50,6 +52,9 @@ pub struct Call {
     pub ctx: RequestContext,
     /// The gateway tool's name (`<prefix>.<tool>`).
     pub tool: Arc<str>,
+    /// The name the caller called it by (another, on an endpoint that
+    /// renames it).
+    pub shown: Arc<str>,
     /// The upstream the call goes to.
     pub upstream: Arc<Upstream>,
     /// The tool's name there.
@@ -95,7 +100,7 @@ pub trait Stage: Send + Sync + 'static {
 }
 
 /// The stack every tool has: each stage inside the one before it.
-pub type ToolStack = CallerLimit<Loops<Budget<Approve<UpstreamLimit<Relay>>>>>;
+pub type ToolStack = Shape<CallerLimit<Loops<Budget<Budget<Approve<UpstreamLimit<Relay>>>>>>>;
 
 /// A tool's stages, in order.
 pub struct Stack {
@@ -113,13 +118,18 @@ pub struct ToolParts {
     pub loops: Arc<crate::decide::loops::Loops>,
     /// The tool's `[[budget]]`, if it has one.
     pub budget: Option<Arc<crate::decide::budget::Budget>>,
+    /// Its budget on the endpoint the call came through, if that has one.
+    pub endpoint_budget: Option<Arc<crate::decide::budget::Budget>>,
+    /// The values of the parameters the endpoint fixes.
+    pub fixed: Option<Arc<Map<String, Value>>>,
     /// Where spending is kept.
     pub ledger: Arc<dyn Ledger>,
 }
 
 impl Stack {
-    /// The stack of one tool, in the order a call passes it: the caller's
-    /// shared rate limit first (as the embedded limiter runs before the
+    /// The stack of one tool, in the order a call passes it: an
+    /// endpoint's fixed parameters put in first (everything after sees the
+    /// call as forwarded), the caller's shared rate limit next (as the embedded limiter runs before the
     /// handler), loops and budgets before anyone is asked, the person
     /// next, the upstream's own rate limit only for calls that will go,
     /// and the relay last.
@@ -129,15 +139,21 @@ impl Stack {
             .as_ref()
             .and_then(|(limits, per_minute)| Some((limits.clone(), (*per_minute)?)));
         let upstream_limit = parts.shared.map(|(limits, _)| limits);
-        let budget = parts.budget.map(|b| (b, parts.ledger));
+        let budget = parts.budget.map(|b| (b, parts.ledger.clone()));
+        let endpoint_budget = parts.endpoint_budget.map(|b| (b, parts.ledger));
+        let approve = Approve::new(parts.guard, UpstreamLimit::new(upstream_limit, Relay));
         Self {
-            stages: CallerLimit::new(
-                caller_limit,
-                Loops::new(
-                    parts.loops,
-                    Budget::new(
-                        budget,
-                        Approve::new(parts.guard, UpstreamLimit::new(upstream_limit, Relay)),
+            stages: Shape::new(
+                parts.fixed,
+                CallerLimit::new(
+                    caller_limit,
+                    Loops::new(
+                        parts.loops,
+                        Budget::new(
+                            "budget",
+                            budget,
+                            Budget::new("endpoint budget", endpoint_budget, approve),
+                        ),
                     ),
                 ),
             ),
@@ -192,6 +208,8 @@ mod tests {
             shared: None,
             loops: Arc::new(crate::decide::loops::Loops::new(&LoopsConfig::default()).unwrap()),
             budget,
+            endpoint_budget: None,
+            fixed: None,
             ledger: Arc::new(MemoryLedger::default()),
         }
     }

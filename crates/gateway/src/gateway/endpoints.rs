@@ -1,0 +1,405 @@
+//! Endpoints (`[endpoints.NAME]`): virtual servers beside the default one.
+//! Each is a server of its own — its registry, its list, its
+//! `server/discover` — over the same upstreams, stores and supervision:
+//! a catalogue view (the tools it selects, shaped) and, for each tool, a
+//! stack built with the endpoint's policy over the file's and its budgets.
+//! Nothing of an upstream is started twice.
+//!
+//! Layer: `gateway`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use toolgate_protocol::types::Tool;
+use toolgate_server::{Server, ServerConfig, Withheld};
+
+use super::refusal::Refusal;
+use super::register::Registration;
+use super::{Gateway, GatewayError};
+use crate::base::names::qualify;
+use crate::call::metrics::{Metrics, Recorder, UpstreamOf};
+use crate::config::{EndpointConfig, GatewayConfig};
+use crate::decide::budget::Budgets;
+use crate::decide::policy::{Action, Policy, ToolFacts};
+use crate::decide::shape::Shaped;
+use crate::store::SharedNonces;
+use crate::store::state_key::StateSecret;
+
+/// One tool as an endpoint offers it.
+#[derive(Clone)]
+pub(super) struct Shown {
+    pub(super) upstream: usize,
+    /// The gateway tool name (`prefix.tool`).
+    pub(super) gateway: String,
+    /// The upstream's definition it was shaped from.
+    pub(super) definition: Tool,
+    pub(super) generation: u64,
+}
+
+/// What an endpoint offers now, by the name the model calls.
+#[derive(Default)]
+pub(super) struct EndpointOffer {
+    pub(super) tools: HashMap<String, Shown>,
+    pub(super) withheld: HashMap<String, (usize, Withheld)>,
+}
+
+/// One endpoint.
+pub struct Endpoint {
+    pub(super) name: String,
+    pub(super) path: String,
+    /// Its section, its policy over the file's and its budgets: swapped
+    /// by a reload (its tools are then registered anew).
+    pub(super) config: RwLock<Arc<EndpointConfig>>,
+    pub(super) policy: RwLock<Arc<Policy>>,
+    pub(super) budgets: RwLock<Arc<Budgets>>,
+    pub(super) server: Server,
+    pub(super) offer: Arc<RwLock<EndpointOffer>>,
+}
+
+impl Endpoint {
+    /// Its name (`[endpoints.NAME]`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where it is served.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Its server.
+    pub fn server(&self) -> Server {
+        self.server.clone()
+    }
+
+    /// Its section of the configuration running now.
+    pub fn config(&self) -> Arc<EndpointConfig> {
+        self.config.read().clone()
+    }
+
+    /// The names its tools are called by now, sorted.
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.offer.read().tools.keys().cloned().collect();
+        names.sort();
+        names
+    }
+}
+
+/// What every endpoint's server is built with.
+pub(super) struct Shared<'a> {
+    pub(super) server_config: &'a ServerConfig,
+    pub(super) nonces: &'a SharedNonces,
+    pub(super) secret: Option<&'a StateSecret>,
+    /// Where each endpoint's calls are recorded and counted: the default
+    /// one's store, metrics and loop counts.
+    pub(super) rows: Option<Arc<dyn crate::store::AuditRows>>,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) loops: Arc<crate::decide::loops::Loops>,
+    pub(super) upstream_of: UpstreamOf,
+}
+
+/// An endpoint's budgets: unnamed ones are kept under `NAME/<globs>`, so
+/// two endpoints with the same globs do not share spending unless they
+/// say so by name.
+fn budgets_of(name: &str, config: &EndpointConfig) -> Result<Budgets, GatewayError> {
+    let mut budgets = config.budget.clone();
+    for b in &mut budgets {
+        if b.name.is_none() {
+            b.name = Some(format!("{name}/{}", b.tools.join(",")));
+        }
+    }
+    Ok(Budgets::new(&budgets)?)
+}
+
+/// An endpoint's policy over `global`, and its budgets.
+fn rules(
+    name: &str,
+    endpoint: &EndpointConfig,
+    global: &Arc<Policy>,
+) -> Result<(Arc<Policy>, Arc<Budgets>), GatewayError> {
+    let policy = Arc::new(Policy::within(global.clone(), name, &endpoint.policy)?);
+    Ok((policy, Arc::new(budgets_of(name, endpoint)?)))
+}
+
+/// What a reload sets on each endpoint that is still there: its section,
+/// its policy over the new global one, its budgets.
+pub(super) type Reconfigured = Vec<(
+    Arc<Endpoint>,
+    Arc<EndpointConfig>,
+    Arc<Policy>,
+    Arc<Budgets>,
+)>;
+
+/// The endpoints' new rules under `config` (whose global policy is
+/// `global`), checked before anything of a reload applies. Endpoints it
+/// adds, removes or moves wait for a restart (the listener's paths are
+/// bound at start); [`fixed_layout`] names them.
+pub(super) fn reconfigure(
+    running: &[Arc<Endpoint>],
+    config: &GatewayConfig,
+    global: &Arc<Policy>,
+) -> Result<Reconfigured, GatewayError> {
+    let mut out = Vec::new();
+    for endpoint in running {
+        if let Some(section) = config.endpoints.get(&endpoint.name) {
+            let (policy, budgets) = rules(&endpoint.name, section, global)?;
+            out.push((endpoint.clone(), Arc::new(section.clone()), policy, budgets));
+        }
+    }
+    Ok(out)
+}
+
+/// The endpoints' names, paths, instructions and callers, as they read:
+/// what only a restart changes.
+pub(super) fn fixed_layout(config: &GatewayConfig) -> String {
+    let layout: Vec<String> = config
+        .endpoints
+        .iter()
+        .map(|(name, e)| {
+            format!(
+                "{name} at {} {:?} {:?}",
+                e.path_of(name),
+                e.instructions,
+                e.auth
+            )
+        })
+        .collect();
+    format!("[endpoints] {}", layout.join("; "))
+}
+
+/// Build the endpoints of `config` (none registered yet).
+pub(super) fn build(
+    config: &GatewayConfig,
+    global: &Arc<Policy>,
+    shared: &Shared<'_>,
+) -> Result<Vec<Arc<Endpoint>>, GatewayError> {
+    let mut out = Vec::new();
+    for (name, endpoint) in &config.endpoints {
+        let (policy, budgets) = rules(name, endpoint, global)?;
+        let offer: Arc<RwLock<EndpointOffer>> = Arc::default();
+        let answers = offer.clone();
+        let gateway_of = offer.clone();
+        let (store, metrics, loops, upstream_of) = (
+            shared.rows.clone(),
+            shared.metrics.clone(),
+            shared.loops.clone(),
+            shared.upstream_of.clone(),
+        );
+        let mut builder = Server::builder(
+            format!("toolgate-gateway/{name}"),
+            env!("CARGO_PKG_VERSION"),
+        )
+        .config(shared.server_config.clone())
+        .single_use_rounds()
+        .nonce_store(shared.nonces.clone())
+        .tools_in_name_order()
+        .unlisted_answer(move |name| {
+            answers
+                .read()
+                .withheld
+                .get(name)
+                .map(|(_, why)| why.clone())
+        })
+        .call_log(Arc::new(Recorder {
+            store,
+            metrics,
+            loops,
+            upstream_of,
+            endpoint: Some(crate::call::metrics::EndpointTag {
+                name: name.as_str().into(),
+                gateway_of: Arc::new(move |shown: &str| {
+                    gateway_of
+                        .read()
+                        .tools
+                        .get(shown)
+                        .map(|t| t.gateway.clone())
+                }),
+            }),
+        }));
+        if let Some(instructions) = &endpoint.instructions {
+            builder = builder.instructions(instructions.clone());
+        }
+        if let Some(secret) = shared.secret {
+            builder = builder.state_key(secret.key_for(name));
+        }
+        out.push(Arc::new(Endpoint {
+            name: name.clone(),
+            path: endpoint.path_of(name),
+            config: RwLock::new(Arc::new(endpoint.clone())),
+            policy: RwLock::new(policy),
+            budgets: RwLock::new(budgets),
+            server: builder.build()?,
+            offer,
+        }));
+    }
+    Ok(out)
+}
+
+impl Gateway {
+    /// The endpoints beside the default one.
+    pub fn endpoints(&self) -> Vec<Arc<Endpoint>> {
+        self.endpoints.read().clone()
+    }
+
+    /// Make upstream `i`'s tools on every endpoint exactly what each
+    /// selects of `tools`, shaped (after the default endpoint's offer is
+    /// settled: what the file withholds, each endpoint withholds too).
+    pub(super) fn apply_endpoints(&self, i: usize, tools: &[Tool]) {
+        let endpoints = self.endpoints.read().clone();
+        if endpoints.is_empty() {
+            return;
+        }
+        let ups = self.ups();
+        let upstream = &ups[i];
+        let config = &upstream.config;
+        let ratelimit = self.ratelimit.read().clone();
+        let budgets = self.budgets.read().clone();
+        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
+        let withheld_by_file: HashMap<String, Withheld> = self
+            .offer
+            .read()
+            .withheld
+            .iter()
+            .filter(|(_, (u, _))| *u == i)
+            .map(|(n, (_, w))| (n.clone(), w.clone()))
+            .collect();
+        for endpoint in &endpoints {
+            let section = endpoint.config();
+            let policy = endpoint.policy.read().clone();
+            let own_budgets = endpoint.budgets.read().clone();
+            let mut offer = endpoint.offer.write();
+            // What it offers of this upstream now: shown name → (gateway
+            // name, definition, the shaped tool or why it is withheld).
+            let mut wanted: HashMap<String, (String, Tool, Result<Shaped, Withheld>)> =
+                HashMap::new();
+            for tool in tools.iter().filter(|t| config.offers(&t.name)) {
+                let name = qualify(&config.prefix(), &tool.name);
+                if !section.selects(&config.name, &name) {
+                    continue;
+                }
+                let shape = section.shape.get(&name);
+                if shape.is_some_and(|s| s.hidden) {
+                    continue;
+                }
+                let shown_name = shape
+                    .and_then(|s| s.name.clone())
+                    .unwrap_or_else(|| name.clone());
+                let facts = ToolFacts::of(&name, tool, config.trusted);
+                let outcome = if let Some(why) = withheld_by_file.get(&name) {
+                    Err(why.clone())
+                } else if let Some(d) = policy
+                    .decide_for_all(&facts)
+                    .filter(|d| d.action == Action::Deny)
+                {
+                    Err(Refusal::Denied {
+                        name: &shown_name,
+                        reason: &d.reason,
+                        rule: d.rule,
+                    }
+                    .withheld())
+                } else {
+                    shaped(tool, &shown_name, shape).map_err(|e| {
+                        tracing::warn!(endpoint = %endpoint.name, tool = %name, "withheld: {e}");
+                        Refusal::Invalid {
+                            name: &shown_name,
+                            server: &config.name,
+                            error: format!("its shape on endpoint {}: {e}", endpoint.name),
+                        }
+                        .withheld()
+                    })
+                };
+                wanted.insert(shown_name, (name, tool.clone(), outcome));
+            }
+            // Remove what is gone or changed.
+            let current: Vec<String> = offer
+                .tools
+                .iter()
+                .filter(|(_, t)| t.upstream == i)
+                .map(|(n, _)| n.clone())
+                .collect();
+            for shown in current {
+                let keep = match (wanted.get(&shown), offer.tools.get(&shown)) {
+                    (Some((_, tool, Ok(_))), Some(offered)) => {
+                        offered.definition == *tool && offered.generation == generation
+                    }
+                    _ => false,
+                };
+                if !keep {
+                    offer.tools.remove(&shown);
+                    endpoint.server.remove_tool(&shown);
+                }
+            }
+            offer.withheld.retain(|_, (u, _)| *u != i);
+            let mut names: Vec<&String> = wanted.keys().collect();
+            names.sort();
+            for shown_name in names {
+                let (name, tool, outcome) = &wanted[shown_name];
+                let shaped = match outcome {
+                    Err(why) => {
+                        offer.withheld.insert(shown_name.clone(), (i, why.clone()));
+                        continue;
+                    }
+                    Ok(shaped) => shaped,
+                };
+                if offer.tools.contains_key(shown_name) {
+                    continue;
+                }
+                let entry = self.tool_entry(Registration {
+                    name,
+                    shown: shaped.tool.clone(),
+                    definition: tool,
+                    upstream,
+                    facts: ToolFacts::of(name, tool, config.trusted),
+                    policy: policy.clone(),
+                    budget: budgets.of(name),
+                    endpoint_budget: own_budgets.of(name),
+                    fixed: Some(Arc::new(shaped.fixed.clone())),
+                    ratelimit: &ratelimit,
+                    scopes: section.auth.as_ref().map_or(&[][..], |a| &a.scopes[..]),
+                });
+                match endpoint.server.add_tool(entry) {
+                    Ok(()) => {
+                        offer.tools.insert(
+                            shown_name.clone(),
+                            Shown {
+                                upstream: i,
+                                gateway: name.clone(),
+                                definition: tool.clone(),
+                                generation,
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        tracing::warn!(endpoint = %endpoint.name, tool = %shown_name, error = %e, "not offered");
+                        let why = Refusal::Invalid {
+                            name: shown_name,
+                            server: &config.name,
+                            error: e.to_string(),
+                        }
+                        .withheld();
+                        offer.withheld.insert(shown_name.clone(), (i, why));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `tool` as the endpoint shows it, called `shown_name`: shaped when it
+/// has a shape, else as the upstream defines it.
+fn shaped(
+    tool: &Tool,
+    shown_name: &str,
+    shape: Option<&crate::config::ShapeConfig>,
+) -> Result<Shaped, crate::decide::shape::ShapeError> {
+    let mut out = match shape {
+        Some(shape) => crate::decide::shape::shape(tool, shape)?,
+        None => Shaped {
+            tool: tool.clone(),
+            fixed: serde_json::Map::new(),
+        },
+    };
+    out.tool.name = shown_name.to_owned();
+    Ok(out)
+}

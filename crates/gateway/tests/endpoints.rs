@@ -1,0 +1,344 @@
+//! `[endpoints.NAME]`: virtual servers on one gateway's listener. Each
+//! sees only its tools, shaped for the model; a fixed value reaches the
+//! upstream; a global deny holds inside an endpoint that allows; an
+//! endpoint's own deny narrows; a state sealed on one endpoint does not
+//! open on another; bad endpoint configurations are refused at load.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use support::{Yes, config, outcome_of, refused, serve};
+use tokio::net::TcpListener;
+use toolgate_client::Client;
+use toolgate_client::transport::http::{HttpOptions, HttpTransport};
+use toolgate_gateway::config::{Action, GatewayConfig};
+use toolgate_gateway::decide::policy::{Policy, ToolFacts};
+use toolgate_gateway::{Gateway, GatewayOptions};
+use toolgate_server::transport::http::serve_listener;
+use toolgate_server::{Server, ToolDef};
+
+#[derive(Deserialize, JsonSchema)]
+struct Search {
+    /// Whose issues.
+    #[schemars(regex(pattern = r"^[a-z]+$"))]
+    org: String,
+    /// What to look for.
+    query: String,
+    /// How many at most.
+    #[schemars(range(min = 1, max = 100))]
+    limit: Option<u32>,
+}
+
+/// An issue tracker: `search` says what it was asked, `refund` and
+/// `drop_project` say they ran.
+fn tracker(seen: Arc<Mutex<Vec<Value>>>) -> Server {
+    Server::builder("tracker", "1")
+        .tool(
+            ToolDef::new("search")
+                .description("Searches issues.")
+                .handler(move |args: Search| {
+                    let seen = seen.clone();
+                    async move {
+                        let said =
+                            json!({"org": args.org, "query": args.query, "limit": args.limit});
+                        seen.lock().push(said.clone());
+                        Ok(said.to_string())
+                    }
+                }),
+        )
+        .tool(
+            ToolDef::new("refund")
+                .description("Refunds an order.")
+                .handler(|_: toolgate_server::NoArgs| async { Ok("refunded".to_owned()) }),
+        )
+        .tool(
+            ToolDef::new("drop_project")
+                .description("Deletes a project.")
+                .handler(|_: toolgate_server::NoArgs| async { Ok("dropped".to_owned()) }),
+        )
+        .build()
+        .unwrap()
+}
+
+const ENDPOINTS: &str = r#"
+[policy]
+default = "allow"
+[[policy.rules]]
+tools = ["t.drop_*"]
+action = "deny"
+
+[endpoints.coding]
+tools = ["t.search", "t.drop_project"]
+instructions = "Repository tools for ACME."
+[endpoints.coding.shape."t.search"]
+name = "find_issue"
+title = "Find an issue"
+description_append = "Only ACME's issues are searched."
+fixed = { org = "acme" }
+narrow = { limit = { maximum = 20 } }
+
+[endpoints.support]
+servers = ["t"]
+[[endpoints.support.policy.rules]]
+tools = ["t.drop_*", "t.refund"]
+action = "allow"
+[[endpoints.support.policy.rules]]
+tools = ["t.search"]
+action = "deny"
+"#;
+
+/// The gateway over `upstream`, served as `toolgate serve --http` serves
+/// it; the listener's base URL.
+async fn start(upstream: &str, extra: &str) -> (Gateway, String) {
+    let text = format!("[servers.t]\nurl = \"{upstream}\"\nprefix = \"t\"\n{extra}");
+    let gateway = Gateway::start(config(&text), GatewayOptions::default())
+        .await
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (main, http) = toolgate_gateway::surface::listener::http(&gateway, addr, None).unwrap();
+    tokio::spawn(serve_listener(main, http, listener));
+    (gateway, format!("http://{addr}"))
+}
+
+fn client(url: String) -> Client {
+    Client::builder("test", "1")
+        .timeout(Duration::from_secs(10))
+        .input_handler(Yes)
+        .build(HttpTransport::new(url, HttpOptions::default()).unwrap())
+}
+
+async fn names(c: &Client) -> Vec<String> {
+    c.list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect()
+}
+
+#[tokio::test]
+async fn each_endpoint_offers_its_tools_shaped_under_its_own_policy() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let upstream = serve(tracker(seen.clone())).await;
+    let (gateway, base) = start(&upstream, ENDPOINTS).await;
+    let default = client(format!("{base}/mcp"));
+    let coding = client(format!("{base}/mcp/coding"));
+    let support_desk = client(format!("{base}/mcp/support"));
+
+    // The default endpoint is as before: every tool the file does not deny.
+    assert_eq!(names(&default).await, ["t.refund", "t.search"]);
+    // Coding: its one tool, shaped; the globally denied one it names is
+    // not there.
+    assert_eq!(names(&coding).await, ["find_issue"]);
+    let tool = coding.list_tools().await.unwrap().remove(0);
+    assert_eq!(tool.title.as_deref(), Some("Find an issue"));
+    assert_eq!(
+        tool.description.as_deref(),
+        Some("Searches issues.\n\nOnly ACME's issues are searched.")
+    );
+    let schema = Value::Object(tool.input_schema.clone());
+    assert_eq!(schema.pointer("/properties/org"), None, "{schema}");
+    assert_eq!(schema["required"], json!(["query"]));
+    assert_eq!(
+        schema.pointer("/properties/limit/maximum"),
+        Some(&json!(20.0))
+    );
+    let found = coding.discover().await.unwrap();
+    assert_eq!(
+        found.instructions.as_deref(),
+        Some("Repository tools for ACME.")
+    );
+    let info = serde_json::to_value(&found.meta).unwrap();
+    assert_eq!(
+        info.pointer("/io.modelcontextprotocol~1serverInfo/name"),
+        Some(&json!("toolgate-gateway/coding")),
+        "{info}"
+    );
+    // Support: the endpoint's deny narrows the file; its allow of what
+    // the file denies widens nothing.
+    assert_eq!(names(&support_desk).await, ["t.refund"]);
+    let text = refused(&support_desk, "t.drop_project", json!({})).await;
+    assert!(text.contains("t.drop_project"), "{text}");
+
+    // The fixed value reaches the upstream; the model never gave it.
+    let (ok, text) = outcome_of(&coding, "find_issue", json!({"query": "crash", "limit": 5})).await;
+    assert!(ok, "{text}");
+    assert_eq!(
+        seen.lock().last().cloned(),
+        Some(json!({"org": "acme", "query": "crash", "limit": 5}))
+    );
+    // A call that sets it anyway is refused and never sent; one over the
+    // narrowed bound too.
+    let before = seen.lock().len();
+    let text = refused(&coding, "find_issue", json!({"query": "x", "org": "evil"})).await;
+    assert_eq!(
+        text,
+        "The parameter \"org\" is set by this endpoint and cannot be given; call \"find_issue\" again without it."
+    );
+    let text = refused(&coding, "find_issue", json!({"query": "x", "limit": 50})).await;
+    assert!(text.contains("limit"), "{text}");
+    assert_eq!(seen.lock().len(), before);
+    // The upstream's name is not callable on the endpoint that renames it.
+    let unknown = coding
+        .request(
+            "tools/call",
+            support::args(json!({"name": "t.search", "arguments": {"query": "x", "org": "acme"}})),
+            &toolgate_client::CallOptions::default(),
+        )
+        .await;
+    assert!(unknown.is_err(), "{unknown:?}");
+    assert_eq!(seen.lock().len(), before);
+    gateway.stop();
+}
+
+#[tokio::test]
+async fn an_endpoint_at_mcp_takes_the_default_ones_place() {
+    let upstream = serve(tracker(Arc::default())).await;
+    let (gateway, base) = start(
+        &upstream,
+        "[endpoints.only]\npath = \"/mcp\"\ntools = [\"t.refund\"]\n",
+    )
+    .await;
+    let only = client(format!("{base}/mcp"));
+    assert_eq!(names(&only).await, ["t.refund"]);
+    gateway.stop();
+}
+
+#[test]
+fn endpoints_that_cannot_work_are_refused_at_load_naming_the_key() {
+    let base = "[servers.t]\nurl = \"http://127.0.0.1:9/mcp\"\nprefix = \"t\"\n[servers.u]\nurl = \"http://127.0.0.1:9/mcp\"\nprefix = \"u\"\n";
+    for (extra, said) in [
+        (
+            "[endpoints.a]\ntools = [\"t.*\"]\npath = \"/x\"\n[endpoints.b]\ntools = [\"u.*\"]\npath = \"/x\"\n",
+            "line 9: [endpoints.b] path \"/x\" is also [endpoints.a]'s; give each its own",
+        ),
+        (
+            "[endpoints.a]\nservers = [\"nope\"]\n",
+            "line 8: [endpoints.a] servers names \"nope\", which is not in [servers] (known: t, u)",
+        ),
+        (
+            "[endpoints.a]\n",
+            "[endpoints.a] offers nothing: name its tools (`tools = [\"prefix.*\"]`) or its upstreams (`servers = [\"key\"]`)",
+        ),
+        (
+            "[endpoints.a]\ntools = [\"t.*\", \"u.*\"]\n[endpoints.a.shape.\"t.x\"]\nname = \"same\"\n[endpoints.a.shape.\"u.y\"]\nname = \"same\"\n",
+            "line 10: [endpoints.a.shape]: \"u.y\" and \"t.x\" would both be called \"same\"; give one another name",
+        ),
+        (
+            "[endpoints.a]\ntools = [\"t.*\"]\n[endpoints.a.shape.\"u.y\"]\ntitle = \"Y\"\n",
+            "line 9: [endpoints.a.shape.\"u.y\"]: the endpoint does not offer \"u.y\" (not matched by its tools or servers); shape only what it offers",
+        ),
+        (
+            "[endpoints.A]\ntools = [\"t.*\"]\n",
+            "[endpoints.A]: an endpoint name is 1 to 64 of a-z, 0-9, - and _ (it is a path segment and a metric label)",
+        ),
+        (
+            "[endpoints.a]\ntools = [\"t.*\"]\n[endpoints.a.shape.\"t.x\"]\nfixed = { n = 1 }\nnarrow = { n = { maximum = 2 } }\n",
+            "[endpoints.a.shape.\"t.x\"]: \"n\" is both fixed and narrowed; a fixed parameter has one value",
+        ),
+        (
+            "[endpoints.a]\ntools = [\"t.*\"]\n[endpoints.a.shape.\"t.x\"]\nnarrow = { q = { pattern = \"(\" } }\n",
+            "line 10: [endpoints.a.shape.\"t.x\".narrow.q] pattern is not a regular expression",
+        ),
+        (
+            "[endpoints.a]\ntools = [\"t.*\"]\n[endpoints.a.shape.\"t.x\"]\nname = \"bad name\"\n",
+            "line 10: [endpoints.a.shape.\"t.x\"] name \"bad name\": a tool name may only contain",
+        ),
+        (
+            "[endpoints.a]\ntools = [\"t.*\"]\ncolour = \"red\"\n",
+            "unknown field `colour`",
+        ),
+    ] {
+        let text = format!("{base}{extra}");
+        let e = GatewayConfig::parse_toml(&text, |_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(said), "{extra}\n→ {e}");
+    }
+}
+
+#[tokio::test]
+async fn a_shape_the_upstream_refuses_withholds_the_tool_and_says_why() {
+    let upstream = serve(tracker(Arc::default())).await;
+    let (gateway, base) = start(
+        &upstream,
+        "[endpoints.a]\ntools = [\"t.search\"]\n[endpoints.a.shape.\"t.search\"]\nfixed = { org = \"ACME\" }\n",
+    )
+    .await;
+    let a = client(format!("{base}/mcp/a"));
+    assert!(names(&a).await.is_empty());
+    let text = refused(&a, "t.search", json!({"query": "x"})).await;
+    assert!(
+        text.contains("fixed \"org\" = \"ACME\": the upstream's schema refuses that value"),
+        "{text}"
+    );
+    gateway.stop();
+}
+
+#[test]
+fn an_endpoint_narrows_the_file_and_never_widens_it() {
+    let c = GatewayConfig::parse_toml(
+        r#"
+        [servers.shop]
+        url = "http://127.0.0.1:9/mcp"
+        [policy]
+        default = "allow"
+        [[policy.rules]]
+        tools = ["shop.drop_*"]
+        action = "deny"
+        [[policy.rules]]
+        tools = ["shop.pay"]
+        action = "confirm"
+        [endpoints.support]
+        servers = ["shop"]
+        [[endpoints.support.policy.rules]]
+        tools = ["shop.drop_*", "shop.pay", "shop.refund"]
+        action = "allow"
+        [[endpoints.support.policy.rules]]
+        tools = ["shop.order"]
+        action = "deny"
+        "#,
+        |_| None,
+    )
+    .unwrap();
+    let global = std::sync::Arc::new(Policy::new(&c.policy).unwrap());
+    let support = Policy::within(global, "support", &c.endpoints["support"].policy).unwrap();
+    let decide = |name: &str| {
+        let tool = name.split_once('.').unwrap().1;
+        let definition: toolgate_protocol::types::Tool =
+            serde_json::from_value(json!({"name": tool, "inputSchema": {"type": "object"}}))
+                .unwrap();
+        let facts = ToolFacts::of(name, &definition, false);
+        (support.decide(&facts, None), support.decide_for_all(&facts))
+    };
+    // A global deny holds though the endpoint allows; so does a
+    // global confirm.
+    let (drop, for_all) = decide("shop.drop_table");
+    assert_eq!(
+        (drop.action, drop.reason.as_str()),
+        (Action::Deny, "rule 1")
+    );
+    assert_eq!(for_all.unwrap().action, Action::Deny);
+    assert_eq!(decide("shop.pay").0.action, Action::Confirm);
+    // The endpoint denies what the file allows, and says so.
+    let (order, for_all) = decide("shop.order");
+    assert_eq!(order.action, Action::Deny);
+    assert_eq!(order.reason, "endpoint support rule 2");
+    assert!(
+        order.rule.starts_with("endpoint support rule 2 (tools"),
+        "{}",
+        order.rule
+    );
+    assert_eq!(for_all.unwrap().action, Action::Deny);
+    // Where the endpoint has no opinion, the file decides.
+    assert_eq!(decide("shop.list").0.action, Action::Allow);
+    assert_eq!(decide("shop.refund").0.action, Action::Allow);
+}
