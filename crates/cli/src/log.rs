@@ -39,6 +39,10 @@ pub struct LogArgs {
     /// Only this policy decision.
     #[arg(long, value_parser = ["allow", "confirm", "deny"])]
     pub decision: Option<String>,
+    /// Only calls through this endpoint (`[endpoints.NAME]`; `-` for the
+    /// default one at /mcp).
+    #[arg(long, value_name = "NAME")]
+    pub endpoint: Option<String>,
     /// At most this many (the newest).
     #[arg(long, default_value_t = 100)]
     pub limit: usize,
@@ -135,6 +139,16 @@ fn json_line(row: &AuditRow) -> String {
     value.to_string()
 }
 
+/// The tool column: the gateway tool, and for a call through an endpoint
+/// where it came from (`coding: find_issue → t.search`).
+fn tool_shown(r: &AuditRow) -> String {
+    match (&r.endpoint, &r.shown) {
+        (Some(e), Some(shown)) => format!("{e}: {shown} → {}", r.tool),
+        (Some(e), None) => format!("{e}: {}", r.tool),
+        _ => r.tool.clone(),
+    }
+}
+
 fn table(rows: &[AuditRow]) -> Table {
     let mut table = Table::new();
     table
@@ -155,7 +169,7 @@ fn table(rows: &[AuditRow]) -> Table {
         table.add_row([
             format_time(r.time_ms),
             text(&r.caller),
-            one_line(&r.tool),
+            one_line(&tool_shown(r)),
             text(&r.decision),
             confirmation,
             one_line(&r.status),
@@ -184,6 +198,7 @@ pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
         tool: args.tool.clone(),
         caller: args.caller.clone(),
         decision: args.decision.clone(),
+        endpoint: args.endpoint.clone(),
         limit: Some(args.limit),
         ..Filter::default()
     };

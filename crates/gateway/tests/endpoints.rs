@@ -342,3 +342,51 @@ fn an_endpoint_narrows_the_file_and_never_widens_it() {
     assert_eq!(decide("shop.list").0.action, Action::Allow);
     assert_eq!(decide("shop.refund").0.action, Action::Allow);
 }
+
+#[tokio::test]
+async fn a_call_through_an_endpoint_is_recorded_as_forwarded_with_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let upstream = serve(tracker(Arc::default())).await;
+    let store = format!(
+        "[audit]\npath = {}\narguments = true\n",
+        support::toml_string(&db.display().to_string())
+    );
+    let (gateway, base) = start(&upstream, &format!("{ENDPOINTS}{store}")).await;
+    let coding = client(format!("{base}/mcp/coding"));
+    let (ok, text) = outcome_of(&coding, "find_issue", json!({"query": "crash"})).await;
+    assert!(ok, "{text}");
+    let default = client(format!("{base}/mcp"));
+    let (ok, text) = outcome_of(&default, "t.refund", json!({})).await;
+    assert!(ok, "{text}");
+    gateway.stop();
+    use toolgate_gateway::store::sqlite::{Filter, query};
+    let rows = query(&db, &Filter::default()).unwrap();
+    let through = rows.iter().find(|r| r.endpoint.is_some()).unwrap();
+    assert_eq!(through.tool, "t.search");
+    assert_eq!(through.endpoint.as_deref(), Some("coding"));
+    assert_eq!(through.shown.as_deref(), Some("find_issue"));
+    assert_eq!(through.status, "ok");
+    // What was sent, the fixed value included, and its digest.
+    let sent: Value = serde_json::from_str(through.arguments.as_deref().unwrap()).unwrap();
+    assert_eq!(sent, json!({"org": "acme", "query": "crash"}));
+    assert_eq!(
+        through.arguments_digest,
+        toolgate_server::arguments_digest(&sent)
+    );
+    // `toolgate log --endpoint` reads them apart.
+    let only = |endpoint: &str| {
+        let filter = Filter {
+            endpoint: Some(endpoint.to_owned()),
+            ..Filter::default()
+        };
+        query(&db, &filter)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.tool)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(only("coding"), ["t.search"]);
+    assert_eq!(only("-"), ["t.refund"]);
+    assert!(only("support").is_empty());
+}

@@ -242,25 +242,33 @@ pub struct EndpointTag {
     pub gateway_of: UpstreamOf,
 }
 
+impl Recorder {
+    /// A call through an endpoint is counted and kept under the gateway
+    /// tool it reached, with the endpoint and the name it was called by
+    /// beside.
+    fn tag(&self, record: &mut CallRecord) {
+        let Some(endpoint) = &self.endpoint else {
+            return;
+        };
+        record
+            .notes
+            .insert("endpoint".into(), endpoint.name.as_ref().into());
+        if let Some(tool) = (endpoint.gateway_of)(&record.tool)
+            && tool != record.tool
+        {
+            let shown = std::mem::replace(&mut record.tool, tool);
+            record.notes.insert("shown".into(), shown.into());
+        }
+    }
+}
+
 impl CallLog for Recorder {
     fn wants_arguments(&self) -> bool {
         self.store.as_ref().is_some_and(|s| s.keeps_arguments())
     }
 
     fn record(&self, mut record: CallRecord) -> Recorded {
-        // A call through an endpoint is counted and kept under the
-        // gateway tool it reached, with the name it was called by beside.
-        if let Some(endpoint) = &self.endpoint {
-            record
-                .notes
-                .insert("endpoint".into(), endpoint.name.as_ref().into());
-            if let Some(tool) = (endpoint.gateway_of)(&record.tool)
-                && tool != record.tool
-            {
-                let shown = std::mem::replace(&mut record.tool, tool);
-                record.notes.insert("shown".into(), shown.into());
-            }
-        }
+        self.tag(&mut record);
         if !record.notes.contains_key("upstream")
             && let Some(upstream) = (self.upstream_of)(&record.tool)
         {
@@ -296,6 +304,7 @@ impl CallLog for Recorder {
         let Some(store) = &self.store else {
             return Box::pin(async { Ok(None) });
         };
+        self.tag(&mut record);
         if !record.notes.contains_key("upstream")
             && let Some(upstream) = (self.upstream_of)(&record.tool)
         {

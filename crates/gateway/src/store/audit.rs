@@ -70,6 +70,14 @@ pub struct AuditRow {
     /// caller's `traceparent`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// The endpoint (`[endpoints.NAME]`) the call came through; none for
+    /// the default one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The name the caller called the tool by, when its endpoint renames
+    /// it (`tool` is the gateway tool it reached).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown: Option<String>,
 }
 
 /// The future of a store operation.
@@ -148,14 +156,23 @@ impl AuditRow {
 /// server saw.
 pub fn row_of(record: &CallRecord) -> AuditRow {
     let notes = &record.notes;
+    // An endpoint's fixed parameters are part of what was sent: the row
+    // keeps the arguments as forwarded.
+    let forwarded = notes.get("forwarded");
     AuditRow {
         id: 0,
         time_ms: now_ms(record.started),
         caller: record.caller.clone(),
         upstream: note(notes, "upstream"),
         tool: record.tool.clone(),
-        arguments_digest: record.arguments_digest.clone(),
-        arguments: record.arguments.as_ref().map(Value::to_string),
+        arguments_digest: match forwarded {
+            Some(sent) => toolgate_server::arguments_digest(sent),
+            None => record.arguments_digest.clone(),
+        },
+        arguments: record
+            .arguments
+            .as_ref()
+            .map(|given| forwarded.unwrap_or(given).to_string()),
         decision: note(notes, "decision"),
         rule: note(notes, "rule"),
         confirmation: note(notes, "confirmation"),
@@ -165,6 +182,8 @@ pub fn row_of(record: &CallRecord) -> AuditRow {
         cost: notes.get("cost").and_then(Value::as_f64),
         result: note(notes, "result"),
         trace_id: note(notes, "trace"),
+        endpoint: note(notes, "endpoint"),
+        shown: note(notes, "shown"),
     }
 }
 

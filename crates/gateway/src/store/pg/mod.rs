@@ -216,7 +216,7 @@ impl PgStore {
         let client = self.client().await?;
         client
             .query_one(
-                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
+                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id",
                 &[
                     &r.time_ms,
                     &r.caller,
@@ -233,6 +233,8 @@ impl PgStore {
                     &r.cost,
                     &r.result,
                     &r.trace_id,
+                    &r.endpoint,
+                    &r.shown,
                 ],
             )
             .await
@@ -245,7 +247,7 @@ impl PgStore {
         let client = self.outcome_client().await?;
         client
             .execute(
-                "UPDATE toolgate_calls SET upstream = $2, decision = $3, rule = $4, confirmation = $5, status = $6, latency_ms = $7, grant_id = $8, cost = $9, result = $10, trace_id = $11 WHERE id = $1",
+                "UPDATE toolgate_calls SET upstream = $2, decision = $3, rule = $4, confirmation = $5, status = $6, latency_ms = $7, grant_id = $8, cost = $9, result = $10, trace_id = $11, arguments_digest = $12, arguments = $13 WHERE id = $1",
                 &[
                     &id,
                     &r.upstream,
@@ -258,6 +260,8 @@ impl PgStore {
                     &r.cost,
                     &r.result,
                     &r.trace_id,
+                    &r.arguments_digest,
+                    &r.arguments,
                 ],
             )
             .await
@@ -311,15 +315,15 @@ impl PgStore {
         };
         let rows = client
             .query(
-                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) AND id < $6 ORDER BY id DESC LIMIT $5",
+                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) AND id < $6 ORDER BY id DESC LIMIT $5",
                 &[
                     &filter.after_id.unwrap_or(0),
                     &filter.since_ms.unwrap_or(0),
                     &filter.caller,
                     &filter.decision,
                     // A tool glob is matched here, so the database cannot stop early then.
-                    &match (&tool, filter.limit) {
-                        (None, Some(n)) => i64::try_from(n).unwrap_or(i64::MAX),
+                    &match (&tool, &filter.endpoint, filter.limit) {
+                        (None, None, Some(n)) => i64::try_from(n).unwrap_or(i64::MAX),
                         _ => i64::MAX,
                     },
                     &filter.before_id.unwrap_or(i64::MAX),
@@ -345,9 +349,16 @@ impl PgStore {
                 cost: r.get(13),
                 result: r.get(14),
                 trace_id: r.get(15),
+                endpoint: r.get(16),
+                shown: r.get(17),
             })
         });
-        crate::store::sqlite::query::newest(rows, tool.as_ref(), filter.limit)
+        crate::store::sqlite::query::newest(
+            rows,
+            tool.as_ref(),
+            filter.endpoint.as_deref(),
+            filter.limit,
+        )
     }
 }
 

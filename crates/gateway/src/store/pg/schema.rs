@@ -111,6 +111,10 @@ BEGIN
 END
 $$;
 ",
+    "
+ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS endpoint TEXT;
+ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS shown TEXT;
+",
 ];
 
 /// The advisory lock key of migrations ("toolgate" in ASCII).

@@ -63,8 +63,9 @@ CREATE TABLE IF NOT EXISTS nonces (
 
 /// The schema version this toolgate writes: 2 added grants, 3 budgets,
 /// 4 each call's result summary and trace id, 5 budget reservations and
-/// grants bound to a definition.
-const VERSION: i32 = 5;
+/// grants bound to a definition, 6 each call's endpoint and the name it
+/// was called by.
+const VERSION: i32 = 6;
 
 /// Bring a store to [`VERSION`], one process at a time.
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -112,6 +113,16 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
             .exists([])?;
         if !has {
             tx.execute_batch("ALTER TABLE spend ADD COLUMN reserved REAL NOT NULL DEFAULT 0;")?;
+        }
+    }
+    if version < 6 {
+        for column in ["endpoint", "shown"] {
+            let has = tx
+                .prepare("SELECT 1 FROM pragma_table_info('calls') WHERE name = ?1")?
+                .exists([column])?;
+            if !has {
+                tx.execute_batch(&format!("ALTER TABLE calls ADD COLUMN {column} TEXT;"))?;
+            }
         }
     }
     if version < VERSION {

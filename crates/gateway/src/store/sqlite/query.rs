@@ -29,6 +29,8 @@ pub struct Filter {
     pub caller: Option<String>,
     /// The decision, exactly (`allow`, `confirm`, `deny`).
     pub decision: Option<String>,
+    /// The endpoint, exactly (`-` for the default one).
+    pub endpoint: Option<String>,
     /// At most this many rows (the newest), in time order.
     pub limit: Option<usize>,
 }
@@ -53,9 +55,14 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, StoreError> 
     } else {
         ("NULL", "NULL")
     };
+    let (endpoint, shown) = if version >= 6 {
+        ("endpoint", "shown")
+    } else {
+        ("NULL", "NULL")
+    };
     let mut stmt = conn
         .prepare(&format!(
-            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, {grant}, {cost}, {result}, {trace} FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) AND id < ?5 ORDER BY id DESC"
+            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, {grant}, {cost}, {result}, {trace}, {endpoint}, {shown} FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) AND id < ?5 ORDER BY id DESC"
         ))
         .map_err(not_a_store(path))?;
     let rows = stmt
@@ -85,6 +92,8 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, StoreError> 
                     cost: r.get(13)?,
                     result: r.get(14)?,
                     trace_id: r.get(15)?,
+                    endpoint: r.get(16)?,
+                    shown: r.get(17)?,
                 })
             },
         )
@@ -92,6 +101,7 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, StoreError> 
     newest(
         rows.map(|r| r.map_err(reading(path))),
         tool.as_ref(),
+        filter.endpoint.as_deref(),
         filter.limit,
     )
 }
@@ -132,12 +142,16 @@ pub(crate) fn reading(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '
 pub(crate) fn newest<E>(
     rows: impl Iterator<Item = Result<AuditRow, E>>,
     tool: Option<&glob::Pattern>,
+    endpoint: Option<&str>,
     limit: Option<usize>,
 ) -> Result<Vec<AuditRow>, E> {
     let mut out = Vec::new();
     for row in rows {
         let row = row?;
         if tool.is_some_and(|p| !p.matches(&row.tool)) {
+            continue;
+        }
+        if endpoint.is_some_and(|e| row.endpoint.as_deref().unwrap_or("-") != e) {
             continue;
         }
         out.push(row);

@@ -167,7 +167,9 @@ macro_rules! row_params {
             $r.grant,
             $r.cost,
             $r.result,
-            $r.trace_id
+            $r.trace_id,
+            $r.endpoint,
+            $r.shown
         ]
     };
 }
@@ -180,7 +182,7 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
         let mut insert = tx.prepare_cached(
-                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                 )?;
         let mut spend =
             tx.prepare_cached("INSERT OR IGNORE INTO nonces (nonce, spent_ms) VALUES (?1, ?2)")?;
@@ -196,7 +198,7 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
                 }
                 Job::Complete(id, r, _) => {
                     let mut update = tx.prepare_cached(
-                                "UPDATE calls SET upstream = ?2, decision = ?3, rule = ?4, confirmation = ?5, status = ?6, latency_ms = ?7, grant_id = ?8, cost = ?9, result = ?10, trace_id = ?11 WHERE id = ?1",
+                                "UPDATE calls SET upstream = ?2, decision = ?3, rule = ?4, confirmation = ?5, status = ?6, latency_ms = ?7, grant_id = ?8, cost = ?9, result = ?10, trace_id = ?11, arguments_digest = ?12, arguments = ?13 WHERE id = ?1",
                             )?;
                     update.execute(params![
                         id,
@@ -209,7 +211,9 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
                         r.grant,
                         r.cost,
                         r.result,
-                        r.trace_id
+                        r.trace_id,
+                        r.arguments_digest,
+                        r.arguments
                     ])?;
                 }
                 Job::Nonce(nonce, _) => {
