@@ -68,6 +68,22 @@ impl Admission {
 }
 
 impl Guard {
+    /// The decision of a call the policy allows or denies outright, made
+    /// at once; `None` when a person may be asked (then [`Guard::admit`]
+    /// decides). Most calls end here, so a call's state never holds the
+    /// asking machinery (a large future) unless it needs it.
+    pub fn admit_now(&self, ctx: &RequestContext) -> Option<Admission> {
+        let decision = self.policy.decide(&self.facts, ctx.auth());
+        match decision.action {
+            Action::Allow => {
+                ctx.note("decision", decision.action.to_string());
+                ctx.note("rule", decision.rule);
+                Some(Admission::Forward { carry: Map::new() })
+            }
+            Action::Deny | Action::Confirm => None,
+        }
+    }
+
     /// Decide this round of a call with `args`. `Err` ends the round: a
     /// question for the person (`input_required`), or `-32021` when the
     /// client cannot show one.

@@ -27,12 +27,14 @@ impl<S: Stage> Stage for Approve<S> {
         self.inner.names(out);
     }
 
-    async fn handle(&self, mut call: Call) -> Reply {
-        match self
-            .guard
-            .admit(&call.ctx, &mut call.input, &call.args)
-            .await?
-        {
+    async fn handle(&self, mut call: Box<Call>) -> Reply {
+        let admission = match self.guard.admit_now(&call.ctx) {
+            Some(now) => now,
+            // Boxed: asking a person is a large future that an allowed
+            // call's state would otherwise carry, and copy at each stage.
+            None => Box::pin(self.guard.admit(&call.ctx, &mut call.input, &call.args)).await?,
+        };
+        match admission {
             Admission::Forward { carry } => {
                 call.carry = carry;
                 self.inner.handle(call).await

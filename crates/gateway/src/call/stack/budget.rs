@@ -47,12 +47,14 @@ impl<S: Stage> Stage for Budget<S> {
         self.inner.names(out);
     }
 
-    async fn handle(&self, call: Call) -> Reply {
+    async fn handle(&self, call: Box<Call>) -> Reply {
         let Some((budget, ledger)) = &self.budget else {
             return self.inner.handle(call).await;
         };
         let now = now_ms(std::time::SystemTime::now());
-        let held = match admit(ledger, budget, &call.tool, call.caller(), now).await {
+        // Boxed (as the other stages' store calls): only budgeted tools
+        // carry a ledger's future.
+        let held = match Box::pin(admit(ledger, budget, &call.tool, call.caller(), now)).await {
             Ok(held) => held,
             Err(said) => return call.refuse("over_budget", said.0),
         };

@@ -74,16 +74,17 @@ impl<S: Stage> Stage for CallerLimit<S> {
         self.inner.names(out);
     }
 
-    async fn handle(&self, call: Call) -> Reply {
+    async fn handle(&self, call: Box<Call>) -> Reply {
         if let Some((limits, per_minute)) = &self.limit {
             let per_minute = *per_minute;
             let key = format!("call:{}:{}", call.tool, call.caller().unwrap_or_default());
-            if let Err((status, text)) = take(limits, &key, per_minute, || {
+            // Boxed: only shared limits carry the store's future.
+            if let Err((status, text)) = Box::pin(take(limits, &key, per_minute, || {
                 format!(
                     "at most {per_minute} calls per minute for each caller to {}",
                     quote(&call.tool)
                 )
-            })
+            }))
             .await
             {
                 return call.refuse(status, text);
@@ -113,14 +114,14 @@ impl<S: Stage> Stage for UpstreamLimit<S> {
         self.inner.names(out);
     }
 
-    async fn handle(&self, call: Call) -> Reply {
+    async fn handle(&self, call: Box<Call>) -> Reply {
         let server = &call.upstream.config.name;
         let taken = match (&self.shared, call.upstream.config.per_minute) {
             (Some(limits), Some(per_minute)) => {
                 let key = format!("upstream:{server}");
-                take(limits, &key, per_minute, || {
+                Box::pin(take(limits, &key, per_minute, || {
                     format!("the upstream server {server} takes at most {per_minute} calls per minute through this gateway, from all callers together")
-                })
+                }))
                 .await
             }
             _ => call

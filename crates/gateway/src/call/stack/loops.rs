@@ -28,7 +28,7 @@ impl<S: Stage> Stage for Loops<S> {
         self.inner.names(out);
     }
 
-    async fn handle(&self, call: Call) -> Reply {
+    async fn handle(&self, call: Box<Call>) -> Reply {
         if self.loops.is_on() {
             let digest = toolgate_server::arguments_digest(&Value::Object(call.args.clone()));
             if let Some(text) = self.loops.check(call.caller(), &call.tool, &digest) {

@@ -95,8 +95,10 @@ pub trait Stage: Send + Sync + 'static {
     /// The names of the stages that are on, outermost first.
     fn names(&self, out: &mut Vec<&'static str>);
 
-    /// Decide `call`: answer it, or pass it to the stage inside.
-    fn handle(&self, call: Call) -> impl Future<Output = Reply> + Send + '_;
+    /// Decide `call`: answer it, or pass it to the stage inside. The call
+    /// is boxed: each stage's future keeps what it was given, so a call
+    /// passed by value would be held (and copied) once per stage.
+    fn handle(&self, call: Box<Call>) -> impl Future<Output = Reply> + Send + '_;
 }
 
 /// The stack every tool has: each stage inside the one before it.
@@ -169,7 +171,7 @@ impl Stack {
 
     /// Run `call` through the stack.
     pub fn run(&self, call: Call) -> impl Future<Output = Reply> + Send + '_ {
-        self.stages.handle(call)
+        self.stages.handle(Box::new(call))
     }
 }
 

@@ -13,11 +13,16 @@ impl Stage for Relay {
         out.push("relay");
     }
 
-    async fn handle(&self, call: Call) -> Reply {
+    async fn handle(&self, call: Box<Call>) -> Reply {
+        let call = *call;
         // From here the upstream may do the work.
         call.sent.mark();
         let server = call.upstream.config.name.clone();
-        crate::call::forward::relayed(
+        // Boxed: the relay is by far the largest part of a call's state;
+        // inline, every stage's future would hold it and each would copy
+        // it when it starts the stage inside (a future moves when it is
+        // built). Boxed, the stack's futures stay a few words each.
+        Box::pin(crate::call::forward::relayed(
             call.upstream,
             call.upstream_tool,
             call.args,
@@ -25,7 +30,7 @@ impl Stage for Relay {
             call.input,
             call.carry,
             &server,
-        )
+        ))
         .await
     }
 }

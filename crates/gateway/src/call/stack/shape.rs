@@ -37,7 +37,7 @@ impl<S: Stage> Stage for Shape<S> {
         self.inner.names(out);
     }
 
-    async fn handle(&self, mut call: Call) -> Reply {
+    async fn handle(&self, mut call: Box<Call>) -> Reply {
         let Some(fixed) = &self.fixed else {
             return self.inner.handle(call).await;
         };
