@@ -172,7 +172,7 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
     std::fs::write(
         &config,
         format!(
-            "[servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n"
+            "[servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n[endpoints.conformance]\nservers = [\"everything\"]\n"
         ),
     )?;
     let toolgate = root().join("target/debug/toolgate");
@@ -198,6 +198,9 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
     let suite = tools_dir().join("node_modules/.bin/conformance");
     let direct = format!("http://127.0.0.1:{port}/mcp");
     let through_gateway = format!("http://127.0.0.1:{gateway_port}/mcp");
+    // A named endpoint over the same server: a virtual server must pass
+    // the same server legs as the default one.
+    let through_endpoint = format!("http://127.0.0.1:{gateway_port}/mcp/conformance");
     let run_suite_at = |url: &str, args: &[&str]| -> anyhow::Result<bool> {
         let status = Command::new(&suite)
             .args(["server", "--url", url])
@@ -230,6 +233,13 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
             if !run_suite_at(&through_gateway, &["--requirements", version])? {
                 failed.push(format!("gateway requirements {version}"));
             }
+        }
+        eprintln!(
+            "== conformance through a gateway endpoint: --requirements {SPEC_VERSION} (server leg)"
+        );
+        list.push(format!("gateway endpoint requirements {SPEC_VERSION}"));
+        if !run_suite_at(&through_endpoint, &["--requirements", SPEC_VERSION])? {
+            failed.push(format!("gateway endpoint requirements {SPEC_VERSION}"));
         }
         // Extension scenarios too: tasks pass through the gateway.
         for scenario in PENDING_REQUIRED.iter().chain(EXTENSION_SCENARIOS) {

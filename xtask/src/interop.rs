@@ -188,7 +188,8 @@ pub fn run() -> anyhow::Result<()> {
     checks_old_sse(&node_bin, &python, &py_script, &path, &mut failures)?;
     checks_legacy(&node_bin, &path, &mut failures)?;
     checks_ts1_client(&node_bin, &path, &mut failures)?;
-    let total = 16 + 8 + 3 + 9 + 1 + 2;
+    crate::interop_endpoints::check(&python, &path, &mut failures)?;
+    let total = 16 + 8 + 3 + 9 + 1 + 2 + 1;
     println!(
         "interop: {} passed, {} failed",
         total - failures.len(),

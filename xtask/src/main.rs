@@ -49,6 +49,7 @@ mod dist;
 mod features;
 mod fuzz;
 mod interop;
+mod interop_endpoints;
 mod package;
 mod services;
 mod support;

@@ -200,6 +200,23 @@ async fn each_endpoint_offers_its_tools_shaped_under_its_own_policy() {
 }
 
 #[tokio::test]
+async fn a_path_no_endpoint_is_at_is_404_naming_the_endpoints() {
+    let upstream = serve(tracker(Arc::default())).await;
+    let (gateway, base) = start(&upstream, ENDPOINTS).await;
+    let (status, said) = support::http("POST", &format!("{base}/mcp/unknown"), &[], None).await;
+    assert_eq!(status, 404, "{said}");
+    let body: Value = serde_json::from_str(said.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(
+        body["endpoints"],
+        json!(["/mcp", "/mcp/coding", "/mcp/support"])
+    );
+    // Health still answers beside them.
+    let (status, _) = support::http("GET", &format!("{base}/healthz"), &[], None).await;
+    assert_eq!(status, 200);
+    gateway.stop();
+}
+
+#[tokio::test]
 async fn an_endpoint_at_mcp_takes_the_default_ones_place() {
     let upstream = serve(tracker(Arc::default())).await;
     let (gateway, base) = start(

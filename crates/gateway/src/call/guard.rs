@@ -45,6 +45,9 @@ pub struct Guard {
     /// The digest of `definition` (as lock files compute it): what a
     /// grant of this tool is bound to.
     pub digest: String,
+    /// The endpoint and the name the tool is called by there, on a named
+    /// endpoint (said in the question to the person).
+    pub called_as: Option<(String, String)>,
 }
 
 /// The guard's verdict on this round.
@@ -173,6 +176,10 @@ impl Guard {
                     trusted: self.trusted,
                     facts: &self.facts,
                     ended: ended.as_deref(),
+                    called_as: self
+                        .called_as
+                        .as_ref()
+                        .map(|(e, n)| (e.as_str(), n.as_str())),
                 };
                 if !ctx.client_capabilities().supports_elicitation_form() {
                     if let Some(approvals) = &self.approvals {

@@ -77,6 +77,9 @@ pub struct Subject<'a> {
     pub facts: &'a ToolFacts,
     /// Why an earlier approval of it no longer holds, when one does not.
     pub ended: Option<&'a str>,
+    /// The endpoint the call came through and the name the model called
+    /// the tool by there, when the call came through a named endpoint.
+    pub called_as: Option<(&'a str, &'a str)>,
 }
 
 /// The wider choice a rule's `remember` adds to the form.
@@ -187,6 +190,15 @@ pub fn question(subject: &Subject<'_>, arguments: &Map<String, Value>) -> String
         Some(title) => text.push_str(&format!("Tool: {} ({})\n", subject.tool, shown(title, 200))),
         None => text.push_str(&format!("Tool: {}\n", subject.tool)),
     }
+    // The person sees the upstream's tool; the model may know it by
+    // another name on its endpoint.
+    if let Some((endpoint, name)) = subject.called_as {
+        text.push_str(&format!(
+            "Called as: {} on endpoint {}\n",
+            shown(name, 200),
+            shown(endpoint, 100)
+        ));
+    }
     if let Some(description) = subject.description {
         text.push_str(&format!("Description: {}\n", shown(description, 1000)));
     }
@@ -288,11 +300,16 @@ mod tests {
             trusted: false,
             facts: &f,
             ended: None,
+            called_as: Some(("support", "pay_now")),
         };
         let args = json!({"card": "x\u{202e}y", "total": 12.5});
         let text = question(&subject, args.as_object().unwrap());
         assert!(text.contains("Server: shop\n"), "{text}");
         assert!(text.contains("Tool: shop.checkout (Check out)\n"), "{text}");
+        assert!(
+            text.contains("Called as: pay_now on endpoint support\n"),
+            "{text}"
+        );
         assert!(text.contains("Description: Pays for the cart\n"), "{text}");
         assert!(text.contains("spends money"), "{text}");
         assert!(text.contains("not trusted"), "{text}");

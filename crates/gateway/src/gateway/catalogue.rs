@@ -6,6 +6,7 @@
 //! Layer: `gateway`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use toolgate_protocol::types::{CompletionReference, Prompt, Resource, ResourceTemplate, Tool};
 use toolgate_review::lock::{Change, compare};
@@ -16,7 +17,7 @@ use super::register::Registration;
 use super::{Gateway, lock};
 use crate::base::names::qualify;
 use crate::call::forward::{complete, get_prompt, read_resource};
-use crate::call::upstream::Others;
+use crate::call::upstream::{Others, Upstream};
 use crate::decide::policy::{Action, ToolFacts};
 
 /// The lists whose caching hints the gateway passes on.
@@ -94,76 +95,43 @@ impl Gateway {
     }
 
     /// Make upstream `i`'s prompts, resources and templates exactly
-    /// `others`. Prompts are prefixed like tools; resource URIs are kept,
-    /// so a URI two upstreams both serve goes to the first.
+    /// `others`, on the default endpoint and on every endpoint that
+    /// selects the whole upstream (`servers`).
     fn apply_others(&self, i: usize, others: &Others) {
         let ups = self.ups();
         let upstream = &ups[i];
-        let prefix = upstream.config.prefix();
-        let mut offer = self.offer.write();
-        let server = &self.server;
-        let prompts = others
-            .prompts
-            .iter()
-            .map(|p| (qualify(&prefix, &p.name), p.clone()));
-        sync(
-            &mut offer.prompts,
-            i,
-            prompts,
-            |name| server.remove_prompt(name),
-            |name, prompt| {
-                let relay_to = upstream.clone();
-                let upstream_name = prompt.name.clone();
-                let mut wire = prompt.clone();
-                wire.name = name.to_owned();
-                let completing = (upstream.clone(), prompt.name.clone());
-                let entry = PromptEntry::from_prompt(wire, move |args, ctx| {
-                    get_prompt(relay_to.clone(), upstream_name.clone(), args, ctx)
-                })
-                .completer_async(move |argument, value, others| {
-                    let (upstream, name) = completing.clone();
-                    let reference = CompletionReference::Prompt { name, title: None };
-                    complete(upstream, reference, argument, value, others)
-                });
-                server.add_prompt(entry)
-            },
-        );
-        let resources = others.resources.iter().map(|r| (r.uri.clone(), r.clone()));
-        sync(
-            &mut offer.resources,
-            i,
-            resources,
-            |uri| server.remove_resource(uri),
-            |_, resource| {
-                let relay_to = upstream.clone();
-                server.add_resource(ResourceEntry::new(resource.clone(), move |uri, ctx| {
-                    read_resource(relay_to.clone(), uri, ctx)
-                }))
-            },
-        );
-        let templates = others
-            .templates
-            .iter()
-            .map(|t| (t.uri_template.clone(), t.clone()));
-        sync(
-            &mut offer.templates,
-            i,
-            templates,
-            |t| server.remove_template(t),
-            |_, template| {
-                let relay_to = upstream.clone();
-                let completing = (upstream.clone(), template.uri_template.clone());
-                let entry = TemplateEntry::new(template.clone(), move |uri, _vars, ctx| {
-                    read_resource(relay_to.clone(), uri, ctx)
-                })
-                .completer_async(move |argument, value, others| {
-                    let (upstream, uri) = completing.clone();
-                    let reference = CompletionReference::Resource { uri };
-                    complete(upstream, reference, argument, value, others)
-                });
-                server.add_template(entry)
-            },
-        );
+        {
+            let mut offer = self.offer.write();
+            let offer = &mut *offer;
+            sync_others(
+                &self.server,
+                (
+                    &mut offer.prompts,
+                    &mut offer.resources,
+                    &mut offer.templates,
+                ),
+                i,
+                upstream,
+                others,
+            );
+        }
+        for endpoint in self.endpoints.read().iter() {
+            let wanted = endpoint.config().servers.contains(&upstream.config.name);
+            let mut offer = endpoint.offer.write();
+            let offer = &mut *offer;
+            let empty = Others::default();
+            sync_others(
+                &endpoint.server,
+                (
+                    &mut offer.prompts,
+                    &mut offer.resources,
+                    &mut offer.templates,
+                ),
+                i,
+                upstream,
+                if wanted { others } else { &empty },
+            );
+        }
     }
 
     /// List results promise no more than the upstreams do: `ttlMs` is the
@@ -181,6 +149,12 @@ impl Gateway {
             }
         }
         self.server.set_list_hints(ttl, private);
+        // An endpoint's lists come from the same upstreams: they promise
+        // no more than the default's (a list that depends on the caller
+        // is marked private by the server itself).
+        for endpoint in self.endpoints.read().iter() {
+            endpoint.server.set_list_hints(ttl, private);
+        }
     }
 
     /// Make upstream `i`'s offered tools exactly `tools` (less those its
@@ -293,6 +267,7 @@ impl Gateway {
                 fixed: None,
                 ratelimit: &ratelimit,
                 scopes: &[],
+                endpoint: None,
             });
             match self.server.add_tool(entry) {
                 Ok(()) => {
@@ -320,4 +295,87 @@ impl Gateway {
         drop(offer);
         self.apply_endpoints(i, tools);
     }
+}
+
+/// The prompts, resources and templates one server offers, each with
+/// the upstream it came from.
+type OthersOffered<'a> = (
+    &'a mut HashMap<String, (usize, Prompt)>,
+    &'a mut HashMap<String, (usize, Resource)>,
+    &'a mut HashMap<String, (usize, ResourceTemplate)>,
+);
+
+/// Make upstream `i`'s prompts, resources and templates on `server`
+/// exactly `others`. Prompts are prefixed like tools; resource URIs are
+/// kept, so a URI two upstreams both serve goes to the first.
+fn sync_others(
+    server: &toolgate_server::Server,
+    (prompts_offered, resources_offered, templates_offered): OthersOffered<'_>,
+    i: usize,
+    upstream: &Arc<Upstream>,
+    others: &Others,
+) {
+    let prefix = upstream.config.prefix();
+    let prompts = others
+        .prompts
+        .iter()
+        .map(|p| (qualify(&prefix, &p.name), p.clone()));
+    sync(
+        prompts_offered,
+        i,
+        prompts,
+        |name| server.remove_prompt(name),
+        |name, prompt| {
+            let relay_to = upstream.clone();
+            let upstream_name = prompt.name.clone();
+            let mut wire = prompt.clone();
+            wire.name = name.to_owned();
+            let completing = (upstream.clone(), prompt.name.clone());
+            let entry = PromptEntry::from_prompt(wire, move |args, ctx| {
+                get_prompt(relay_to.clone(), upstream_name.clone(), args, ctx)
+            })
+            .completer_async(move |argument, value, others| {
+                let (upstream, name) = completing.clone();
+                let reference = CompletionReference::Prompt { name, title: None };
+                complete(upstream, reference, argument, value, others)
+            });
+            server.add_prompt(entry)
+        },
+    );
+    let resources = others.resources.iter().map(|r| (r.uri.clone(), r.clone()));
+    sync(
+        resources_offered,
+        i,
+        resources,
+        |uri| server.remove_resource(uri),
+        |_, resource| {
+            let relay_to = upstream.clone();
+            server.add_resource(ResourceEntry::new(resource.clone(), move |uri, ctx| {
+                read_resource(relay_to.clone(), uri, ctx)
+            }))
+        },
+    );
+    let templates = others
+        .templates
+        .iter()
+        .map(|t| (t.uri_template.clone(), t.clone()));
+    sync(
+        templates_offered,
+        i,
+        templates,
+        |t| server.remove_template(t),
+        |_, template| {
+            let relay_to = upstream.clone();
+            let completing = (upstream.clone(), template.uri_template.clone());
+            let entry = TemplateEntry::new(template.clone(), move |uri, _vars, ctx| {
+                read_resource(relay_to.clone(), uri, ctx)
+            })
+            .completer_async(move |argument, value, others| {
+                let (upstream, uri) = completing.clone();
+                let reference = CompletionReference::Resource { uri };
+                complete(upstream, reference, argument, value, others)
+            });
+            server.add_template(entry)
+        },
+    );
 }

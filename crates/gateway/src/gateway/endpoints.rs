@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
-use toolgate_protocol::types::Tool;
+use toolgate_protocol::types::{Prompt, Resource, ResourceTemplate, Tool};
 use toolgate_server::{Server, ServerConfig, Withheld};
 
 use super::refusal::Refusal;
@@ -42,6 +42,11 @@ pub(super) struct Shown {
 pub(super) struct EndpointOffer {
     pub(super) tools: HashMap<String, Shown>,
     pub(super) withheld: HashMap<String, (usize, Withheld)>,
+    /// The prompts, resources and templates of the upstreams it selects
+    /// whole (`servers`), as the default endpoint offers them.
+    pub(super) prompts: HashMap<String, (usize, Prompt)>,
+    pub(super) resources: HashMap<String, (usize, Resource)>,
+    pub(super) templates: HashMap<String, (usize, ResourceTemplate)>,
 }
 
 /// One endpoint.
@@ -217,6 +222,14 @@ pub(super) fn build(
                 }),
             }),
         }));
+        // An endpoint that selects whole upstreams offers their prompts
+        // and resources too; one that names tools offers tools only.
+        if !endpoint.servers.is_empty() {
+            builder = builder
+                .enable_prompts()
+                .enable_resources()
+                .enable_completions();
+        }
         if let Some(instructions) = &endpoint.instructions {
             builder = builder.instructions(instructions.clone());
         }
@@ -357,6 +370,7 @@ impl Gateway {
                     fixed: Some(Arc::new(shaped.fixed.clone())),
                     ratelimit: &ratelimit,
                     scopes: section.auth.as_ref().map_or(&[][..], |a| &a.scopes[..]),
+                    endpoint: Some(&endpoint.name),
                 });
                 match endpoint.server.add_tool(entry) {
                     Ok(()) => {

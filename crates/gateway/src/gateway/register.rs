@@ -40,6 +40,8 @@ pub(super) struct Registration<'a> {
     pub ratelimit: &'a RateLimitConfig,
     /// Scopes a caller's token needs (an endpoint's `[auth] scopes`).
     pub scopes: &'a [String],
+    /// The named endpoint it is registered on, if any.
+    pub endpoint: Option<&'a str>,
 }
 
 /// `description` with `terms` said after it.
@@ -65,6 +67,7 @@ impl Gateway {
             fixed,
             ratelimit,
             scopes,
+            endpoint,
         } = r;
         let config = &upstream.config;
         // A tool whose refusal depends on the caller is shown only to
@@ -105,6 +108,7 @@ impl Gateway {
             digest: toolgate_review::lock::digest(
                 &serde_json::to_value(definition).unwrap_or_default(),
             ),
+            called_as: endpoint.map(|e| (e.to_owned(), shown.name.clone())),
         });
         // The model reads the terms with the description, to plan.
         for b in [&budget, &endpoint_budget].into_iter().flatten() {

@@ -53,9 +53,42 @@ pub fn http(
     let config = HttpConfig {
         bind,
         auth: main_auth,
-        routes: Some(gateway.health_routes()),
+        routes: Some(
+            gateway
+                .health_routes()
+                .fallback(not_found(gateway, auth.is_none())),
+        ),
         mounts,
         ..Default::default()
     };
     Ok((main, config))
+}
+
+/// The answer to a path no endpoint is served at: `404`, naming the
+/// endpoints there are when anyone may see them (no `[auth]`: whoever
+/// reaches the port can list each endpoint's tools anyway), and nothing
+/// more otherwise.
+fn not_found(
+    gateway: &Gateway,
+    open: bool,
+) -> impl Fn() -> std::future::Ready<axum::response::Response> + Clone + Send + Sync + 'static {
+    let mut paths: Vec<String> = vec![DEFAULT_PATH.to_owned()];
+    paths.extend(gateway.endpoints().iter().map(|e| e.path().to_owned()));
+    paths.sort();
+    paths.dedup();
+    move || {
+        use axum::response::IntoResponse as _;
+        let body = if open {
+            serde_json::json!({
+                "error": "no MCP endpoint is served at this path",
+                "endpoints": paths,
+            })
+        } else {
+            serde_json::json!({"error": "no MCP endpoint is served at this path"})
+        };
+        let json = [(axum::http::header::CONTENT_TYPE, "application/json")];
+        std::future::ready(
+            (axum::http::StatusCode::NOT_FOUND, json, body.to_string()).into_response(),
+        )
+    }
 }

@@ -196,6 +196,7 @@ mod tests {
             approvals: None,
             grants: None,
             digest: String::new(),
+            called_as: None,
         };
         let budget = budget.then(|| {
             Budgets::from_toml(
