@@ -423,6 +423,7 @@ async fn main() -> anyhow::Result<()> {
         servers.push((Kind::Gateway, None, None));
         servers.push((Kind::GatewayTwoThreads, None, None));
         servers.push((Kind::GatewayAudited, None, None));
+        servers.push((Kind::GatewayEndpoint, None, None));
         if shared {
             servers.push((Kind::GatewayShared, None, None));
         }
@@ -470,6 +471,7 @@ async fn main() -> anyhow::Result<()> {
             servers: {
                 let mut v = all(false);
                 v.insert(1, (Kind::ToolgatePaged, None, None));
+                v.push((Kind::GatewayEndpoint, None, None));
                 v
             },
         },

@@ -41,6 +41,10 @@ pub(crate) enum Kind {
     GatewayTwoThreads,
     /// The same, writing every call to its audit store before answering.
     GatewayAudited,
+    /// The same gateway serving a named endpoint (`[endpoints.bench]`, at
+    /// `/mcp` in the default's place) with three shaped tools, the called
+    /// one among them.
+    GatewayEndpoint,
     /// Two `toolgate serve` instances sharing PostgreSQL (audit store and
     /// approvals) and Redis (rate limits), the load split between them.
     GatewayShared,
@@ -89,6 +93,9 @@ pub(crate) const MCP_PROXY_PY: &str = "mcp-proxy 0.13.0 (PyPI) → toolgate (std
 /// The scenario comparing proxies in front of a stdio server.
 pub(crate) const PROXIED: &str = "HTTP tools/call via a proxy to a stdio server, c=32";
 
+/// The label of the named-endpoint gateway row.
+pub(crate) const GATEWAY_ENDPOINT: &str = "toolgate gateway, endpoint with 3 shaped tools";
+
 /// The label of the gateway row with the audit store on.
 pub(crate) const GATEWAY_AUDITED: &str = "toolgate gateway, audit store on";
 
@@ -110,6 +117,7 @@ impl Kind {
             Kind::Gateway => GATEWAY,
             Kind::GatewayTwoThreads => GATEWAY_TWO_THREADS,
             Kind::GatewayAudited => GATEWAY_AUDITED,
+            Kind::GatewayEndpoint => GATEWAY_ENDPOINT,
             Kind::GatewayShared => GATEWAY_SHARED,
             Kind::GatewayStdio => GATEWAY_STDIO,
             Kind::McpProxy => MCP_PROXY,
@@ -150,6 +158,29 @@ pub(crate) async fn start_gateway(
         args,
     )
     .await?;
+    gateway.upstream = Some(Box::new(upstream));
+    Ok(gateway)
+}
+
+/// `toolgate serve --http` with the toolgate server as its one upstream,
+/// served through a named endpoint that shapes three of its tools (the
+/// called one among them) and takes the default's path, so requests are
+/// the same as to the default endpoint.
+async fn start_endpoint_gateway(bins: &Bins, extra: usize) -> anyhow::Result<Server> {
+    let (upstream, upstream_addr) = start_upstream(bins, extra).await?;
+    let mut toml = format!(
+        "[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n[audit]\ndisabled = true\n[endpoints.bench]\npath = \"/mcp\"\nservers = [\"up\"]\n"
+    );
+    for tool in [
+        "test_simple_text",
+        toolgate_bench::tools::ORDER_TOOL,
+        toolgate_bench::tools::ORDER_TOOL_UNCHECKED,
+    ] {
+        toml.push_str(&format!(
+            "[endpoints.bench.shape.{tool:?}]\ntitle = \"Shaped {tool}\"\ndescription_append = \"Shaped for the bench.\"\n"
+        ));
+    }
+    let mut gateway = serve_config(bins, &toml, &[]).await?;
     gateway.upstream = Some(Box::new(upstream));
     Ok(gateway)
 }
@@ -253,6 +284,9 @@ pub(crate) async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Resu
     if matches!(kind, Kind::GatewayShared) {
         return start_shared_gateways(bins, extra).await;
     }
+    if matches!(kind, Kind::GatewayEndpoint) {
+        return start_endpoint_gateway(bins, extra).await;
+    }
     if matches!(kind, Kind::Forwarder | Kind::ForwarderOneThread) {
         let (upstream, upstream_addr) = start_upstream(bins, extra).await?;
         let addr = process::free_addr()?;
@@ -352,6 +386,7 @@ pub(crate) async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Resu
         Kind::Gateway
         | Kind::GatewayTwoThreads
         | Kind::GatewayAudited
+        | Kind::GatewayEndpoint
         | Kind::GatewayShared
         | Kind::GatewayStdio
         | Kind::Forwarder

@@ -99,6 +99,22 @@ pub(crate) fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
             ))
         }),
     );
+    // #59: an endpoint (its own server, a shaped catalogue) costs nothing
+    // measurable per call, and lists a thousand tools quickly.
+    check(
+        format!("HTTP tools/call, c=32: {GATEWAY_ENDPOINT} ≥ 0.97× {GATEWAY}"),
+        ratio(
+            rate("HTTP tools/call, c=32", GATEWAY_ENDPOINT),
+            rate("HTTP tools/call, c=32", GATEWAY),
+            0.97,
+        ),
+    );
+    check(
+        format!("HTTP tools/list, 1000 tools walked: {GATEWAY_ENDPOINT} p50 < 2 ms"),
+        report
+            .row("HTTP tools/list, 1000 tools walked", GATEWAY_ENDPOINT)
+            .map(|r| (format!("{:.3} ms", r.median.p50_ms), r.median.p50_ms < 2.0)),
+    );
     check(
         format!("HTTP tools/call, c=32: {GATEWAY} ≥ 5× {CONTEXTFORGE}"),
         ratio(
