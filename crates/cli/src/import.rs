@@ -93,10 +93,26 @@ pub struct ImportArgs {
     /// Overwrite an existing output file.
     #[arg(long)]
     pub force: bool,
+    /// Put the host's servers behind an endpoint of their own
+    /// (`[endpoints.NAME]`), and with `--install` point the host at it.
+    #[arg(long, value_name = "NAME")]
+    pub endpoint: Option<String>,
 }
 
 /// `toolgate import`.
 pub fn import(o: ImportArgs) -> anyhow::Result<u8> {
+    if let Some(name) = &o.endpoint
+        && (name.is_empty()
+            || name.len() > 64
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_'))
+    {
+        return Err(exit::fail(
+            exit::USAGE,
+            format!("--endpoint {name:?}: an endpoint name is 1 to 64 of a-z, 0-9, - and _"),
+        ));
+    }
     let (path, key, asks) = source(&o)?;
     let text = std::fs::read_to_string(&path)
         .map_err(|e| exit::fail(exit::USAGE, format!("cannot read {}: {e}", path.display())))?;
@@ -139,7 +155,10 @@ pub fn import(o: ImportArgs) -> anyhow::Result<u8> {
     // A host whose client cannot show a form cannot approve a call in
     // the host: installed there, the approval page is how a person does.
     let page = o.install && !asks.unwrap_or(false);
-    let config = to_toml(&servers, &path, page)?;
+    let mut config = to_toml(&servers, &path, page)?;
+    if let Some(name) = &o.endpoint {
+        config.push_str(&endpoint_section(name, servers.keys()));
+    }
     write_private(&o.output, &config).map_err(|e| {
         exit::fail(
             exit::USAGE,
@@ -180,9 +199,18 @@ pub fn import(o: ImportArgs) -> anyhow::Result<u8> {
     let program = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "toolgate".into());
+    let mut args = vec![
+        "serve".to_owned(),
+        "--stdio".to_owned(),
+        "--config".to_owned(),
+        config.display().to_string(),
+    ];
+    if let Some(name) = &o.endpoint {
+        args.extend(["--endpoint".to_owned(), name.clone()]);
+    }
     let entry = json!({
         "command": program,
-        "args": ["serve", "--stdio", "--config", config.display().to_string()],
+        "args": args,
     });
     let mut only = Map::new();
     only.insert("toolgate".into(), entry);
@@ -211,6 +239,17 @@ pub fn import(o: ImportArgs) -> anyhow::Result<u8> {
         );
     }
     Ok(exit::OK)
+}
+
+/// `[endpoints.NAME]` over every server imported (their keys), as TOML.
+fn endpoint_section<'a>(name: &str, servers: impl Iterator<Item = &'a String>) -> String {
+    let keys: Vec<String> = servers
+        .map(|k| serde_json::Value::String(k.clone()).to_string())
+        .collect();
+    format!(
+        "\n# The host's servers as one endpoint: `toolgate serve --stdio --endpoint {name}`,\n# or http://HOST:PORT/mcp/{name} with --http.\n[endpoints.{name}]\nservers = [{}]\n",
+        keys.join(", ")
+    )
 }
 
 /// Where an installed gateway writes its approval page's login link.

@@ -26,6 +26,10 @@ pub struct ServeArgs {
     /// Serve one host over stdio.
     #[arg(long)]
     pub stdio: bool,
+    /// With --stdio: serve this endpoint (`[endpoints.NAME]`) instead of
+    /// the default one (over HTTP every endpoint is served at its path).
+    #[arg(long, value_name = "NAME", requires = "stdio")]
+    pub endpoint: Option<String>,
     /// Withhold tools whose definition differs from this lock file.
     #[arg(long, value_name = "FILE")]
     pub lock: Option<PathBuf>,
@@ -165,7 +169,31 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
     // serves, so a reload asked for right after is not a hang-up).
     let asked = reload_requests(&o.config, o.watch);
     let reloader = tokio::spawn(reload_on_request(gateway.clone(), o.config.clone(), asked));
-    let server = gateway.server();
+    let server = match &o.endpoint {
+        None => gateway.server(),
+        Some(name) => {
+            let endpoints = gateway.endpoints();
+            match endpoints.iter().find(|e| e.name() == name) {
+                Some(e) => e.server(),
+                None => {
+                    let known: Vec<&str> = endpoints.iter().map(|e| e.name()).collect();
+                    gateway.stop();
+                    return Err(exit::fail(
+                        exit::USAGE,
+                        format!(
+                            "--endpoint {name}: {} has no [endpoints.{name}] (it has: {})",
+                            o.config.display(),
+                            if known.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                known.join(", ")
+                            }
+                        ),
+                    ));
+                }
+            }
+        }
+    };
     let stop = stop_signal();
     let served = match listener {
         Some(listener) => {

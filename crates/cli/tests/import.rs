@@ -148,3 +148,64 @@ async fn installing_into_a_formless_host_turns_the_approval_page_on() {
         r.stderr
     );
 }
+
+/// `--endpoint NAME` puts the host's servers behind an endpoint of their
+/// own, and `--install` points the host at it over stdio.
+#[tokio::test(flavor = "multi_thread")]
+async fn importing_into_an_endpoint_points_the_host_at_it() {
+    let upstream = echo_upstream().await;
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let cursor = home.path().join(".cursor");
+    std::fs::create_dir_all(&cursor).unwrap();
+    let host_file = cursor.join("mcp.json");
+    let original = serde_json::json!({"mcpServers": {"up": {"url": upstream}}});
+    std::fs::write(&host_file, original.to_string()).unwrap();
+    let home_env = [("HOME", home.path().to_str().unwrap())];
+    let r = toolgate_in(
+        work.path(),
+        &["import", "cursor", "--endpoint", "Bad Name"],
+        &home_env,
+    )
+    .await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("an endpoint name is 1 to 64 of a-z"),
+        "{}",
+        r.stderr
+    );
+    let r = toolgate_in(
+        work.path(),
+        &["import", "cursor", "--install", "--endpoint", "cursor"],
+        &home_env,
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let written = std::fs::read_to_string(work.path().join("toolgate.toml")).unwrap();
+    assert!(
+        written.contains("[endpoints.cursor]\nservers = [\"up\"]\n"),
+        "{written}"
+    );
+    let r = toolgate_in(work.path(), &["serve", "--check"], &[]).await;
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let installed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&host_file).unwrap()).unwrap();
+    let args = installed["mcpServers"]["toolgate"]["args"]
+        .as_array()
+        .unwrap();
+    assert_eq!(args[args.len() - 2..], ["--endpoint", "cursor"]);
+    // An endpoint the file does not have is named, with those it has.
+    let r = toolgate_in(
+        work.path(),
+        &["serve", "--stdio", "--endpoint", "nope"],
+        &[],
+    )
+    .await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--endpoint nope: toolgate.toml has no [endpoints.nope] (it has: cursor)"),
+        "{}",
+        r.stderr
+    );
+}

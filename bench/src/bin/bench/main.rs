@@ -91,6 +91,9 @@ fn legacy_request(method: &str, params: Value, session: &str) -> (Bytes, Vec<(St
 /// The scenario that compares toolgate with and without validation.
 pub(crate) const VALIDATED: &str = "HTTP tools/call, validated tool, c=32";
 
+/// The scenario listing a thousand tools with one client.
+pub(crate) const LIST_ONE: &str = "HTTP tools/list, 1000 tools walked, c=1";
+
 #[derive(Clone)]
 struct Scenario {
     label: String,
@@ -474,6 +477,20 @@ async fn main() -> anyhow::Result<()> {
                 v.push((Kind::GatewayEndpoint, None, None));
                 v
             },
+        },
+        // One client at a time: how long a model waits for an endpoint's
+        // list (at c=32 the figure is queueing on two cores).
+        Scenario {
+            label: LIST_ONE.into(),
+            method: "tools/list",
+            params: json!({}),
+            concurrency: 1,
+            walk: true,
+            extra: 1000 - tools::tool_set(0).len(),
+            servers: vec![
+                (Kind::Toolgate, None, None),
+                (Kind::GatewayEndpoint, None, None),
+            ],
         },
         Scenario {
             label: PROXIED.into(),

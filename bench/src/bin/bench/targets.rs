@@ -3,7 +3,7 @@
 use toolgate_bench::report::{self, CEILING, RMCP_BEST, RMCP_DEFAULT, Report, TOOLGATE};
 
 use crate::servers::*;
-use crate::{IDLE, VALIDATED};
+use crate::{IDLE, LIST_ONE, VALIDATED};
 
 /// The rate of `server` in `tools/call` at c=32, if it ran.
 pub(crate) fn c32_rate(report: &Report, server: &str) -> Option<f64> {
@@ -110,9 +110,9 @@ pub(crate) fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
         ),
     );
     check(
-        format!("HTTP tools/list, 1000 tools walked: {GATEWAY_ENDPOINT} p50 < 2 ms"),
+        format!("{LIST_ONE}: {GATEWAY_ENDPOINT} p50 < 2 ms"),
         report
-            .row("HTTP tools/list, 1000 tools walked", GATEWAY_ENDPOINT)
+            .row(LIST_ONE, GATEWAY_ENDPOINT)
             .map(|r| (format!("{:.3} ms", r.median.p50_ms), r.median.p50_ms < 2.0)),
     );
     check(
