@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use support::{Yes, config, outcome_of, refused, serve};
+use support::{Yes, config, outcome_of, refused, serve, tool_names as names};
 use tokio::net::TcpListener;
 use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
@@ -113,15 +113,6 @@ fn client(url: String) -> Client {
         .timeout(Duration::from_secs(10))
         .input_handler(Yes)
         .build(HttpTransport::new(url, HttpOptions::default()).unwrap())
-}
-
-async fn names(c: &Client) -> Vec<String> {
-    c.list_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect()
 }
 
 #[tokio::test]

@@ -266,7 +266,6 @@ pub async fn serve_listener(
     // handler, no per-request boxing. `router()` is for mounting the same
     // handler in a larger axum app.
     let path = Endpoints::new(&server, &config);
-    let state = path.main.clone();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // The HTTP/1 timer is each connection's own (`head_timer`), set below.
     builder.http1().header_read_timeout(config.header_timeout);
@@ -308,7 +307,7 @@ pub async fn serve_listener(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, %peer, "could not set TCP_NODELAY");
         }
-        let (state, endpoints) = (state.clone(), path.clone());
+        let endpoints = path.clone();
         let activity = idle::Activity::new();
         let head = head_timer::HeadClock::new();
         let mut builder = builder.clone();
@@ -316,7 +315,7 @@ pub async fn serve_listener(
         let streams = activity.clone();
         let service =
             hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                let (state, path) = (state.clone(), endpoints.clone());
+                let path = endpoints.clone();
                 let stream = (req.version() == http::Version::HTTP_2).then(|| streams.stream());
                 // Boxed: hyper keeps a connection's (HTTP/1) or stream's
                 // (HTTP/2) service future allocated for as long as it lives,
@@ -334,7 +333,7 @@ pub async fn serve_listener(
                     // would otherwise have a hundred of them allocated
                     // before the first is polled, and the heap keeps that
                     // high-water mark.
-                    let response = Box::pin(respond(state, path, req)).await;
+                    let response = Box::pin(respond(path, req)).await;
                     Ok(match stream {
                         // Counted until the body is sent (SSE included).
                         Some(guard) => response.map(|inner| {
@@ -478,7 +477,6 @@ impl Endpoints {
 /// The response to one HTTP request on the listener: the MCP endpoint at
 /// its path, anything else (metadata documents, 404) elsewhere.
 async fn respond(
-    _state: handler::State,
     endpoints: std::sync::Arc<Endpoints>,
     req: http::Request<hyper::body::Incoming>,
 ) -> axum::response::Response {
