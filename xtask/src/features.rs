@@ -29,6 +29,7 @@ const HEAVY: &[&str] = &["axum", "hyper", "reqwest", "rustls", "jsonwebtoken"];
 pub fn run_features() -> anyhow::Result<()> {
     let hack = crate::support::cargo_tool("cargo-hack", CARGO_HACK_VERSION)?;
     let mut cmd = Command::new(hack);
+    crate::one_shot(&mut cmd);
     cmd.args(["hack", "clippy", "--each-feature", "--no-dev-deps"]);
     for krate in CRATES {
         cmd.args(["--package", krate]);

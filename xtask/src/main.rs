@@ -99,11 +99,18 @@ fn cargo_with<V: AsRef<std::ffi::OsStr>>(args: &[&str], envs: &[(&str, V)]) -> a
     // fat-LTO release (7-9 min) after a `cargo build --release`.
     cmd.env_remove("CARGO_MANIFEST_DIR")
         .env_remove("CARGO_MANIFEST_PATH");
+    one_shot(&mut cmd);
+    cmd.envs(envs.iter().map(|(k, v)| (k, v.as_ref())));
+    run(&mut cmd)
+}
+
+/// In a one-shot run (`ci`), no incremental state: nothing reuses it, and
+/// it doubled the target folder — a CI run once failed for want of disk.
+/// Every cargo the tasks start goes through here, cargo-hack's included.
+fn one_shot(cmd: &mut Command) {
     if ONE_SHOT.load(Ordering::Relaxed) {
         cmd.env("CARGO_INCREMENTAL", "0");
     }
-    cmd.envs(envs.iter().map(|(k, v)| (k, v.as_ref())));
-    run(&mut cmd)
 }
 
 /// Format, lints and the tests that need nothing outside the workspace.
