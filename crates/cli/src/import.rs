@@ -102,15 +102,13 @@ pub struct ImportArgs {
 /// `toolgate import`.
 pub fn import(o: ImportArgs) -> anyhow::Result<u8> {
     if let Some(name) = &o.endpoint
-        && (name.is_empty()
-            || name.len() > 64
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_'))
+        && !toolgate_gateway::config::valid_endpoint_name(name)
     {
         return Err(exit::fail(
             exit::USAGE,
-            format!("--endpoint {name:?}: an endpoint name is 1 to 64 of a-z, 0-9, - and _"),
+            format!(
+                "--endpoint {name:?}: an endpoint name is 1 to 64 of a-z, 0-9, - and _, starting with a letter or digit"
+            ),
         ));
     }
     let (path, key, asks) = source(&o)?;

@@ -110,7 +110,9 @@ async fn kill_9_under_load_loses_no_call_whose_result_was_received() {
     assert!(received.len() >= KILL_AFTER);
     // The metrics had counted calls by tool and status before the kill.
     assert!(
-        counted.contains("toolgate_calls_total{upstream=\"up\",tool=\"echo\",status=\"ok\"}"),
+        counted.contains(
+            "toolgate_calls_total{endpoint=\"\",upstream=\"up\",tool=\"echo\",status=\"ok\"}"
+        ),
         "{counted}"
     );
     eprintln!(

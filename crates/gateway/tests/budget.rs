@@ -112,10 +112,9 @@ async fn calls_are_charged_misses_are_free_and_a_call_over_the_cap_is_not_sent()
     let last = query(&db, &Filter::default()).unwrap().pop().unwrap();
     assert_eq!((last.status.as_str(), last.cost), ("over_budget", None));
     assert!(
-        gateway
-            .metrics()
-            .encode()
-            .contains("toolgate_spent_total{upstream=\"rich\",tool=\"rich.lookup\"} 50.0"),
+        gateway.metrics().encode().contains(
+            "toolgate_spent_total{endpoint=\"\",upstream=\"rich\",tool=\"rich.lookup\"} 50.0"
+        ),
         "{}",
         gateway.metrics().encode()
     );

@@ -698,3 +698,47 @@ async fn each_login_link_has_a_successor_that_is_handed_on_and_lands_on_the_over
     assert_eq!(kept[0].revoked_by.as_deref(), Some("console"));
     console.gateway.stop();
 }
+
+#[tokio::test]
+async fn the_console_shows_each_endpoint_its_tools_and_its_calls() {
+    let sections = format!(
+        "{POLICY}[endpoints.buy]\ntools = [\"shop.order\"]\n[endpoints.buy.shape.\"shop.order\"]\nname = \"buy\"\n"
+    );
+    let c = start_custom(&sections, |_| GatewayOptions::default()).await;
+    let endpoint = c.gateway.endpoints()[0].server();
+    let client = toolgate_client::Client::builder("test", "1")
+        .timeout(Duration::from_secs(10))
+        .build(
+            toolgate_client::transport::http::HttpTransport::new(
+                serve(endpoint).await,
+                Default::default(),
+            )
+            .unwrap(),
+        );
+    client
+        .call_tool(
+            "buy",
+            args(json!({"sku": "SKU-0001"})),
+            &CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    let (_, overview) = c.get("/console").await;
+    assert!(
+        overview.contains("<td>buy</td><td><code>/mcp/buy</code></td><td>1</td><td>0</td>"),
+        "{overview}"
+    );
+    let (_, tools) = c.get("/console/tools").await;
+    assert!(
+        tools.contains("<td><code>buy</code></td><td><code>shop.order</code></td>"),
+        "{tools}"
+    );
+    let (_, calls) = c.get("/console/calls?endpoint=buy").await;
+    assert!(
+        calls.contains("<td>buy</td><td>shop.order (as buy)</td>"),
+        "{calls}"
+    );
+    let (_, calls) = c.get("/console/calls?endpoint=-").await;
+    assert!(!calls.contains("(as buy)"), "{calls}");
+    c.gateway.stop();
+}

@@ -246,7 +246,11 @@ fn endpoints_that_cannot_work_are_refused_at_load_naming_the_key() {
         ),
         (
             "[endpoints.A]\ntools = [\"t.*\"]\n",
-            "[endpoints.A]: an endpoint name is 1 to 64 of a-z, 0-9, - and _ (it is a path segment and a metric label)",
+            "[endpoints.A]: an endpoint name is 1 to 64 of a-z, 0-9, - and _, starting with a letter or digit (it is a path segment and a metric label)",
+        ),
+        (
+            "[endpoints.-]\ntools = [\"t.*\"]\n",
+            "[endpoints.-]: an endpoint name is 1 to 64 of a-z, 0-9, - and _, starting with a letter or digit",
         ),
         (
             "[endpoints.a]\ntools = [\"t.*\"]\n[endpoints.a.shape.\"t.x\"]\nfixed = { n = 1 }\nnarrow = { n = { maximum = 2 } }\n",
@@ -397,4 +401,54 @@ async fn a_call_through_an_endpoint_is_recorded_as_forwarded_with_where_it_came_
     assert_eq!(only("coding"), ["t.search"]);
     assert_eq!(only("-"), ["t.refund"]);
     assert!(only("support").is_empty());
+}
+
+#[tokio::test]
+async fn operators_see_each_endpoint_in_status_and_metrics() {
+    let upstream = serve(tracker(Arc::default())).await;
+    let (gateway, base) = start(&upstream, ENDPOINTS).await;
+    let coding = client(format!("{base}/mcp/coding"));
+    let (ok, text) = outcome_of(&coding, "find_issue", json!({"query": "crash"})).await;
+    assert!(ok, "{text}");
+    let default = client(format!("{base}/mcp"));
+    let (ok, text) = outcome_of(&default, "t.refund", json!({})).await;
+    assert!(ok, "{text}");
+
+    // Metrics count each call under the gateway tool it reached, with
+    // the endpoint it came through (empty: the default one).
+    let metrics = gateway.metrics().encode();
+    for line in [
+        "toolgate_calls_total{endpoint=\"coding\",upstream=\"t\",tool=\"t.search\",status=\"ok\"} 1",
+        "toolgate_calls_total{endpoint=\"\",upstream=\"t\",tool=\"t.refund\",status=\"ok\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+
+    // `/status` names each endpoint, where it is and what it offers.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let status_base = format!("http://{}", listener.local_addr().unwrap());
+    let http = toolgate_server::transport::http::HttpConfig {
+        routes: Some(gateway.status_routes()),
+        ..Default::default()
+    };
+    tokio::spawn(serve_listener(gateway.server(), http, listener));
+    let (status, body) = support::http("GET", &format!("{status_base}/status"), &[], None).await;
+    assert_eq!(status, 200, "{body}");
+    let doc: Value = serde_json::from_str(body.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(
+        doc["endpoints"],
+        json!([
+            {"name": "coding", "path": "/mcp/coding", "offered": 1, "withheld": 1},
+            {"name": "support", "path": "/mcp/support", "offered": 1, "withheld": 2},
+        ])
+    );
+    // The console's view of one: each tool as called there, and the
+    // gateway tool behind it.
+    let view = gateway.endpoints()[0].view();
+    assert_eq!(
+        view.tools,
+        [("find_issue".to_owned(), "t.search".to_owned())]
+    );
+    assert_eq!(view.withheld[0].0, "t.drop_project");
+    gateway.stop();
 }

@@ -22,6 +22,8 @@ use crate::store::audit::row_of;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
+    /// The named endpoint the call came through; empty on the default one.
+    endpoint: String,
     upstream: String,
     tool: String,
     status: String,
@@ -48,6 +50,7 @@ struct ValidationLabels {
 /// [`row_of`] reads it.
 struct Seen<'a> {
     caller: Option<&'a str>,
+    endpoint: &'a str,
     upstream: &'a str,
     tool: &'a str,
     digest: &'a str,
@@ -62,6 +65,7 @@ impl<'a> Seen<'a> {
         let note = |key: &str| record.notes.get(key).and_then(serde_json::Value::as_str);
         Seen {
             caller: record.caller.as_deref(),
+            endpoint: note("endpoint").unwrap_or_default(),
             upstream: note("upstream").unwrap_or_default(),
             tool: &record.tool,
             digest: &record.arguments_digest,
@@ -86,6 +90,7 @@ pub struct Metrics {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SpendLabels {
+    endpoint: String,
     upstream: String,
     tool: String,
 }
@@ -101,7 +106,7 @@ impl Default for Metrics {
         let calls = Family::<CallLabels, Counter>::default();
         registry.register(
             "calls",
-            "Tool calls by upstream, tool and status",
+            "Tool calls by endpoint (empty: the default one), upstream, tool and status",
             calls.clone(),
         );
         let latency = Family::<UpstreamLabels, Histogram>::new_with_constructor(
@@ -133,7 +138,7 @@ impl Default for Metrics {
         let spent = Family::<SpendLabels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register(
             "spent",
-            "What calls cost under their [[budget]], by upstream and tool (in each budget's unit)",
+            "What calls cost under their [[budget]], by endpoint, upstream and tool (in each budget's unit)",
             spent.clone(),
         );
         Self {
@@ -159,6 +164,7 @@ impl Metrics {
         let upstream = seen.upstream;
         self.calls
             .get_or_create(&CallLabels {
+                endpoint: seen.endpoint.to_owned(),
                 upstream: upstream.to_owned(),
                 tool: seen.tool.to_owned(),
                 status: seen.status.to_owned(),
@@ -179,6 +185,7 @@ impl Metrics {
         if let Some(cost) = seen.cost.filter(|c| *c > 0.0) {
             self.spent
                 .get_or_create(&SpendLabels {
+                    endpoint: seen.endpoint.to_owned(),
                     upstream: upstream.to_owned(),
                     tool: seen.tool.to_owned(),
                 })
@@ -353,13 +360,17 @@ mod tests {
         invalid.notes.remove("confirmation");
         metrics.observe(&invalid);
         metrics.restarted("shop");
+        let mut through = record.clone();
+        through.notes.insert("endpoint".into(), json!("coding"));
+        metrics.observe(&through);
         let text = metrics.encode();
         for line in [
-            "toolgate_calls_total{upstream=\"shop\",tool=\"shop.order\",status=\"ok\"} 1",
-            "toolgate_confirmations_total{outcome=\"approved\"} 1",
+            "toolgate_calls_total{endpoint=\"\",upstream=\"shop\",tool=\"shop.order\",status=\"ok\"} 1",
+            "toolgate_calls_total{endpoint=\"coding\",upstream=\"shop\",tool=\"shop.order\",status=\"ok\"} 1",
+            "toolgate_confirmations_total{outcome=\"approved\"} 2",
             "toolgate_validation_failures_total{upstream=\"shop\",kind=\"invalid_arguments\"} 1",
             "toolgate_upstream_restarts_total{upstream=\"shop\"} 1",
-            "toolgate_call_duration_seconds_count{upstream=\"shop\"} 2",
+            "toolgate_call_duration_seconds_count{upstream=\"shop\"} 3",
         ] {
             assert!(text.contains(line), "{line} not in\n{text}");
         }

@@ -107,10 +107,15 @@ pub struct Narrow {
     pub pattern: Option<String>,
 }
 
-/// What an endpoint name may be: a path segment and a metric label.
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
+/// What an endpoint name may be: a path segment and a metric label,
+/// starting with a letter or digit (`-` alone means the default endpoint
+/// to `toolgate log --endpoint`).
+pub fn valid_endpoint_name(name: &str) -> bool {
+    name.len() <= 64
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
@@ -162,9 +167,9 @@ pub(crate) fn check_endpoints(
     let at = |value: &str| line_of(text, value).map_or(String::new(), |n| format!("line {n}: "));
     let mut paths: BTreeMap<String, &str> = BTreeMap::new();
     for (name, endpoint) in endpoints {
-        if !valid_name(name) {
+        if !valid_endpoint_name(name) {
             return Err(err(format!(
-                "[endpoints.{name}]: an endpoint name is 1 to 64 of a-z, 0-9, - and _ (it is a path segment and a metric label)"
+                "[endpoints.{name}]: an endpoint name is 1 to 64 of a-z, 0-9, - and _, starting with a letter or digit (it is a path segment and a metric label)"
             )));
         }
         let path = endpoint.path_of(name);

@@ -89,6 +89,45 @@ impl Endpoint {
         names.sort();
         names
     }
+
+    /// What it offers now, for operators: each tool as called there with
+    /// the gateway tool behind it, and what it withholds and why, sorted.
+    pub fn view(&self) -> EndpointView {
+        let offer = self.offer.read();
+        let mut tools: Vec<(String, String)> = offer
+            .tools
+            .iter()
+            .map(|(shown, t)| (shown.clone(), t.gateway.clone()))
+            .collect();
+        tools.sort();
+        let mut withheld: Vec<(String, String)> = offer
+            .withheld
+            .iter()
+            .map(|(shown, (_, why))| (shown.clone(), why.text.clone()))
+            .collect();
+        withheld.sort();
+        EndpointView {
+            name: self.name.clone(),
+            path: self.path.clone(),
+            tools,
+            withheld,
+        }
+    }
+}
+
+/// What one endpoint offers, as operators read it (`/status`, the
+/// console).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct EndpointView {
+    /// `[endpoints.NAME]`.
+    pub name: String,
+    /// Where it is served.
+    pub path: String,
+    /// Its tools: the name it calls each by, and the gateway tool
+    /// (`prefix.tool`) behind it.
+    pub tools: Vec<(String, String)>,
+    /// The tools it withholds, and what a caller is told.
+    pub withheld: Vec<(String, String)>,
 }
 
 /// What every endpoint's server is built with.

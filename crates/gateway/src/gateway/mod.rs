@@ -43,7 +43,7 @@ use stores::Stores;
 
 use catalogue::Offer;
 
-pub use endpoints::Endpoint;
+pub use endpoints::{Endpoint, EndpointView};
 pub use lock::{Drift, NotApproved};
 pub use reload::{LastReload, Reloaded};
 pub use types::{GatewayError, GatewayOptions, UpstreamStatus};

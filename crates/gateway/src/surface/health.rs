@@ -1,6 +1,6 @@
 //! Health: whether the process serves (`/healthz`), whether it is ready to
 //! take calls (`/readyz`), and a per-upstream status document for
-//! operators (`/status`).
+//! operators (`/status`: each upstream and each named endpoint).
 //!
 //! `/healthz` and `/readyz` are served on the MCP listener without
 //! credentials, so they say nothing a stranger may not know: no tool, no
@@ -96,11 +96,17 @@ impl Gateway {
                         .map(UpstreamDoc::from)
                         .collect();
                     let readiness = gateway.readiness().await;
+                    let endpoints = gateway
+                        .endpoints()
+                        .iter()
+                        .map(|e| EndpointDoc::from(e.view()))
+                        .collect();
                     json(
                         StatusCode::OK,
                         &StatusDoc {
                             readiness,
                             upstreams,
+                            endpoints,
                             last_reload: gateway.last_reload_outcome(),
                         },
                     )
@@ -128,8 +134,30 @@ fn json(code: StatusCode, body: &impl Serialize) -> Response {
 struct StatusDoc {
     readiness: Readiness,
     upstreams: Vec<UpstreamDoc>,
+    /// The named endpoints (`[endpoints.NAME]`), by name.
+    endpoints: Vec<EndpointDoc>,
     /// How the last reload ended: applied, or refused and why.
     last_reload: Option<crate::gateway::LastReload>,
+}
+
+/// One endpoint: where it is, how many tools it offers and withholds.
+#[derive(Serialize)]
+struct EndpointDoc {
+    name: String,
+    path: String,
+    offered: usize,
+    withheld: usize,
+}
+
+impl From<crate::gateway::EndpointView> for EndpointDoc {
+    fn from(v: crate::gateway::EndpointView) -> Self {
+        Self {
+            name: v.name,
+            path: v.path,
+            offered: v.tools.len(),
+            withheld: v.withheld.len(),
+        }
+    }
 }
 
 #[derive(Serialize)]

@@ -34,6 +34,8 @@ pub(super) struct CallsQuery {
     tool: Option<String>,
     caller: Option<String>,
     decision: Option<String>,
+    /// The endpoint the calls came through (`-`: the default one).
+    endpoint: Option<String>,
     /// How far back: `10m`, `1h`, `24h`.
     since: Option<String>,
     /// For the live stream: rows after this id.
@@ -64,6 +66,7 @@ impl CallsQuery {
             tool: given(&self.tool),
             caller: given(&self.caller),
             decision: given(&self.decision),
+            endpoint: given(&self.endpoint),
             since_ms,
             ..Filter::default()
         })
@@ -76,6 +79,7 @@ impl CallsQuery {
             ("tool", &self.tool),
             ("caller", &self.caller),
             ("decision", &self.decision),
+            ("endpoint", &self.endpoint),
         ] {
             if let Some(v) = given(value) {
                 out.push(format!("{key}={}", encode(&v)));
@@ -100,6 +104,7 @@ fn encode(text: &str) -> String {
 const HEAD: &[&str] = &[
     "time (UTC)",
     "caller",
+    "endpoint",
     "tool",
     "decision",
     "confirmation",
@@ -114,7 +119,11 @@ fn cells(r: &AuditRow) -> Vec<String> {
     vec![
         crate::base::duration::utc(r.time_ms, true),
         r.caller.clone().unwrap_or_default(),
-        r.tool.clone(),
+        r.endpoint.clone().unwrap_or_default(),
+        match &r.shown {
+            Some(shown) => format!("{} (as {shown})", r.tool),
+            None => r.tool.clone(),
+        },
         r.decision.clone().unwrap_or_default(),
         r.confirmation_shown(),
         r.status.clone(),
@@ -142,6 +151,7 @@ pub(super) async fn calls(Viewer { gateway, .. }: Viewer, Query(q): Query<CallsQ
             "tool " input name="tool" value=(value(&q.tool)) placeholder="shop.*";
             " caller " input name="caller" value=(value(&q.caller));
             " decision " input name="decision" value=(value(&q.decision)) placeholder="allow, confirm, deny";
+            " endpoint " input name="endpoint" value=(value(&q.endpoint)) placeholder="- for the default" size="10";
             " since " input name="since" value=(value(&q.since)) placeholder="1h" size="5";
             " " button { "Filter" }
         }
@@ -227,7 +237,14 @@ pub(super) async fn one(Viewer { gateway, .. }: Viewer, Path(id): Path<String>) 
         ("time (UTC)", crate::base::duration::utc(r.time_ms, true)),
         ("caller", opt(&r.caller)),
         ("upstream", opt(&r.upstream)),
+        (
+            "endpoint",
+            r.endpoint
+                .clone()
+                .unwrap_or_else(|| "the default".to_owned()),
+        ),
         ("tool", r.tool.clone()),
+        ("called as", opt(&r.shown)),
         ("decision", opt(&r.decision)),
         ("rule", opt(&r.rule)),
         ("confirmation", r.confirmation_shown()),

@@ -199,6 +199,25 @@ pub(super) async fn overview(Viewer { gateway, .. }: Viewer) -> Response {
         ],
         upstreams,
     );
+    let endpoints: Vec<Vec<Markup>> = gateway
+        .endpoints()
+        .iter()
+        .map(|e| {
+            let v = e.view();
+            vec![
+                text(&v.name),
+                code(&v.path),
+                text(v.tools.len().to_string()),
+                text(v.withheld.len().to_string()),
+            ]
+        })
+        .collect();
+    let endpoints = (!endpoints.is_empty()).then(|| {
+        html! {
+            h2 { "Endpoints" }
+            (table(&["endpoint", "path", "tools", "withheld"], endpoints))
+        }
+    });
     let hour = match gateway.audit_sink() {
         Some(store) => {
             let now = now_ms(SystemTime::now());
@@ -225,7 +244,7 @@ pub(super) async fn overview(Viewer { gateway, .. }: Viewer) -> Response {
     page(
         "Overview",
         "/console",
-        html! { (waiting) (upstreams) h2 { "The last hour" } (hour) },
+        html! { (waiting) (upstreams) @if let Some(e) = endpoints { (e) } h2 { "The last hour" } (hour) },
     )
 }
 
@@ -315,8 +334,31 @@ pub(super) async fn tools(Viewer { token, gateway }: Viewer) -> Response {
             h2 { "Withheld" }
             (table(&["tool", "what a caller is told"], withheld))
         }
+        @for e in gateway.endpoints() { (endpoint_tools(&e.view())) }
     };
     page("Tools", "/console/tools", body)
+}
+
+/// One endpoint's tools: each as the model calls it there, and the
+/// gateway tool (what is approved and recorded) behind it.
+fn endpoint_tools(v: &crate::gateway::EndpointView) -> Markup {
+    let rows = v
+        .tools
+        .iter()
+        .map(|(shown, tool)| vec![code(shown), code(tool)])
+        .collect();
+    let withheld: Vec<Vec<Markup>> = v
+        .withheld
+        .iter()
+        .map(|(shown, why)| vec![code(shown), text(why)])
+        .collect();
+    html! {
+        h2 { "Endpoint " (v.name) " at " code { (v.path) } }
+        (table(&["called as", "gateway tool"], rows))
+        @if !withheld.is_empty() {
+            (table(&["withheld", "what a caller is told"], withheld))
+        }
+    }
 }
 
 /// What `toolgate audit` finds in the offered tools, upstream by upstream.
