@@ -69,8 +69,8 @@ pub use store::StoreError;
 pub use surface::health::Readiness;
 
 pub use gateway::{
-    Drift, Endpoint, Gateway, GatewayError, GatewayOptions, LastReload, NotApproved, Reloaded,
-    ToolView, UpstreamStatus,
+    Drift, Endpoint, EndpointView, EndpointsHook, Gateway, GatewayError, GatewayOptions,
+    LastReload, NotApproved, Reloaded, ToolView, UpstreamStatus,
 };
 
 // The README is the registry page: its examples are compiled and run as

@@ -452,3 +452,105 @@ async fn operators_see_each_endpoint_in_status_and_metrics() {
     assert_eq!(view.withheld[0].0, "t.drop_project");
     gateway.stop();
 }
+
+/// An upstream whose `wait` answers once `open` says so (after telling
+/// `entered` it has the call), and whose `ping` answers at once.
+fn gated(entered: Arc<tokio::sync::Notify>, open: tokio::sync::watch::Receiver<bool>) -> Server {
+    Server::builder("gated", "1")
+        .tool(
+            ToolDef::new("wait")
+                .description("Waits to be let go.")
+                .handler(move |_: toolgate_server::NoArgs| {
+                    let entered = entered.clone();
+                    let mut open = open.clone();
+                    async move {
+                        entered.notify_one();
+                        let _ = open.wait_for(|o| *o).await;
+                        Ok("done".to_owned())
+                    }
+                }),
+        )
+        .tool(
+            ToolDef::new("ping")
+                .description("Answers.")
+                .handler(|_: toolgate_server::NoArgs| async { Ok("pong".to_owned()) }),
+        )
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_reload_adds_moves_and_removes_endpoints_without_dropping_calls_in_flight() {
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let upstream = serve(gated(entered.clone(), gate)).await;
+    let file = |endpoints: &str| {
+        config(&format!(
+            "[servers.t]\nurl = \"{upstream}\"\nprefix = \"t\"\n{endpoints}"
+        ))
+    };
+    let (gateway, base) = start(&upstream, "[endpoints.old]\ntools = [\"t.*\"]\n").await;
+    let status = |path: &str| {
+        let url = format!("{base}{path}");
+        async move { support::http("POST", &url, &[], None).await.0 }
+    };
+    let old = client(format!("{base}/mcp/old"));
+    assert_eq!(names(&old).await, ["t.ping", "t.wait"]);
+    let waiting = tokio::spawn(async move { outcome_of(&old, "t.wait", json!({})).await });
+    entered.notified().await;
+
+    // `old` goes, `new` comes: served as soon as the reload returns.
+    let report = gateway
+        .reload(file("[endpoints.new]\ntools = [\"t.ping\"]\n"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            report.endpoints_added.as_slice(),
+            report.endpoints_removed.as_slice()
+        ),
+        (&["new".to_owned()][..], &["old".to_owned()][..])
+    );
+    assert!(
+        report.needs_restart.is_empty(),
+        "{:?}",
+        report.needs_restart
+    );
+    assert_eq!(status("/mcp/old").await, 404);
+    let new = client(format!("{base}/mcp/new"));
+    assert_eq!(names(&new).await, ["t.ping"]);
+    // The call taken by the removed endpoint finishes as it began.
+    open.send_replace(true);
+    let (ok, text) = waiting.await.unwrap();
+    assert!(ok && text == "done", "{text}");
+
+    // Moved: built anew at its new path; its tools changed in place.
+    let report = gateway
+        .reload(file(
+            "[endpoints.new]\npath = \"/agents/new\"\ntools = [\"t.*\"]\n",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(report.endpoints_added, ["new"]);
+    assert_eq!(report.endpoints_removed, ["new"]);
+    assert_eq!(status("/mcp/new").await, 404);
+    let moved = client(format!("{base}/agents/new"));
+    assert_eq!(names(&moved).await, ["t.ping", "t.wait"]);
+    let report = gateway
+        .reload(file(
+            "[endpoints.new]\npath = \"/agents/new\"\ntools = [\"t.wait\"]\n",
+        ))
+        .await
+        .unwrap();
+    assert!(report.endpoints_added.is_empty(), "{report:?}");
+    // (A new client: the first one may keep the list it read for its ttl.)
+    let again = client(format!("{base}/agents/new"));
+    assert_eq!(names(&again).await, ["t.wait"]);
+    // The 404 names what is served now.
+    let (_, said) = support::http("POST", &format!("{base}/mcp/old"), &[], None).await;
+    assert!(
+        said.contains(r#""endpoints":["/agents/new","/mcp"]"#),
+        "{said}"
+    );
+    gateway.stop();
+}

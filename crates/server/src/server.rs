@@ -489,6 +489,14 @@ impl From<String> for Withheld {
 }
 
 impl Server {
+    /// Whether `other` is this server (a clone of it), not another built
+    /// alike.
+    pub fn same(&self, other: &Server) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Server {
     /// Start building a server that identifies as `name` `version`.
     pub fn builder(name: impl Into<String>, version: impl Into<String>) -> ServerBuilder {
         ServerBuilder {

@@ -13,6 +13,10 @@ use serde_json::Value;
 
 use super::{BudgetConfig, ConfigError, PolicyConfig, UpstreamConfig, err, line_of};
 
+/// Where the default endpoint is served; an endpoint given this path takes
+/// its place.
+pub const DEFAULT_PATH: &str = "/mcp";
+
 /// `[endpoints.NAME]`: what one endpoint offers, and to whom.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

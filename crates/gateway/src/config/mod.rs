@@ -47,7 +47,9 @@ mod upstream;
 
 pub use approval::{ApprovalConfig, ConsoleConfig};
 pub use auth::AuthConfig;
-pub use endpoint::{EndpointAuth, EndpointConfig, Narrow, ShapeConfig, valid_endpoint_name};
+pub use endpoint::{
+    DEFAULT_PATH, EndpointAuth, EndpointConfig, Narrow, ShapeConfig, valid_endpoint_name,
+};
 pub use limits::{BudgetConfig, Cap, LoopsConfig, Period};
 pub(crate) use limits::{Cost, check_budgets};
 pub use observe::{AuditConfig, TelemetryConfig};

@@ -19,7 +19,7 @@ use super::register::Registration;
 use super::{Gateway, GatewayError};
 use crate::base::names::qualify;
 use crate::call::metrics::{Metrics, Recorder, UpstreamOf};
-use crate::config::{EndpointConfig, GatewayConfig};
+use crate::config::{DEFAULT_PATH, EndpointConfig, GatewayConfig};
 use crate::decide::budget::Budgets;
 use crate::decide::policy::{Action, Policy, ToolFacts};
 use crate::decide::shape::Shaped;
@@ -130,11 +130,13 @@ pub struct EndpointView {
     pub withheld: Vec<(String, String)>,
 }
 
-/// What every endpoint's server is built with.
-pub(super) struct Shared<'a> {
-    pub(super) server_config: &'a ServerConfig,
-    pub(super) nonces: &'a SharedNonces,
-    pub(super) secret: Option<&'a StateSecret>,
+/// What every endpoint's server is built with, kept so a reload can
+/// build the endpoints it adds.
+#[derive(Clone)]
+pub(super) struct Parts {
+    pub(super) server_config: ServerConfig,
+    pub(super) nonces: SharedNonces,
+    pub(super) secret: Option<StateSecret>,
     /// Where each endpoint's calls are recorded and counted: the default
     /// one's store, metrics and loop counts.
     pub(super) rows: Option<Arc<dyn crate::store::AuditRows>>,
@@ -166,132 +168,218 @@ fn rules(
     Ok((policy, Arc::new(budgets_of(name, endpoint)?)))
 }
 
-/// What a reload sets on each endpoint that is still there: its section,
-/// its policy over the new global one, its budgets.
-pub(super) type Reconfigured = Vec<(
+/// An endpoint a reload keeps, with its new section, its policy over the
+/// new global one, and its budgets.
+pub(super) type Reconfigured = (
     Arc<Endpoint>,
     Arc<EndpointConfig>,
     Arc<Policy>,
     Arc<Budgets>,
-)>;
+);
 
-/// The endpoints' new rules under `config` (whose global policy is
-/// `global`), checked before anything of a reload applies. Endpoints it
-/// adds, removes or moves wait for a restart (the listener's paths are
-/// bound at start); [`fixed_layout`] names them.
-pub(super) fn reconfigure(
+/// What a reload does to the endpoints, worked out before anything of it
+/// applies.
+pub(super) struct Plan {
+    /// The endpoints from now on, in name order.
+    pub(super) endpoints: Vec<Arc<Endpoint>>,
+    /// Those still there, each with its section, its policy over the new
+    /// global one and its budgets to set.
+    pub(super) reconfigured: Vec<Reconfigured>,
+    /// Names of endpoints built anew (new, or moved, or with other
+    /// instructions or callers).
+    pub(super) added: Vec<String>,
+    /// Names of endpoints no longer served (a rebuilt one is in both).
+    pub(super) removed: Vec<String>,
+}
+
+/// What only building an endpoint anew changes: its path, what its
+/// server says and offers besides tools, who may call it.
+fn layout(name: &str, e: &EndpointConfig) -> String {
+    format!(
+        "{} {:?} {:?} {}",
+        e.path_of(name),
+        e.instructions,
+        e.auth,
+        e.servers.is_empty()
+    )
+}
+
+/// The endpoints of `config` (whose global policy is `global`) in place of
+/// `running`, checked and built before anything of a reload applies. The
+/// endpoint at the default path is the listener's main one: only a
+/// restart adds, removes or rebuilds it ([`fixed_layout`]).
+pub(super) fn plan(
     running: &[Arc<Endpoint>],
     config: &GatewayConfig,
     global: &Arc<Policy>,
-) -> Result<Reconfigured, GatewayError> {
-    let mut out = Vec::new();
-    for endpoint in running {
-        if let Some(section) = config.endpoints.get(&endpoint.name) {
-            let (policy, budgets) = rules(&endpoint.name, section, global)?;
-            out.push((endpoint.clone(), Arc::new(section.clone()), policy, budgets));
+    parts: &Parts,
+) -> Result<Plan, GatewayError> {
+    let mut out = Plan {
+        endpoints: Vec::new(),
+        reconfigured: Vec::new(),
+        added: Vec::new(),
+        removed: Vec::new(),
+    };
+    let main = |path: &str| path == DEFAULT_PATH;
+    for (name, section) in &config.endpoints {
+        let old = running.iter().find(|e| e.name == *name);
+        let pinned = old.is_some_and(|e| main(&e.path)) || main(&section.path_of(name));
+        match old {
+            Some(e) if pinned || layout(name, &e.config()) == layout(name, section) => {
+                let (policy, budgets) = rules(name, section, global)?;
+                out.reconfigured
+                    .push((e.clone(), Arc::new(section.clone()), policy, budgets));
+                out.endpoints.push(e.clone());
+            }
+            _ if pinned => {}
+            old => {
+                if old.is_some() {
+                    out.removed.push(name.clone());
+                }
+                out.endpoints.push(build_one(name, section, global, parts)?);
+                out.added.push(name.clone());
+            }
         }
     }
+    for e in running {
+        if !config.endpoints.contains_key(&e.name) {
+            if main(&e.path) {
+                out.endpoints.push(e.clone());
+            } else {
+                out.removed.push(e.name.clone());
+            }
+        }
+    }
+    out.endpoints.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
 
-/// The endpoints' names, paths, instructions and callers, as they read:
-/// what only a restart changes.
+/// The endpoint at the default path, as it reads: what only a restart
+/// changes (the listener's main server is bound at start).
 pub(super) fn fixed_layout(config: &GatewayConfig) -> String {
-    let layout: Vec<String> = config
+    let main: Vec<String> = config
         .endpoints
         .iter()
-        .map(|(name, e)| {
-            format!(
-                "{name} at {} {:?} {:?}",
-                e.path_of(name),
-                e.instructions,
-                e.auth
-            )
-        })
+        .filter(|(name, e)| e.path_of(name) == DEFAULT_PATH)
+        .map(|(name, e)| format!("{name} {}", layout(name, e)))
         .collect();
-    format!("[endpoints] {}", layout.join("; "))
+    format!("[endpoints] at {DEFAULT_PATH}: {}", main.join("; "))
 }
 
 /// Build the endpoints of `config` (none registered yet).
 pub(super) fn build(
     config: &GatewayConfig,
     global: &Arc<Policy>,
-    shared: &Shared<'_>,
+    parts: &Parts,
 ) -> Result<Vec<Arc<Endpoint>>, GatewayError> {
-    let mut out = Vec::new();
-    for (name, endpoint) in &config.endpoints {
-        let (policy, budgets) = rules(name, endpoint, global)?;
-        let offer: Arc<RwLock<EndpointOffer>> = Arc::default();
-        let answers = offer.clone();
-        let gateway_of = offer.clone();
-        let (store, metrics, loops, upstream_of) = (
-            shared.rows.clone(),
-            shared.metrics.clone(),
-            shared.loops.clone(),
-            shared.upstream_of.clone(),
-        );
-        let mut builder = Server::builder(
-            format!("toolgate-gateway/{name}"),
-            env!("CARGO_PKG_VERSION"),
-        )
-        .config(shared.server_config.clone())
-        .single_use_rounds()
-        .nonce_store(shared.nonces.clone())
-        .tools_in_name_order()
-        .unlisted_answer(move |name| {
-            answers
-                .read()
-                .withheld
-                .get(name)
-                .map(|(_, why)| why.clone())
-        })
-        .call_log(Arc::new(Recorder {
-            store,
-            metrics,
-            loops,
-            upstream_of,
-            endpoint: Some(crate::call::metrics::EndpointTag {
-                name: name.as_str().into(),
-                gateway_of: Arc::new(move |shown: &str| {
-                    gateway_of
-                        .read()
-                        .tools
-                        .get(shown)
-                        .map(|t| t.gateway.clone())
-                }),
-            }),
-        }));
-        // An endpoint that selects whole upstreams offers their prompts
-        // and resources too; one that names tools offers tools only.
-        if !endpoint.servers.is_empty() {
-            builder = builder
-                .enable_prompts()
-                .enable_resources()
-                .enable_completions();
-        }
-        if let Some(instructions) = &endpoint.instructions {
-            builder = builder.instructions(instructions.clone());
-        }
-        if let Some(secret) = shared.secret {
-            builder = builder.state_key(secret.key_for(name));
-        }
-        out.push(Arc::new(Endpoint {
-            name: name.clone(),
-            path: endpoint.path_of(name),
-            config: RwLock::new(Arc::new(endpoint.clone())),
-            policy: RwLock::new(policy),
-            budgets: RwLock::new(budgets),
-            server: builder.build()?,
-            offer,
-        }));
-    }
-    Ok(out)
+    config
+        .endpoints
+        .iter()
+        .map(|(name, endpoint)| build_one(name, endpoint, global, parts))
+        .collect()
 }
+
+/// Build the endpoint `name` (no tool registered yet: its upstreams'
+/// listings register them).
+fn build_one(
+    name: &str,
+    endpoint: &EndpointConfig,
+    global: &Arc<Policy>,
+    shared: &Parts,
+) -> Result<Arc<Endpoint>, GatewayError> {
+    let (policy, budgets) = rules(name, endpoint, global)?;
+    let offer: Arc<RwLock<EndpointOffer>> = Arc::default();
+    let answers = offer.clone();
+    let gateway_of = offer.clone();
+    let (store, metrics, loops, upstream_of) = (
+        shared.rows.clone(),
+        shared.metrics.clone(),
+        shared.loops.clone(),
+        shared.upstream_of.clone(),
+    );
+    let mut builder = Server::builder(
+        format!("toolgate-gateway/{name}"),
+        env!("CARGO_PKG_VERSION"),
+    )
+    .config(shared.server_config.clone())
+    .single_use_rounds()
+    .nonce_store(shared.nonces.clone())
+    .tools_in_name_order()
+    .unlisted_answer(move |name| {
+        answers
+            .read()
+            .withheld
+            .get(name)
+            .map(|(_, why)| why.clone())
+    })
+    .call_log(Arc::new(Recorder {
+        store,
+        metrics,
+        loops,
+        upstream_of,
+        endpoint: Some(crate::call::metrics::EndpointTag {
+            name: name.into(),
+            gateway_of: Arc::new(move |shown: &str| {
+                gateway_of
+                    .read()
+                    .tools
+                    .get(shown)
+                    .map(|t| t.gateway.clone())
+            }),
+        }),
+    }));
+    // An endpoint that selects whole upstreams offers their prompts
+    // and resources too; one that names tools offers tools only.
+    if !endpoint.servers.is_empty() {
+        builder = builder
+            .enable_prompts()
+            .enable_resources()
+            .enable_completions();
+    }
+    if let Some(instructions) = &endpoint.instructions {
+        builder = builder.instructions(instructions.clone());
+    }
+    if let Some(secret) = &shared.secret {
+        builder = builder.state_key(secret.key_for(name));
+    }
+    Ok(Arc::new(Endpoint {
+        name: name.to_owned(),
+        path: endpoint.path_of(name),
+        config: RwLock::new(Arc::new(endpoint.clone())),
+        policy: RwLock::new(policy),
+        budgets: RwLock::new(budgets),
+        server: builder.build()?,
+        offer,
+    }))
+}
+
+/// Told the endpoints a reload leaves, before they are the gateway's: an
+/// `Err` refuses the reload (nothing of it applied).
+pub type EndpointsHook =
+    Box<dyn Fn(&[Arc<Endpoint>]) -> Result<(), crate::config::ConfigError> + Send + Sync>;
 
 impl Gateway {
     /// The endpoints beside the default one.
     pub fn endpoints(&self) -> Vec<Arc<Endpoint>> {
         self.endpoints.read().clone()
+    }
+
+    /// Call `hook` with the endpoints each reload leaves, before they are
+    /// applied; its `Err` refuses the reload. How the listener serves the
+    /// endpoints a reload adds and stops serving those it removes.
+    pub fn on_endpoints_changed(&self, hook: EndpointsHook) {
+        self.endpoint_hooks.lock().push(hook);
+    }
+
+    /// Tell every hook the endpoints `next` leaves.
+    pub(super) fn endpoints_changing(
+        &self,
+        next: &[Arc<Endpoint>],
+    ) -> Result<(), crate::config::ConfigError> {
+        self.endpoint_hooks
+            .lock()
+            .iter()
+            .try_for_each(|hook| hook(next))
     }
 
     /// Make upstream `i`'s tools on every endpoint exactly what each

@@ -43,7 +43,7 @@ use stores::Stores;
 
 use catalogue::Offer;
 
-pub use endpoints::{Endpoint, EndpointView};
+pub use endpoints::{Endpoint, EndpointView, EndpointsHook};
 pub use lock::{Drift, NotApproved};
 pub use reload::{LastReload, Reloaded};
 pub use types::{GatewayError, GatewayOptions, UpstreamStatus};
@@ -84,6 +84,10 @@ pub struct Inner {
     offer: Arc<RwLock<Offer>>,
     /// `[endpoints.NAME]`, in name order.
     endpoints: RwLock<Vec<Arc<endpoints::Endpoint>>>,
+    /// What a reload builds the endpoints it adds with.
+    endpoint_parts: endpoints::Parts,
+    /// Told the endpoints a reload leaves (the listener's mounts follow).
+    endpoint_hooks: parking_lot::Mutex<Vec<endpoints::EndpointsHook>>,
     /// Upstreams kept in the configuration but not started.
     disabled: RwLock<Vec<UpstreamStatus>>,
     /// The policy's facts of every tool each upstream lists (offered or
@@ -229,19 +233,16 @@ impl Gateway {
             upstream_of: upstream_of.clone(),
             endpoint: None,
         }));
-        let endpoints = endpoints::build(
-            &config,
-            &policy,
-            &endpoints::Shared {
-                server_config: &server_config,
-                nonces: &nonces,
-                secret: state_key.as_ref(),
-                rows,
-                metrics: metrics.clone(),
-                loops: loops.clone(),
-                upstream_of,
-            },
-        )?;
+        let endpoint_parts = endpoints::Parts {
+            server_config: server_config.clone(),
+            nonces: nonces.clone(),
+            secret: state_key.clone(),
+            rows,
+            metrics: metrics.clone(),
+            loops: loops.clone(),
+            upstream_of,
+        };
+        let endpoints = endpoints::build(&config, &policy, &endpoint_parts)?;
         if let Some(secret) = &state_key {
             builder = builder.state_key(secret.key());
         } else {
@@ -278,6 +279,8 @@ impl Gateway {
             names,
             offer,
             endpoints: RwLock::new(endpoints),
+            endpoint_parts,
+            endpoint_hooks: parking_lot::Mutex::default(),
             disabled: RwLock::new(disabled),
             seen: RwLock::default(),
             lock: RwLock::new(options.lock),

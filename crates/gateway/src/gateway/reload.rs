@@ -8,9 +8,10 @@
 //! registered anew under them. Calls in flight finish with what they
 //! started with; the listeners stay bound. Sections that only a restart
 //! can change (`[store]`, `[audit]`, `[state]`, `[approval]`, `[auth]`,
-//! `[telemetry]`, `[ratelimit] redis`, which endpoints there are and
-//! where) are named when they differ. An endpoint's tools, shapes, policy
-//! and budgets change with a reload.
+//! `[telemetry]`, `[ratelimit] redis`, the endpoint at `/mcp`) are named
+//! when they differ. Endpoints are added, changed and removed: one whose
+//! path, instructions or callers changed is built anew; the listener
+//! follows ([`Gateway::on_endpoints_changed`]).
 //!
 //! Layer: `gateway`.
 
@@ -43,6 +44,11 @@ pub struct Reloaded {
     pub rules_changed: bool,
     /// Sections that differ but take effect only after a restart.
     pub needs_restart: Vec<String>,
+    /// Endpoints built by it: new, moved, or with other instructions or
+    /// callers.
+    pub endpoints_added: Vec<String>,
+    /// Endpoints no longer served (a rebuilt one is in both lists).
+    pub endpoints_removed: Vec<String>,
 }
 
 impl Reloaded {
@@ -53,6 +59,8 @@ impl Reloaded {
             ("added", &self.added),
             ("restarted", &self.changed),
             ("removed", &self.removed),
+            ("endpoints added:", &self.endpoints_added),
+            ("endpoints removed:", &self.endpoints_removed),
         ] {
             if !names.is_empty() {
                 parts.push(format!("{what} {}", names.join(", ")));
@@ -246,8 +254,16 @@ impl Gateway {
             }
             return Err(clash.into());
         }
-        let endpoints = match super::endpoints::reconfigure(&self.endpoints(), &config, &policy) {
-            Ok(endpoints) => endpoints,
+        let planned =
+            super::endpoints::plan(&self.endpoints(), &config, &policy, &self.endpoint_parts)
+                .and_then(|plan| {
+                    // The listener serves the endpoints added from here on; in-flight
+                    // calls on removed ones finish where they began.
+                    self.endpoints_changing(&plan.endpoints)?;
+                    Ok(plan)
+                });
+        let plan = match planned {
+            Ok(plan) => plan,
             Err(e) => {
                 for &i in &fresh {
                     slots[i].stop();
@@ -255,6 +271,8 @@ impl Gateway {
                 return Err(e);
             }
         };
+        report.endpoints_added.clone_from(&plan.added);
+        report.endpoints_removed.clone_from(&plan.removed);
         let rules = rules_of(&config);
         report.rules_changed = *self.rules.read() != rules;
         *self.rules.write() = rules;
@@ -271,11 +289,12 @@ impl Gateway {
         *self.ratelimit.write() = Arc::new(config.ratelimit.clone());
         self.loops.configure(&config.loops)?;
         *self.budgets.write() = budgets;
-        for (endpoint, section, policy, budgets) in endpoints {
+        for (endpoint, section, policy, budgets) in plan.reconfigured {
             *endpoint.config.write() = section;
             *endpoint.policy.write() = policy;
             *endpoint.budgets.write() = budgets;
         }
+        *self.endpoints.write() = plan.endpoints;
         *self.running.write() = Arc::new(config.clone());
         *self.disabled.write() = config
             .servers

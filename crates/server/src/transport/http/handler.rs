@@ -62,6 +62,11 @@ impl State {
 }
 
 impl State {
+    /// The server it serves.
+    pub(super) fn server(&self) -> &Server {
+        &self.0.server
+    }
+
     /// The endpoint's token verifier, if any.
     pub(super) fn auth(&self) -> Option<Arc<ResourceServer>> {
         self.0.config.auth.clone()

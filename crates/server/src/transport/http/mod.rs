@@ -31,6 +31,7 @@ mod handler;
 mod head_timer;
 mod idle;
 mod legacy;
+mod mounts;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -42,6 +43,7 @@ use tokio::net::TcpListener;
 
 pub use checks::OriginPolicy;
 pub use legacy::SESSION_HEADER;
+pub use mounts::{Mount, Mounts};
 
 use crate::Server;
 
@@ -102,29 +104,10 @@ pub struct HttpConfig {
     /// More MCP endpoints on the same listener, each its own [`Server`]
     /// at its own path, checked as this one is (origin, host, its own
     /// token verifier) and sharing its limits (`max_in_flight`,
-    /// connections). Default: none.
-    pub mounts: Vec<Mount>,
-}
-
-/// Another MCP endpoint served on the listener of an [`HttpConfig`].
-#[derive(Clone)]
-pub struct Mount {
-    /// Its path (absolute; distinct from every other endpoint's).
-    pub path: String,
-    /// What it serves.
-    pub server: Server,
-    /// Its token verifier, when its callers must authenticate: each
-    /// endpoint names its own resource (audience) and scopes.
-    pub auth: Option<std::sync::Arc<crate::ResourceServer>>,
-}
-
-impl std::fmt::Debug for Mount {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mount")
-            .field("path", &self.path)
-            .field("auth", &self.auth.is_some())
-            .finish_non_exhaustive()
-    }
+    /// connections). The listener follows [`Mounts::set`] while it
+    /// serves; [`router`] takes them as they are when called. Default:
+    /// none.
+    pub mounts: Mounts,
 }
 
 impl Default for HttpConfig {
@@ -145,7 +128,7 @@ impl Default for HttpConfig {
             http2_keep_alive: Some(Duration::from_secs(30)),
             idle_timeout: Some(Duration::from_secs(300)),
             routes: None,
-            mounts: Vec::new(),
+            mounts: Mounts::default(),
         }
     }
 }
@@ -160,18 +143,7 @@ impl HttpConfig {
         if let Some(auth) = &self.auth {
             auth.validate(&self.path)?;
         }
-        let mut paths = std::collections::HashSet::from([self.path.as_str()]);
-        for mount in &self.mounts {
-            if !mount.path.starts_with('/') {
-                return Err(crate::ConfigError::Path(mount.path.clone()));
-            }
-            if !paths.insert(mount.path.as_str()) {
-                return Err(crate::ConfigError::SamePath(mount.path.clone()));
-            }
-            if let Some(auth) = &mount.auth {
-                auth.validate(&mount.path)?;
-            }
-        }
+        mounts::check(&self.mounts.get(), Some(&self.path))?;
         for (name, zero) in [
             ("keep_alive", self.keep_alive.is_zero()),
             ("body_timeout", self.body_timeout.is_zero()),
@@ -233,7 +205,7 @@ pub fn router(server: Server, config: HttpConfig) -> std::io::Result<Router> {
     let mut router = router.with_state(state);
     // Each mounted endpoint has its own state (sessions, verifier); their
     // metadata documents are at their own paths.
-    for (path, state) in endpoints.mounts.iter() {
+    for (path, state) in endpoints.mounts.current().iter() {
         let mut mounted = Router::new().route(path, axum::routing::any(handler::handle));
         if let Some(auth) = &state.auth() {
             mounted = mounted.route(&auth.metadata_path(), axum::routing::get(handler::metadata));
@@ -435,42 +407,26 @@ async fn watch(
 struct Endpoints {
     main_path: Box<str>,
     main: handler::State,
-    mounts: Box<[(Box<str>, handler::State)]>,
+    mounts: mounts::Served,
 }
 
 impl Endpoints {
     fn new(server: &Server, config: &HttpConfig) -> std::sync::Arc<Self> {
         let in_flight = std::sync::Arc::new(tokio::sync::Semaphore::new(config.max_in_flight));
         let main = handler::State::sharing(server.clone(), config.clone(), in_flight.clone());
-        let mounts = config
-            .mounts
-            .iter()
-            .map(|m| {
-                let config = HttpConfig {
-                    path: m.path.clone(),
-                    auth: m.auth.clone(),
-                    mounts: Vec::new(),
-                    ..config.clone()
-                };
-                let state = handler::State::sharing(m.server.clone(), config, in_flight.clone());
-                (m.path.as_str().into(), state)
-            })
-            .collect();
         std::sync::Arc::new(Self {
             main_path: config.path.as_str().into(),
             main,
-            mounts,
+            mounts: mounts::Served::new(config, in_flight),
         })
     }
 
-    /// The endpoint served at `path`, if any.
-    fn at(&self, path: &str) -> Option<&handler::State> {
-        if path == &*self.main_path {
-            return Some(&self.main);
-        }
+    /// The mounted endpoint served at `path`, if any.
+    fn mounted_at(&self, path: &str) -> Option<handler::State> {
         self.mounts
+            .current()
             .iter()
-            .find_map(|(p, state)| (path == &**p).then_some(state))
+            .find_map(|(p, state)| (path == &**p).then(|| state.clone()))
     }
 }
 
@@ -480,13 +436,17 @@ async fn respond(
     endpoints: std::sync::Arc<Endpoints>,
     req: http::Request<hyper::body::Incoming>,
 ) -> axum::response::Response {
-    match endpoints.at(req.uri().path()) {
-        Some(state) => handler::serve(state, req).await,
+    // The main endpoint first, borrowed: the common path takes no count.
+    if req.uri().path() == &*endpoints.main_path {
+        return handler::serve(&endpoints.main, req).await;
+    }
+    match endpoints.mounted_at(req.uri().path()) {
+        Some(state) => handler::serve(&state, req).await,
         None => {
             // A mounted endpoint's metadata document is its own.
             let path = req.uri().path();
-            let owner = endpoints
-                .mounts
+            let mounted = endpoints.mounts.current();
+            let owner = mounted
                 .iter()
                 .map(|(_, state)| state)
                 .find(|state| state.serves_metadata_at(path))
