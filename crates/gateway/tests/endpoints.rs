@@ -249,6 +249,10 @@ fn endpoints_that_cannot_work_are_refused_at_load_naming_the_key() {
             "[endpoints.A]: an endpoint name is 1 to 64 of a-z, 0-9, - and _, starting with a letter or digit (it is a path segment and a metric label)",
         ),
         (
+            "[endpoints.a]\ntools = [\"t.*\"]\n[[endpoints.a.ratelimit.rules]]\ntools = [\"t.*\"]\nper_minute = 0\n",
+            "[endpoints.a.ratelimit] rule 1: per_minute must be at least 1 (deny the tools in [policy] instead)",
+        ),
+        (
             "[endpoints.-]\ntools = [\"t.*\"]\n",
             "[endpoints.-]: an endpoint name is 1 to 64 of a-z, 0-9, - and _, starting with a letter or digit",
         ),
@@ -552,5 +556,48 @@ async fn a_reload_adds_moves_and_removes_endpoints_without_dropping_calls_in_fli
         said.contains(r#""endpoints":["/agents/new","/mcp"]"#),
         "{said}"
     );
+    gateway.stop();
+}
+
+#[tokio::test]
+async fn an_endpoints_rate_limit_counts_its_calls_and_the_files_counts_every_endpoints() {
+    let (_open, gate) = tokio::sync::watch::channel(true);
+    let upstream = serve(gated(Arc::default(), gate)).await;
+    let (gateway, base) = start(
+        &upstream,
+        "[[ratelimit.rules]]\ntools = [\"t.ping\"]\nper_minute = 3\n\
+         [endpoints.a]\ntools = [\"t.*\"]\n[[endpoints.a.ratelimit.rules]]\ntools = [\"t.p*\"]\nper_minute = 2\n\
+         [endpoints.a.shape.\"t.ping\"]\nname = \"hello\"\n\
+         [endpoints.b]\ntools = [\"t.*\"]\n",
+    )
+    .await;
+    let a = client(format!("{base}/mcp/a"));
+    for _ in 0..2 {
+        let (ok, text) = outcome_of(&a, "hello", json!({})).await;
+        assert!(ok, "{text}");
+    }
+    // The endpoint's own limit, said with the name the model called.
+    let text = refused(&a, "hello", json!({})).await;
+    assert!(
+        text.starts_with("Rate limit reached: at most 2 calls per minute for each caller to \"hello\" on endpoint a. Try again in "),
+        "{text}"
+    );
+    // The file's limit counted all three, whichever endpoint they came
+    // through: the fourth, anywhere, is refused.
+    let default = client(format!("{base}/mcp"));
+    let text = refused(&default, "t.ping", json!({})).await;
+    assert!(
+        text.starts_with("Rate limit reached: at most 3 calls per minute for each caller to \"t.ping\". Try again in "),
+        "{text}"
+    );
+    let b = client(format!("{base}/mcp/b"));
+    assert!(
+        refused(&b, "t.ping", json!({}))
+            .await
+            .starts_with("Rate limit reached")
+    );
+    // Other tools are not limited.
+    let (ok, text) = outcome_of(&b, "t.wait", json!({})).await;
+    assert!(ok, "{text}");
     gateway.stop();
 }

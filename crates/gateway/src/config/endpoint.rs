@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{BudgetConfig, ConfigError, PolicyConfig, UpstreamConfig, err, line_of};
+use super::{BudgetConfig, ConfigError, PolicyConfig, RateLimitRule, UpstreamConfig, err, line_of};
 
 /// Where the default endpoint is served; an endpoint given this path takes
 /// its place.
@@ -43,11 +43,34 @@ pub struct EndpointConfig {
     /// `[[budget]]`. Unnamed ones are kept as `NAME/<globs>`.
     #[serde(default)]
     pub budget: Vec<BudgetConfig>,
+    /// Rate limits of calls through this endpoint, on top of the file's
+    /// `[ratelimit]` (which count a caller's calls of a tool wherever they
+    /// come from).
+    #[serde(default)]
+    pub ratelimit: EndpointRateLimit,
     /// With `[auth]`: who may call this endpoint.
     pub auth: Option<EndpointAuth>,
     /// How its tools look to the model, by gateway tool name.
     #[serde(default)]
     pub shape: BTreeMap<String, ShapeConfig>,
+}
+
+/// `[endpoints.NAME.ratelimit]`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointRateLimit {
+    /// Checked in order; the first whose globs match a tool sets its
+    /// limit per caller on this endpoint.
+    #[serde(default)]
+    pub rules: Vec<RateLimitRule>,
+}
+
+impl EndpointRateLimit {
+    /// The per-caller limit of the gateway tool `name` on this endpoint:
+    /// the first matching rule's.
+    pub fn per_minute(&self, name: &str) -> Option<u32> {
+        super::first_rule(&self.rules, name)
+    }
 }
 
 /// `[endpoints.NAME.auth]`.
@@ -210,6 +233,10 @@ pub(crate) fn check_endpoints(
                 )));
             }
         }
+        super::check_rate_rules(
+            &endpoint.ratelimit.rules,
+            &format!("[endpoints.{name}.ratelimit] rule"),
+        )?;
         for glob in &endpoint.tools {
             glob::Pattern::new(glob).map_err(|e| {
                 err(format!(

@@ -48,7 +48,8 @@ mod upstream;
 pub use approval::{ApprovalConfig, ConsoleConfig};
 pub use auth::AuthConfig;
 pub use endpoint::{
-    DEFAULT_PATH, EndpointAuth, EndpointConfig, Narrow, ShapeConfig, valid_endpoint_name,
+    DEFAULT_PATH, EndpointAuth, EndpointConfig, EndpointRateLimit, Narrow, ShapeConfig,
+    valid_endpoint_name,
 };
 pub use limits::{BudgetConfig, Cap, LoopsConfig, Period};
 pub(crate) use limits::{Cost, check_budgets};
@@ -231,15 +232,37 @@ impl RateLimitConfig {
     /// The rate limit of the gateway tool `name`, per caller: the first
     /// matching rule's.
     pub fn per_minute(&self, name: &str) -> Option<u32> {
-        self.rules
-            .iter()
-            .find(|r| {
-                r.tools
-                    .iter()
-                    .any(|g| glob::Pattern::new(g).is_ok_and(|p| p.matches(name)))
-            })
-            .map(|r| r.per_minute)
+        first_rule(&self.rules, name)
     }
+}
+
+/// The calls per minute of the first of `rules` whose globs match `name`.
+fn first_rule(rules: &[RateLimitRule], name: &str) -> Option<u32> {
+    rules
+        .iter()
+        .find(|r| {
+            r.tools
+                .iter()
+                .any(|g| glob::Pattern::new(g).is_ok_and(|p| p.matches(name)))
+        })
+        .map(|r| r.per_minute)
+}
+
+/// Refuse rate-limit rules that cannot work: no calls at all, a bad glob.
+/// `what` names them (`ratelimit rule`), numbered from 1.
+fn check_rate_rules(rules: &[RateLimitRule], what: &str) -> Result<(), ConfigError> {
+    for (i, rule) in rules.iter().enumerate() {
+        if rule.per_minute == 0 {
+            return Err(err(format!(
+                "{what} {}: per_minute must be at least 1 (deny the tools in [policy] instead)",
+                i + 1
+            )));
+        }
+        for g in &rule.tools {
+            glob::Pattern::new(g).map_err(|e| err(format!("{what} {}: glob {g:?}: {e}", i + 1)))?;
+        }
+    }
+    Ok(())
 }
 
 /// One `[[ratelimit.rules]]` entry.
@@ -490,18 +513,7 @@ impl GatewayConfig {
         self.policy.check()?;
         self.loops.checked_window()?;
         limits::check_budgets(&self.budget)?;
-        for (i, rule) in self.ratelimit.rules.iter().enumerate() {
-            if rule.per_minute == 0 {
-                return Err(err(format!(
-                    "ratelimit rule {}: per_minute must be at least 1 (deny the tools in [policy] instead)",
-                    i + 1
-                )));
-            }
-            for g in &rule.tools {
-                glob::Pattern::new(g)
-                    .map_err(|e| err(format!("ratelimit rule {}: glob {g:?}: {e}", i + 1)))?;
-            }
-        }
+        check_rate_rules(&self.ratelimit.rules, "ratelimit rule")?;
         if self.state.ttl == Some(0) {
             return Err(err("[state] ttl must be at least 1 second"));
         }

@@ -266,6 +266,7 @@ impl Gateway {
                 endpoint_budget: None,
                 fixed: None,
                 ratelimit: &ratelimit,
+                endpoint_limit: None,
                 scopes: &[],
                 endpoint: None,
             });

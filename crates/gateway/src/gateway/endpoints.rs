@@ -496,6 +496,10 @@ impl Gateway {
                     endpoint_budget: own_budgets.of(name),
                     fixed: Some(Arc::new(shaped.fixed.clone())),
                     ratelimit: &ratelimit,
+                    endpoint_limit: section
+                        .ratelimit
+                        .per_minute(name)
+                        .map(|n| (Arc::from(endpoint.name.as_str()), n)),
                     scopes: section.auth.as_ref().map_or(&[][..], |a| &a.scopes[..]),
                     endpoint: Some(&endpoint.name),
                 });

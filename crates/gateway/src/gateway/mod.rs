@@ -128,6 +128,8 @@ pub struct Inner {
     backoff: Duration,
     /// Budgets in Redis (`[ratelimit] redis`), instead of in this process.
     shared_limits: Option<Arc<dyn crate::store::limits::SharedLimits>>,
+    /// Where callers' rate limits are counted (Redis, or this process).
+    caller_limits: Arc<dyn crate::store::limits::SharedLimits>,
     audit: Option<Arc<dyn AuditSink>>,
     /// Failures counted to stop loops (`[loops]`).
     loops: Arc<crate::decide::loops::Loops>,
@@ -189,6 +191,7 @@ impl Gateway {
             pending,
             audit_file,
             shared_limits,
+            caller_limits,
             state_key,
         } = Stores::open(&config, server_config.state_ttl).await?;
         if audit.is_none() && config.policy.rules.iter().any(|r| r.remember.is_some()) {
@@ -300,6 +303,7 @@ impl Gateway {
             rules,
             backoff,
             shared_limits,
+            caller_limits,
             running,
             budgets: RwLock::new(budgets),
             reloaded: RwLock::default(),

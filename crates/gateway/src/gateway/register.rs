@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use toolgate_protocol::types::Tool;
 use toolgate_server::tasks::TaskSupport;
-use toolgate_server::{RateLimit, ToolDef, ToolEntry};
+use toolgate_server::{ToolDef, ToolEntry};
 
 use super::Gateway;
 use crate::call::forward::forward;
@@ -38,6 +38,9 @@ pub(super) struct Registration<'a> {
     /// Parameters the endpoint fixes.
     pub fixed: Option<Arc<Map<String, Value>>>,
     pub ratelimit: &'a RateLimitConfig,
+    /// The per-caller limit of the endpoint it is registered on (its name,
+    /// calls per minute), if it has one for this tool.
+    pub endpoint_limit: Option<(Arc<str>, u32)>,
     /// Scopes a caller's token needs (an endpoint's `[auth] scopes`).
     pub scopes: &'a [String],
     /// The named endpoint it is registered on, if any.
@@ -66,6 +69,7 @@ impl Gateway {
             endpoint_budget,
             fixed,
             ratelimit,
+            endpoint_limit,
             scopes,
             endpoint,
         } = r;
@@ -116,10 +120,10 @@ impl Gateway {
         }
         let stack = Arc::new(Stack::for_tool(ToolParts {
             guard,
-            shared: self
-                .shared_limits
-                .clone()
-                .map(|l| (l, ratelimit.per_minute(name))),
+            caller_limits: self.caller_limits.clone(),
+            per_minute: ratelimit.per_minute(name),
+            endpoint_limit,
+            shared: self.shared_limits.clone(),
             loops: self.loops.clone(),
             budget,
             endpoint_budget,
@@ -140,12 +144,6 @@ impl Gateway {
             .timeout(config.call_timeout() + Duration::from_secs(1))
             .task_support(TaskSupport::Optional)
             .task_started_by_handler();
-        if let Some(n) = ratelimit
-            .per_minute(name)
-            .filter(|_| self.shared_limits.is_none())
-        {
-            entry = entry.rate_limit(RateLimit::per_minute(n));
-        }
         if let (Some(rule), Some(notes)) = (visibility, hidden_notes) {
             entry = entry.visible_when(rule).hidden_notes(notes);
         }

@@ -34,6 +34,9 @@ pub(super) struct Stores {
     pub(super) audit_file: Option<PathBuf>,
     /// `[ratelimit] redis`.
     pub(super) shared_limits: Option<Arc<dyn SharedLimits>>,
+    /// Where callers' rate limits are counted: Redis when set, else this
+    /// process (one count for every endpoint).
+    pub(super) caller_limits: Arc<dyn SharedLimits>,
     /// `[state]` or `TOOLGATE_STATE_KEY`: the key every instance seals
     /// rounds with (`None`: a random one, this process only).
     pub(super) state_key: Option<crate::store::state_key::StateSecret>,
@@ -68,12 +71,16 @@ impl Stores {
             Some(url) => Some(redis(url, config.ratelimit.on_outage).await?),
             None => None,
         };
+        let caller_limits = shared_limits.clone().unwrap_or_else(|| {
+            Arc::new(crate::store::limits_memory::MemoryLimits::default()) as Arc<dyn SharedLimits>
+        });
         Ok(Stores {
             audit,
             nonces,
             pending,
             audit_file: audit_file.filter(|_| config.store.url.is_none()),
             shared_limits,
+            caller_limits,
             state_key: crate::store::state_key::load_key(&config.state)?,
         })
     }

@@ -1,7 +1,7 @@
-//! Rate limits shared by several instances (layer `store`): the trait the
-//! call stages take a call from, and how a wait is shown. The backend is
-//! Redis ([`crate::store::redis`], the `redis` feature); without shared
-//! limits, the server SDK's own limiter counts in this process.
+//! Rate limits (layer `store`): the trait the call stages take a call
+//! from, and how a wait is shown. The backends are Redis, shared by
+//! instances (`crate::store::redis`, the `redis` feature), and memory,
+//! this process alone ([`crate::store::limits_memory`]).
 
 use std::sync::Arc;
 use std::time::Duration;

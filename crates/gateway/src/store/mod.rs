@@ -2,7 +2,7 @@
 //! spent nonces, grants, budgets' ledger, pending approvals, shared rate
 //! limits, the state key. Each is a narrow trait (or type) here, with its
 //! backends in files of their own: [`sqlite`] (embedded, always built),
-//! `pg` (PostgreSQL, shared by instances; the `postgres` feature), memory (one process), Redis
+//! `pg` (PostgreSQL, shared by instances; the `postgres` feature), memory (one process: [`limits_memory`]), Redis
 //! (`redis`, behind the feature of that name). Stores know decisions' types ([`crate::decide`])
 //! and nothing of calls, pages or the gateway's lifecycle.
 
@@ -10,6 +10,7 @@ pub mod audit;
 pub mod error;
 pub mod ledger;
 pub mod limits;
+pub mod limits_memory;
 pub mod logins;
 pub mod pending;
 #[cfg(feature = "postgres")]

@@ -51,25 +51,42 @@ async fn take(
     }
 }
 
-/// At most `per_minute` calls of the tool per caller, counted across
-/// instances (`[ratelimit] redis` with a per-tool limit); without one, the
-/// call passes straight on.
+/// At most `per_minute` calls of the tool per caller, counted in the
+/// gateway's limits (in Redis, across instances, with `[ratelimit] redis`;
+/// else in this process, across endpoints); without a limit, the call
+/// passes straight on. The file's rules count a caller's calls of a tool
+/// wherever it is called from; an endpoint's own rules count those
+/// through that endpoint.
 pub struct CallerLimit<S> {
+    /// Which rules: `None` the file's, `Some(NAME)` endpoint NAME's.
+    endpoint: Option<Arc<str>>,
     limit: Option<(Arc<dyn SharedLimits>, u32)>,
     inner: S,
 }
 
 impl<S> CallerLimit<S> {
-    /// The caller's limit of `per_minute` kept in its store, around `inner`.
-    pub fn new(limit: Option<(Arc<dyn SharedLimits>, u32)>, inner: S) -> Self {
-        Self { limit, inner }
+    /// The caller's limit of `per_minute` under the file's rules (or
+    /// `endpoint`'s), kept in `limits`, around `inner`.
+    pub fn new(
+        endpoint: Option<Arc<str>>,
+        limit: Option<(Arc<dyn SharedLimits>, u32)>,
+        inner: S,
+    ) -> Self {
+        Self {
+            endpoint,
+            limit,
+            inner,
+        }
     }
 }
 
 impl<S: Stage> Stage for CallerLimit<S> {
     fn names(&self, out: &mut Vec<&'static str>) {
         if self.limit.is_some() {
-            out.push("caller rate limit");
+            out.push(match self.endpoint {
+                None => "caller rate limit",
+                Some(_) => "endpoint rate limit",
+            });
         }
         self.inner.names(out);
     }
@@ -77,12 +94,20 @@ impl<S: Stage> Stage for CallerLimit<S> {
     async fn handle(&self, call: Box<Call>) -> Reply {
         if let Some((limits, per_minute)) = &self.limit {
             let per_minute = *per_minute;
-            let key = format!("call:{}:{}", call.tool, call.caller().unwrap_or_default());
-            // Boxed: only shared limits carry the store's future.
+            let caller = call.caller().unwrap_or_default();
+            let key = match &self.endpoint {
+                None => format!("call:{}:{caller}", call.tool),
+                Some(name) => format!("endpoint:{name}:call:{}:{caller}", call.tool),
+            };
+            let on = match &self.endpoint {
+                None => String::new(),
+                Some(name) => format!(" on endpoint {name}"),
+            };
+            // Boxed: only limited tools carry the store's future.
             if let Err((status, text)) = Box::pin(take(limits, &key, per_minute, || {
                 format!(
-                    "at most {per_minute} calls per minute for each caller to {}",
-                    quote(&call.tool)
+                    "at most {per_minute} calls per minute for each caller to {}{on}",
+                    quote(&call.shown)
                 )
             }))
             .await

@@ -102,7 +102,8 @@ pub trait Stage: Send + Sync + 'static {
 }
 
 /// The stack every tool has: each stage inside the one before it.
-pub type ToolStack = Shape<CallerLimit<Loops<Budget<Budget<Approve<UpstreamLimit<Relay>>>>>>>;
+pub type ToolStack =
+    Shape<CallerLimit<CallerLimit<Loops<Budget<Budget<Approve<UpstreamLimit<Relay>>>>>>>>;
 
 /// A tool's stages, in order.
 pub struct Stack {
@@ -113,9 +114,19 @@ pub struct Stack {
 pub struct ToolParts {
     /// The guard: policy, confirmation, approvals, grants.
     pub guard: Arc<Guard>,
-    /// Rate limits shared by instances, with this tool's per-caller limit
-    /// (calls per minute), when `[ratelimit] redis` is set.
-    pub shared: Option<(Arc<dyn crate::store::limits::SharedLimits>, Option<u32>)>,
+    /// Where callers' rate limits are counted: Redis with `[ratelimit]
+    /// redis`, else this process.
+    pub caller_limits: Arc<dyn crate::store::limits::SharedLimits>,
+    /// This tool's per-caller limit under the file's `[[ratelimit.rules]]`
+    /// (calls per minute).
+    pub per_minute: Option<u32>,
+    /// Its per-caller limit under the rules of the endpoint the call came
+    /// through: the endpoint's name and the calls per minute.
+    pub endpoint_limit: Option<(Arc<str>, u32)>,
+    /// Rate limits shared by instances (`[ratelimit] redis`), where the
+    /// upstream's `per_minute` is counted too; else it is counted in the
+    /// upstream.
+    pub shared: Option<Arc<dyn crate::store::limits::SharedLimits>>,
     /// Failures counted to stop loops (`[loops]`).
     pub loops: Arc<crate::decide::loops::Loops>,
     /// The tool's `[[budget]]`, if it has one.
@@ -131,16 +142,17 @@ pub struct ToolParts {
 impl Stack {
     /// The stack of one tool, in the order a call passes it: an
     /// endpoint's fixed parameters put in first (everything after sees the
-    /// call as forwarded), the caller's shared rate limit next (as the embedded limiter runs before the
-    /// handler), loops and budgets before anyone is asked, the person
+    /// call as forwarded), the caller's rate limits next (the file's, then
+    /// the endpoint's), loops and budgets before anyone is asked, the person
     /// next, the upstream's own rate limit only for calls that will go,
     /// and the relay last.
     pub fn for_tool(parts: ToolParts) -> Self {
-        let caller_limit = parts
-            .shared
-            .as_ref()
-            .and_then(|(limits, per_minute)| Some((limits.clone(), (*per_minute)?)));
-        let upstream_limit = parts.shared.map(|(limits, _)| limits);
+        let caller_limit = parts.per_minute.map(|n| (parts.caller_limits.clone(), n));
+        let (endpoint, endpoint_limit) = match parts.endpoint_limit {
+            Some((name, n)) => (Some(name), Some((parts.caller_limits.clone(), n))),
+            None => (None, None),
+        };
+        let upstream_limit = parts.shared;
         let budget = parts.budget.map(|b| (b, parts.ledger.clone()));
         let endpoint_budget = parts.endpoint_budget.map(|b| (b, parts.ledger));
         let approve = Approve::new(parts.guard, UpstreamLimit::new(upstream_limit, Relay));
@@ -148,13 +160,18 @@ impl Stack {
             stages: Shape::new(
                 parts.fixed,
                 CallerLimit::new(
+                    None,
                     caller_limit,
-                    Loops::new(
-                        parts.loops,
-                        Budget::new(
-                            "budget",
-                            budget,
-                            Budget::new("endpoint budget", endpoint_budget, approve),
+                    CallerLimit::new(
+                        endpoint,
+                        endpoint_limit,
+                        Loops::new(
+                            parts.loops,
+                            Budget::new(
+                                "budget",
+                                budget,
+                                Budget::new("endpoint budget", endpoint_budget, approve),
+                            ),
                         ),
                     ),
                 ),
@@ -208,6 +225,9 @@ mod tests {
         });
         ToolParts {
             guard: Arc::new(guard),
+            caller_limits: Arc::new(crate::store::limits_memory::MemoryLimits::default()),
+            per_minute: None,
+            endpoint_limit: None,
             shared: None,
             loops: Arc::new(crate::decide::loops::Loops::new(&LoopsConfig::default()).unwrap()),
             budget,
@@ -239,6 +259,15 @@ mod tests {
                 "upstream rate limit",
                 "relay"
             ]
+        );
+        // Rate limits: the file's, then the endpoint's, before anything
+        // else is counted.
+        let mut limited = parts(false);
+        limited.per_minute = Some(10);
+        limited.endpoint_limit = Some(("coding".into(), 5));
+        assert_eq!(
+            Stack::for_tool(limited).names()[..3],
+            ["caller rate limit", "endpoint rate limit", "loops"]
         );
     }
 }
