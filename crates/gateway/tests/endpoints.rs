@@ -293,7 +293,7 @@ async fn a_shape_the_upstream_refuses_withholds_the_tool_and_says_why() {
     assert!(names(&a).await.is_empty());
     let text = refused(&a, "t.search", json!({"query": "x"})).await;
     assert!(
-        text.contains("fixed \"org\" = \"ACME\": the upstream's schema refuses that value"),
+        text.contains("its shape ([endpoints.a.shape.\"t.search\"]) does not fit the upstream's definition: fixed \"org\" = \"ACME\": the upstream's schema refuses that value"),
         "{text}"
     );
     gateway.stop();
@@ -599,5 +599,25 @@ async fn an_endpoints_rate_limit_counts_its_calls_and_the_files_counts_every_end
     // Other tools are not limited.
     let (ok, text) = outcome_of(&b, "t.wait", json!({})).await;
     assert!(ok, "{text}");
+    gateway.stop();
+}
+
+#[tokio::test]
+async fn a_shape_renaming_a_tool_onto_anothers_name_leaves_that_one_its_name() {
+    let upstream = serve(tracker(Arc::default())).await;
+    let (gateway, base) = start(
+        &upstream,
+        "[endpoints.a]\ntools = [\"t.search\", \"t.refund\"]\n[endpoints.a.shape.\"t.refund\"]\nname = \"t.search\"\n",
+    )
+    .await;
+    let a = client(format!("{base}/mcp/a"));
+    assert_eq!(names(&a).await, ["t.search"]);
+    let view = gateway.endpoints()[0].view();
+    assert_eq!(view.tools, [("t.search".to_owned(), "t.search".to_owned())]);
+    assert_eq!(view.withheld[0].0, "t.refund");
+    assert_eq!(
+        view.withheld[0].1,
+        "The tool t.refund is not offered here: its name on this endpoint, t.search, is t.search's. Ask the gateway's operator to rename one of them."
+    );
     gateway.stop();
 }

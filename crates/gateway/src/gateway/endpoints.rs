@@ -3,7 +3,8 @@
 //! `server/discover` — over the same upstreams, stores and supervision:
 //! a catalogue view (the tools it selects, shaped) and, for each tool, a
 //! stack built with the endpoint's policy over the file's and its budgets.
-//! Nothing of an upstream is started twice.
+//! Nothing of an upstream is started twice. Which tools each offers, and
+//! how, is `endpoint_tools.rs`; how a reload changes them, [`plan`].
 //!
 //! Layer: `gateway`.
 
@@ -14,15 +15,11 @@ use parking_lot::RwLock;
 use toolgate_protocol::types::{Prompt, Resource, ResourceTemplate, Tool};
 use toolgate_server::{Server, ServerConfig, Withheld};
 
-use super::refusal::Refusal;
-use super::register::Registration;
 use super::{Gateway, GatewayError};
-use crate::base::names::qualify;
 use crate::call::metrics::{Metrics, Recorder, UpstreamOf};
 use crate::config::{DEFAULT_PATH, EndpointConfig, GatewayConfig};
 use crate::decide::budget::Budgets;
-use crate::decide::policy::{Action, Policy, ToolFacts};
-use crate::decide::shape::Shaped;
+use crate::decide::policy::Policy;
 use crate::store::SharedNonces;
 use crate::store::state_key::StateSecret;
 
@@ -381,170 +378,4 @@ impl Gateway {
             .iter()
             .try_for_each(|hook| hook(next))
     }
-
-    /// Make upstream `i`'s tools on every endpoint exactly what each
-    /// selects of `tools`, shaped (after the default endpoint's offer is
-    /// settled: what the file withholds, each endpoint withholds too).
-    pub(super) fn apply_endpoints(&self, i: usize, tools: &[Tool]) {
-        let endpoints = self.endpoints.read().clone();
-        if endpoints.is_empty() {
-            return;
-        }
-        let ups = self.ups();
-        let upstream = &ups[i];
-        let config = &upstream.config;
-        let ratelimit = self.ratelimit.read().clone();
-        let budgets = self.budgets.read().clone();
-        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
-        let withheld_by_file: HashMap<String, Withheld> = self
-            .offer
-            .read()
-            .withheld
-            .iter()
-            .filter(|(_, (u, _))| *u == i)
-            .map(|(n, (_, w))| (n.clone(), w.clone()))
-            .collect();
-        for endpoint in &endpoints {
-            let section = endpoint.config();
-            let policy = endpoint.policy.read().clone();
-            let own_budgets = endpoint.budgets.read().clone();
-            let mut offer = endpoint.offer.write();
-            // What it offers of this upstream now: shown name → (gateway
-            // name, definition, the shaped tool or why it is withheld).
-            let mut wanted: HashMap<String, (String, Tool, Result<Shaped, Withheld>)> =
-                HashMap::new();
-            for tool in tools.iter().filter(|t| config.offers(&t.name)) {
-                let name = qualify(&config.prefix(), &tool.name);
-                if !section.selects(&config.name, &name) {
-                    continue;
-                }
-                let shape = section.shape.get(&name);
-                if shape.is_some_and(|s| s.hidden) {
-                    continue;
-                }
-                let shown_name = shape
-                    .and_then(|s| s.name.clone())
-                    .unwrap_or_else(|| name.clone());
-                let facts = ToolFacts::of(&name, tool, config.trusted);
-                let outcome = if let Some(why) = withheld_by_file.get(&name) {
-                    Err(why.clone())
-                } else if let Some(d) = policy
-                    .decide_for_all(&facts)
-                    .filter(|d| d.action == Action::Deny)
-                {
-                    Err(Refusal::Denied {
-                        name: &shown_name,
-                        reason: &d.reason,
-                        rule: d.rule,
-                    }
-                    .withheld())
-                } else {
-                    shaped(tool, &shown_name, shape).map_err(|e| {
-                        tracing::warn!(endpoint = %endpoint.name, tool = %name, "withheld: {e}");
-                        Refusal::Invalid {
-                            name: &shown_name,
-                            server: &config.name,
-                            error: format!("its shape on endpoint {}: {e}", endpoint.name),
-                        }
-                        .withheld()
-                    })
-                };
-                wanted.insert(shown_name, (name, tool.clone(), outcome));
-            }
-            // Remove what is gone or changed.
-            let current: Vec<String> = offer
-                .tools
-                .iter()
-                .filter(|(_, t)| t.upstream == i)
-                .map(|(n, _)| n.clone())
-                .collect();
-            for shown in current {
-                let keep = match (wanted.get(&shown), offer.tools.get(&shown)) {
-                    (Some((_, tool, Ok(_))), Some(offered)) => {
-                        offered.definition == *tool && offered.generation == generation
-                    }
-                    _ => false,
-                };
-                if !keep {
-                    offer.tools.remove(&shown);
-                    endpoint.server.remove_tool(&shown);
-                }
-            }
-            offer.withheld.retain(|_, (u, _)| *u != i);
-            let mut names: Vec<&String> = wanted.keys().collect();
-            names.sort();
-            for shown_name in names {
-                let (name, tool, outcome) = &wanted[shown_name];
-                let shaped = match outcome {
-                    Err(why) => {
-                        offer.withheld.insert(shown_name.clone(), (i, why.clone()));
-                        continue;
-                    }
-                    Ok(shaped) => shaped,
-                };
-                if offer.tools.contains_key(shown_name) {
-                    continue;
-                }
-                let entry = self.tool_entry(Registration {
-                    name,
-                    shown: shaped.tool.clone(),
-                    definition: tool,
-                    upstream,
-                    facts: ToolFacts::of(name, tool, config.trusted),
-                    policy: policy.clone(),
-                    budget: budgets.of(name),
-                    endpoint_budget: own_budgets.of(name),
-                    fixed: Some(Arc::new(shaped.fixed.clone())),
-                    ratelimit: &ratelimit,
-                    endpoint_limit: section
-                        .ratelimit
-                        .per_minute(name)
-                        .map(|n| (Arc::from(endpoint.name.as_str()), n)),
-                    scopes: section.auth.as_ref().map_or(&[][..], |a| &a.scopes[..]),
-                    endpoint: Some(&endpoint.name),
-                });
-                match endpoint.server.add_tool(entry) {
-                    Ok(()) => {
-                        offer.tools.insert(
-                            shown_name.clone(),
-                            Shown {
-                                upstream: i,
-                                gateway: name.clone(),
-                                definition: tool.clone(),
-                                generation,
-                            },
-                        );
-                    }
-                    Err(e) => {
-                        tracing::warn!(endpoint = %endpoint.name, tool = %shown_name, error = %e, "not offered");
-                        let why = Refusal::Invalid {
-                            name: shown_name,
-                            server: &config.name,
-                            error: e.to_string(),
-                        }
-                        .withheld();
-                        offer.withheld.insert(shown_name.clone(), (i, why));
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// `tool` as the endpoint shows it, called `shown_name`: shaped when it
-/// has a shape, else as the upstream defines it.
-fn shaped(
-    tool: &Tool,
-    shown_name: &str,
-    shape: Option<&crate::config::ShapeConfig>,
-) -> Result<Shaped, crate::decide::shape::ShapeError> {
-    let mut out = match shape {
-        Some(shape) => crate::decide::shape::shape(tool, shape)?,
-        None => Shaped {
-            tool: tool.clone(),
-            fixed: serde_json::Map::new(),
-        },
-    };
-    out.tool.name = shown_name.to_owned();
-    Ok(out)
 }

@@ -27,6 +27,7 @@ use crate::decide::policy::{Policy, ToolFacts};
 use crate::store::AuditSink;
 
 mod catalogue;
+mod endpoint_tools;
 mod endpoints;
 mod lock;
 mod refusal;

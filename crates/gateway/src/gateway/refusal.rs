@@ -22,6 +22,20 @@ pub(super) enum Refusal<'a> {
     /// untrusted text the lock keeps from the model: the caller is told only
     /// that it changed; the change itself goes to the operator.
     Changed { name: &'a str },
+    /// An endpoint's shape of it cannot apply to the upstream's
+    /// definition (`key`: the shape's table). The operator's to fix.
+    Shape {
+        name: &'a str,
+        key: String,
+        error: String,
+    },
+    /// The gateway tool `tool` would be called `shown` on the endpoint,
+    /// which is the name of `other` there, which keeps it.
+    Collides {
+        tool: &'a str,
+        shown: &'a str,
+        other: &'a str,
+    },
     /// The gateway's own server refused the definition.
     Invalid {
         name: &'a str,
@@ -56,6 +70,18 @@ impl Refusal<'_> {
                 "lock file: definition changed",
                 format!(
                     "The tool {name} is disabled: its definition changed since the gateway's operator approved it, and it stays disabled until they review the change (`toolgate verify`) and approve it again (`toolgate lock --update --config FILE --all`)."
+                ),
+            ),
+            Refusal::Shape { name, key, error } => withheld(
+                "endpoint shape",
+                format!(
+                    "The tool {name} is not offered here: its shape ({key}) does not fit the upstream's definition: {error}. Ask the gateway's operator to fix the shape."
+                ),
+            ),
+            Refusal::Collides { tool, shown, other } => withheld(
+                "endpoint name taken",
+                format!(
+                    "The tool {tool} is not offered here: its name on this endpoint, {shown}, is {other}'s. Ask the gateway's operator to rename one of them."
                 ),
             ),
             Refusal::Invalid {
