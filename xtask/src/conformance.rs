@@ -234,12 +234,14 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
                 failed.push(format!("gateway requirements {version}"));
             }
         }
-        eprintln!(
-            "== conformance through a gateway endpoint: --requirements {SPEC_VERSION} (server leg)"
-        );
-        list.push(format!("gateway endpoint requirements {SPEC_VERSION}"));
-        if !run_suite_at(&through_endpoint, &["--requirements", SPEC_VERSION])? {
-            failed.push(format!("gateway endpoint requirements {SPEC_VERSION}"));
+        for version in [SPEC_VERSION, LEGACY_VERSION] {
+            eprintln!(
+                "== conformance through a gateway endpoint: --requirements {version} (server leg)"
+            );
+            list.push(format!("gateway endpoint requirements {version}"));
+            if !run_suite_at(&through_endpoint, &["--requirements", version])? {
+                failed.push(format!("gateway endpoint requirements {version}"));
+            }
         }
         // Extension scenarios too: tasks pass through the gateway.
         for scenario in PENDING_REQUIRED.iter().chain(EXTENSION_SCENARIOS) {

@@ -208,20 +208,15 @@ fn start_on_free_port(
     args: &[&str],
     path: &str,
 ) -> anyhow::Result<(ChildGuard, u16)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let child = Command::new(program)
-        .args(args)
-        .arg(port.to_string())
-        .env("PATH", path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("starting {label}"))?;
-    let guard = ChildGuard(child);
-    wait_for(SocketAddr::from(([127, 0, 0, 1], port)), label)?;
+    let port = crate::support::free_port()?;
+    let guard = crate::support::start_quiet(
+        Command::new(program)
+            .args(args)
+            .arg(port.to_string())
+            .env("PATH", path),
+        port,
+        label,
+    )?;
     Ok((guard, port))
 }
 

@@ -2,13 +2,12 @@
 //! serve` (`interop/py-client-endpoints.py`), over the Python SDK server of
 //! `interop/py-server.py`.
 
-use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 
 use anyhow::Context as _;
 
 use crate::root;
-use crate::support::{ChildGuard, free_port, wait_for};
+use crate::support::{ScratchDir, free_port, start_quiet};
 
 /// The gateway's configuration: `calc` shapes `py.add` (fixed `b`, a
 /// description added), `plain` allows what the file denies.
@@ -48,36 +47,28 @@ action = "allow"
 pub fn check(python: &str, path: &str, failures: &mut Vec<String>) -> anyhow::Result<()> {
     let label = "Python SDK client -> toolgate serve endpoints";
     let upstream = free_port()?;
-    let server = Command::new(python)
-        .arg(root().join("interop/py-server.py"))
-        .args(["--http", &upstream.to_string()])
-        .env("PATH", path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting py-server.py --http")?;
-    let _server = ChildGuard(server);
-    wait_for(SocketAddr::from(([127, 0, 0, 1], upstream)), "py-server.py")?;
-    let dir =
-        std::env::temp_dir().join(format!("toolgate-interop-endpoints-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let file = dir.join("toolgate.toml");
+    let _server = start_quiet(
+        Command::new(python)
+            .arg(root().join("interop/py-server.py"))
+            .args(["--http", &upstream.to_string()])
+            .env("PATH", path),
+        upstream,
+        "py-server.py --http",
+    )?;
+    let dir = ScratchDir::new("toolgate-interop-endpoints")?;
+    let file = dir.path().join("toolgate.toml");
     std::fs::write(&file, config(upstream))?;
     let port = free_port()?;
-    let gateway = Command::new(root().join("target/debug/toolgate"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&file)
-        .args(["--http", &format!("127.0.0.1:{port}")])
-        .env("PATH", path)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting toolgate serve")?;
-    let _gateway = ChildGuard(gateway);
-    wait_for(SocketAddr::from(([127, 0, 0, 1], port)), "toolgate serve")?;
+    let _gateway = start_quiet(
+        Command::new(root().join("target/debug/toolgate"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&file)
+            .args(["--http", &format!("127.0.0.1:{port}")])
+            .env("PATH", path),
+        port,
+        "toolgate serve",
+    )?;
     let out = Command::new(python)
         .arg(root().join("interop/py-client-endpoints.py"))
         .arg(format!("http://127.0.0.1:{port}"))
@@ -93,7 +84,6 @@ pub fn check(python: &str, path: &str, failures: &mut Vec<String>) -> anyhow::Re
     for line in said.lines() {
         eprintln!("     {line}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
     let ok = out.status.success();
     eprintln!("{} {label}", if ok { "ok  " } else { "FAIL" });
     if !ok {

@@ -62,6 +62,20 @@ pub fn wait_for(addr: SocketAddr, what: &str) -> anyhow::Result<()> {
     bail!("{what} did not start listening on {addr}")
 }
 
+/// Start `cmd` with no input and its output dropped, and wait until it
+/// listens on `port` of loopback: a server for the length of a check.
+pub fn start_quiet(cmd: &mut Command, port: u16, what: &str) -> anyhow::Result<ChildGuard> {
+    let child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {what}"))?;
+    let guard = ChildGuard(child);
+    wait_for(SocketAddr::from(([127, 0, 0, 1], port)), what)?;
+    Ok(guard)
+}
+
 /// Install `packages` from npm into `dir`, unless a stamp says these exact
 /// versions are already there. `node_bin` goes first on PATH when given.
 pub fn npm_install(

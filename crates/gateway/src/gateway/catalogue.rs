@@ -8,6 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use parking_lot::RwLock;
+
 use toolgate_protocol::types::{CompletionReference, Prompt, Resource, ResourceTemplate, Tool};
 use toolgate_review::lock::{Change, compare};
 use toolgate_server::{PromptEntry, ResourceEntry, TemplateEntry, Withheld};
@@ -68,18 +70,39 @@ pub(super) struct Offered {
     pub(super) generation: u64,
 }
 
-/// What the gateway offers now, and why it withholds the rest.
-#[derive(Default)]
-pub(super) struct Offer {
-    pub(super) tools: HashMap<String, Offered>,
-    /// Gateway name → (upstream, why a call to it is refused).
+/// What an endpoint offers now, and why it withholds the rest: the
+/// default endpoint's tools by gateway name ([`Offered`]), a named
+/// endpoint's by the name its model calls them ([`super::endpoints::Shown`]).
+pub(super) struct Offer<T = Offered> {
+    pub(super) tools: HashMap<String, T>,
+    /// Name → (upstream, why a call to it is refused).
     pub(super) withheld: HashMap<String, (usize, Withheld)>,
-    /// Gateway prompt name → (upstream, definition).
+    /// Prompt name → (upstream, definition).
     pub(super) prompts: HashMap<String, (usize, Prompt)>,
     /// URI → (upstream, definition); URIs are not prefixed.
     pub(super) resources: HashMap<String, (usize, Resource)>,
     /// URI template → (upstream, definition).
     pub(super) templates: HashMap<String, (usize, ResourceTemplate)>,
+}
+
+impl<T> Default for Offer<T> {
+    fn default() -> Self {
+        Self {
+            tools: HashMap::new(),
+            withheld: HashMap::new(),
+            prompts: HashMap::new(),
+            resources: HashMap::new(),
+            templates: HashMap::new(),
+        }
+    }
+}
+
+/// The answer a server gives to a call of a tool it does not list: why
+/// `offer` withholds it, if it does.
+pub(super) fn withheld_answer<T: Send + Sync + 'static>(
+    offer: Arc<RwLock<Offer<T>>>,
+) -> impl Fn(&str) -> Option<Withheld> + Send + Sync + 'static {
+    move |name| offer.read().withheld.get(name).map(|(_, why)| why.clone())
 }
 
 impl Gateway {

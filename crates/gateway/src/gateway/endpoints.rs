@@ -8,12 +8,11 @@
 //!
 //! Layer: `gateway`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
-use toolgate_protocol::types::{Prompt, Resource, ResourceTemplate, Tool};
-use toolgate_server::{Server, ServerConfig, Withheld};
+use toolgate_protocol::types::Tool;
+use toolgate_server::{Server, ServerConfig};
 
 use super::{Gateway, GatewayError};
 use crate::call::metrics::{Metrics, Recorder, UpstreamOf};
@@ -34,17 +33,10 @@ pub(super) struct Shown {
     pub(super) generation: u64,
 }
 
-/// What an endpoint offers now, by the name the model calls.
-#[derive(Default)]
-pub(super) struct EndpointOffer {
-    pub(super) tools: HashMap<String, Shown>,
-    pub(super) withheld: HashMap<String, (usize, Withheld)>,
-    /// The prompts, resources and templates of the upstreams it selects
-    /// whole (`servers`), as the default endpoint offers them.
-    pub(super) prompts: HashMap<String, (usize, Prompt)>,
-    pub(super) resources: HashMap<String, (usize, Resource)>,
-    pub(super) templates: HashMap<String, (usize, ResourceTemplate)>,
-}
+/// What an endpoint offers now, by the name the model calls. An endpoint
+/// that selects whole upstreams (`servers`) offers their prompts,
+/// resources and templates too, as the default endpoint does.
+pub(super) type EndpointOffer = super::catalogue::Offer<Shown>;
 
 /// One endpoint.
 pub struct Endpoint {
@@ -302,13 +294,7 @@ fn build_one(
     .single_use_rounds()
     .nonce_store(shared.nonces.clone())
     .tools_in_name_order()
-    .unlisted_answer(move |name| {
-        answers
-            .read()
-            .withheld
-            .get(name)
-            .map(|(_, why)| why.clone())
-    })
+    .unlisted_answer(super::catalogue::withheld_answer(answers))
     .call_log(Arc::new(Recorder {
         store,
         metrics,

@@ -211,13 +211,7 @@ impl Gateway {
             .enable_prompts()
             .enable_resources()
             .enable_completions()
-            .unlisted_answer(move |name| {
-                answers
-                    .read()
-                    .withheld
-                    .get(name)
-                    .map(|(_, why)| why.clone())
-            });
+            .unlisted_answer(catalogue::withheld_answer(answers));
         let metrics = Arc::new(Metrics::default());
         let tools_of = offer.clone();
         let loops = Arc::new(crate::decide::loops::Loops::new(&config.loops)?);
