@@ -97,6 +97,47 @@ impl<T> Default for Offer<T> {
     }
 }
 
+/// A tool as an [`Offer`] keeps it: enough to tell whether it is still
+/// what its upstream lists under the rules running now.
+pub(super) trait Registered {
+    /// Its upstream's slot.
+    fn upstream(&self) -> usize;
+    /// The upstream's definition it was registered from, and the reload
+    /// generation it was registered in.
+    fn registered(&self) -> (&Tool, u64);
+}
+
+impl Registered for Offered {
+    fn upstream(&self) -> usize {
+        self.upstream
+    }
+    fn registered(&self) -> (&Tool, u64) {
+        (&self.definition, self.generation)
+    }
+}
+
+impl<T: Registered> Offer<T> {
+    /// Take off `server` upstream `i`'s tools that are gone or changed:
+    /// those `wanted` (by name) no longer offers, or offers with another
+    /// definition, or that were registered before reload `generation`.
+    pub(super) fn drop_stale<'t>(
+        &mut self,
+        i: usize,
+        server: &toolgate_server::Server,
+        generation: u64,
+        wanted: impl Fn(&str) -> Option<&'t Tool>,
+    ) {
+        self.tools.retain(|name, t| {
+            let keep = t.upstream() != i
+                || wanted(name).is_some_and(|tool| t.registered() == (tool, generation));
+            if !keep {
+                server.remove_tool(name);
+            }
+            keep
+        });
+    }
+}
+
 /// The answer a server gives to a call of a tool it does not list: why
 /// `offer` withholds it, if it does.
 pub(super) fn withheld_answer<T: Send + Sync + 'static>(
@@ -246,25 +287,10 @@ impl Gateway {
             drift.extend(drifted);
         }
         let mut offer = self.offer.write();
-        // Remove what is gone or changed.
-        let current: Vec<String> = offer
-            .tools
-            .iter()
-            .filter(|(_, t)| t.upstream == i)
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in current {
-            let keep = match (wanted.get(&name), offer.tools.get(&name)) {
-                (Some((tool, _, None)), Some(offered)) => {
-                    offered.definition == *tool && offered.generation == generation
-                }
-                _ => false,
-            };
-            if !keep {
-                offer.tools.remove(&name);
-                self.server.remove_tool(&name);
-            }
-        }
+        offer.drop_stale(i, &self.server, generation, |name| match wanted.get(name) {
+            Some((tool, _, None)) => Some(tool),
+            _ => None,
+        });
         offer.withheld.retain(|_, (u, _)| *u != i);
         for (name, (tool, facts, refusal)) in wanted {
             if let Some(why) = refusal {

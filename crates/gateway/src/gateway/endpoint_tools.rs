@@ -122,25 +122,12 @@ impl Gateway {
                 }
                 wanted.insert(shown_name, (name, tool.clone(), outcome));
             }
-            // Remove what is gone or changed.
-            let current: Vec<String> = offer
-                .tools
-                .iter()
-                .filter(|(_, t)| t.upstream == i)
-                .map(|(n, _)| n.clone())
-                .collect();
-            for shown in current {
-                let keep = match (wanted.get(&shown), offer.tools.get(&shown)) {
-                    (Some((_, tool, Ok(_))), Some(offered)) => {
-                        offered.definition == *tool && offered.generation == generation
-                    }
-                    _ => false,
-                };
-                if !keep {
-                    offer.tools.remove(&shown);
-                    endpoint.server.remove_tool(&shown);
+            offer.drop_stale(i, &endpoint.server, generation, |shown| {
+                match wanted.get(shown) {
+                    Some((_, tool, Ok(_))) => Some(tool),
+                    _ => None,
                 }
-            }
+            });
             offer.withheld.retain(|_, (u, _)| *u != i);
             for (name, why) in collided {
                 offer.withheld.entry(name).or_insert((i, why));

@@ -33,6 +33,15 @@ pub(super) struct Shown {
     pub(super) generation: u64,
 }
 
+impl super::catalogue::Registered for Shown {
+    fn upstream(&self) -> usize {
+        self.upstream
+    }
+    fn registered(&self) -> (&Tool, u64) {
+        (&self.definition, self.generation)
+    }
+}
+
 /// What an endpoint offers now, by the name the model calls. An endpoint
 /// that selects whole upstreams (`servers`) offers their prompts,
 /// resources and templates too, as the default endpoint does.
