@@ -705,16 +705,7 @@ async fn the_console_shows_each_endpoint_its_tools_and_its_calls() {
         "{POLICY}[endpoints.buy]\ntools = [\"shop.order\"]\n[endpoints.buy.shape.\"shop.order\"]\nname = \"buy\"\n"
     );
     let c = start_custom(&sections, |_| GatewayOptions::default()).await;
-    let endpoint = c.gateway.endpoints()[0].server();
-    let client = toolgate_client::Client::builder("test", "1")
-        .timeout(Duration::from_secs(10))
-        .build(
-            toolgate_client::transport::http::HttpTransport::new(
-                serve(endpoint).await,
-                Default::default(),
-            )
-            .unwrap(),
-        );
+    let client = support::client_of(c.gateway.endpoints()[0].server()).await;
     client
         .call_tool(
             "buy",

@@ -248,7 +248,12 @@ impl InputHandler for Yes {
 }
 
 pub async fn downstream(gateway: &Gateway) -> Client {
-    let url = serve(gateway.server()).await;
+    client_of(gateway.server()).await
+}
+
+/// A client of `server`, served on a port of its own (an endpoint's, say).
+pub async fn client_of(server: toolgate_server::Server) -> Client {
+    let url = serve(server).await;
     Client::builder("test", "1")
         .timeout(Duration::from_secs(10))
         .input_handler(Yes)
