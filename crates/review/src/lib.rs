@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 mod finding;
+pub mod flows;
 pub mod lock;
 mod rules;
 pub mod sarif;

@@ -427,6 +427,7 @@ async fn main() -> anyhow::Result<()> {
         servers.push((Kind::GatewayTwoThreads, None, None));
         servers.push((Kind::GatewayAudited, None, None));
         servers.push((Kind::GatewayEndpoint, None, None));
+        servers.push((Kind::GatewayFlows, None, None));
         if shared {
             servers.push((Kind::GatewayShared, None, None));
         }

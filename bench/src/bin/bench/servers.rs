@@ -45,6 +45,10 @@ pub(crate) enum Kind {
     /// `/mcp` in the default's place) with three shaped tools, the called
     /// one among them.
     GatewayEndpoint,
+    /// The same gateway tracking every call's flow: the called tool is
+    /// classed `untrusted` and `sink`, so each call reads its flow's labels
+    /// and adds one (a rule allows it, so none is held).
+    GatewayFlows,
     /// Two `toolgate serve` instances sharing PostgreSQL (audit store and
     /// approvals) and Redis (rate limits), the load split between them.
     GatewayShared,
@@ -96,6 +100,9 @@ pub(crate) const PROXIED: &str = "HTTP tools/call via a proxy to a stdio server,
 /// The label of the named-endpoint gateway row.
 pub(crate) const GATEWAY_ENDPOINT: &str = "toolgate gateway, endpoint with 3 shaped tools";
 
+/// The label of the gateway row tracking flows on every call.
+pub(crate) const GATEWAY_FLOWS: &str = "toolgate gateway, flow tracked on every call";
+
 /// The label of the gateway row with the audit store on.
 pub(crate) const GATEWAY_AUDITED: &str = "toolgate gateway, audit store on";
 
@@ -118,6 +125,7 @@ impl Kind {
             Kind::GatewayTwoThreads => GATEWAY_TWO_THREADS,
             Kind::GatewayAudited => GATEWAY_AUDITED,
             Kind::GatewayEndpoint => GATEWAY_ENDPOINT,
+            Kind::GatewayFlows => GATEWAY_FLOWS,
             Kind::GatewayShared => GATEWAY_SHARED,
             Kind::GatewayStdio => GATEWAY_STDIO,
             Kind::McpProxy => MCP_PROXY,
@@ -180,6 +188,20 @@ async fn start_endpoint_gateway(bins: &Bins, extra: usize) -> anyhow::Result<Ser
             "[endpoints.bench.shape.{tool:?}]\ntitle = \"Shaped {tool}\"\ndescription_append = \"Shaped for the bench.\"\n"
         ));
     }
+    let mut gateway = serve_config(bins, &toml, &[]).await?;
+    gateway.upstream = Some(Box::new(upstream));
+    Ok(gateway)
+}
+
+/// `toolgate serve --http` with the toolgate server as its one upstream,
+/// every tool classed `untrusted` and `sink`, and a rule that allows a
+/// sink after untrusted content: each call reads its flow's labels, is
+/// decided, and adds a label — the whole of flow tracking, held never.
+async fn start_flows_gateway(bins: &Bins, extra: usize) -> anyhow::Result<Server> {
+    let (upstream, upstream_addr) = start_upstream(bins, extra).await?;
+    let toml = format!(
+        "[servers.up]\nurl = \"http://{upstream_addr}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n[audit]\ndisabled = true\n[[flows.classes]]\ntools = [\"*\"]\nclasses = [\"untrusted\", \"sink\"]\n[[flows.rules]]\nafter = [\"untrusted\"]\ncalls = [\"sink\"]\naction = \"allow\"\n"
+    );
     let mut gateway = serve_config(bins, &toml, &[]).await?;
     gateway.upstream = Some(Box::new(upstream));
     Ok(gateway)
@@ -287,6 +309,9 @@ pub(crate) async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Resu
     if matches!(kind, Kind::GatewayEndpoint) {
         return start_endpoint_gateway(bins, extra).await;
     }
+    if matches!(kind, Kind::GatewayFlows) {
+        return start_flows_gateway(bins, extra).await;
+    }
     if matches!(kind, Kind::Forwarder | Kind::ForwarderOneThread) {
         let (upstream, upstream_addr) = start_upstream(bins, extra).await?;
         let addr = process::free_addr()?;
@@ -387,6 +412,7 @@ pub(crate) async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Resu
         | Kind::GatewayTwoThreads
         | Kind::GatewayAudited
         | Kind::GatewayEndpoint
+        | Kind::GatewayFlows
         | Kind::GatewayShared
         | Kind::GatewayStdio
         | Kind::Forwarder

@@ -109,6 +109,16 @@ pub(crate) fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
             0.97,
         ),
     );
+    // #60: following every call's flow (labels read, decided, added)
+    // costs within 5% of the gateway that follows none.
+    check(
+        format!("HTTP tools/call, c=32: {GATEWAY_FLOWS} ≥ 0.95× {GATEWAY}"),
+        ratio(
+            rate("HTTP tools/call, c=32", GATEWAY_FLOWS),
+            rate("HTTP tools/call, c=32", GATEWAY),
+            0.95,
+        ),
+    );
     check(
         format!("{LIST_ONE}: {GATEWAY_ENDPOINT} p50 < 2 ms"),
         report

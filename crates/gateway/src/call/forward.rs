@@ -82,6 +82,7 @@ pub async fn forward(
         args,
         carry: Map::new(),
         sent: Sent::default(),
+        hold: None,
     };
     let reply = match &span {
         Some(span) => stack.run(call).with_context(span.clone()).await,

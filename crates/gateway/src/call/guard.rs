@@ -20,6 +20,7 @@ use toolgate_server::{
 use crate::call::approvals::{Approvals, Ask};
 
 use crate::decide::confirm::{self, Remember, Subject, Verdict};
+use crate::decide::flows::Hold;
 use crate::decide::grants::Grant;
 use crate::decide::policy::{Action, Policy, ToolFacts};
 use crate::store::GrantStore;
@@ -50,6 +51,15 @@ pub struct Guard {
     pub called_as: Option<(String, String)>,
 }
 
+/// How strict an action is: deny over confirm over allow.
+fn strictness(action: Action) -> u8 {
+    match action {
+        Action::Allow => 0,
+        Action::Confirm => 1,
+        Action::Deny => 2,
+    }
+}
+
 /// The guard's verdict on this round.
 pub enum Admission {
     /// Forward the call; `carry` goes with any later round.
@@ -75,7 +85,11 @@ impl Guard {
     /// at once; `None` when a person may be asked (then [`Guard::admit`]
     /// decides). Most calls end here, so a call's state never holds the
     /// asking machinery (a large future) unless it needs it.
-    pub fn admit_now(&self, ctx: &RequestContext) -> Option<Admission> {
+    pub fn admit_now(&self, ctx: &RequestContext, hold: Option<&Hold>) -> Option<Admission> {
+        // A call its flow holds is decided by `admit`, which asks.
+        if hold.is_some() {
+            return None;
+        }
         let decision = self.policy.decide(&self.facts, ctx.auth());
         match decision.action {
             Action::Allow => {
@@ -87,17 +101,27 @@ impl Guard {
         }
     }
 
-    /// Decide this round of a call with `args`. `Err` ends the round: a
-    /// question for the person (`input_required`), or `-32021` when the
-    /// client cannot show one.
+    /// Decide this round of a call with `args`, held by its flow to
+    /// `hold` if it is. `Err` ends the round: a question for the person
+    /// (`input_required`), or `-32021` when the client cannot show one.
     pub async fn admit(
         &self,
         ctx: &RequestContext,
         input: &mut Inputs,
         args: &Map<String, Value>,
+        hold: Option<&Hold>,
     ) -> Result<Admission, ToolError> {
         let kept = input.remembered().cloned().unwrap_or(Value::Null);
-        let decision = self.policy.decide(&self.facts, ctx.auth());
+        let mut decision = self.policy.decide(&self.facts, ctx.auth());
+        // The flow makes the decision stricter, never looser; when it
+        // holds a call the policy confirms anyway, the person is told why,
+        // and a grant does not cover it.
+        let flow = hold.filter(|h| strictness(h.action) >= strictness(decision.action));
+        if let Some(h) = flow {
+            decision.action = h.action;
+            decision.rule = format!("flow: {}", h.rule);
+            decision.remember = None;
+        }
         ctx.note("decision", decision.action.to_string());
         ctx.note("rule", decision.rule.clone());
         // The tool's quoted name is only for refusals and questions, so
@@ -109,6 +133,14 @@ impl Guard {
         };
         match decision.action {
             Action::Allow => Ok(Admission::Forward { carry: Map::new() }),
+            Action::Deny if flow.is_some() => refuse(
+                "flow_denied",
+                format!(
+                    "The gateway holds this call of {}: {}. It was not forwarded; tell the user, who can make the call themselves if they meant it.",
+                    tool(),
+                    flow.map_or("", |h| h.why.as_str())
+                ),
+            ),
             Action::Deny => refuse(
                 "denied",
                 format!(
@@ -176,6 +208,7 @@ impl Guard {
                     trusted: self.trusted,
                     facts: &self.facts,
                     ended: ended.as_deref(),
+                    flow: flow.map(|h| h.why.as_str()),
                     called_as: self
                         .called_as
                         .as_ref()
@@ -197,10 +230,11 @@ impl Guard {
                     }
                     // Such hosts never declare elicitation, so `-32021`
                     // would leave them no way forward: say what would.
+                    let because = flow.map_or_else(String::new, |h| format!(" ({})", h.why));
                     return refuse(
                         "approval_unavailable",
                         format!(
-                            "This call of {tool} needs a person's approval, and this client cannot ask for one (it declares no form elicitation), so it was not forwarded. Tell the user: the gateway's operator can turn on the approval page (`[approval] page = true`) to approve calls in a browser, or allow {tool} in `[policy]`."
+                            "This call of {tool} needs a person's approval{because}, and this client cannot ask for one (it declares no form elicitation), so it was not forwarded. Tell the user: the gateway's operator can turn on the approval page (`[approval] page = true`) to approve calls in a browser, or allow {tool} in `[policy]`."
                         ),
                     );
                 }

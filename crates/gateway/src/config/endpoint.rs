@@ -69,7 +69,7 @@ impl EndpointRateLimit {
     /// The per-caller limit of the gateway tool `name` on this endpoint:
     /// the first matching rule's.
     pub fn per_minute(&self, name: &str) -> Option<u32> {
-        super::first_rule(&self.rules, name)
+        super::limits::first_rule(&self.rules, name)
     }
 }
 
@@ -233,7 +233,7 @@ pub(crate) fn check_endpoints(
                 )));
             }
         }
-        super::check_rate_rules(
+        super::limits::check_rate_rules(
             &endpoint.ratelimit.rules,
             &format!("[endpoints.{name}.ratelimit] rule"),
         )?;

@@ -1,4 +1,5 @@
-//! `[loops]` and `[[budget]]`: what repeated failures and what calls cost may do.
+//! `[ratelimit]`, `[loops]` and `[[budget]]`: how often a caller may call,
+//! what repeated failures and what calls cost may do.
 //!
 //! Layer: `config`.
 
@@ -8,7 +9,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use super::{ConfigError, err};
 use crate::base::duration::parse_duration;
 
 /// The `[loops]` window when none is given.
@@ -175,4 +176,94 @@ pub(crate) fn check_budgets(configs: &[BudgetConfig]) -> Result<Vec<CheckedBudge
         });
     }
     Ok(out)
+}
+
+/// `[ratelimit]`.
+#[derive(Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// Checked in order; the first whose globs match a tool sets its limit.
+    #[serde(default)]
+    pub rules: Vec<RateLimitRule>,
+    /// `redis://[:password@]host[:port][/db]`: every budget (these rules'
+    /// and each upstream's `per_minute`) is kept there, shared by every
+    /// instance. Write the password as `${VAR}`.
+    pub redis: Option<String>,
+    /// What happens to a call while Redis cannot be asked: `refuse` (the
+    /// default: fail closed) or `allow` (unlimited until it is back).
+    #[serde(default)]
+    pub on_outage: OnOutage,
+}
+
+/// `[ratelimit] on_outage`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnOutage {
+    /// Refuse the call (fail closed).
+    #[default]
+    Refuse,
+    /// Let it through, unlimited, and log that it was.
+    Allow,
+}
+
+impl std::fmt::Debug for RateLimitConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitConfig")
+            .field("rules", &self.rules)
+            .field(
+                "redis",
+                &self.redis.as_deref().map(crate::base::redact::store_url),
+            )
+            .field("on_outage", &self.on_outage)
+            .finish()
+    }
+}
+
+impl RateLimitConfig {
+    /// The rate limit of the gateway tool `name`, per caller: the first
+    /// matching rule's.
+    pub fn per_minute(&self, name: &str) -> Option<u32> {
+        first_rule(&self.rules, name)
+    }
+}
+
+/// The calls per minute of the first of `rules` whose globs match `name`.
+pub(super) fn first_rule(rules: &[RateLimitRule], name: &str) -> Option<u32> {
+    rules
+        .iter()
+        .find(|r| {
+            r.tools
+                .iter()
+                .any(|g| glob::Pattern::new(g).is_ok_and(|p| p.matches(name)))
+        })
+        .map(|r| r.per_minute)
+}
+
+/// Refuse rate-limit rules that cannot work: no calls at all, a bad glob.
+/// `what` names them (`ratelimit rule`), numbered from 1.
+pub(super) fn check_rate_rules(rules: &[RateLimitRule], what: &str) -> Result<(), ConfigError> {
+    for (i, rule) in rules.iter().enumerate() {
+        if rule.per_minute == 0 {
+            return Err(err(format!(
+                "{what} {}: per_minute must be at least 1 (deny the tools in [policy] instead)",
+                i + 1
+            )));
+        }
+        for g in &rule.tools {
+            glob::Pattern::new(g).map_err(|e| err(format!("{what} {}: glob {g:?}: {e}", i + 1)))?;
+        }
+    }
+    Ok(())
+}
+
+/// One `[[ratelimit.rules]]` entry.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitRule {
+    /// Globs on the gateway tool name.
+    pub tools: Vec<String>,
+    /// Calls per minute per caller and tool: a burst of this many, refilled
+    /// at this rate (GCRA). Callers without a verified subject share one
+    /// budget.
+    pub per_minute: u32,
 }

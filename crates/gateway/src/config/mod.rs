@@ -39,6 +39,7 @@ use serde_json::Value;
 mod approval;
 mod auth;
 mod endpoint;
+mod flows;
 mod limits;
 mod observe;
 mod policy;
@@ -51,7 +52,10 @@ pub use endpoint::{
     DEFAULT_PATH, EndpointAuth, EndpointConfig, EndpointRateLimit, Narrow, ShapeConfig,
     valid_endpoint_name,
 };
-pub use limits::{BudgetConfig, Cap, LoopsConfig, Period};
+pub use flows::{ClassesConfig, FlowKey, FlowRule, FlowRuleConfig, FlowsConfig};
+pub use limits::{
+    BudgetConfig, Cap, LoopsConfig, OnOutage, Period, RateLimitConfig, RateLimitRule,
+};
 pub(crate) use limits::{Cost, check_budgets};
 pub use observe::{AuditConfig, TelemetryConfig};
 pub use policy::{Action, LONGEST, PolicyConfig, RuleConfig};
@@ -135,6 +139,10 @@ pub struct GatewayConfig {
     /// A model that keeps retrying a failing call is stopped.
     #[serde(default)]
     pub loops: LoopsConfig,
+    /// Flow control: what a call may do after untrusted content or
+    /// private data entered its conversation.
+    #[serde(default)]
+    pub flows: FlowsConfig,
     /// What calls cost, and caps on what callers spend.
     #[serde(default)]
     pub budget: Vec<BudgetConfig>,
@@ -185,96 +193,6 @@ impl std::fmt::Debug for StoreConfig {
             )
             .finish()
     }
-}
-
-/// `[ratelimit]`.
-#[derive(Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RateLimitConfig {
-    /// Checked in order; the first whose globs match a tool sets its limit.
-    #[serde(default)]
-    pub rules: Vec<RateLimitRule>,
-    /// `redis://[:password@]host[:port][/db]`: every budget (these rules'
-    /// and each upstream's `per_minute`) is kept there, shared by every
-    /// instance. Write the password as `${VAR}`.
-    pub redis: Option<String>,
-    /// What happens to a call while Redis cannot be asked: `refuse` (the
-    /// default: fail closed) or `allow` (unlimited until it is back).
-    #[serde(default)]
-    pub on_outage: OnOutage,
-}
-
-/// `[ratelimit] on_outage`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum OnOutage {
-    /// Refuse the call (fail closed).
-    #[default]
-    Refuse,
-    /// Let it through, unlimited, and log that it was.
-    Allow,
-}
-
-impl std::fmt::Debug for RateLimitConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RateLimitConfig")
-            .field("rules", &self.rules)
-            .field(
-                "redis",
-                &self.redis.as_deref().map(crate::base::redact::store_url),
-            )
-            .field("on_outage", &self.on_outage)
-            .finish()
-    }
-}
-
-impl RateLimitConfig {
-    /// The rate limit of the gateway tool `name`, per caller: the first
-    /// matching rule's.
-    pub fn per_minute(&self, name: &str) -> Option<u32> {
-        first_rule(&self.rules, name)
-    }
-}
-
-/// The calls per minute of the first of `rules` whose globs match `name`.
-fn first_rule(rules: &[RateLimitRule], name: &str) -> Option<u32> {
-    rules
-        .iter()
-        .find(|r| {
-            r.tools
-                .iter()
-                .any(|g| glob::Pattern::new(g).is_ok_and(|p| p.matches(name)))
-        })
-        .map(|r| r.per_minute)
-}
-
-/// Refuse rate-limit rules that cannot work: no calls at all, a bad glob.
-/// `what` names them (`ratelimit rule`), numbered from 1.
-fn check_rate_rules(rules: &[RateLimitRule], what: &str) -> Result<(), ConfigError> {
-    for (i, rule) in rules.iter().enumerate() {
-        if rule.per_minute == 0 {
-            return Err(err(format!(
-                "{what} {}: per_minute must be at least 1 (deny the tools in [policy] instead)",
-                i + 1
-            )));
-        }
-        for g in &rule.tools {
-            glob::Pattern::new(g).map_err(|e| err(format!("{what} {}: glob {g:?}: {e}", i + 1)))?;
-        }
-    }
-    Ok(())
-}
-
-/// One `[[ratelimit.rules]]` entry.
-#[derive(Clone, Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RateLimitRule {
-    /// Globs on the gateway tool name.
-    pub tools: Vec<String>,
-    /// Calls per minute per caller and tool: a burst of this many, refilled
-    /// at this rate (GCRA). Callers without a verified subject share one
-    /// budget.
-    pub per_minute: u32,
 }
 
 /// `[state]`.
@@ -512,8 +430,9 @@ impl GatewayConfig {
         }
         self.policy.check()?;
         self.loops.checked_window()?;
+        self.flows.check()?;
         limits::check_budgets(&self.budget)?;
-        check_rate_rules(&self.ratelimit.rules, "ratelimit rule")?;
+        limits::check_rate_rules(&self.ratelimit.rules, "ratelimit rule")?;
         if self.state.ttl == Some(0) {
             return Err(err("[state] ttl must be at least 1 second"));
         }

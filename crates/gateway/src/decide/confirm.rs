@@ -80,6 +80,9 @@ pub struct Subject<'a> {
     /// The endpoint the call came through and the name the model called
     /// the tool by there, when the call came through a named endpoint.
     pub called_as: Option<(&'a str, &'a str)>,
+    /// Why the call's flow holds it, when it does: the person is asked
+    /// because of what entered the conversation before.
+    pub flow: Option<&'a str>,
 }
 
 /// The wider choice a rule's `remember` adds to the form.
@@ -184,6 +187,9 @@ pub fn question(subject: &Subject<'_>, arguments: &Map<String, Value>) -> String
     let mut text = String::from("Approve this tool call?\n\n");
     if let Some(ended) = subject.ended {
         text.push_str(&format!("Asked again: {ended}.\n\n"));
+    }
+    if let Some(flow) = subject.flow {
+        text.push_str(&format!("Why you are asked: {}.\n\n", shown(flow, 1000)));
     }
     text.push_str(&format!("Server: {}\n", shown(subject.server, 200)));
     match subject.title {
@@ -301,10 +307,17 @@ mod tests {
             facts: &f,
             ended: None,
             called_as: Some(("support", "pay_now")),
+            flow: Some(
+                "web.fetch at 14:02 UTC returned content from example.com; this call of shop.checkout could carry it out",
+            ),
         };
         let args = json!({"card": "x\u{202e}y", "total": 12.5});
         let text = question(&subject, args.as_object().unwrap());
         assert!(text.contains("Server: shop\n"), "{text}");
+        assert!(
+            text.contains("Why you are asked: web.fetch at 14:02 UTC returned content from example.com; this call of shop.checkout could carry it out.\n"),
+            "{text}"
+        );
         assert!(text.contains("Tool: shop.checkout (Check out)\n"), "{text}");
         assert!(
             text.contains("Called as: pay_now on endpoint support\n"),

@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod confirm;
+pub mod flows;
 pub mod grants;
 pub mod loops;
 pub mod policy;

@@ -131,6 +131,10 @@ pub struct Inner {
     shared_limits: Option<Arc<dyn crate::store::limits::SharedLimits>>,
     /// Where callers' rate limits are counted (Redis, or this process).
     caller_limits: Arc<dyn crate::store::limits::SharedLimits>,
+    /// `[flows]` as running (`None`: off); swapped by a reload.
+    flows: RwLock<Option<Arc<crate::decide::flows::Flows>>>,
+    /// What entered each flow.
+    flow_store: Arc<dyn crate::store::flows::FlowStore>,
     audit: Option<Arc<dyn AuditSink>>,
     /// Failures counted to stop loops (`[loops]`).
     loops: Arc<crate::decide::loops::Loops>,
@@ -193,6 +197,7 @@ impl Gateway {
             audit_file,
             shared_limits,
             caller_limits,
+            flows: flow_store,
             state_key,
         } = Stores::open(&config, server_config.state_ttl).await?;
         if audit.is_none() && config.policy.rules.iter().any(|r| r.remember.is_some()) {
@@ -299,6 +304,8 @@ impl Gateway {
             backoff,
             shared_limits,
             caller_limits,
+            flows: RwLock::new(crate::decide::flows::Flows::new(&config.flows)?.map(Arc::new)),
+            flow_store,
             running,
             budgets: RwLock::new(budgets),
             reloaded: RwLock::default(),

@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 use toolgate_protocol::types::Tool;
+use toolgate_review::flows::FlowClasses;
 use toolgate_server::tasks::TaskSupport;
 use toolgate_server::{ToolDef, ToolEntry};
 
 use super::Gateway;
 use crate::call::forward::forward;
 use crate::call::guard::Guard;
-use crate::call::stack::{Stack, ToolParts};
+use crate::call::stack::{FlowPart, Stack, ToolParts};
 use crate::call::upstream::Upstream;
 use crate::config::RateLimitConfig;
 use crate::decide::budget::Budget;
@@ -56,6 +57,35 @@ fn with_terms(description: Option<String>, terms: String) -> String {
 }
 
 impl Gateway {
+    /// The flow classes of the gateway tool `name` (the upstream's
+    /// `definition`): those `[[flows.classes]]` gives it, else those its
+    /// definition shows (a `trusted` upstream's annotations as facts).
+    pub fn flow_classes(&self, name: &str, definition: &Tool, trusted: bool) -> FlowClasses {
+        match self.running.read().flows.classes_of(name) {
+            Some((given, why)) => FlowClasses::configured(&given, &why),
+            None => FlowClasses::of(definition, trusted),
+        }
+    }
+
+    /// The flow stage of a tool: none when flows are off or the tool has
+    /// no class (its calls then pass the stage untouched).
+    fn flow_part(
+        &self,
+        name: &str,
+        definition: &Tool,
+        trusted: bool,
+        endpoint: Option<&str>,
+    ) -> Option<FlowPart> {
+        let flows = self.flows.read().clone()?;
+        let classes = self.flow_classes(name, definition, trusted).list();
+        (!classes.is_empty()).then(|| FlowPart {
+            flows,
+            store: self.flow_store.clone(),
+            classes: classes.into(),
+            endpoint: endpoint.unwrap_or_default().into(),
+        })
+    }
+
     /// The server entry of one tool.
     pub(super) fn tool_entry(&self, r: Registration<'_>) -> ToolEntry {
         let Registration {
@@ -128,6 +158,7 @@ impl Gateway {
             budget,
             endpoint_budget,
             fixed,
+            flow: self.flow_part(name, definition, config.trusted, endpoint),
             ledger: self.ledger.clone(),
         }));
         let names: (Arc<str>, Arc<str>) = (Arc::from(name), Arc::from(shown.name.as_str()));

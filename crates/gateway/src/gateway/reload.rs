@@ -111,8 +111,13 @@ pub(super) fn fixed_sections(config: &GatewayConfig) -> String {
 /// `[policy]` and the rate-limit rules, as they read.
 pub(super) fn rules_of(config: &GatewayConfig) -> String {
     format!(
-        "{:?} {:?} {:?} {:?} {:?}",
-        config.policy, config.ratelimit.rules, config.loops, config.budget, config.endpoints
+        "{:?} {:?} {:?} {:?} {:?} {:?}",
+        config.policy,
+        config.ratelimit.rules,
+        config.loops,
+        config.budget,
+        config.endpoints,
+        config.flows
     )
 }
 
@@ -159,6 +164,7 @@ impl Gateway {
     async fn try_reload(&self, config: GatewayConfig) -> Result<Reloaded, GatewayError> {
         // The checks start runs: a file start would refuse changes nothing.
         let super::validate::Checked { policy, budgets } = super::validate::check(&config)?;
+        let flows = crate::decide::flows::Flows::new(&config.flows)?.map(Arc::new);
         let mut report = Reloaded {
             needs_restart: differing(&self.fixed, &fixed_sections(&config)),
             ..Reloaded::default()
@@ -288,6 +294,7 @@ impl Gateway {
         *self.policy.write() = policy;
         *self.ratelimit.write() = Arc::new(config.ratelimit.clone());
         self.loops.configure(&config.loops)?;
+        *self.flows.write() = flows;
         *self.budgets.write() = budgets;
         for (endpoint, section, policy, budgets) in plan.reconfigured {
             *endpoint.config.write() = section;

@@ -34,6 +34,8 @@ pub(super) struct Stores {
     pub(super) audit_file: Option<PathBuf>,
     /// `[ratelimit] redis`.
     pub(super) shared_limits: Option<Arc<dyn SharedLimits>>,
+    /// What entered each flow: in the audit store, else in this process.
+    pub(super) flows: Arc<dyn crate::store::flows::FlowStore>,
     /// Where callers' rate limits are counted: Redis when set, else this
     /// process (one count for every endpoint).
     pub(super) caller_limits: Arc<dyn SharedLimits>,
@@ -54,15 +56,19 @@ impl Stores {
             .filter(|_| config.source.is_some() || config.audit.path.is_some());
         // Pending approvals are shared when the store is.
         let mut pending: Arc<dyn Pending> = Arc::new(MemoryPending::new(state_ttl));
+        let mut flows: Option<Arc<dyn crate::store::flows::FlowStore>> = None;
         let (audit, nonces): (Option<Arc<dyn AuditSink>>, SharedNonces) =
             match (&config.store.url, &audit_file) {
                 (Some(url), _) if !config.audit.disabled => {
-                    let (store, shared) = postgres(url, config.audit.arguments, state_ttl).await?;
+                    let (store, shared, kept) =
+                        postgres(url, config.audit.arguments, state_ttl).await?;
                     pending = shared;
+                    flows = Some(kept);
                     (Some(store.clone()), store.nonces())
                 }
                 (_, Some(path)) => {
                     let store = Arc::new(AuditStore::open(path, config.audit.arguments)?);
+                    flows = Some(store.clone());
                     (Some(store.clone()), store.nonces())
                 }
                 _ => (None, Arc::new(MemoryNonceStore::new(state_ttl * 2))),
@@ -74,10 +80,16 @@ impl Stores {
         let caller_limits = shared_limits.clone().unwrap_or_else(|| {
             Arc::new(crate::store::limits_memory::MemoryLimits::default()) as Arc<dyn SharedLimits>
         });
+        let flows = flows.unwrap_or_else(|| {
+            Arc::new(crate::store::flows::MemoryFlows::new(
+                config.flows.max_flows(),
+            ))
+        });
         Ok(Stores {
             audit,
             nonces,
             pending,
+            flows,
             audit_file: audit_file.filter(|_| config.store.url.is_none()),
             shared_limits,
             caller_limits,
@@ -89,18 +101,22 @@ impl Stores {
 /// The PostgreSQL audit store at `url`, and the pending approvals kept
 /// beside it (shared by every instance).
 #[cfg(feature = "postgres")]
-async fn postgres(
-    url: &str,
-    arguments: bool,
-    state_ttl: Duration,
-) -> Result<(Arc<dyn AuditSink>, Arc<dyn Pending>), GatewayError> {
+async fn postgres(url: &str, arguments: bool, state_ttl: Duration) -> Result<Stored, GatewayError> {
     let store = crate::store::pg::PgStore::connect(url, arguments).await?;
     let pending = Arc::new(crate::store::pg::pending::PgPending::new(
         store.clone(),
         state_ttl,
     ));
-    Ok((Arc::new(store), pending))
+    Ok((Arc::new(store.clone()), pending, Arc::new(store)))
 }
+
+/// The audit store, the pending approvals and the flow labels kept in one
+/// database.
+type Stored = (
+    Arc<dyn AuditSink>,
+    Arc<dyn Pending>,
+    Arc<dyn crate::store::flows::FlowStore>,
+);
 
 /// Without the `postgres` feature, `[store] url` cannot be served.
 #[cfg(not(feature = "postgres"))]
@@ -108,7 +124,7 @@ async fn postgres(
     _url: &str,
     _arguments: bool,
     _state_ttl: Duration,
-) -> Result<(Arc<dyn AuditSink>, Arc<dyn Pending>), GatewayError> {
+) -> Result<Stored, GatewayError> {
     Err(crate::config::ConfigError::new(
         "[store] url: this toolgate was built without PostgreSQL support (the gateway's `postgres` feature); build it with the feature, or remove [store] url to keep the audit store in SQLite",
     )

@@ -27,6 +27,8 @@ pub struct ToolView {
     pub decision: Option<Decision>,
     /// Effects beyond reading, as the review reads them.
     pub effects: Vec<String>,
+    /// Its flow classes and why (`[flows]`).
+    pub classes: toolgate_review::flows::FlowClasses,
 }
 
 impl Gateway {
@@ -198,6 +200,7 @@ impl Gateway {
                         .filter(|e| **e != toolgate_review::Effect::Read)
                         .map(|e| e.label().to_owned())
                         .collect(),
+                    classes: self.flow_classes(name, &t.definition, trusted),
                     definition: t.definition.clone(),
                 }
             })
@@ -210,6 +213,34 @@ impl Gateway {
             .collect();
         withheld.sort();
         (tools, withheld)
+    }
+
+    /// The combinations of the offered tools that can leak or destroy
+    /// (`TG-F001`, `TG-F002`), each saying what holds it at run time.
+    pub fn flow_findings(&self) -> Vec<toolgate_review::Finding> {
+        let offer = self.offer.read();
+        let ups = self.ups();
+        let mut servers: Vec<toolgate_review::ServerTools> = Vec::new();
+        for t in offer.tools.values() {
+            let Some(u) = ups.get(t.upstream) else {
+                continue;
+            };
+            match servers.iter_mut().find(|s| s.server == u.config.name) {
+                Some(s) => s.tools.push(t.definition.clone()),
+                None => servers.push(toolgate_review::ServerTools {
+                    server: u.config.name.clone(),
+                    tools: vec![t.definition.clone()],
+                }),
+            }
+        }
+        drop(offer);
+        servers.sort_by(|a, b| a.server.cmp(&b.server));
+        for s in &mut servers {
+            s.tools.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        crate::decide::flows::report(&self.running.read(), &servers)
+            .map(|(_, findings)| findings)
+            .unwrap_or_default()
     }
 
     /// The configuration running now (as last loaded or reloaded).

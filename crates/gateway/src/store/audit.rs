@@ -78,6 +78,14 @@ pub struct AuditRow {
     /// it (`tool` is the gateway tool it reached).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shown: Option<String>,
+    /// The flow the call was in (`caller`, `trace <id>`), when flows are
+    /// tracked and the tool has a flow class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<String>,
+    /// The classes of content that had entered that flow when the call was
+    /// decided (`private,untrusted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_labels: Option<String>,
 }
 
 /// The future of a store operation.
@@ -184,6 +192,8 @@ pub fn row_of(record: &CallRecord) -> AuditRow {
         trace_id: note(notes, "trace"),
         endpoint: note(notes, "endpoint"),
         shown: note(notes, "shown"),
+        flow: note(notes, "flow"),
+        flow_labels: note(notes, "flow_labels"),
     }
 }
 

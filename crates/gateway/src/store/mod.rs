@@ -8,6 +8,7 @@
 
 pub mod audit;
 pub mod error;
+pub mod flows;
 pub mod ledger;
 pub mod limits;
 pub mod limits_memory;

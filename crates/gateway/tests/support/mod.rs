@@ -2,6 +2,8 @@
 //! calls, a downstream client that answers every question, configs.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod flows;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -1,5 +1,6 @@
 //! The policy and a person as a stage: the guard's verdict on this round
-//! (allow, deny, or a person's approval on a form or the page).
+//! (allow, deny, or a person's approval on a form or the page), made
+//! stricter by what the call's flow holds it to.
 //!
 //! Layer: `call`.
 
@@ -28,11 +29,20 @@ impl<S: Stage> Stage for Approve<S> {
     }
 
     async fn handle(&self, mut call: Box<Call>) -> Reply {
-        let admission = match self.guard.admit_now(&call.ctx) {
+        let admission = match self.guard.admit_now(&call.ctx, call.hold.as_ref()) {
             Some(now) => now,
             // Boxed: asking a person is a large future that an allowed
             // call's state would otherwise carry, and copy at each stage.
-            None => Box::pin(self.guard.admit(&call.ctx, &mut call.input, &call.args)).await?,
+            None => {
+                let Call {
+                    ctx,
+                    input,
+                    args,
+                    hold,
+                    ..
+                } = &mut *call;
+                Box::pin(self.guard.admit(ctx, input, args, hold.as_ref())).await?
+            }
         };
         match admission {
             Admission::Forward { carry } => {

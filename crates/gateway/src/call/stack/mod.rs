@@ -19,6 +19,7 @@
 
 mod approve;
 mod budget;
+mod flow;
 mod limits;
 mod loops;
 mod relay;
@@ -37,6 +38,7 @@ use crate::store::ledger::{Ledger, Sent};
 
 pub use approve::Approve;
 pub use budget::Budget;
+pub use flow::{Flow, FlowPart};
 pub use limits::{CallerLimit, UpstreamLimit};
 pub use loops::Loops;
 pub use relay::Relay;
@@ -69,6 +71,9 @@ pub struct Call {
     /// Set by the stage that sends the call upstream: from then on, the
     /// upstream may have done the work.
     pub sent: Sent,
+    /// What the call's flow holds it to (set by the flow stage): the
+    /// policy and approval stage asks a person, or refuses, accordingly.
+    pub hold: Option<crate::decide::flows::Hold>,
 }
 
 impl Call {
@@ -103,7 +108,7 @@ pub trait Stage: Send + Sync + 'static {
 
 /// The stack every tool has: each stage inside the one before it.
 pub type ToolStack =
-    Shape<CallerLimit<CallerLimit<Loops<Budget<Budget<Approve<UpstreamLimit<Relay>>>>>>>>;
+    Shape<CallerLimit<CallerLimit<Loops<Budget<Budget<Flow<Approve<UpstreamLimit<Relay>>>>>>>>>;
 
 /// A tool's stages, in order.
 pub struct Stack {
@@ -135,6 +140,8 @@ pub struct ToolParts {
     pub endpoint_budget: Option<Arc<crate::decide::budget::Budget>>,
     /// The values of the parameters the endpoint fixes.
     pub fixed: Option<Arc<Map<String, Value>>>,
+    /// Flow control, when flows are on and the tool has a class.
+    pub flow: Option<FlowPart>,
     /// Where spending is kept.
     pub ledger: Arc<dyn Ledger>,
 }
@@ -155,7 +162,10 @@ impl Stack {
         let upstream_limit = parts.shared;
         let budget = parts.budget.map(|b| (b, parts.ledger.clone()));
         let endpoint_budget = parts.endpoint_budget.map(|b| (b, parts.ledger));
-        let approve = Approve::new(parts.guard, UpstreamLimit::new(upstream_limit, Relay));
+        let approve = Flow::new(
+            parts.flow,
+            Approve::new(parts.guard, UpstreamLimit::new(upstream_limit, Relay)),
+        );
         Self {
             stages: Shape::new(
                 parts.fixed,
@@ -233,6 +243,7 @@ mod tests {
             budget,
             endpoint_budget: None,
             fixed: None,
+            flow: None,
             ledger: Arc::new(MemoryLedger::default()),
         }
     }

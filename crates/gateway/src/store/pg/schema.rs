@@ -115,6 +115,20 @@ $$;
 ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS endpoint TEXT;
 ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS shown TEXT;
 ",
+    "
+ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS flow TEXT;
+ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS flow_labels TEXT;
+CREATE TABLE IF NOT EXISTS toolgate_flow_labels (
+    key TEXT NOT NULL,
+    class TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    time_ms BIGINT NOT NULL,
+    origin TEXT,
+    expires_ms BIGINT NOT NULL,
+    PRIMARY KEY (key, class, tool)
+);
+CREATE INDEX IF NOT EXISTS toolgate_flow_labels_expiry ON toolgate_flow_labels (expires_ms);
+",
 ];
 
 /// The advisory lock key of migrations ("toolgate" in ASCII).

@@ -14,6 +14,7 @@
 //! `toolgate log` reads the database ([`query()`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::Connection;
@@ -21,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use toolgate_server::{NonceStore, SpendFuture};
 
+mod flows;
 pub mod grants;
 pub mod ledger;
 pub mod query;
@@ -64,8 +66,8 @@ CREATE TABLE IF NOT EXISTS nonces (
 /// The schema version this toolgate writes: 2 added grants, 3 budgets,
 /// 4 each call's result summary and trace id, 5 budget reservations and
 /// grants bound to a definition, 6 each call's endpoint and the name it
-/// was called by.
-const VERSION: i32 = 6;
+/// was called by, 7 flow labels and each call's flow.
+const VERSION: i32 = 7;
 
 /// Bring a store to [`VERSION`], one process at a time.
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -124,6 +126,17 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
                 tx.execute_batch(&format!("ALTER TABLE calls ADD COLUMN {column} TEXT;"))?;
             }
         }
+    }
+    if version < 7 {
+        for column in ["flow", "flow_labels"] {
+            let has = tx
+                .prepare("SELECT 1 FROM pragma_table_info('calls') WHERE name = ?1")?
+                .exists([column])?;
+            if !has {
+                tx.execute_batch(&format!("ALTER TABLE calls ADD COLUMN {column} TEXT;"))?;
+            }
+        }
+        tx.execute_batch(flows::TABLE)?;
     }
     if version < VERSION {
         tx.execute_batch(&format!("PRAGMA user_version = {VERSION};"))?;
@@ -230,6 +243,30 @@ impl AuditRows for AuditStore {
             tokio::task::spawn_blocking(move || query(&path, &filter))
                 .await
                 .map_err(|e| StoreError::Other(format!("reading the audit store: {e}")))?
+        })
+    }
+}
+
+impl crate::store::flows::FlowStore for AuditStore {
+    fn labels(
+        self: Arc<Self>,
+        key: String,
+        now_ms: i64,
+    ) -> StoreFuture<Vec<crate::decide::flows::Label>> {
+        self.ask(|reply| Job::FlowLabels { key, now_ms, reply })
+    }
+
+    fn add(
+        self: Arc<Self>,
+        key: String,
+        label: crate::decide::flows::Label,
+        expires_ms: i64,
+    ) -> StoreFuture<()> {
+        self.ask(|reply| Job::FlowAdd {
+            key,
+            label: Box::new(label),
+            expires_ms,
+            reply,
         })
     }
 }

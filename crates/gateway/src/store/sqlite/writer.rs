@@ -20,6 +20,7 @@ use crate::base::time::now_ms;
 use crate::decide::budget::Held;
 use crate::decide::budget::Hold;
 use crate::decide::budget::SpendKey;
+use crate::decide::flows::Label;
 use crate::decide::grants::Grant;
 use crate::store::AuditRow;
 use crate::store::StoreError;
@@ -51,6 +52,17 @@ pub(crate) enum Job {
         cost: f64,
         reply: Reply<()>,
     },
+    FlowLabels {
+        key: String,
+        now_ms: i64,
+        reply: Reply<Vec<Label>>,
+    },
+    FlowAdd {
+        key: String,
+        label: Box<Label>,
+        expires_ms: i64,
+        reply: Reply<()>,
+    },
 }
 
 /// What a finished job hands back.
@@ -60,6 +72,7 @@ enum Done {
     Found(Option<Grant>),
     Held(Held),
     Row(i64),
+    Labels(Vec<Label>),
 }
 
 /// How the writer's connection syncs its commits.
@@ -169,7 +182,9 @@ macro_rules! row_params {
             $r.result,
             $r.trace_id,
             $r.endpoint,
-            $r.shown
+            $r.shown,
+            $r.flow,
+            $r.flow_labels
         ]
     };
 }
@@ -182,7 +197,7 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
         let mut insert = tx.prepare_cached(
-                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
                 )?;
         let mut spend =
             tx.prepare_cached("INSERT OR IGNORE INTO nonces (nonce, spent_ms) VALUES (?1, ?2)")?;
@@ -198,7 +213,7 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
                 }
                 Job::Complete(id, r, _) => {
                     let mut update = tx.prepare_cached(
-                                "UPDATE calls SET upstream = ?2, decision = ?3, rule = ?4, confirmation = ?5, status = ?6, latency_ms = ?7, grant_id = ?8, cost = ?9, result = ?10, trace_id = ?11, arguments_digest = ?12, arguments = ?13 WHERE id = ?1",
+                                "UPDATE calls SET upstream = ?2, decision = ?3, rule = ?4, confirmation = ?5, status = ?6, latency_ms = ?7, grant_id = ?8, cost = ?9, result = ?10, trace_id = ?11, arguments_digest = ?12, arguments = ?13, flow = ?14, flow_labels = ?15 WHERE id = ?1",
                             )?;
                     update.execute(params![
                         id,
@@ -213,7 +228,9 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
                         r.result,
                         r.trace_id,
                         r.arguments_digest,
-                        r.arguments
+                        r.arguments,
+                        r.flow,
+                        r.flow_labels
                     ])?;
                 }
                 Job::Nonce(nonce, _) => {
@@ -234,6 +251,15 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
                         now,
                     )?);
                 }
+                Job::FlowLabels { key, now_ms, .. } => {
+                    done[i] = Done::Labels(crate::store::sqlite::flows::labels(&tx, key, *now_ms)?);
+                }
+                Job::FlowAdd {
+                    key,
+                    label,
+                    expires_ms,
+                    ..
+                } => crate::store::sqlite::flows::add(&tx, key, label, *expires_ms)?,
                 // Takes the write lock, as a row would.
                 Job::Check(_) => {
                     tx.execute("DELETE FROM nonces WHERE spent_ms < 0", [])?;
@@ -284,6 +310,7 @@ fn answer_batch(batch: &mut Vec<Job>, done: Vec<Done>, failed: Option<(&Failed, 
             | Job::Check(reply)
             | Job::Grant(_, reply)
             | Job::Settle { reply, .. }
+            | Job::FlowAdd { reply, .. }
             | Job::Complete(_, _, reply) => {
                 let _ = reply.send(failed().map_or(Ok(()), Err));
             }
@@ -309,6 +336,13 @@ fn answer_batch(batch: &mut Vec<Job>, done: Vec<Done>, failed: Option<(&Failed, 
                     },
                 };
                 let _ = reply.send(failed().map_or(Ok(held), Err));
+            }
+            Job::FlowLabels { reply, .. } => {
+                let labels = match done {
+                    Done::Labels(labels) => labels,
+                    _ => Vec::new(),
+                };
+                let _ = reply.send(failed().map_or(Ok(labels), Err));
             }
             Job::Granted { reply, .. } => {
                 let found = match done {

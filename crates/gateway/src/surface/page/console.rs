@@ -311,6 +311,7 @@ pub(super) async fn tools(Viewer { token, gateway }: Viewer) -> Response {
                 code(&t.name),
                 text(&t.upstream),
                 text(t.effects.join(", ")),
+                text(t.classes.explain()),
                 decision,
                 text(lock),
                 text(t.definition.description.as_deref().unwrap_or("")),
@@ -319,13 +320,24 @@ pub(super) async fn tools(Viewer { token, gateway }: Viewer) -> Response {
         })
         .collect();
     let drift = gateway.drift();
+    let flows = gateway.flow_findings();
     let withheld: Vec<Vec<Markup>> = withheld
         .into_iter()
         .filter(|(name, _)| !drift.iter().any(|(n, _)| n == name))
         .map(|(name, why)| vec![code(&name), text(why)])
         .collect();
     let body = html! {
-        (table(&["tool", "upstream", "effects", "policy", "lock", "description", "findings"], rows))
+        (table(&["tool", "upstream", "effects", "flow classes", "policy", "lock", "description", "findings"], rows))
+        @if !flows.is_empty() {
+            h2 { "Flows that can leak or destroy" }
+            @for f in &flows {
+                details {
+                    summary { (f.severity) " " code { (f.rule) } " " code { (f.tool) } ": " (f.message) }
+                    p { "Evidence: " (f.evidence) }
+                    p { (f.fix) }
+                }
+            }
+        }
         @if !drift.is_empty() {
             h2 { "Not approved in the lock file" }
             @for (name, d) in &drift { (drifted(&token, name, d)) }

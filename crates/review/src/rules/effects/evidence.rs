@@ -170,7 +170,7 @@ impl Effects {
 
 /// The description's first sentence, which says what the tool does; later
 /// sentences are usage notes that mention other tools and other actions.
-fn first_sentence(description: &str) -> &str {
+pub(crate) fn first_sentence(description: &str) -> &str {
     let text = description.trim_start();
     let end = text
         .char_indices()

@@ -14,6 +14,7 @@ mod lexicon;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub(crate) use evidence::first_sentence;
 pub use evidence::{Effects, Evidence, Source};
 use explain::Claim;
 
