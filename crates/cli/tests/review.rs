@@ -120,3 +120,74 @@ fn audit_reports_in_three_formats_and_sets_the_exit_status() {
             >= 20
     );
 }
+
+/// The same server, listing the tools in `$TOOLS` (a JSON array).
+const SERVER_OF: &str = r#"while read line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p'); case "$line" in *server/discover*) printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}}}}\n' "$id"; continue;; esac; [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","ttlMs":0,"cacheScope":"public","tools":%s}}\n' "$id" "$TOOLS"; done"#;
+
+#[test]
+fn audit_flows_names_the_combination_that_can_leak_and_the_rule_that_holds_it() {
+    let dir = std::env::temp_dir().join(format!("toolgate-flows-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tool = |name: &str, description: &str, param: &str| {
+        serde_json::json!([{"name": name, "description": description,
+            "inputSchema": {"type": "object", "properties": {param: {"type": "string"}}}}])
+        .to_string()
+    };
+    let mut toml = String::new();
+    for (server, tools) in [
+        (
+            "web",
+            tool(
+                "fetch_page",
+                "Fetches a web page and returns its text.",
+                "url",
+            ),
+        ),
+        (
+            "files",
+            tool("read_file", "Reads a file from the workspace.", "path"),
+        ),
+        ("mail", tool("send_email", "Sends an email.", "to")),
+    ] {
+        toml.push_str(&format!(
+            "[servers.{server}]\ncommand = \"/bin/sh\"\nargs = [\"-c\", {:?}]\nenv = {{ TOOLS = {:?} }}\n",
+            SERVER_OF, tools
+        ));
+    }
+    std::fs::write(dir.join("toolgate.toml"), toml).unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["audit", "--flows", "--all", "--config", "toolgate.toml"])
+            .args(extra)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = run(&[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("  web/web.fetch_page: untrusted: name word \"fetch\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("  files/files.read_file: private: name word \"file\""),
+        "{out}"
+    );
+    assert!(out.contains("[HIGH] TG-F001 mail/mail.send_email: data leak: after untrusted content (from web.fetch_page) and private data (from files.read_file)"), "{out}");
+    assert!(
+        out.contains("held:     held at run time by [flows] built-in rule 1"),
+        "{out}"
+    );
+    let (code, json) = run(&["--json", "--fail-on", "high"]);
+    assert_eq!(code, 1, "{json}");
+    let findings: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(findings.as_array().unwrap().len(), 1, "{findings}");
+    assert_eq!(findings[0]["rule"], "TG-F001");
+    let (_, sarif) = run(&["--sarif"]);
+    assert!(sarif.contains("\"ruleId\": \"TG-F001\""), "{sarif}");
+    std::fs::remove_dir_all(&dir).ok();
+}
