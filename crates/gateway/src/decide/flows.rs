@@ -14,7 +14,6 @@
 
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
 use toolgate_review::flows::{ClassedTool, FlowClass, FlowClasses, combinations};
 
 use crate::config::{Action, ConfigError, FlowKey, FlowRule, FlowsConfig};
@@ -56,8 +55,9 @@ impl Label {
 pub struct FlowId {
     /// What the audit row shows: `trace <id>` or `caller`.
     pub shown: String,
-    /// The store's key: a digest of the caller, the endpoint and the id,
-    /// so no part of it can be chosen to reach another caller's flow.
+    /// The store's key: the caller, the endpoint and the id, each
+    /// length-prefixed, so no part of it can be chosen to reach another
+    /// caller's flow.
     pub key: String,
 }
 
@@ -121,16 +121,22 @@ impl Flows {
             FlowKey::Auto => trace,
             FlowKey::Trace => Some(trace?),
         };
-        let mut hash = Sha256::new();
-        for part in [caller.unwrap_or(""), endpoint, trace.unwrap_or("")] {
-            // Length-prefixed: no two different triples hash alike.
-            hash.update((part.len() as u64).to_be_bytes());
-            hash.update(part.as_bytes());
-        }
-        hash.update([u8::from(caller.is_some())]);
+        // Each part length-prefixed (and an anonymous caller marked apart
+        // from an empty subject): no two different triples read alike, so
+        // no id or endpoint can be chosen to reach another caller's flow.
+        // Kept as text, not hashed: it is on every call of a classed tool.
+        let key = match caller {
+            Some(c) => format!(
+                "s{}:{c}|{}:{endpoint}|{}",
+                c.len(),
+                endpoint.len(),
+                trace.unwrap_or("")
+            ),
+            None => format!("a|{}:{endpoint}|{}", endpoint.len(), trace.unwrap_or("")),
+        };
         Some(FlowId {
             shown: trace.map_or_else(|| "caller".to_owned(), |t| format!("trace {t}")),
-            key: hex(&hash.finalize()),
+            key,
         })
     }
 
@@ -225,10 +231,6 @@ pub fn report(
     };
     let findings = combinations(&classed, held);
     Ok((classed, findings))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Where content came from, as a label says it: the host of the first

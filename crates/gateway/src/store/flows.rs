@@ -100,10 +100,11 @@ impl MemoryFlows {
             None => {}
         }
         t.order.push_back((stamp, key));
-        // Entries a later change superseded are dropped now and then (in
-        // order, so the oldest stay first): amortised, each insert pays
-        // for a few.
-        if t.order.len() > self.max.saturating_mul(4) {
+        // Entries a later change superseded are dropped once they are
+        // more than half (in order, so the oldest stay first): amortised,
+        // each insert pays for about one, and `order` stays within twice
+        // the flows kept.
+        if t.order.len() > t.flows.len().saturating_mul(2) + 64 {
             let flows = &t.flows;
             t.order
                 .retain(|(s, k)| flows.get(k).is_some_and(|f| f.stamp == *s));
@@ -172,7 +173,9 @@ mod tests {
             }
             flows.put(format!("flood {i}"), label("web.fetch", i), i64::MAX);
             assert!(flows.len() <= 100);
-            assert!(flows.table.lock().order.len() <= 400);
+            let t = flows.table.lock();
+            assert!(t.order.len() <= 2 * t.flows.len() + 64);
+            drop(t);
         }
         assert!(flows.read("first", 0).is_empty());
         assert_eq!(flows.read("kept", 0).len(), 1);
