@@ -163,7 +163,11 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
     )?;
 
     // The same server behind the gateway with no prefix: a transparent
-    // gateway must pass the same server legs.
+    // gateway must pass the same server legs. Transparent means no policy
+    // of its own: everything allowed, and no flow control — the suite's
+    // scenarios are one anonymous caller's calls, so a tool that reads
+    // outside content in one scenario would (rightly) hold a destructive
+    // call in a later one.
     let gateway_port = free_port()?;
     // Its configuration and the audit store it keeps beside it; declared
     // before the gateway's guard, so removed after the gateway has ended.
@@ -172,7 +176,7 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
     std::fs::write(
         &config,
         format!(
-            "[servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n[endpoints.conformance]\nservers = [\"everything\"]\n"
+            "[servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n[flows]\nenabled = false\n[endpoints.conformance]\nservers = [\"everything\"]\n"
         ),
     )?;
     let toolgate = root().join("target/debug/toolgate");
