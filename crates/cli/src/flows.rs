@@ -4,7 +4,7 @@
 //! `[flows]` rule that holds it at run time.
 
 use toolgate_gateway::config::GatewayConfig;
-use toolgate_review::{Finding, ServerTools, Severity, sarif};
+use toolgate_review::{ServerTools, Severity};
 
 use crate::review::Format;
 use crate::term::one_line;
@@ -26,11 +26,7 @@ pub fn report(
     let (classed, findings) = toolgate_gateway::decide::flows::report(&config, servers)
         .map_err(|e| exit::fail(exit::USAGE, toolgate_protocol::error::with_causes(&e)))?;
     match format {
-        Format::Json => outln!("{}", serde_json::to_string_pretty(&findings)?),
-        Format::Sarif => outln!(
-            "{}",
-            serde_json::to_string_pretty(&sarif::to_sarif(&findings, env!("CARGO_PKG_VERSION")))?
-        ),
+        Format::Json | Format::Sarif => crate::review::print_data(&findings, format)?,
         Format::Text => {
             let with: Vec<_> = classed.iter().filter(|t| !t.classes.is_empty()).collect();
             outln!(
@@ -58,24 +54,11 @@ pub fn report(
                     findings.len()
                 );
                 for f in &findings {
-                    print(f);
+                    crate::review::print_finding(f, "held:    ");
                 }
             }
         }
     }
     let failing = fail_on.is_some_and(|level| findings.iter().any(|f| f.severity >= level));
     Ok(if failing { exit::FAILED } else { exit::OK })
-}
-
-fn print(f: &Finding) {
-    outln!(
-        "[{}] {} {}/{}: {}",
-        f.severity.to_string().to_uppercase(),
-        f.rule,
-        one_line(&f.server),
-        one_line(&f.tool),
-        one_line(&f.message)
-    );
-    outln!("    evidence: {}", one_line(&f.evidence));
-    outln!("    held:     {}", one_line(&f.fix));
 }

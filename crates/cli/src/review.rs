@@ -149,6 +149,20 @@ fn status(own: u8, fetched: &Fetched) -> u8 {
     }
 }
 
+/// `findings` as JSON, or as SARIF 2.1.0 (for code-scanning interfaces).
+pub(crate) fn print_data(
+    findings: &[toolgate_review::Finding],
+    format: Format,
+) -> anyhow::Result<()> {
+    if format == Format::Sarif {
+        let report = sarif::to_sarif(findings, env!("CARGO_PKG_VERSION"));
+        outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        outln!("{}", serde_json::to_string_pretty(findings)?);
+    }
+    Ok(())
+}
+
 /// Output format of `audit`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -170,11 +184,7 @@ pub async fn run_audit(
     let servers = &fetched.servers;
     let findings = audit(servers);
     match format {
-        Format::Json => outln!("{}", serde_json::to_string_pretty(&findings)?),
-        Format::Sarif => outln!(
-            "{}",
-            serde_json::to_string_pretty(&sarif::to_sarif(&findings, env!("CARGO_PKG_VERSION")))?
-        ),
+        Format::Json | Format::Sarif => print_data(&findings, format)?,
         Format::Text => {
             let tool_count: usize = servers.iter().map(|s| s.tools.len()).sum();
             outln!(
@@ -183,16 +193,7 @@ pub async fn run_audit(
                 findings.len()
             );
             for f in &findings {
-                outln!(
-                    "[{}] {} {}/{}: {}",
-                    f.severity.to_string().to_uppercase(),
-                    f.rule,
-                    one_line(&f.server),
-                    one_line(&f.tool),
-                    one_line(&f.message)
-                );
-                outln!("    evidence: {}", one_line(&f.evidence));
-                outln!("    fix:      {}", one_line(&f.fix));
+                print_finding(f, "fix:     ");
             }
             let caps = capabilities(servers);
             outln!();
@@ -391,6 +392,21 @@ pub async fn run_verify(t: Targets<'_>, path: &Path, json: bool) -> anyhow::Resu
         if changed { exit::FAILED } else { exit::OK },
         &fetched,
     ))
+}
+
+/// One finding as `audit` prints it: severity, rule, where, what; its
+/// evidence; and its last line under `last` (`fix:`, or what holds it).
+pub(crate) fn print_finding(f: &toolgate_review::Finding, last: &str) {
+    outln!(
+        "[{}] {} {}/{}: {}",
+        f.severity.to_string().to_uppercase(),
+        f.rule,
+        one_line(&f.server),
+        one_line(&f.tool),
+        one_line(&f.message)
+    );
+    outln!("    evidence: {}", one_line(&f.evidence));
+    outln!("    {last} {}", one_line(&f.fix));
 }
 
 /// The options of `toolgate audit`.

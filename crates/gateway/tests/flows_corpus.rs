@@ -9,13 +9,11 @@
 
 mod support;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
-use support::flows::{Declines, Ran, upstreams};
+use support::flows::{Ran, upstreams};
 use support::{config, serve};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{CallOptions, Client};
@@ -62,10 +60,10 @@ async fn run(conversation: &Conversation, ups: &[(&'static str, String)], ran: &
     )
     .await
     .unwrap();
-    let asked = Arc::new(AtomicUsize::new(0));
+    let person = support::Person::new(serde_json::json!({"action": "decline"}));
     let client = Client::builder("corpus", "1")
         .timeout(Duration::from_secs(10))
-        .input_handler(Declines(asked.clone()))
+        .input_handler(person.clone())
         .build(HttpTransport::new(serve(gateway.server()).await, HttpOptions::default()).unwrap());
     let mut sink_ran = false;
     for step in &conversation.steps {
@@ -95,7 +93,7 @@ async fn run(conversation: &Conversation, ups: &[(&'static str, String)], ran: &
     }
     gateway.stop();
     Outcome {
-        asked: asked.load(Ordering::SeqCst),
+        asked: person.times_asked(),
         sink_ran,
     }
 }
@@ -120,7 +118,7 @@ async fn every_attack_is_stopped_before_its_sink_and_few_benign_conversations_ne
         attacks >= 15 && benign >= 15,
         "{attacks} attacks, {benign} benign"
     );
-    let ran: Ran = Arc::default();
+    let ran = Ran::default();
     let ups = upstreams(&ran).await;
     let mut stopped = 0;
     let mut needed_a_person = Vec::new();

@@ -1,17 +1,13 @@
 //! The servers of the flow-control tests and corpus: a web fetcher whose
 //! pages from `evil.example` carry an injected instruction, a file reader,
 //! a mailer, a calendar and a code runner, each recording the tools that
-//! ran; and a person who declines whatever they are asked.
+//! ran.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
-use toolgate_client::{BoxFuture, ClientError, InputHandler};
-use toolgate_protocol::types::ClientCapabilities;
 use toolgate_server::{Server, ToolDef, ToolEntry};
 
 use super::serve;
@@ -195,20 +191,4 @@ pub async fn upstreams(ran: &Ran) -> Vec<(&'static str, String)> {
         out.push((name, serve(s).await));
     }
     out
-}
-
-/// A person who declines every question, counting them.
-pub struct Declines(pub Arc<AtomicUsize>);
-
-impl InputHandler for Declines {
-    fn capabilities(&self) -> ClientCapabilities {
-        serde_json::from_value(json!({"elicitation": {}})).unwrap()
-    }
-    fn elicit(
-        &self,
-        _request: toolgate_protocol::types::ElicitRequestParams,
-    ) -> BoxFuture<'_, Result<toolgate_protocol::types::ElicitResult, ClientError>> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async { Ok(serde_json::from_value(json!({"action": "decline"})).unwrap()) })
-    }
 }
