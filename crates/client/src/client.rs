@@ -67,6 +67,12 @@ pub struct CallOptions {
     /// W3C trace context sent in `_meta` (`traceparent`, `tracestate`,
     /// `baggage`), so the server's spans join the caller's trace.
     pub trace: Option<toolgate_protocol::trace::TraceContext>,
+    /// Send the request with this access token rather than the
+    /// transport's own credentials (HTTP): a gateway acting for its caller
+    /// at an upstream. A `401` or `403` then ends the call with
+    /// [`ClientError::LoginRequired`] or [`ClientError::Authorization`];
+    /// the transport's own OAuth is not tried in its place.
+    pub bearer: Option<crate::transport::Bearer>,
 }
 
 /// Answers one request of a legacy server: `(method, params)`.
@@ -447,6 +453,7 @@ impl Client {
             version,
             headers,
             legacy,
+            bearer: options.bearer.clone(),
         }
     }
 

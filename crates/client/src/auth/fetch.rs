@@ -87,6 +87,10 @@ pub(crate) struct Answer {
 pub(crate) struct AuthHttp {
     client: reqwest::Client,
     limits: AuthLimits,
+    /// Say a server that cannot be reached (or fails) is unreachable
+    /// rather than refusing: a token broker falls back on the tokens it
+    /// holds then, and refuses the caller only when the server says no.
+    unreachable_when_down: bool,
 }
 
 impl AuthHttp {
@@ -98,7 +102,26 @@ impl AuthHttp {
         let client = crate::tls::with_tls(builder)?
             .build()
             .map_err(|e| ClientError::transport_because("cannot build the HTTP client", e))?;
-        Ok(Self { client, limits })
+        Ok(Self {
+            client,
+            limits,
+            unreachable_when_down: false,
+        })
+    }
+
+    /// This client, telling a server that is down from one that refuses.
+    pub fn unreachable_when_down(mut self) -> Self {
+        self.unreachable_when_down = true;
+        self
+    }
+
+    /// The error for a server that could not be reached or failed.
+    pub fn down(&self, message: String) -> ClientError {
+        if self.unreachable_when_down {
+            ClientError::unreachable(message)
+        } else {
+            fail(message)
+        }
     }
 
     /// A raw request; the caller sets method, headers and body.
@@ -146,12 +169,12 @@ impl AuthHttp {
         let url = toolgate_protocol::redact::url(url.as_str());
         let mut response = builder.send().await.map_err(|e| {
             if e.is_timeout() {
-                fail(format!(
+                self.down(format!(
                     "{url} did not answer within {:?}",
                     self.limits.timeout
                 ))
             } else {
-                fail(format!("cannot reach {url}: {}", cause(&e)))
+                self.down(format!("cannot reach {url}: {}", cause(&e)))
             }
         })?;
         let cap = self.limits.max_body_bytes;

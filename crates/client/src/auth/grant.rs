@@ -79,7 +79,7 @@ impl TokenEndpoint<'_> {
     /// POST `params` with client authentication (and a DPoP proof, retried
     /// once with the server's nonce when it asks, RFC 9449 §8); the JSON of
     /// a successful answer, or the server's refusal.
-    async fn post(
+    pub(crate) async fn post(
         &mut self,
         client: Option<&ClientAuth<'_>>,
         mut params: Vec<(&'static str, String)>,
@@ -166,6 +166,12 @@ impl TokenEndpoint<'_> {
             if error == Some("use_dpop_nonce") && self.dpop.is_some() && attempt == 0 {
                 continue;
             }
+            if answer.status.is_server_error() {
+                return Err(self.http.down(format!(
+                    "the authorization server failed the {grant} token request (HTTP {})",
+                    answer.status
+                )));
+            }
             return Err(refusal(&grant, answer.status, answer.json.as_ref()));
         }
         Err(fail(
@@ -192,7 +198,7 @@ fn refusal(grant: &str, status: reqwest::StatusCode, body: Option<&Value>) -> Cl
 }
 
 /// A successful token response.
-fn tokens(body: Option<&Value>, sent_dpop: bool) -> Result<TokenSet, ClientError> {
+pub(crate) fn tokens(body: Option<&Value>, sent_dpop: bool) -> Result<TokenSet, ClientError> {
     let body = body.ok_or_else(|| fail("the token response is not JSON"))?;
     let text = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_owned);
     let access_token = text("access_token")

@@ -39,6 +39,7 @@
 //! they were issued for; client secrets go only to the token endpoint of
 //! the issuer they belong to, and only over HTTPS (or to this machine).
 
+mod broker;
 mod challenge;
 mod discovery;
 mod fetch;
@@ -50,6 +51,7 @@ mod store;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use broker::{Authorization, BrokerConfig, BrokerError, TokenBroker, jwt_audiences};
 pub use challenge::{Challenge, from_headers as challenges_in, parse as parse_challenges};
 pub use fetch::AuthLimits;
 pub(crate) use fetch::shown;

@@ -25,6 +25,31 @@ use toolgate_protocol::RequestId;
 
 use crate::ClientError;
 
+/// An access token that one request carries instead of the transport's
+/// own credentials: a gateway sends each call with a token obtained for
+/// its caller (token exchange, or the caller's linked account). It never
+/// shows in `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Bearer(std::sync::Arc<str>);
+
+impl Bearer {
+    /// Wrap `token`.
+    pub fn new(token: impl Into<std::sync::Arc<str>>) -> Self {
+        Self(token.into())
+    }
+
+    /// The token, to send.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bearer(…)")
+    }
+}
+
 /// One request on its way.
 #[derive(Clone, Debug)]
 pub struct Outgoing {
@@ -43,6 +68,10 @@ pub struct Outgoing {
     pub legacy: Option<String>,
     /// The serialized JSON-RPC request.
     pub body: Vec<u8>,
+    /// The token this request carries instead of the transport's own
+    /// (HTTP only; a `401` or `403` is then the caller's answer, not a
+    /// reason to authorize anew).
+    pub bearer: Option<Bearer>,
 }
 
 /// A message received for a request.

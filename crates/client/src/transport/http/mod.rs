@@ -243,6 +243,14 @@ impl HttpTransport {
     }
 }
 
+/// A request with its own token, to an HTTP+SSE server (whose session
+/// carries the transport's credentials only).
+fn per_call_refused(server: &str) -> ClientError {
+    ClientError::Authorization(format!(
+        "{server} speaks the HTTP+SSE transport of 2024-11-05, whose session cannot carry a token per request"
+    ))
+}
+
 /// Whether `body` is a JSON-RPC error a modern server sends (unsupported
 /// version, unknown method, a header that does not match): then the
 /// endpoint is no HTTP+SSE server.
@@ -333,6 +341,12 @@ impl Transport for HttpTransport {
     fn send(&self, mut request: Outgoing) -> SendFuture<'_> {
         Box::pin(async move {
             if let Some(session) = self.old_session().await? {
+                // The HTTP+SSE session posts with the transport's own
+                // credentials: a request meant to carry another's token
+                // must not go out as the transport's.
+                if request.bearer.is_some() {
+                    return Err(per_call_refused(&self.shared.server));
+                }
                 return Box::pin(session.send(&self.shared, request)).await;
             }
             let version = request
@@ -363,7 +377,10 @@ impl Transport for HttpTransport {
                 out.body = body.clone();
                 Ok(out)
             };
-            let response = shared.execute_built(build, None).await?;
+            let response = match &request.bearer {
+                Some(bearer) => shared.execute_as(build, bearer).await?,
+                None => shared.execute_built(build, None).await?,
+            };
             let status = response.status();
             shared.refused(&response)?;
             if let Some(session) = response.header(SESSION_HEADER) {
@@ -406,6 +423,9 @@ impl Transport for HttpTransport {
                         Response::from_value(value),
                     ))));
                 }
+                if request.bearer.is_some() {
+                    return Err(per_call_refused(&shared.server));
+                }
                 request.body = body.to_vec();
                 return Box::pin(session.send(shared, request)).await;
             }
@@ -446,6 +466,40 @@ impl Shared {
             out.add("authorization", &format!("Bearer {token}"))?;
         }
         Ok(())
+    }
+
+    /// Send what `build` makes with `bearer` as its only credentials (the
+    /// transport's own token and OAuth stay out of it), following the
+    /// redirects [`Wire::redirect`] allows. A `401` or `403` is returned
+    /// as it came: the token is the caller's, so is the refusal.
+    async fn execute_as<F>(&self, build: F, bearer: &super::Bearer) -> Result<Reply, ClientError>
+    where
+        F: Fn() -> Result<Outbound, ClientError> + Send + Sync,
+    {
+        let mut location: Option<url::Url> = None;
+        let mut hops = 0;
+        loop {
+            let mut this = build()?;
+            for (k, v) in &self.options.headers {
+                if !k.eq_ignore_ascii_case("authorization") {
+                    this.add(k, v)?;
+                }
+            }
+            this.add("authorization", &format!("Bearer {}", bearer.expose()))?;
+            let method = this.method.clone();
+            let response = self.wire.send(this, location.as_ref()).await?;
+            match self
+                .wire
+                .redirect(&response, &method, location.as_ref(), hops)?
+            {
+                Some(next) => {
+                    response.discard().await;
+                    location = Some(next);
+                    hops += 1;
+                }
+                None => return Ok(response),
+            }
+        }
     }
 
     /// Whether OAuth supplies this transport's tokens.
