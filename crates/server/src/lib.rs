@@ -182,7 +182,9 @@ pub use auth::JwtVerifier;
 #[cfg(feature = "http")]
 pub use auth::ResourceServer;
 pub use auth::resource_codes::INSUFFICIENT_SCOPE;
-pub use auth::{AuthContext, ScopeHierarchy, TokenError, TokenVerifier, VerifyFuture};
+pub use auth::{
+    AuthContext, PresentedToken, ScopeHierarchy, TokenError, TokenVerifier, VerifyFuture,
+};
 pub use call_log::{Begun, CallLog, CallOutcome, CallRecord, Recorded};
 pub use context::{ClientCapability, RequestContext};
 pub use dispatch::TransportContext;

@@ -374,16 +374,7 @@ impl TokenBroker {
 /// The broker reads them to refuse a token meant for someone else; the
 /// token's recipient still verifies it.
 pub fn jwt_audiences(token: &str) -> Option<Vec<String>> {
-    let mut parts = token.split('.');
-    let (_, payload, _) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() {
-        return None;
-    }
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()?;
-    let claims: Value = serde_json::from_slice(&bytes).ok()?;
-    match claims.get("aud")? {
+    match unverified_claims(token)?.get("aud")? {
         Value::String(one) => Some(vec![one.clone()]),
         Value::Array(many) => Some(
             many.iter()
@@ -393,6 +384,25 @@ pub fn jwt_audiences(token: &str) -> Option<Vec<String>> {
         ),
         _ => None,
     }
+}
+
+/// When a JWT access token expires (its `exp`, seconds since the epoch),
+/// read without verifying it: `None` for a token that is not a JWT.
+pub fn jwt_expiry(token: &str) -> Option<u64> {
+    unverified_claims(token)?.get("exp")?.as_u64()
+}
+
+/// The claims of a JWT, unverified.
+fn unverified_claims(token: &str) -> Option<Value> {
+    let mut parts = token.split('.');
+    let (_, payload, _) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// `a` and `b` name the same resource (a trailing slash aside).

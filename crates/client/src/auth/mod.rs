@@ -51,7 +51,9 @@ mod store;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use broker::{Authorization, BrokerConfig, BrokerError, TokenBroker, jwt_audiences};
+pub use broker::{
+    Authorization, BrokerConfig, BrokerError, TokenBroker, jwt_audiences, jwt_expiry,
+};
 pub use challenge::{Challenge, from_headers as challenges_in, parse as parse_challenges};
 pub use fetch::AuthLimits;
 pub(crate) use fetch::shown;

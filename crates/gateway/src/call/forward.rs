@@ -17,7 +17,7 @@ use toolgate_protocol::types::{
 };
 use toolgate_server::{Inputs, RequestContext, ToolError, ToolReply};
 
-use crate::call::rounds::{relay, unreachable};
+use crate::call::rounds::{Relaying, relay, unreachable};
 use crate::call::stack::{Call, Stack};
 use crate::call::telemetry;
 use crate::call::upstream::Upstream;
@@ -83,6 +83,7 @@ pub async fn forward(
         carry: Map::new(),
         sent: Sent::default(),
         hold: None,
+        bearer: None,
     };
     let reply = match &span {
         Some(span) => stack.run(call).with_context(span.clone()).await,
@@ -101,8 +102,8 @@ pub(crate) async fn relayed(
     tool: String,
     args: Map<String, Value>,
     ctx: RequestContext,
-    input: Inputs,
-    carry: Map<String, Value>,
+    (input, carry): (Inputs, Map<String, Value>),
+    bearer: Option<toolgate_client::transport::Bearer>,
     server: &str,
 ) -> Result<ToolReply, ToolError> {
     let remember_task = {
@@ -143,7 +144,10 @@ pub(crate) async fn relayed(
         &ctx,
         input,
         carry,
-        true,
+        Relaying {
+            tool_call: true,
+            bearer,
+        },
         ("tools/call", Some(tool.as_str())),
         |client, previous, options| {
             checker = Some(client.clone());
@@ -232,6 +236,13 @@ async fn answer(
             )))
         }
         Err(e) => {
+            // A token obtained for the caller that the upstream refuses is
+            // not kept: the next call obtains another.
+            if let (ClientError::LoginRequired(_) | ClientError::Authorization(_), Some(identity)) =
+                (&e, upstream.identity())
+            {
+                identity.forget(ctx.auth(), tool);
+            }
             let status = if matches!(e, ClientError::Timeout(_)) {
                 "timeout"
             } else {
@@ -261,7 +272,10 @@ async fn relay_request<M: Method>(
         ctx,
         ctx.inputs(),
         Map::new(),
-        false,
+        Relaying {
+            tool_call: false,
+            bearer: None,
+        },
         (method, None),
         |client, previous, options| async move {
             client

@@ -58,8 +58,13 @@ impl AuthConfig {
     /// `audience`.
     pub fn resource_server_for(&self, audience: &str) -> Result<ResourceServer, ConfigError> {
         let verifier = self.verifier_for(audience)?;
+        // Each caller's verified token is kept for the request: an upstream
+        // with `[servers.X.identity] mode = "exchange"` exchanges it for one
+        // of its own (it is never sent on). Kept whatever the upstreams are
+        // now, so a reload that adds such an upstream needs no restart.
         let mut rs = ResourceServer::new(audience, verifier)
-            .map_err(|e| ConfigError::new(format!("[auth]: {e}")))?;
+            .map_err(|e| ConfigError::new(format!("[auth]: {e}")))?
+            .keep_token(true);
         let servers = if self.authorization_servers.is_empty() {
             std::slice::from_ref(&self.issuer)
         } else {

@@ -7,6 +7,7 @@
 pub mod approvals;
 pub(crate) mod forward;
 pub(crate) mod guard;
+pub mod identity;
 pub mod inbound;
 pub mod metrics;
 pub(crate) mod parked;

@@ -79,6 +79,15 @@ impl Relayed for Value {
     }
 }
 
+/// What kind of request a relay sends.
+pub(crate) struct Relaying {
+    /// A `tools/call` (rather than a prompt or resource request).
+    pub tool_call: bool,
+    /// The token it carries for its caller (`[servers.X.identity]`),
+    /// instead of the gateway's own credentials.
+    pub bearer: Option<toolgate_client::transport::Bearer>,
+}
+
 /// Relay rounds: answers for the upstream's last questions go with the
 /// call; new questions end the downstream round (`Err` with the
 /// `input_required` to send). `Ok(Err(_))` is the upstream call's failure.
@@ -90,7 +99,7 @@ pub(crate) async fn relay<T, F, Fut>(
     ctx: &RequestContext,
     mut input: Inputs,
     carry: Map<String, Value>,
-    tool_call: bool,
+    Relaying { tool_call, bearer }: Relaying,
     span: (&str, Option<&str>),
     call: F,
 ) -> Result<Result<T, ClientError>, ToolError>
@@ -162,6 +171,7 @@ where
         questions: None,
         on_task: None,
         trace,
+        bearer,
     };
     let drains: Vec<_> = [progress_done, log_done].into_iter().flatten().collect();
     if client.is_legacy().await.unwrap_or(false) {

@@ -96,6 +96,8 @@ pub struct Upstream {
     secrets: crate::config::Secrets,
     /// Itself, for the tasks that watch its connection.
     me: std::sync::Weak<Upstream>,
+    /// Whose identity its calls carry (`[servers.X.identity]`).
+    identity: Option<crate::call::identity::SharedIdentity>,
 }
 
 #[derive(Default)]
@@ -165,6 +167,16 @@ impl Upstream {
                 .map(|n| RateLimiter::direct(Quota::per_minute(n))),
             parked: Arc::default(),
             secrets: config.secrets(),
+            identity: match (&config.identity, &config.url) {
+                (Some(identity), Some(url)) => {
+                    Some(Arc::new(crate::call::identity::UpstreamIdentity::new(
+                        &config.name,
+                        url.expose(),
+                        identity,
+                    )))
+                }
+                _ => None,
+            },
             config,
         })
     }
@@ -186,6 +198,11 @@ impl Upstream {
                 tenths % 10
             ))
         })
+    }
+
+    /// Whose identity its calls carry, when not the gateway's.
+    pub fn identity(&self) -> Option<&crate::call::identity::SharedIdentity> {
+        self.identity.as_ref()
     }
 
     /// Call `hook` with every new connection (`None`: no longer).

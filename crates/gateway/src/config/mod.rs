@@ -6,8 +6,8 @@
 //! the entry without starting it, `autoApprove` becomes an allow rule for
 //! those tools (everything else is confirmed, the built-in default), and
 //! keys toolgate does not use are reported once and otherwise ignored.
-//! `${VAR}` in `command`, `args`, `env`, `cwd`, `url`, `headers` and
-//! `oauth` is
+//! `${VAR}` in `command`, `args`, `env`, `cwd`, `url`, `headers`,
+//! `oauth` and `identity` is
 //! replaced by the environment variable `VAR` (an unset one is an error);
 //! `$${` writes a literal `${`.
 //!
@@ -40,6 +40,7 @@ mod approval;
 mod auth;
 mod endpoint;
 mod flows;
+mod identity;
 mod limits;
 mod observe;
 mod policy;
@@ -53,6 +54,7 @@ pub use endpoint::{
     valid_endpoint_name,
 };
 pub use flows::{ClassesConfig, FlowKey, FlowRule, FlowRuleConfig, FlowsConfig};
+pub use identity::{IdentityConfig, IdentityMode, IdentityScopes};
 pub use limits::{
     BudgetConfig, Cap, LoopsConfig, OnOutage, Period, RateLimitConfig, RateLimitRule,
 };
@@ -427,6 +429,11 @@ impl GatewayConfig {
             upstream.name = name.clone();
             upstream.check()?;
             upstream.expand(env)?;
+            if upstream.identity.is_some() && self.auth.is_none() {
+                return Err(err(format!(
+                    "server {name:?}: identity acts for the verified caller; it needs [auth]"
+                )));
+            }
         }
         self.policy.check()?;
         self.loops.checked_window()?;

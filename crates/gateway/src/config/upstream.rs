@@ -76,6 +76,10 @@ pub struct UpstreamConfig {
     /// OAuth credentials of the gateway itself at an HTTP upstream that
     /// requires authorization (the caller's token is never passed on).
     pub oauth: Option<UpstreamOAuth>,
+    /// Whose identity calls carry upstream: the verified caller's, by
+    /// token exchange or their linked account (see [`IdentityConfig`]).
+    /// Without it, the gateway's own (`oauth`).
+    pub identity: Option<IdentityConfig>,
     /// The key this entry has in the file (filled in after loading).
     #[serde(skip)]
     #[schemars(skip)]
@@ -155,7 +159,11 @@ impl UpstreamConfig {
     /// the upstream and its transport say.
     pub fn secrets(&self) -> Secrets {
         let mut out = Secrets::default();
-        let oauth = self.oauth.iter().flat_map(|o| o.client_secret.iter());
+        let oauth = self
+            .oauth
+            .iter()
+            .flat_map(|o| o.client_secret.iter())
+            .chain(self.identity.iter().flat_map(|i| i.client_secret.iter()));
         for s in self
             .command
             .iter()
@@ -256,6 +264,9 @@ impl UpstreamConfig {
                 )));
             }
         }
+        if let Some(identity) = &self.identity {
+            identity.check(name, self)?;
+        }
         Ok(())
     }
 
@@ -304,6 +315,9 @@ impl UpstreamConfig {
                 x(&mut text)?;
                 *path = PathBuf::from(text);
             }
+        }
+        if let Some(identity) = &mut self.identity {
+            identity.expand(&name, env)?;
         }
         if let Some(cwd) = &mut self.cwd {
             let mut text = cwd.to_string_lossy().into_owned();

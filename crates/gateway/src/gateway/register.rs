@@ -160,6 +160,7 @@ impl Gateway {
             fixed,
             flow: self.flow_part(name, definition, config.trusted, endpoint),
             ledger: self.ledger.clone(),
+            identity: upstream.identity().cloned(),
         }));
         let names: (Arc<str>, Arc<str>) = (Arc::from(name), Arc::from(shown.name.as_str()));
         let upstream = upstream.clone();

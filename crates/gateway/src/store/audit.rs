@@ -86,6 +86,9 @@ pub struct AuditRow {
     /// decided (`private,untrusted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_labels: Option<String>,
+    /// Whose identity the call carried upstream and how (`alice
+    /// (exchange)`), when not the gateway's own.
+    pub identity: Option<String>,
 }
 
 /// The future of a store operation.
@@ -194,6 +197,7 @@ pub fn row_of(record: &CallRecord) -> AuditRow {
         shown: note(notes, "shown"),
         flow: note(notes, "flow"),
         flow_labels: note(notes, "flow_labels"),
+        identity: note(notes, "identity"),
     }
 }
 

@@ -20,6 +20,7 @@ pub mod pg;
 pub mod redis;
 pub mod sqlite;
 pub mod state_key;
+pub mod tokens;
 
 use std::sync::Arc;
 

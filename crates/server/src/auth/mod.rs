@@ -60,6 +60,28 @@ pub struct AuthContext {
     subject: Option<String>,
     scopes: BTreeSet<String>,
     claims: Option<Arc<Map<String, Value>>>,
+    token: Option<PresentedToken>,
+}
+
+/// The access token a caller presented, kept only where the server asked
+/// for it ([`ResourceServer::keep_token`]): a gateway exchanges it
+/// (RFC 8693) for a token of its own at an upstream. It is the caller's
+/// credential for *this* server: never send it anywhere else. It never
+/// shows in `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PresentedToken(Arc<str>);
+
+impl PresentedToken {
+    /// The token, for a token exchange.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for PresentedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PresentedToken(…)")
+    }
 }
 
 impl AuthContext {
@@ -69,6 +91,7 @@ impl AuthContext {
             subject: Some(subject.into()),
             scopes: BTreeSet::new(),
             claims: None,
+            token: None,
         }
     }
 
@@ -96,6 +119,17 @@ impl AuthContext {
     pub fn with_claims(mut self, claims: Map<String, Value>) -> Self {
         self.claims = Some(Arc::new(claims));
         self
+    }
+
+    /// Keep the token the caller presented (see [`PresentedToken`]).
+    pub fn with_presented_token(mut self, token: &str) -> Self {
+        self.token = Some(PresentedToken(token.into()));
+        self
+    }
+
+    /// The token the caller presented, when the resource server keeps it.
+    pub fn presented_token(&self) -> Option<&PresentedToken> {
+        self.token.as_ref()
     }
 
     /// The authenticated subject, if any.

@@ -51,6 +51,8 @@ pub struct ResourceServer {
     authorization_servers: Vec<String>,
     scopes_supported: Vec<String>,
     hierarchy: ScopeHierarchy,
+    /// Keep the presented token in the request's [`AuthContext`].
+    keep_token: bool,
 }
 
 impl std::fmt::Debug for ResourceServer {
@@ -100,7 +102,17 @@ impl ResourceServer {
             authorization_servers: Vec::new(),
             scopes_supported: Vec::new(),
             hierarchy: ScopeHierarchy::default(),
+            keep_token: false,
         })
+    }
+
+    /// Keep each caller's verified token in its [`AuthContext`]
+    /// ([`AuthContext::presented_token`]), for a gateway that exchanges it
+    /// for an upstream's (RFC 8693). Off by default: a server that does not
+    /// exchange tokens has no reason to hold them past verification.
+    pub fn keep_token(mut self, keep: bool) -> Self {
+        self.keep_token = keep;
+        self
     }
 
     /// An authorization server (its issuer URL) clients may get tokens from.
@@ -201,6 +213,9 @@ impl ResourceServer {
             .filter(|t| !t.is_empty())
             .ok_or_else(|| Refusal::Invalid("not a Bearer token".into()))?;
         match self.verifier.verify(token).await {
+            Ok(auth) if self.keep_token => {
+                Ok(self.hierarchy.expand(auth).with_presented_token(token))
+            }
             Ok(auth) => Ok(self.hierarchy.expand(auth)),
             Err(TokenError::Invalid(why)) => Err(Refusal::Invalid(why)),
             Err(TokenError::Unavailable(why)) => Err(Refusal::Unavailable(why)),

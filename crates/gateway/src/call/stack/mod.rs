@@ -20,6 +20,7 @@
 mod approve;
 mod budget;
 mod flow;
+mod identity;
 mod limits;
 mod loops;
 mod relay;
@@ -39,6 +40,7 @@ use crate::store::ledger::{Ledger, Sent};
 pub use approve::Approve;
 pub use budget::Budget;
 pub use flow::{Flow, FlowPart};
+pub use identity::Identity;
 pub use limits::{CallerLimit, UpstreamLimit};
 pub use loops::Loops;
 pub use relay::Relay;
@@ -74,6 +76,9 @@ pub struct Call {
     /// What the call's flow holds it to (set by the flow stage): the
     /// policy and approval stage asks a person, or refuses, accordingly.
     pub hold: Option<crate::decide::flows::Hold>,
+    /// The token the call carries upstream for its caller (set by the
+    /// identity stage); `None`: the gateway's own credentials.
+    pub bearer: Option<toolgate_client::transport::Bearer>,
 }
 
 impl Call {
@@ -107,8 +112,9 @@ pub trait Stage: Send + Sync + 'static {
 }
 
 /// The stack every tool has: each stage inside the one before it.
-pub type ToolStack =
-    Shape<CallerLimit<CallerLimit<Loops<Budget<Budget<Flow<Approve<UpstreamLimit<Relay>>>>>>>>>;
+pub type ToolStack = Shape<
+    CallerLimit<CallerLimit<Loops<Budget<Budget<Flow<Approve<Identity<UpstreamLimit<Relay>>>>>>>>>,
+>;
 
 /// A tool's stages, in order.
 pub struct Stack {
@@ -144,6 +150,8 @@ pub struct ToolParts {
     pub flow: Option<FlowPart>,
     /// Where spending is kept.
     pub ledger: Arc<dyn Ledger>,
+    /// The caller's identity at the tool's upstream, when it has one.
+    pub identity: Option<crate::call::identity::SharedIdentity>,
 }
 
 impl Stack {
@@ -151,8 +159,8 @@ impl Stack {
     /// endpoint's fixed parameters put in first (everything after sees the
     /// call as forwarded), the caller's rate limits next (the file's, then
     /// the endpoint's), loops and budgets before anyone is asked, the person
-    /// next, the upstream's own rate limit only for calls that will go,
-    /// and the relay last.
+    /// next, then — only for calls that will go — the caller's token at the
+    /// upstream and the upstream's own rate limit, and the relay last.
     pub fn for_tool(parts: ToolParts) -> Self {
         let caller_limit = parts.per_minute.map(|n| (parts.caller_limits.clone(), n));
         let (endpoint, endpoint_limit) = match parts.endpoint_limit {
@@ -164,7 +172,10 @@ impl Stack {
         let endpoint_budget = parts.endpoint_budget.map(|b| (b, parts.ledger));
         let approve = Flow::new(
             parts.flow,
-            Approve::new(parts.guard, UpstreamLimit::new(upstream_limit, Relay)),
+            Approve::new(
+                parts.guard,
+                Identity::new(parts.identity, UpstreamLimit::new(upstream_limit, Relay)),
+            ),
         );
         Self {
             stages: Shape::new(
@@ -245,6 +256,7 @@ mod tests {
             fixed: None,
             flow: None,
             ledger: Arc::new(MemoryLedger::default()),
+            identity: None,
         }
     }
 

@@ -27,8 +27,8 @@ impl Stage for Relay {
             call.upstream_tool,
             call.args,
             call.ctx,
-            call.input,
-            call.carry,
+            (call.input, call.carry),
+            call.bearer,
             &server,
         ))
         .await

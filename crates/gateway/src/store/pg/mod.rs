@@ -217,7 +217,7 @@ impl PgStore {
         let client = self.client().await?;
         client
             .query_one(
-                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) RETURNING id",
+                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) RETURNING id",
                 &[
                     &r.time_ms,
                     &r.caller,
@@ -238,6 +238,7 @@ impl PgStore {
                     &r.shown,
                     &r.flow,
                     &r.flow_labels,
+                    &r.identity,
                 ],
             )
             .await
@@ -250,7 +251,7 @@ impl PgStore {
         let client = self.outcome_client().await?;
         client
             .execute(
-                "UPDATE toolgate_calls SET upstream = $2, decision = $3, rule = $4, confirmation = $5, status = $6, latency_ms = $7, grant_id = $8, cost = $9, result = $10, trace_id = $11, arguments_digest = $12, arguments = $13, flow = $14, flow_labels = $15 WHERE id = $1",
+                "UPDATE toolgate_calls SET upstream = $2, decision = $3, rule = $4, confirmation = $5, status = $6, latency_ms = $7, grant_id = $8, cost = $9, result = $10, trace_id = $11, arguments_digest = $12, arguments = $13, flow = $14, flow_labels = $15, identity = $16 WHERE id = $1",
                 &[
                     &id,
                     &r.upstream,
@@ -267,6 +268,7 @@ impl PgStore {
                     &r.arguments,
                     &r.flow,
                     &r.flow_labels,
+                    &r.identity,
                 ],
             )
             .await
@@ -320,7 +322,7 @@ impl PgStore {
         };
         let rows = client
             .query(
-                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) AND id < $6 ORDER BY id DESC LIMIT $5",
+                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) AND id < $6 ORDER BY id DESC LIMIT $5",
                 &[
                     &filter.after_id.unwrap_or(0),
                     &filter.since_ms.unwrap_or(0),
@@ -358,6 +360,7 @@ impl PgStore {
                 shown: r.get(17),
                 flow: r.get(18),
                 flow_labels: r.get(19),
+                identity: r.get(20),
             })
         });
         crate::store::sqlite::query::newest(

@@ -129,6 +129,9 @@ CREATE TABLE IF NOT EXISTS toolgate_flow_labels (
 );
 CREATE INDEX IF NOT EXISTS toolgate_flow_labels_expiry ON toolgate_flow_labels (expires_ms);
 ",
+    "
+ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS identity TEXT;
+",
 ];
 
 /// The advisory lock key of migrations ("toolgate" in ASCII).

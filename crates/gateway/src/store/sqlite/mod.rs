@@ -66,8 +66,9 @@ CREATE TABLE IF NOT EXISTS nonces (
 /// The schema version this toolgate writes: 2 added grants, 3 budgets,
 /// 4 each call's result summary and trace id, 5 budget reservations and
 /// grants bound to a definition, 6 each call's endpoint and the name it
-/// was called by, 7 flow labels and each call's flow.
-const VERSION: i32 = 7;
+/// was called by, 7 flow labels and each call's flow, 8 the identity a
+/// call carried upstream.
+const VERSION: i32 = 8;
 
 /// Bring a store to [`VERSION`], one process at a time.
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -137,6 +138,14 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
             }
         }
         tx.execute_batch(flows::TABLE)?;
+    }
+    if version < 8 {
+        let has = tx
+            .prepare("SELECT 1 FROM pragma_table_info('calls') WHERE name = 'identity'")?
+            .exists([])?;
+        if !has {
+            tx.execute_batch("ALTER TABLE calls ADD COLUMN identity TEXT;")?;
+        }
     }
     if version < VERSION {
         tx.execute_batch(&format!("PRAGMA user_version = {VERSION};"))?;

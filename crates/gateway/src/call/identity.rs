@@ -1,0 +1,372 @@
+//! The caller's identity at one upstream (`[servers.X.identity]`): a token
+//! obtained for the verified caller, for that upstream only, and never the
+//! caller's own.
+//!
+//! `mode = "exchange"`: the caller's token (verified by `[auth]`) is
+//! exchanged at the upstream's authorization server (RFC 8693, with the
+//! upstream as the RFC 8707 `resource` and the scopes the tool's rule
+//! names). What comes back is checked by the client's
+//! [`TokenBroker`](toolgate_client::auth::TokenBroker) — the audience must
+//! be the upstream and not the gateway, the scopes no wider than asked,
+//! the token not the caller's own — and kept per caller until shortly
+//! before it expires. While the authorization server is down, calls fail
+//! at once (for a few seconds after each failure no new attempt is made),
+//! but a kept token is still sent until it expires.
+//!
+//! Layer: `call`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+use toolgate_client::auth::{BrokerConfig, BrokerError, Secret, TokenBroker, TokenSet};
+use toolgate_client::transport::Bearer;
+use toolgate_server::AuthContext;
+
+use crate::config::{IdentityConfig, IdentityMode};
+use crate::store::tokens::{CachedToken, TokenCache};
+
+/// How long no new attempt is made after the authorization server could
+/// not be reached.
+pub const DOWN_PAUSE: Duration = Duration::from_secs(5);
+
+/// How long a token is kept when the server said nothing of its life.
+const DEFAULT_LIFE: Duration = Duration::from_secs(60);
+
+/// Why a call gets no token: each is the caller's `isError`, with the
+/// audit status [`NoToken::status`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoToken {
+    /// The call has no verified caller, or no token of theirs to exchange.
+    NoCaller,
+    /// The authorization server refused: the caller lacks access.
+    Denied,
+    /// The authorization server cannot be reached (and nothing is kept).
+    Unavailable,
+    /// It answered with a token that must not be used (why, in our words).
+    Unusable(String),
+    /// The gateway's identity configuration cannot be used.
+    Config(String),
+}
+
+impl NoToken {
+    /// The audit status of a call that ends here.
+    pub fn status(&self) -> &'static str {
+        match self {
+            Self::NoCaller | Self::Denied => "identity_refused",
+            Self::Unavailable => "identity_unavailable",
+            Self::Unusable(_) | Self::Config(_) => "identity_failed",
+        }
+    }
+
+    /// The caller's answer for a call of `server`'s tool.
+    pub fn text(&self, server: &str) -> String {
+        match self {
+            Self::NoCaller => format!(
+                "The upstream server {server} acts for the person calling, and this call has no verified caller token to act on. Call through the gateway's HTTP endpoint with an access token."
+            ),
+            Self::Denied => format!(
+                "You lack access to the upstream server {server}: its authorization server refused to issue a token for you. Ask its administrator for access; the call was not sent."
+            ),
+            Self::Unavailable => format!(
+                "The authorization server of the upstream server {server} cannot be reached, so no token could be obtained for you; the call was not sent. Try again shortly."
+            ),
+            Self::Unusable(why) => format!(
+                "The upstream server {server}'s authorization server answered with a token the gateway will not use ({why}); the call was not sent. This is a fault in that server's configuration."
+            ),
+            Self::Config(why) => format!(
+                "The gateway cannot obtain tokens for the upstream server {server} ({why}); the call was not sent."
+            ),
+        }
+    }
+}
+
+/// A token obtained for a call, and what the audit store records of it.
+pub struct Obtained {
+    /// The token to send.
+    pub bearer: Bearer,
+    /// Whose identity it carries and how (`alice (exchange)`).
+    pub label: String,
+}
+
+/// One upstream's identity: the broker at its authorization server and
+/// the tokens it obtained.
+pub struct UpstreamIdentity {
+    server: String,
+    config: IdentityConfig,
+    resource: String,
+    broker: Result<TokenBroker, String>,
+    cache: TokenCache,
+    /// Until when the authorization server is taken to be down.
+    down_until: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for UpstreamIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamIdentity")
+            .field("server", &self.server)
+            .field("mode", &self.config.mode)
+            .field("resource", &self.resource)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UpstreamIdentity {
+    /// The identity of the upstream `server` at `url` under `config`.
+    pub fn new(server: &str, url: &str, config: &IdentityConfig) -> Self {
+        let broker = TokenBroker::new(BrokerConfig {
+            issuer: config.issuer.clone(),
+            token_endpoint: config.token_endpoint.clone(),
+            authorization_endpoint: None,
+            client_id: config.client_id.clone(),
+            client_secret: config
+                .client_secret
+                .as_ref()
+                .map(|s| Secret::new(s.expose().to_owned())),
+            limits: toolgate_client::auth::AuthLimits {
+                timeout: config.request_timeout(),
+                ..Default::default()
+            },
+        })
+        .map_err(|e| e.to_string());
+        Self {
+            server: server.to_owned(),
+            resource: config.resource_for(url),
+            config: config.clone(),
+            broker,
+            cache: TokenCache::default(),
+            down_until: Mutex::new(None),
+        }
+    }
+
+    /// The resource its tokens are for.
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// Its mode.
+    pub fn mode(&self) -> IdentityMode {
+        self.config.mode
+    }
+
+    /// How many callers' tokens are kept.
+    pub fn kept(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// The token for a call of `tool` (its upstream name) by `auth`.
+    pub async fn token_for(
+        &self,
+        auth: Option<&AuthContext>,
+        tool: &str,
+    ) -> Result<Obtained, NoToken> {
+        let broker = self
+            .broker
+            .as_ref()
+            .map_err(|e| NoToken::Config(e.clone()))?;
+        let (Some(auth), Some(subject)) = (auth, auth.and_then(AuthContext::subject)) else {
+            return Err(NoToken::NoCaller);
+        };
+        let Some(presented) = auth.presented_token() else {
+            return Err(NoToken::NoCaller);
+        };
+        let scopes = self.config.scopes_for(tool);
+        let key = key_of(subject, auth, scopes);
+        let label = format!("{subject} ({})", self.config.mode.as_str());
+        let slot = self.cache.slot(&key);
+        let mut held = slot.lock().await;
+        let now = Instant::now();
+        if let Some(kept) = held.as_ref().filter(|t| t.fresh(now)) {
+            return Ok(Obtained {
+                bearer: kept.bearer.clone(),
+                label,
+            });
+        }
+        let kept = held.as_ref().filter(|t| t.usable(now)).cloned();
+        let down = self.down_until.lock().is_some_and(|until| now < until);
+        if down {
+            return match kept {
+                Some(t) => Ok(Obtained {
+                    bearer: t.bearer,
+                    label,
+                }),
+                None => Err(NoToken::Unavailable),
+            };
+        }
+        // The gateway's own audience (the caller's token's `aud`): a token
+        // for it is never handed on.
+        let own = audience_of(auth);
+        let answer = broker
+            .exchange(presented.expose(), &self.resource, scopes, own.as_deref())
+            .await;
+        match answer {
+            Ok(set) => {
+                let Some(life) = life_of(&set, unix_now()) else {
+                    *held = None;
+                    return Err(NoToken::Unusable(
+                        "the token had expired by this machine's clock when it arrived; check the clocks".into(),
+                    ));
+                };
+                let token =
+                    CachedToken::new(Bearer::new(set.access_token.as_str()), Instant::now(), life);
+                let bearer = token.bearer.clone();
+                *held = Some(token);
+                *self.down_until.lock() = None;
+                Ok(Obtained { bearer, label })
+            }
+            Err(BrokerError::Unreachable(why)) => {
+                *self.down_until.lock() = Some(Instant::now() + DOWN_PAUSE);
+                tracing::warn!(server = %self.server, reason = %scrub(&why, presented.expose()), "the upstream's authorization server cannot be reached");
+                match kept {
+                    Some(t) => Ok(Obtained {
+                        bearer: t.bearer,
+                        label,
+                    }),
+                    None => Err(NoToken::Unavailable),
+                }
+            }
+            Err(BrokerError::Refused(why)) => {
+                *held = None;
+                tracing::info!(server = %self.server, %subject, reason = %scrub(&why, presented.expose()), "token exchange refused");
+                Err(NoToken::Denied)
+            }
+            Err(BrokerError::Unusable(why)) => {
+                *held = None;
+                let why = scrub(&why, presented.expose());
+                tracing::warn!(server = %self.server, reason = %why, "the upstream's authorization server issued an unusable token");
+                Err(NoToken::Unusable(why))
+            }
+            Err(BrokerError::Config(why)) => Err(NoToken::Config(why)),
+        }
+    }
+}
+
+/// The cache key: the subject, what their token grants (the exchange may
+/// depend on it), and the scopes asked for; hashed, so the key is short.
+fn key_of(subject: &str, auth: &AuthContext, scopes: &[String]) -> String {
+    let mut h = Sha256::new();
+    for part in std::iter::once(subject)
+        .chain(auth.scopes())
+        .chain(std::iter::once("\0"))
+        .chain(scopes.iter().map(String::as_str))
+    {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The audience of the caller's verified token (the gateway), if it
+/// names one.
+fn audience_of(auth: &AuthContext) -> Option<String> {
+    match auth.claims()?.get("aud")? {
+        serde_json::Value::String(a) => Some(a.clone()),
+        serde_json::Value::Array(a) => a.first()?.as_str().map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// How long a token is kept: what the answer's `expires_in` says
+/// (relative to the answer), but never past the token's own `exp` by this
+/// machine's clock — an authorization server whose clock is behind issues
+/// tokens that upstreams (on this clock) take to expire sooner. `None`: it
+/// has expired already by this clock.
+fn life_of(set: &TokenSet, now_unix: u64) -> Option<Duration> {
+    let said = match (set.expires_at, set.issued_at) {
+        (Some(expires), Some(issued)) => Duration::from_secs(expires.saturating_sub(issued)),
+        _ => DEFAULT_LIFE,
+    };
+    match toolgate_client::auth::jwt_expiry(&set.access_token) {
+        Some(exp) if exp <= now_unix => None,
+        Some(exp) => Some(said.min(Duration::from_secs(exp - now_unix))),
+        None => Some(said),
+    }
+}
+
+/// Seconds since the epoch, by this machine's clock.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `text` with `secret` masked, should an authorization server have
+/// echoed it.
+fn scrub(text: &str, secret: &str) -> String {
+    if secret.len() >= 8 {
+        text.replace(secret, "…")
+    } else {
+        text.to_owned()
+    }
+}
+
+impl UpstreamIdentity {
+    /// Forget the token kept for `auth`'s calls of `tool` (the upstream
+    /// refused it), so the next call obtains another.
+    pub fn forget(&self, auth: Option<&AuthContext>, tool: &str) {
+        if let Some((auth, subject)) = auth.and_then(|a| Some((a, a.subject()?))) {
+            self.cache
+                .forget(&key_of(subject, auth, self.config.scopes_for(tool)));
+        }
+    }
+}
+
+/// Shared by the upstream and the stacks of its tools.
+pub type SharedIdentity = Arc<UpstreamIdentity>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set_with(exp: Option<u64>, expires_in: u64) -> TokenSet {
+        use base64::Engine as _;
+        let claims = serde_json::json!({"exp": exp, "aud": "x"});
+        let body = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
+        TokenSet {
+            access_token: format!("e30.{body}.sig"),
+            token_type: "Bearer".into(),
+            issued_at: Some(1_000),
+            expires_at: Some(1_000 + expires_in),
+            ..TokenSet::default()
+        }
+    }
+
+    #[test]
+    fn a_token_is_kept_no_longer_than_either_clock_allows() {
+        let now = 50_000;
+        // The server's clock agrees: its word.
+        assert_eq!(
+            life_of(&set_with(Some(now + 600), 600), now),
+            Some(Duration::from_secs(600))
+        );
+        // Its clock is 500 s behind: the token expires here in 100 s.
+        assert_eq!(
+            life_of(&set_with(Some(now + 100), 600), now),
+            Some(Duration::from_secs(100))
+        );
+        // Ahead: `expires_in` still bounds it.
+        assert_eq!(
+            life_of(&set_with(Some(now + 1_100), 600), now),
+            Some(Duration::from_secs(600))
+        );
+        // Expired on arrival.
+        assert_eq!(life_of(&set_with(Some(now - 100), 600), now), None);
+    }
+
+    #[test]
+    fn refusals_say_what_happened_and_never_hold_a_token() {
+        for no in [
+            NoToken::NoCaller,
+            NoToken::Denied,
+            NoToken::Unavailable,
+            NoToken::Unusable("a token for another audience".into()),
+            NoToken::Config("no token endpoint".into()),
+        ] {
+            let text = no.text("crm");
+            assert!(text.contains("crm") && text.len() < 300, "{text}");
+            assert!(no.status().starts_with("identity_"));
+        }
+        assert!(NoToken::Denied.text("crm").contains("lack access"));
+    }
+}
