@@ -16,6 +16,9 @@
 //! - `cargo xtask browser`: the gateway's approval page and console driven
 //!   in headless Chromium (Debian's `chromium` and `chromium-driver`,
 //!   installed when missing); screenshots stay in `target/browser-artifacts/`.
+//! - `cargo xtask identity`: the gateway's upstream identity (token
+//!   exchange) against npm's `oidc-provider` as the authorization server,
+//!   installed here with the conformance run's Node.js.
 //! - `cargo xtask package [--no-verify]`: every published crate packaged
 //!   (and, without `--no-verify`, built from its package), its contents
 //!   and size checked.
@@ -48,6 +51,7 @@ mod conformance;
 mod dist;
 mod features;
 mod fuzz;
+mod identity;
 mod interop;
 mod interop_endpoints;
 mod package;
@@ -203,6 +207,7 @@ fn ci() -> anyhow::Result<()> {
     })?;
     stages.run("scale-out (PostgreSQL, Redis)", services::scale_out)?;
     stages.run("browser (Chromium)", browser::run_browser)?;
+    stages.run("identity (oidc-provider)", identity::run)?;
     stages.run("conformance", || conformance::run(&[]))?;
     stages.run("interop", interop::run)?;
     eprintln!("ci: all checks passed\n{stages}");
@@ -405,13 +410,14 @@ fn main() -> anyhow::Result<()> {
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz::run_args(&args[1..]),
         Some("browser") => browser::run_browser(),
+        Some("identity") => identity::run(),
         Some("scale-out") => services::scale_out(),
         Some("package") => package::run(&args[1..]),
         Some("dist") => dist::dist(&args[1..]),
         Some("features") => features::run_features(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | check | conformance [SCENARIO...] | interop | bench | fuzz [--secs N] [--asan] [TARGET...] | browser | scale-out | package [--no-verify] | dist [--fast] | features>"
+                "usage: cargo xtask <ci | check | conformance [SCENARIO...] | interop | identity | bench | fuzz [--secs N] [--asan] [TARGET...] | browser | scale-out | package [--no-verify] | dist [--fast] | features>"
             );
             std::process::exit(2);
         }
