@@ -149,6 +149,17 @@ fn tool_shown(r: &AuditRow) -> String {
     }
 }
 
+/// The caller column: the verified caller, and the identity the call
+/// carried upstream when it was not the gateway's (`alice → alice
+/// (exchange)`).
+fn caller_shown(r: &AuditRow) -> String {
+    let caller = r.caller.as_deref().unwrap_or_default();
+    match &r.identity {
+        Some(identity) => format!("{caller} → {identity}"),
+        None => caller.to_owned(),
+    }
+}
+
 fn table(rows: &[AuditRow]) -> Table {
     let mut table = Table::new();
     table
@@ -168,7 +179,7 @@ fn table(rows: &[AuditRow]) -> Table {
         let confirmation = one_line(&r.confirmation_shown());
         table.add_row([
             format_time(r.time_ms),
-            text(&r.caller),
+            one_line(&caller_shown(r)),
             one_line(&tool_shown(r)),
             text(&r.decision),
             confirmation,

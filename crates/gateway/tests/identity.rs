@@ -325,3 +325,64 @@ async fn each_call_carries_a_token_exchanged_for_its_caller_and_never_the_caller
     assert!(statuses.contains(&"identity_failed"), "{statuses:?}");
     assert!(statuses.contains(&"identity_unavailable"), "{statuses:?}");
 }
+
+/// Without a verified caller there is nothing to act on, and with the
+/// authorization server unreachable nothing to send: each call ends at
+/// the gateway with an isError that says so, and the upstream is never
+/// called. (No authorization server is needed: none is reached.)
+#[tokio::test]
+async fn a_call_with_no_caller_or_no_reachable_authorization_server_is_refused_saying_why() {
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let upstream = support::serve(support::shop(calls.clone(), "Orders an item.")).await;
+    let (listener, url) = bound().await;
+    let jwks =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/auth/jwks.json");
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let toml = format!(
+        r#"[servers.shop]
+url = "{upstream}"
+[servers.shop.identity]
+mode = "exchange"
+token_endpoint = "{dead}/token"
+client_id = "gateway"
+client_secret = "s"
+[auth]
+issuer = "{issuer}"
+audience = "{url}"
+jwks = {jwks}
+"#,
+        issuer = support::ISSUER,
+        jwks = toml_string(&jwks.display().to_string()),
+    );
+    let config = config(&toml);
+    let rs = config.auth.as_ref().unwrap().resource_server().unwrap();
+    let gateway = Gateway::start(config, GatewayOptions::default())
+        .await
+        .unwrap();
+    let http = HttpConfig {
+        auth: Some(Arc::new(rs)),
+        ..HttpConfig::default()
+    };
+    tokio::spawn(serve_listener(gateway.server(), http, listener));
+
+    // In process, no token was presented: nothing to exchange.
+    let local = support::downstream(&gateway).await;
+    let (ok, text) = support::outcome_of(&local, "shop.order", json!({"sku": "SKU-0001"})).await;
+    assert!(!ok);
+    assert!(text.contains("no verified caller token"), "{text}");
+
+    // A verified caller, and the authorization server is down.
+    let token = support::token("alice", &url, "");
+    let alice = caller(&url, &token);
+    let (ok, text) = support::outcome_of(&alice, "shop.order", json!({"sku": "SKU-0001"})).await;
+    assert!(!ok);
+    assert!(text.contains("cannot be reached"), "{text}");
+    assert!(!text.contains(&token[..24]), "{text}");
+    // Asked again within the pause, it is refused without trying.
+    let (ok, text) = support::outcome_of(&alice, "shop.order", json!({"sku": "SKU-0001"})).await;
+    assert!(!ok && text.contains("cannot be reached"), "{text}");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+}

@@ -163,3 +163,66 @@ fn a_file_that_cannot_be_read_keeps_the_reason() {
     );
     assert!(toolgate_protocol::error::with_causes(&e).starts_with("cannot read "));
 }
+
+#[test]
+fn an_identity_is_checked_when_loaded() {
+    let auth =
+        "[auth]\nissuer = \"https://as\"\naudience = \"https://gw/mcp\"\njwks = \"j.json\"\n";
+    let exchange =
+        "[servers.a.identity]\nmode = \"exchange\"\nissuer = \"https://as\"\nclient_id = \"gw\"\n";
+    for (text, says) in [
+        (
+            format!("[servers.a]\nurl = \"https://up/mcp\"\n{exchange}"),
+            "identity acts for the verified caller; it needs [auth]",
+        ),
+        (
+            format!("{auth}[servers.a]\ncommand = \"x\"\n{exchange}"),
+            "identity: applies to HTTP servers",
+        ),
+        (
+            format!("{auth}[servers.a]\nurl = \"https://up/sse\"\ntransport = \"sse\"\n{exchange}"),
+            "cannot carry a token per call",
+        ),
+        (
+            format!(
+                "{auth}[servers.a]\nurl = \"https://up/mcp\"\n[servers.a.identity]\nmode = \"exchange\"\nclient_id = \"gw\"\n"
+            ),
+            "give the authorization server's issuer",
+        ),
+        (
+            format!(
+                "{auth}[servers.a]\nurl = \"https://up/mcp\"\n[servers.a.identity]\nmode = \"exchange\"\nissuer = \"https://as\"\nclient_id = \" \"\n"
+            ),
+            "client_id is empty",
+        ),
+        (
+            format!(
+                "{auth}[servers.a]\nurl = \"https://up/mcp\"\n{exchange}[[servers.a.identity.tools]]\nmatch = [\"[\"]\nscopes = []\n"
+            ),
+            "identity: glob",
+        ),
+        (
+            format!(
+                "{auth}[servers.a]\nurl = \"https://up/mcp\"\n[servers.a.identity]\nmode = \"impersonate\"\nissuer = \"https://as\"\nclient_id = \"gw\"\n"
+            ),
+            "unknown variant",
+        ),
+    ] {
+        let e = GatewayConfig::parse_toml(&text, env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{text:?}: {e}");
+    }
+    // Scopes by tool, first match; the resource is the server's URL.
+    let text = format!(
+        "{auth}[servers.a]\nurl = \"https://up.example.com/mcp/?x=1\"\n{exchange}scopes = [\"r\"]\n[[servers.a.identity.tools]]\nmatch = [\"write_*\"]\nscopes = [\"r\", \"w\"]\n"
+    );
+    let config = GatewayConfig::parse_toml(&text, env).unwrap();
+    let identity = config.servers["a"].identity.as_ref().unwrap();
+    assert_eq!(identity.scopes_for("write_note"), ["r", "w"]);
+    assert_eq!(identity.scopes_for("read_note"), ["r"]);
+    assert_eq!(
+        identity.resource_for(config.servers["a"].url.as_ref().unwrap().expose()),
+        "https://up.example.com/mcp"
+    );
+}
