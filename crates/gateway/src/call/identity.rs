@@ -24,6 +24,7 @@ use toolgate_client::auth::{BrokerConfig, BrokerError, Secret, TokenBroker, Toke
 use toolgate_client::transport::Bearer;
 use toolgate_server::AuthContext;
 
+use crate::call::linked::{Held, Linking, Unreadable, unix_now};
 use crate::config::{IdentityConfig, IdentityMode};
 use crate::store::tokens::{CachedToken, TokenCache};
 
@@ -48,6 +49,9 @@ pub enum NoToken {
     Unusable(String),
     /// The gateway's identity configuration cannot be used.
     Config(String),
+    /// The caller has no usable account linked at the upstream (`user`
+    /// mode): why (never linked, revoked, unreadable).
+    NotLinked(&'static str),
 }
 
 impl NoToken {
@@ -55,6 +59,7 @@ impl NoToken {
     pub fn status(&self) -> &'static str {
         match self {
             Self::NoCaller | Self::Denied => "identity_refused",
+            Self::NotLinked(_) => "account_not_linked",
             Self::Unavailable => "identity_unavailable",
             Self::Unusable(_) | Self::Config(_) => "identity_failed",
         }
@@ -77,6 +82,9 @@ impl NoToken {
             ),
             Self::Config(why) => format!(
                 "The gateway cannot obtain tokens for the upstream server {server} ({why}); the call was not sent."
+            ),
+            Self::NotLinked(why) => format!(
+                "The upstream server {server} acts as you, and your account there is not linked ({why}); the call was not sent."
             ),
         }
     }
@@ -156,10 +164,12 @@ impl UpstreamIdentity {
     }
 
     /// The token for a call of `tool` (its upstream name) by `auth`.
+    /// `linking` is the gateway's side of linked accounts (`user` mode).
     pub async fn token_for(
         &self,
         auth: Option<&AuthContext>,
         tool: &str,
+        linking: Option<&Linking>,
     ) -> Result<Obtained, NoToken> {
         let broker = self
             .broker
@@ -168,6 +178,155 @@ impl UpstreamIdentity {
         let (Some(auth), Some(subject)) = (auth, auth.and_then(AuthContext::subject)) else {
             return Err(NoToken::NoCaller);
         };
+        match self.config.mode {
+            IdentityMode::Exchange => self.exchanged(broker, auth, subject, tool).await,
+            IdentityMode::User => {
+                let linking = linking.ok_or_else(|| {
+                    NoToken::Config("linked accounts need the connect page and a state key".into())
+                })?;
+                self.linked(broker, linking, subject).await
+            }
+        }
+    }
+
+    /// The broker, for the connect page (`user` mode).
+    pub fn broker(&self) -> Result<&TokenBroker, NoToken> {
+        self.broker.as_ref().map_err(|e| NoToken::Config(e.clone()))
+    }
+
+    /// The scopes a linked account is asked for: every rule's, since one
+    /// account serves every tool of the upstream.
+    pub fn account_scopes(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.config.scopes.clone();
+        for rule in &self.config.tools {
+            for s in &rule.scopes {
+                if !all.contains(s) {
+                    all.push(s.clone());
+                }
+            }
+        }
+        all
+    }
+
+    /// The server's name.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// A linked account's access token for `subject`: kept, read from the
+    /// store, or refreshed.
+    async fn linked(
+        &self,
+        broker: &TokenBroker,
+        linking: &Linking,
+        subject: &str,
+    ) -> Result<Obtained, NoToken> {
+        let label = format!("{subject} (user)");
+        let key = format!("user\0{subject}");
+        let slot = self.cache.slot(&key);
+        let mut kept = slot.lock().await;
+        if let Some(t) = kept.as_ref().filter(|t| t.fresh(Instant::now())) {
+            return Ok(Obtained {
+                bearer: t.bearer.clone(),
+                label,
+            });
+        }
+        // The store first: another instance may have refreshed already (a
+        // refresh token is often good once).
+        let held = match linking.load(subject, &self.server).await {
+            Ok(None) => return Err(NoToken::NotLinked("you have not linked it yet")),
+            Ok(Some(Err(Unreadable))) => {
+                let _ = linking.unlink(subject, &self.server).await;
+                tracing::warn!(server = %self.server, %subject, "a linked account no longer opens (the state key changed?); asking to link again");
+                return Err(NoToken::NotLinked(
+                    "the gateway can no longer read it; link it again",
+                ));
+            }
+            Ok(Some(Ok(held))) => held,
+            Err(e) => return Err(NoToken::Config(format!("the account store: {e}"))),
+        };
+        let now = unix_now();
+        let keep = |held: &Held, kept: &mut Option<CachedToken>| {
+            let life = held.expires_at.map_or(DEFAULT_LIFE, |exp| {
+                Duration::from_secs(exp.saturating_sub(now))
+            });
+            let token = CachedToken::new(
+                Bearer::new(held.access_token.as_str()),
+                Instant::now(),
+                life,
+            );
+            let bearer = token.bearer.clone();
+            *kept = Some(token);
+            bearer
+        };
+        if held.fresh(now) {
+            return Ok(Obtained {
+                bearer: keep(&held, &mut kept),
+                label,
+            });
+        }
+        let Some(refresh) = held.refresh_token.clone() else {
+            if held.usable(now) {
+                return Ok(Obtained {
+                    bearer: keep(&held, &mut kept),
+                    label,
+                });
+            }
+            let _ = linking.unlink(subject, &self.server).await;
+            return Err(NoToken::NotLinked(
+                "its token expired and cannot be refreshed",
+            ));
+        };
+        let answer = broker
+            .refresh(
+                &Secret::new(refresh),
+                &self.resource,
+                &self.account_scopes(),
+            )
+            .await;
+        match answer {
+            Ok(set) => {
+                let fresh = Held::of(&set);
+                if let Err(e) = linking.save(subject, &self.server, &fresh).await {
+                    return Err(NoToken::Config(format!("the account store: {e}")));
+                }
+                Ok(Obtained {
+                    bearer: keep(&fresh, &mut kept),
+                    label,
+                })
+            }
+            Err(BrokerError::Refused(why)) => {
+                *kept = None;
+                let _ = linking.unlink(subject, &self.server).await;
+                tracing::info!(server = %self.server, %subject, reason = %why, "a linked account's refresh was refused; asking to link again");
+                Err(NoToken::NotLinked(
+                    "its authorization was revoked or has expired; link it again",
+                ))
+            }
+            Err(BrokerError::Unreachable(why)) => {
+                tracing::warn!(server = %self.server, reason = %why, "the upstream's authorization server cannot be reached");
+                if held.usable(now) {
+                    Ok(Obtained {
+                        bearer: keep(&held, &mut kept),
+                        label,
+                    })
+                } else {
+                    Err(NoToken::Unavailable)
+                }
+            }
+            Err(BrokerError::Unusable(why)) => Err(NoToken::Unusable(why)),
+            Err(BrokerError::Config(why)) => Err(NoToken::Config(why)),
+        }
+    }
+
+    /// An exchanged token for `subject`'s call of `tool`.
+    async fn exchanged(
+        &self,
+        broker: &TokenBroker,
+        auth: &AuthContext,
+        subject: &str,
+        tool: &str,
+    ) -> Result<Obtained, NoToken> {
         let Some(presented) = auth.presented_token() else {
             return Err(NoToken::NoCaller);
         };
@@ -282,13 +441,6 @@ fn life_of(set: &TokenSet, now_unix: u64) -> Option<Duration> {
         Some(exp) => Some(said.min(Duration::from_secs(exp - now_unix))),
         None => Some(said),
     }
-}
-
-/// Seconds since the epoch, by this machine's clock.
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// `text` with `secret` masked, should an authorization server have

@@ -9,6 +9,7 @@ pub(crate) mod forward;
 pub(crate) mod guard;
 pub mod identity;
 pub mod inbound;
+pub mod linked;
 pub mod metrics;
 pub(crate) mod parked;
 pub(crate) mod rounds;

@@ -25,4 +25,19 @@ pub struct AuthConfig {
     /// Scopes listed in the metadata and the `401` challenge.
     #[serde(default)]
     pub scopes_supported: Vec<String>,
+    /// The gateway's client at the issuer for signing a person in on its
+    /// connect page (authorization code with PKCE): how the page knows the
+    /// person linking an account is the caller who was sent there. Needed
+    /// by `[servers.X.identity] mode = "user"`.
+    pub sign_in: Option<SignIn>,
+}
+
+/// `[auth.sign_in]`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignIn {
+    /// The client id.
+    pub client_id: String,
+    /// Its secret (write `${VAR}`); none for a public client.
+    pub client_secret: Option<super::Secret>,
 }

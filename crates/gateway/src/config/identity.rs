@@ -7,6 +7,10 @@
 //! `resource`), with the scopes the matching rule names. The caller's own
 //! token is never sent on.
 //!
+//! With `mode = "user"` each caller links their own account at the
+//! upstream once, on the gateway's connect page; see
+//! [`crate::call::linked`].
+//!
 //! ```toml
 //! [servers.crm]
 //! url = "https://crm.example.com/mcp"
@@ -33,6 +37,10 @@ use super::*;
 pub enum IdentityMode {
     /// RFC 8693 token exchange of the caller's verified token.
     Exchange,
+    /// The caller's own account at the upstream, linked once on the
+    /// gateway's connect page (authorization code with PKCE) and refreshed
+    /// by the gateway; its tokens are kept encrypted in the store.
+    User,
 }
 
 impl IdentityMode {
@@ -40,6 +48,7 @@ impl IdentityMode {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Exchange => "exchange",
+            Self::User => "user",
         }
     }
 }
@@ -59,13 +68,15 @@ pub struct IdentityScopes {
 #[derive(Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IdentityConfig {
-    /// `exchange`.
+    /// `exchange` or `user`.
     pub mode: IdentityMode,
     /// The upstream's authorization server (its issuer): the endpoints
     /// below come from its metadata when not set.
     pub issuer: Option<String>,
     /// Its token endpoint.
     pub token_endpoint: Option<String>,
+    /// Its authorization endpoint (`user`).
+    pub authorization_endpoint: Option<String>,
     /// The gateway's client id there.
     pub client_id: String,
     /// Its secret (write `${VAR}` to keep it out of the file).
@@ -144,6 +155,15 @@ impl IdentityConfig {
         if self.issuer.is_none() && self.token_endpoint.is_none() {
             return fail("give the authorization server's issuer (or its token_endpoint)".into());
         }
+        if self.mode == IdentityMode::User
+            && self.issuer.is_none()
+            && self.authorization_endpoint.is_none()
+        {
+            return fail(
+                "mode \"user\" needs the issuer (or its authorization_endpoint and token_endpoint)"
+                    .into(),
+            );
+        }
         if self.timeout == Some(0) {
             return fail("timeout must be at least 1 second".into());
         }
@@ -157,10 +177,14 @@ impl IdentityConfig {
                 }
             }
         }
-        for url in [&self.issuer, &self.token_endpoint]
-            .into_iter()
-            .flatten()
-            .chain(&self.resource)
+        for url in [
+            &self.issuer,
+            &self.token_endpoint,
+            &self.authorization_endpoint,
+        ]
+        .into_iter()
+        .flatten()
+        .chain(&self.resource)
         {
             if url::Url::parse(url).is_err() {
                 return fail(format!("{url:?} is not a URL"));
@@ -183,6 +207,7 @@ impl IdentityConfig {
         for text in [
             &mut self.issuer,
             &mut self.token_endpoint,
+            &mut self.authorization_endpoint,
             &mut self.resource,
         ]
         .into_iter()

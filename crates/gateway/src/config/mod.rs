@@ -48,7 +48,7 @@ mod secret;
 mod upstream;
 
 pub use approval::{ApprovalConfig, ConsoleConfig};
-pub use auth::AuthConfig;
+pub use auth::{AuthConfig, SignIn};
 pub use endpoint::{
     DEFAULT_PATH, EndpointAuth, EndpointConfig, EndpointRateLimit, Narrow, ShapeConfig,
     valid_endpoint_name,
@@ -434,6 +434,30 @@ impl GatewayConfig {
                     "server {name:?}: identity acts for the verified caller; it needs [auth]"
                 )));
             }
+            let user = upstream
+                .identity
+                .as_ref()
+                .is_some_and(|i| i.mode == IdentityMode::User);
+            if user && self.auth.as_ref().is_some_and(|a| a.sign_in.is_none()) {
+                return Err(err(format!(
+                    "server {name:?}: identity mode \"user\" signs people in on the connect page; give [auth.sign_in] (the gateway's client at the [auth] issuer)"
+                )));
+            }
+            if user && !self.approval.page && self.console.is_none() {
+                return Err(err(format!(
+                    "server {name:?}: identity mode \"user\" sends people to the connect page; turn on [approval] page (or [console])"
+                )));
+            }
+        }
+        if let Some(secret) = self
+            .auth
+            .as_mut()
+            .and_then(|a| a.sign_in.as_mut())
+            .and_then(|s| s.client_secret.as_mut())
+        {
+            secret
+                .expand(Shape::Hidden, env)
+                .map_err(|unset| err(format!("[auth.sign_in]: {unset}")))?;
         }
         self.policy.check()?;
         self.loops.checked_window()?;

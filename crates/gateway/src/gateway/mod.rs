@@ -149,6 +149,9 @@ pub struct Inner {
     /// The SQLite file, when that is the store.
     audit_file: Option<std::path::PathBuf>,
     metrics: Arc<Metrics>,
+    /// People's linked accounts at upstreams (`identity` mode `user`):
+    /// with the page and a state key.
+    linking: Option<Arc<crate::call::linked::Linking>>,
 }
 
 impl std::ops::Deref for Gateway {
@@ -199,6 +202,7 @@ impl Gateway {
             caller_limits,
             flows: flow_store,
             state_key,
+            accounts,
         } = Stores::open(&config, server_config.state_ttl).await?;
         if audit.is_none() && config.policy.rules.iter().any(|r| r.remember.is_some()) {
             tracing::warn!(
@@ -263,6 +267,7 @@ impl Gateway {
         } else {
             None
         };
+        let linking = linking_of(&config, site.as_deref(), state_key.as_ref(), accounts)?;
         let approvals: Option<Arc<dyn Approvals>> = site
             .as_ref()
             .map(|s| Arc::new(PendingApprovals::new(pending, &s.base)) as Arc<dyn Approvals>);
@@ -317,6 +322,7 @@ impl Gateway {
             audit,
             loops,
             metrics,
+            linking,
         }));
         let ups = gateway.ups();
         for (i, upstream) in ups.iter().enumerate() {
@@ -404,5 +410,35 @@ impl Gateway {
             u.on_start(None);
             u.stop();
         }
+    }
+}
+
+/// Linked accounts, when the gateway can keep them: a page to link them
+/// on and a state key to seal them under. An upstream with `identity`
+/// mode `user` needs both.
+fn linking_of(
+    config: &GatewayConfig,
+    site: Option<&site::Site>,
+    key: Option<&crate::store::state_key::StateSecret>,
+    accounts: Arc<dyn crate::store::accounts::AccountStore>,
+) -> Result<Option<Arc<crate::call::linked::Linking>>, GatewayError> {
+    let user = config.servers.iter().find(|(_, s)| {
+        s.identity
+            .as_ref()
+            .is_some_and(|i| i.mode == crate::config::IdentityMode::User)
+    });
+    match (site, key) {
+        (Some(site), Some(key)) => Ok(Some(Arc::new(crate::call::linked::Linking::new(
+            key,
+            accounts,
+            &site.base,
+        )))),
+        _ => match user {
+            Some((name, _)) => Err(crate::config::ConfigError::new(format!(
+                "server {name:?}: identity mode \"user\" keeps people's tokens sealed under the state key: set TOOLGATE_STATE_KEY or [state] key_file"
+            ))
+            .into()),
+            None => Ok(None),
+        },
     }
 }

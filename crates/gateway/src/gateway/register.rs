@@ -161,6 +161,7 @@ impl Gateway {
             flow: self.flow_part(name, definition, config.trusted, endpoint),
             ledger: self.ledger.clone(),
             identity: upstream.identity().cloned(),
+            linking: self.linking.clone(),
         }));
         let names: (Arc<str>, Arc<str>) = (Arc::from(name), Arc::from(shown.name.as_str()));
         let upstream = upstream.clone();

@@ -42,6 +42,8 @@ pub(super) struct Stores {
     /// `[state]` or `TOOLGATE_STATE_KEY`: the key every instance seals
     /// rounds with (`None`: a random one, this process only).
     pub(super) state_key: Option<crate::store::state_key::StateSecret>,
+    /// People's linked accounts: in the audit store, else in this process.
+    pub(super) accounts: Arc<dyn crate::store::accounts::AccountStore>,
 }
 
 impl Stores {
@@ -85,7 +87,12 @@ impl Stores {
                 config.flows.max_flows(),
             ))
         });
+        let accounts = match &audit {
+            Some(store) => store.clone().accounts(),
+            None => Arc::new(crate::store::accounts::MemoryAccounts::default()),
+        };
         Ok(Stores {
+            accounts,
             audit,
             nonces,
             pending,

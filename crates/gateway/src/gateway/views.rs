@@ -100,6 +100,23 @@ impl Gateway {
             .count()
     }
 
+    /// People's linked accounts (`identity` mode `user`), when the gateway
+    /// keeps them.
+    pub fn linking(&self) -> Option<&Arc<crate::call::linked::Linking>> {
+        self.linking.as_ref()
+    }
+
+    /// The caller identity of the running upstream `name`, if it has one.
+    pub fn identity_of(&self, name: &str) -> Option<crate::call::identity::SharedIdentity> {
+        let retired = self.retired.read().clone();
+        self.ups()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !retired.contains(i))
+            .find(|(_, u)| u.config.name == name)
+            .and_then(|(_, u)| u.identity().cloned())
+    }
+
     /// Where the approval page and the console are served, when they are.
     pub fn site(&self) -> Option<&Arc<super::site::Site>> {
         self.site.as_ref()

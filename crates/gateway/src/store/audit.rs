@@ -143,6 +143,10 @@ pub trait AuditSink: AuditRows + GrantStore + NonceStore + Send + Sync {
     fn nonces(self: std::sync::Arc<Self>) -> crate::store::SharedNonces;
     /// The same store, where budgets' spending is kept.
     fn ledger(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn Ledger>;
+    /// The same store, where people's linked accounts are kept.
+    fn accounts(
+        self: std::sync::Arc<Self>,
+    ) -> std::sync::Arc<dyn crate::store::accounts::AccountStore>;
 }
 
 fn note(notes: &Map<String, Value>, key: &str) -> Option<String> {

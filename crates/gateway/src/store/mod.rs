@@ -6,6 +6,7 @@
 //! (`redis`, behind the feature of that name). Stores know decisions' types ([`crate::decide`])
 //! and nothing of calls, pages or the gateway's lifecycle.
 
+pub mod accounts;
 pub mod audit;
 pub mod error;
 pub mod flows;
@@ -18,6 +19,7 @@ pub mod pending;
 pub mod pg;
 #[cfg(feature = "redis")]
 pub mod redis;
+pub mod sealed;
 pub mod sqlite;
 pub mod state_key;
 pub mod tokens;

@@ -38,6 +38,21 @@ impl StateSecret {
         StateKey::new(self.0)
     }
 
+    /// A key of its own for `purpose` (sealing linked accounts, the connect
+    /// page's tickets), unrelated to every other key made from the secret.
+    pub fn derive(&self, purpose: &str) -> [u8; 32] {
+        let mut hasher = Sha256::new();
+        hasher.update(b"toolgate derived key v1\0");
+        hasher.update(self.0);
+        hasher.update(purpose.as_bytes());
+        hasher.finalize().into()
+    }
+
+    /// A secret from `text` (at least 32 characters), for tests.
+    pub fn from_text(text: &str) -> Result<Self, ConfigError> {
+        key_of(text, "the secret")
+    }
+
     /// The key of the endpoint `name`.
     pub fn key_for(&self, name: &str) -> StateKey {
         let mut hasher = Sha256::new();

@@ -152,6 +152,9 @@ pub struct ToolParts {
     pub ledger: Arc<dyn Ledger>,
     /// The caller's identity at the tool's upstream, when it has one.
     pub identity: Option<crate::call::identity::SharedIdentity>,
+    /// Linked accounts (the connect page, the store, the keys), when the
+    /// gateway has them.
+    pub linking: Option<Arc<crate::call::linked::Linking>>,
 }
 
 impl Stack {
@@ -174,7 +177,11 @@ impl Stack {
             parts.flow,
             Approve::new(
                 parts.guard,
-                Identity::new(parts.identity, UpstreamLimit::new(upstream_limit, Relay)),
+                Identity::new(
+                    parts.identity,
+                    parts.linking,
+                    UpstreamLimit::new(upstream_limit, Relay),
+                ),
             ),
         );
         Self {
@@ -257,6 +264,7 @@ mod tests {
             flow: None,
             ledger: Arc::new(MemoryLedger::default()),
             identity: None,
+            linking: None,
         }
     }
 

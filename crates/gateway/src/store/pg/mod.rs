@@ -16,6 +16,7 @@
 //!
 //! Layer: `store`.
 
+mod accounts;
 mod flows;
 mod grants;
 mod ledger;
@@ -442,6 +443,10 @@ impl AuditSink for PgStore {
     }
 
     fn ledger(self: Arc<Self>) -> Arc<dyn Ledger> {
+        self
+    }
+
+    fn accounts(self: Arc<Self>) -> Arc<dyn crate::store::accounts::AccountStore> {
         self
     }
 }

@@ -131,6 +131,14 @@ CREATE INDEX IF NOT EXISTS toolgate_flow_labels_expiry ON toolgate_flow_labels (
 ",
     "
 ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS identity TEXT;
+CREATE TABLE IF NOT EXISTS toolgate_accounts (
+    subject TEXT NOT NULL,
+    server TEXT NOT NULL,
+    sealed BYTEA NOT NULL,
+    linked_ms BIGINT NOT NULL,
+    updated_ms BIGINT NOT NULL,
+    PRIMARY KEY (subject, server)
+);
 ",
 ];
 

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use toolgate_server::{NonceStore, SpendFuture};
 
+mod accounts;
 mod flows;
 pub mod grants;
 pub mod ledger;
@@ -67,7 +68,7 @@ CREATE TABLE IF NOT EXISTS nonces (
 /// 4 each call's result summary and trace id, 5 budget reservations and
 /// grants bound to a definition, 6 each call's endpoint and the name it
 /// was called by, 7 flow labels and each call's flow, 8 the identity a
-/// call carried upstream.
+/// call carried upstream and people's linked accounts.
 const VERSION: i32 = 8;
 
 /// Bring a store to [`VERSION`], one process at a time.
@@ -146,6 +147,7 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
         if !has {
             tx.execute_batch("ALTER TABLE calls ADD COLUMN identity TEXT;")?;
         }
+        tx.execute_batch(accounts::TABLE)?;
     }
     if version < VERSION {
         tx.execute_batch(&format!("PRAGMA user_version = {VERSION};"))?;
@@ -328,6 +330,12 @@ impl AuditSink for AuditStore {
     }
 
     fn ledger(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn Ledger> {
+        self
+    }
+
+    fn accounts(
+        self: std::sync::Arc<Self>,
+    ) -> std::sync::Arc<dyn crate::store::accounts::AccountStore> {
         self
     }
 }

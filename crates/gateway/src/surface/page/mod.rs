@@ -22,6 +22,7 @@
 
 mod calls;
 mod chart;
+mod connect;
 pub mod console;
 mod operator;
 mod settings;
@@ -55,6 +56,8 @@ pub struct ApprovalDesk {
     reloaded: Mutex<Option<String>>,
     /// With `[auth]` and `[console]`: who may log in with a token.
     operator: Option<Operator>,
+    /// With linked accounts and `[auth.sign_in]`: the connect page.
+    connect: Option<connect::Connect>,
 }
 
 /// Serve the approval page (and, with `[console]`, the console's views) of
@@ -83,12 +86,36 @@ pub async fn serve(gateway: &Gateway) -> Result<Option<SocketAddr>, GatewayError
         }),
         _ => None,
     };
+    let connect = match (gateway.linking(), &config.auth) {
+        (Some(linking), Some(auth)) => match &auth.sign_in {
+            Some(sign_in) => Some(connect::Connect {
+                linking: linking.clone(),
+                sign_in: toolgate_client::auth::TokenBroker::new(
+                    toolgate_client::auth::BrokerConfig {
+                        issuer: Some(auth.issuer.clone()),
+                        client_id: sign_in.client_id.clone(),
+                        client_secret: sign_in
+                            .client_secret
+                            .as_ref()
+                            .map(|s| toolgate_client::auth::Secret::new(s.expose().to_owned())),
+                        ..Default::default()
+                    },
+                )
+                .map_err(|e| crate::config::ConfigError::new(format!("[auth.sign_in]: {e}")))?,
+                audience: auth.audience.clone(),
+                verifier: Arc::new(auth.verifier()?),
+            }),
+            None => None,
+        },
+        _ => None,
+    };
     let desk = Arc::new(ApprovalDesk {
         gateway: gateway.clone(),
         site: site.clone(),
         approvals: approvals.clone(),
         reloaded: Mutex::default(),
         operator,
+        connect,
     });
     let app = desk.router();
     let stopped = gateway.stopped();
@@ -146,6 +173,9 @@ impl ApprovalDesk {
             .route("/console/config/reload", post(settings::reload))
             .route("/approvals", get(list))
             .route("/approvals/{id}", get(one).post(decide))
+            .route("/connect/signed-in", get(connect::signed_in))
+            .route("/connect/callback", get(connect::callback))
+            .route("/connect/{server}", get(connect::start))
             .route("/login", get(operator::form).post(operator::log_in))
             .route("/login/{secret}", get(log_in))
             .with_state(self)
