@@ -11,6 +11,11 @@
 // - DENY: space-separated subjects the token exchange refuses (the
 //   authorization server's policy: they lack access to every resource).
 // - SKEW_SECONDS: how far its clock is from the machine's (clock skew).
+// - PORT: where to listen (default: a free port). With KEY_FILE, a restart
+//   on the same port is the same issuer with the same key, having
+//   forgotten every grant and refresh token (its store is in memory): the
+//   tests' way of revoking them all.
+// - KEY_FILE: where its signing key is kept (made on first start).
 //
 // Token exchange (RFC 8693) is a grant type oidc-provider lets a deployment
 // register: the handler below verifies the subject token as an access
@@ -19,6 +24,7 @@
 // token for the requested resource. It prints its issuer URL on stdout
 // once it listens.
 
+import fs from 'node:fs';
 import http from 'node:http';
 import * as jose from 'jose';
 import Provider, { errors } from 'oidc-provider';
@@ -37,11 +43,18 @@ const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 
 const server = http.createServer();
-await new Promise((ready) => server.listen(0, '127.0.0.1', ready));
+await new Promise((ready) => server.listen(Number(process.env.PORT || 0), '127.0.0.1', ready));
 const issuer = `http://127.0.0.1:${server.address().port}`;
 
-const { privateKey } = await jose.generateKeyPair('ES256', { extractable: true });
-const jwk = { ...(await jose.exportJWK(privateKey)), kid: 'k1', alg: 'ES256', use: 'sig' };
+async function signingKey() {
+  const file = process.env.KEY_FILE;
+  if (file && fs.existsSync(file)) return JSON.parse(fs.readFileSync(file, 'utf8'));
+  const { privateKey } = await jose.generateKeyPair('ES256', { extractable: true });
+  const made = { ...(await jose.exportJWK(privateKey)), kid: 'k1', alg: 'ES256', use: 'sig' };
+  if (file) fs.writeFileSync(file, JSON.stringify(made), { mode: 0o600 });
+  return made;
+}
+const jwk = await signingKey();
 
 function resourceInfo(indicator, exchange = false) {
   const info = resources[indicator];

@@ -17,7 +17,7 @@ fn installed() -> bool {
     Path::new("/usr/bin/chromium").exists() && Path::new("/usr/bin/chromedriver").exists()
 }
 
-fn install() -> anyhow::Result<()> {
+pub fn install() -> anyhow::Result<()> {
     if installed() {
         return Ok(());
     }

@@ -1,7 +1,9 @@
 //! `cargo xtask identity`: the gateway's upstream identity tests against a
 //! real authorization server — npm's `oidc-provider` (OpenID-certified),
 //! installed here with the Node.js the conformance run uses, and started
-//! by the tests on loopback (`testdata/oidc/provider.mjs`).
+//! by the tests on loopback (`testdata/oidc/provider.mjs`) — token
+//! exchange, and linked accounts with the browser steps driven in the
+//! headless Chromium the browser tests use (installed when missing).
 
 use crate::support::npm_install;
 use crate::{cargo_with, root};
@@ -29,6 +31,7 @@ fn install() -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
 
 pub fn run() -> anyhow::Result<()> {
     let (dir, node) = install()?;
+    crate::browser::install()?;
     cargo_with(
         &[
             "test",
@@ -36,6 +39,8 @@ pub fn run() -> anyhow::Result<()> {
             "toolgate-gateway",
             "--test",
             "identity",
+            "--test",
+            "identity_user",
             "--",
             "--ignored",
         ],

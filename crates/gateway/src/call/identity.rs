@@ -108,6 +108,9 @@ pub struct UpstreamIdentity {
     cache: TokenCache,
     /// Until when the authorization server is taken to be down.
     down_until: Mutex<Option<Instant>>,
+    /// People whose linked access token the upstream refused: refreshed
+    /// on their next call whatever its expiry says.
+    refresh_next: Mutex<std::collections::HashSet<String>>,
 }
 
 impl std::fmt::Debug for UpstreamIdentity {
@@ -145,6 +148,7 @@ impl UpstreamIdentity {
             broker,
             cache: TokenCache::default(),
             down_until: Mutex::new(None),
+            refresh_next: Mutex::default(),
         }
     }
 
@@ -222,8 +226,7 @@ impl UpstreamIdentity {
         subject: &str,
     ) -> Result<Obtained, NoToken> {
         let label = format!("{subject} (user)");
-        let key = format!("user\0{subject}");
-        let slot = self.cache.slot(&key);
+        let slot = self.cache.slot(&user_key(subject));
         let mut kept = slot.lock().await;
         if let Some(t) = kept.as_ref().filter(|t| t.fresh(Instant::now())) {
             return Ok(Obtained {
@@ -259,14 +262,15 @@ impl UpstreamIdentity {
             *kept = Some(token);
             bearer
         };
-        if held.fresh(now) {
+        let refused_upstream = self.refresh_next.lock().remove(subject);
+        if held.fresh(now) && !refused_upstream {
             return Ok(Obtained {
                 bearer: keep(&held, &mut kept),
                 label,
             });
         }
         let Some(refresh) = held.refresh_token.clone() else {
-            if held.usable(now) {
+            if held.usable(now) && !refused_upstream {
                 return Ok(Obtained {
                     bearer: keep(&held, &mut kept),
                     label,
@@ -416,6 +420,11 @@ fn key_of(subject: &str, auth: &AuthContext, scopes: &[String]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The cache key of `subject`'s linked account.
+fn user_key(subject: &str) -> String {
+    format!("user\0{subject}")
+}
+
 /// The audience of the caller's verified token (the gateway), if it
 /// names one.
 fn audience_of(auth: &AuthContext) -> Option<String> {
@@ -458,8 +467,17 @@ impl UpstreamIdentity {
     /// refused it), so the next call obtains another.
     pub fn forget(&self, auth: Option<&AuthContext>, tool: &str) {
         if let Some((auth, subject)) = auth.and_then(|a| Some((a, a.subject()?))) {
-            self.cache
-                .forget(&key_of(subject, auth, self.config.scopes_for(tool)));
+            match self.config.mode {
+                IdentityMode::Exchange => {
+                    self.cache
+                        .forget(&key_of(subject, auth, self.config.scopes_for(tool)))
+                }
+                // The stored tokens are refreshed on the next call.
+                IdentityMode::User => {
+                    self.cache.forget(&user_key(subject));
+                    self.refresh_next.lock().insert(subject.to_owned());
+                }
+            }
         }
     }
 }

@@ -40,4 +40,15 @@ pub struct SignIn {
     pub client_id: String,
     /// Its secret (write `${VAR}`); none for a public client.
     pub client_secret: Option<super::Secret>,
+    /// The scopes the sign-in asks for (default `["openid"]`: a sign-in
+    /// asks for the person's identity, and a server may grant nothing to a
+    /// request that names no scope).
+    pub scopes: Option<Vec<String>>,
+}
+
+impl SignIn {
+    /// The scopes the sign-in asks for.
+    pub fn scopes(&self) -> Vec<String> {
+        self.scopes.clone().unwrap_or_else(|| vec!["openid".into()])
+    }
 }

@@ -48,6 +48,15 @@ pub struct Setup {
     pub skew_seconds: i64,
     /// Lifetime of the tokens it issues, in seconds.
     pub ttl: u64,
+    /// Where the gateway's client may be sent back to (its connect page's
+    /// callback), and the gateway's sign-in client's (`[auth.sign_in]`,
+    /// client id `connect`): set, they can authorize with a code.
+    pub gateway_redirect: Option<String>,
+    pub sign_in_redirect: Option<String>,
+    /// Listen here, keeping the signing key in this file: a restart is the
+    /// same issuer that forgot every grant.
+    pub port: Option<u16>,
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 impl Default for Setup {
@@ -57,6 +66,10 @@ impl Default for Setup {
             deny: Vec::new(),
             skew_seconds: 0,
             ttl: 600,
+            gateway_redirect: None,
+            sign_in_redirect: None,
+            port: None,
+            key_file: None,
         }
     }
 }
@@ -65,22 +78,43 @@ impl Default for Setup {
 pub async fn start(setup: &Setup) -> AuthServer {
     let dir = std::env::var("TOOLGATE_OIDC_DIR").expect("run through `cargo xtask identity`");
     let node = std::env::var("TOOLGATE_NODE").unwrap_or_else(|_| "node".into());
-    let clients = json!([
-        {
+    let mut gateway = json!({
+        "client_id": "gateway",
+        "client_secret": GATEWAY_SECRET,
+        "grant_types": ["urn:ietf:params:oauth:grant-type:token-exchange", "client_credentials"],
+        "response_types": [],
+        "redirect_uris": [],
+    });
+    if let Some(back) = &setup.gateway_redirect {
+        gateway["grant_types"] = json!([
+            "urn:ietf:params:oauth:grant-type:token-exchange",
+            "client_credentials",
+            "authorization_code",
+            "refresh_token"
+        ]);
+        gateway["response_types"] = json!(["code"]);
+        gateway["redirect_uris"] = json!([back]);
+    }
+    let mut clients = vec![
+        json!({
             "client_id": "agent",
             "token_endpoint_auth_method": "none",
             "redirect_uris": [AGENT_REDIRECT],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
-        },
-        {
-            "client_id": "gateway",
-            "client_secret": GATEWAY_SECRET,
-            "grant_types": ["urn:ietf:params:oauth:grant-type:token-exchange", "client_credentials"],
-            "response_types": [],
-            "redirect_uris": [],
-        },
-    ]);
+        }),
+        gateway,
+    ];
+    if let Some(back) = &setup.sign_in_redirect {
+        clients.push(json!({
+            "client_id": "connect",
+            "token_endpoint_auth_method": "none",
+            "redirect_uris": [back],
+            "grant_types": ["authorization_code"],
+            "response_types": ["code"],
+        }));
+    }
+    let clients = Value::Array(clients);
     let resources: serde_json::Map<String, Value> = setup
         .resources
         .iter()
@@ -98,6 +132,18 @@ pub async fn start(setup: &Setup) -> AuthServer {
         .env("RESOURCES", Value::Object(resources).to_string())
         .env("DENY", setup.deny.join(" "))
         .env("SKEW_SECONDS", setup.skew_seconds.to_string())
+        .env(
+            "PORT",
+            setup.port.map(|p| p.to_string()).unwrap_or_default(),
+        )
+        .env(
+            "KEY_FILE",
+            setup
+                .key_file
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         // Its warnings and errors show with the test's output.

@@ -124,7 +124,9 @@ async fn connect(
             Err(input.ask())
         }
         Some(answer) if answer.action == ElicitAction::Accept => {
-            if linking.wait_linked(&subject, &server, LINK_WAIT).await {
+            // Within the call's own time, leaving room for the call itself.
+            let wait = LINK_WAIT.min(call.upstream.config.call_timeout() * 3 / 4);
+            if linking.wait_linked(&subject, &server, wait).await {
                 Ok(Connected::Linked)
             } else {
                 Ok(Connected::Refused(format!(

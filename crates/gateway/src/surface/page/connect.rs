@@ -45,6 +45,8 @@ pub struct Connect {
     /// The gateway's audience (`[auth] audience`): what the sign-in token
     /// is for.
     pub audience: String,
+    /// The scopes the sign-in asks for.
+    pub scopes: Vec<String>,
     /// Verifies it, as callers' tokens are verified.
     pub verifier: Arc<dyn TokenVerifier>,
 }
@@ -157,6 +159,17 @@ fn not_started() -> Response {
     )
 }
 
+/// An authorization server's error code, fit to show (` (access_denied)`):
+/// a code is a short token of letters and `_`; anything else is not shown.
+fn said_error(error: Option<&str>) -> String {
+    match error {
+        Some(e) if e.len() <= 64 && e.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') => {
+            format!(" ({e})")
+        }
+        _ => String::new(),
+    }
+}
+
 /// Whether a redirect's `iss` is the one expected (RFC 9207).
 async fn iss_ok(broker: &TokenBroker, given: Option<&str>) -> bool {
     match broker.expected_iss().await {
@@ -198,7 +211,7 @@ pub(super) async fn start(
     let back = format!("{}/connect/signed-in", connect.linking.base);
     let auth = match connect
         .sign_in
-        .authorization_url(&back, &connect.audience, &[])
+        .authorization_url(&back, &connect.audience, &connect.scopes)
         .await
     {
         Ok(auth) => auth,
@@ -234,7 +247,10 @@ pub(super) async fn signed_in(
         return page(
             StatusCode::FORBIDDEN,
             "Sign-in did not complete",
-            "The gateway's sign-in was refused or came back from another issuer; nothing was linked.",
+            &format!(
+                "The gateway's sign-in was refused{} or came back from another issuer; nothing was linked.",
+                said_error(r.error.as_deref())
+            ),
         );
     }
     let Some(code) = r.code else {
@@ -244,7 +260,7 @@ pub(super) async fn signed_in(
     let back = format!("{}/connect/signed-in", connect.linking.base);
     let set = match connect
         .sign_in
-        .redeem(&code, &verifier, &back, &connect.audience, &[])
+        .redeem(&code, &verifier, &back, &connect.audience, &connect.scopes)
         .await
     {
         Ok(set) => set,
@@ -324,7 +340,10 @@ pub(super) async fn callback(
         return page(
             StatusCode::FORBIDDEN,
             "Linking did not complete",
-            "The upstream's authorization server refused, or the answer came from another issuer; nothing was linked.",
+            &format!(
+                "The upstream's authorization server refused{}, or the answer came from another issuer; nothing was linked.",
+                said_error(r.error.as_deref())
+            ),
         );
     }
     let Some(code) = r.code else {

@@ -103,6 +103,7 @@ pub async fn serve(gateway: &Gateway) -> Result<Option<SocketAddr>, GatewayError
                 )
                 .map_err(|e| crate::config::ConfigError::new(format!("[auth.sign_in]: {e}")))?,
                 audience: auth.audience.clone(),
+                scopes: sign_in.scopes(),
                 verifier: Arc::new(auth.verifier()?),
             }),
             None => None,
