@@ -1,0 +1,231 @@
+//! Linked accounts (`[servers.X.identity] mode = "user"`) where no
+//! authorization server answers: the connect page refuses what it must
+//! not act on, a changed state key makes stored accounts unreadable (the
+//! person is asked to link again, nothing crashes), and an unreachable
+//! authorization server leaves a still-valid token in use.
+// Tests fail loudly by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+
+use toolgate_gateway::GatewayOptions;
+use toolgate_gateway::call::identity::{NoToken, UpstreamIdentity};
+use toolgate_gateway::call::linked::{Held, Linking, unix_now};
+use toolgate_gateway::config::GatewayConfig;
+use toolgate_gateway::store::accounts::{AccountStore, MemoryAccounts};
+use toolgate_gateway::store::state_key::StateSecret;
+use toolgate_server::AuthContext;
+
+use support::{http, toml_string};
+
+/// An address nothing listens on.
+fn dead() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}", l.local_addr().unwrap())
+}
+
+fn user_identity(issuer: &str) -> UpstreamIdentity {
+    let toml = format!(
+        r#"[servers.crm]
+url = "http://127.0.0.1:9/mcp"
+[servers.crm.identity]
+mode = "user"
+token_endpoint = "{issuer}/token"
+authorization_endpoint = "{issuer}/auth"
+client_id = "gateway"
+scopes = ["crm.read"]
+[approval]
+page = true
+[auth]
+issuer = "{issuer}"
+audience = "http://127.0.0.1:9/gw"
+jwks = "j.json"
+[auth.sign_in]
+client_id = "connect"
+"#
+    );
+    let config = GatewayConfig::parse_toml(&toml, |_| None).unwrap();
+    let crm = &config.servers["crm"];
+    UpstreamIdentity::new(
+        "crm",
+        "http://127.0.0.1:9/mcp",
+        crm.identity.as_ref().unwrap(),
+    )
+}
+
+fn held(expires_in: i64) -> Held {
+    Held {
+        access_token: "stored-access".into(),
+        refresh_token: Some("stored-refresh".into()),
+        expires_at: Some((unix_now() as i64 + expires_in) as u64),
+        scope: Some("crm.read".into()),
+    }
+}
+
+#[tokio::test]
+async fn a_changed_state_key_makes_accounts_unreadable_and_asks_to_link_again() {
+    let store: Arc<dyn AccountStore> = Arc::new(MemoryAccounts::default());
+    let before = Linking::new(
+        &StateSecret::from_text(&"a".repeat(40)).unwrap(),
+        store.clone(),
+        "http://127.0.0.1:8790",
+    );
+    before.save("alice", "crm", &held(600)).await.unwrap();
+    let after = Linking::new(
+        &StateSecret::from_text(&"b".repeat(40)).unwrap(),
+        store.clone(),
+        "http://127.0.0.1:8790",
+    );
+    let identity = user_identity(&dead());
+    let alice = AuthContext::new("alice");
+    let got = identity
+        .token_for(Some(&alice), "whoami", Some(&after))
+        .await;
+    assert!(
+        matches!(&got, Err(NoToken::NotLinked(why)) if why.contains("link it again")),
+        "{:?}",
+        got.err()
+    );
+    // The unreadable row is gone: the next call asks to link, plainly.
+    assert!(
+        store
+            .account("alice".into(), "crm".into())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let got = identity
+        .token_for(Some(&alice), "whoami", Some(&after))
+        .await;
+    assert!(matches!(got, Err(NoToken::NotLinked(_))));
+}
+
+#[tokio::test]
+async fn while_the_authorization_server_is_down_a_valid_token_is_still_sent() {
+    let store: Arc<dyn AccountStore> = Arc::new(MemoryAccounts::default());
+    let linking = Linking::new(
+        &StateSecret::from_text(&"a".repeat(40)).unwrap(),
+        store,
+        "http://127.0.0.1:8790",
+    );
+    let identity = user_identity(&dead());
+    // 30 s left: due for a refresh, which cannot be made; still valid.
+    linking.save("alice", "crm", &held(30)).await.unwrap();
+    let alice = AuthContext::new("alice");
+    let got = identity
+        .token_for(Some(&alice), "whoami", Some(&linking))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(got.bearer.expose(), "stored-access");
+    assert_eq!(got.label, "alice (user)");
+    // Expired: nothing to send, and the caller is told the server is down.
+    linking.save("bob", "crm", &held(-10)).await.unwrap();
+    let bob = AuthContext::new("bob");
+    let got = identity
+        .token_for(Some(&bob), "whoami", Some(&linking))
+        .await;
+    assert!(matches!(got, Err(NoToken::Unavailable)), "{:?}", got.err());
+    // No caller, no account.
+    let got = identity.token_for(None, "whoami", Some(&linking)).await;
+    assert!(matches!(got, Err(NoToken::NoCaller)));
+}
+
+#[tokio::test]
+async fn the_connect_page_refuses_what_it_must_not_act_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("state.key");
+    std::fs::write(&key, "k".repeat(48)).unwrap();
+    let as_url = dead();
+    let jwks =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/auth/jwks.json");
+    let upstream = support::serve(support::shop(Arc::default(), "Orders an item.")).await;
+    let toml = format!(
+        r#"[servers.crm]
+url = "{upstream}"
+[servers.crm.identity]
+mode = "user"
+token_endpoint = "{as_url}/token"
+authorization_endpoint = "{as_url}/auth"
+client_id = "gateway"
+[state]
+key_file = {key}
+[approval]
+page = true
+listen = "127.0.0.1:0"
+[auth]
+issuer = "{as_url}"
+audience = "http://127.0.0.1:9/mcp"
+jwks = {jwks}
+[auth.sign_in]
+client_id = "connect"
+"#,
+        key = toml_string(&key.display().to_string()),
+        jwks = toml_string(&jwks.display().to_string()),
+    );
+    let config = support::config(&toml);
+    let gateway = support::start(config, GatewayOptions::default())
+        .await
+        .unwrap();
+    let base = gateway.site().unwrap().base.clone();
+    let linking = gateway.linking().unwrap().clone();
+
+    // Not a ticket, a ticket of a megabyte, a ticket for another upstream.
+    for ticket in ["nonsense", &"A".repeat(9_000)] {
+        let (status, body) = http(
+            "GET",
+            &format!("{base}/connect/crm?ticket={ticket}"),
+            &[],
+            None,
+        )
+        .await;
+        assert_eq!(status, 400, "{body:.300}");
+        assert!(body.contains("does not work"));
+    }
+    // A megabyte of it is refused by the HTTP layer, short.
+    let (status, _) = http(
+        "GET",
+        &format!("{base}/connect/crm?ticket={}", "A".repeat(1 << 20)),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 431);
+    let good = linking.connect_url("alice", "crm");
+    let ticket = good.split("ticket=").nth(1).unwrap();
+    let (status, _) = http(
+        "GET",
+        &format!("{base}/connect/git?ticket={ticket}"),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 400);
+    // A good ticket goes on to sign in — at a server that is down: said
+    // plainly, nothing linked.
+    let (status, body) = http("GET", &good, &[], None).await;
+    assert_eq!(status, 502, "{body:.300}");
+    assert!(body.contains("Sign-in is unavailable"));
+    // The later steps without the flow's cookie, with a forged one, or
+    // with another state: refused before any code is used.
+    for headers in [vec![], vec![("Cookie", "toolgate_connect=forged")]] {
+        for step in ["signed-in", "callback"] {
+            let (status, body) = http(
+                "GET",
+                &format!("{base}/connect/{step}?code=c&state=s"),
+                &headers,
+                None,
+            )
+            .await;
+            assert_eq!(status, 400, "{step}: {body:.300}");
+            assert!(body.contains("did not start here"));
+        }
+    }
+    // Another host (DNS rebinding) is refused.
+    let (status, _) = http("GET", &good, &[("Host", "evil.example")], None).await;
+    assert_eq!(status, 421);
+    // Nothing was linked.
+    assert!(linking.load("alice", "crm").await.unwrap().is_none());
+    gateway.stop();
+}
