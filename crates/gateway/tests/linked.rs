@@ -229,3 +229,136 @@ client_id = "connect"
     assert!(linking.load("alice", "crm").await.unwrap().is_none());
     gateway.stop();
 }
+
+/// The cookie (`name=value`) a `Set-Cookie` line of `response` sets.
+fn cookie_of(response: &str) -> String {
+    let line = response
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .unwrap();
+    let pair = line.split_once(':').unwrap().1.trim();
+    pair.split(';').next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn the_console_shows_a_person_their_own_linked_accounts_and_unlinks_them() {
+    const AUDIENCE: &str = "https://gateway.test/mcp";
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("state.key");
+    std::fs::write(&key, "k".repeat(48)).unwrap();
+    let as_url = dead();
+    let jwks =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/auth/jwks.json");
+    let upstream = support::serve(support::shop(Arc::default(), "Orders an item.")).await;
+    let toml = format!(
+        r#"[servers.crm]
+url = "{upstream}"
+[servers.crm.identity]
+mode = "user"
+token_endpoint = "{as_url}/token"
+authorization_endpoint = "{as_url}/auth"
+client_id = "gateway"
+[state]
+key_file = {key}
+[console]
+listen = "127.0.0.1:0"
+[audit]
+path = {db}
+[auth]
+issuer = "{issuer}"
+audience = "{AUDIENCE}"
+jwks = {jwks}
+[auth.sign_in]
+client_id = "connect"
+"#,
+        issuer = support::ISSUER,
+        key = toml_string(&key.display().to_string()),
+        db = toml_string(&dir.path().join("audit.db").display().to_string()),
+        jwks = toml_string(&jwks.display().to_string()),
+    );
+    let gateway = support::start(support::config(&toml), GatewayOptions::default())
+        .await
+        .unwrap();
+    let site = gateway.site().unwrap().clone();
+    let base = site.base.clone();
+    let linking = gateway.linking().unwrap().clone();
+    // Kept in the SQLite store, sealed.
+    linking.save("olivia", "crm", &held(600)).await.unwrap();
+    linking.save("bob", "crm", &held(600)).await.unwrap();
+
+    // Logged in with the link: no one in particular, so no accounts.
+    let link_session = support::log_in(&site.logins.link()).await;
+    let (status, page) = http(
+        "GET",
+        &format!("{base}/console/accounts"),
+        &[("Cookie", &link_session)],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Log in with your own token"), "{page:.600}");
+
+    // Olivia, with her token: hers, not bob's.
+    let origin = support::origin_of(&base);
+    let token = support::token("olivia", AUDIENCE, "toolgate:operator");
+    let (status, answer) = http(
+        "POST",
+        &format!("{base}/login"),
+        &[("Origin", &origin)],
+        Some(&format!("token={token}")),
+    )
+    .await;
+    assert_eq!(status, 303, "{answer:.600}");
+    let cookie = cookie_of(&answer);
+    let (status, page) = http(
+        "GET",
+        &format!("{base}/console/accounts"),
+        &[("Cookie", &cookie)],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("Accounts of <strong>olivia</strong>"),
+        "{page:.800}"
+    );
+    assert!(page.contains("id=\"unlink-crm\""), "{page:.800}");
+    assert!(!page.contains("bob"));
+    // Not one token, sealed or not, is on the page.
+    assert!(!page.contains("stored-access") && !page.contains("stored-refresh"));
+
+    // Unlinking needs the page's own form (its token, its origin).
+    let unlink = format!("{base}/console/accounts/crm/unlink");
+    let (status, _) = http(
+        "POST",
+        &unlink,
+        &[("Cookie", &cookie), ("Origin", &origin)],
+        Some("token=forged"),
+    )
+    .await;
+    assert_eq!(status, 403);
+    let form_token = support::page_token(&format!("{base}/console/accounts"), &cookie).await;
+    let (status, _) = http(
+        "POST",
+        &unlink,
+        &[("Cookie", &cookie), ("Origin", &origin)],
+        Some(&format!("token={form_token}")),
+    )
+    .await;
+    assert_eq!(status, 303);
+    assert!(linking.load("olivia", "crm").await.unwrap().is_none());
+    assert!(
+        linking.load("bob", "crm").await.unwrap().is_some(),
+        "bob's stays"
+    );
+    // Unlinking again: there is none.
+    let (status, _) = http(
+        "POST",
+        &unlink,
+        &[("Cookie", &cookie), ("Origin", &origin)],
+        Some(&format!("token={form_token}")),
+    )
+    .await;
+    assert_eq!(status, 404);
+    gateway.stop();
+}

@@ -463,6 +463,12 @@ fn scrub(text: &str, secret: &str) -> String {
 }
 
 impl UpstreamIdentity {
+    /// Forget what is kept of `subject`'s linked account (it was
+    /// unlinked): the next call reads the store, and finds none.
+    pub fn forget_person(&self, subject: &str) {
+        self.cache.forget(&user_key(subject));
+    }
+
     /// Forget the token kept for `auth`'s calls of `tool` (the upstream
     /// refused it), so the next call obtains another.
     pub fn forget(&self, auth: Option<&AuthContext>, tool: &str) {

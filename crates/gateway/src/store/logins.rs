@@ -33,6 +33,9 @@ struct Session {
     token: String,
     /// Who it is, as the audit store records their acts.
     who: String,
+    /// Whether they logged in with their own (verified) token, so `who` is
+    /// their subject rather than [`LINK_PERSON`].
+    verified: bool,
     /// When it ends.
     until: Instant,
 }
@@ -117,7 +120,7 @@ impl Logins {
                 return None;
             }
             state.secret = new_nonce();
-            Self::open(&mut state, LINK_PERSON.to_owned(), SESSION)
+            Self::open(&mut state, LINK_PERSON.to_owned(), false, SESSION)
         };
         let link = self.link();
         self.links.send_replace(link.clone());
@@ -132,11 +135,12 @@ impl Logins {
         Some(session)
     }
 
-    fn open(state: &mut State, who: String, lasts: Duration) -> String {
+    fn open(state: &mut State, who: String, verified: bool, lasts: Duration) -> String {
         let id = new_nonce();
         let session = Session {
             token: new_nonce(),
             who,
+            verified,
             until: Instant::now() + lasts.min(SESSION),
         };
         state.sessions.insert(id.clone(), session);
@@ -146,7 +150,14 @@ impl Logins {
     /// A session for `who` (an operator whose token was verified), lasting
     /// `lasts` at most; its id.
     pub fn log_in_as(&self, who: String, lasts: Duration) -> String {
-        Self::open(&mut self.lock(), who, lasts)
+        Self::open(&mut self.lock(), who, true, lasts)
+    }
+
+    /// The verified subject of the session the request's cookie names:
+    /// `None` for one opened by the login link, which names no one.
+    pub fn subject(&self, headers: &HeaderMap) -> Option<String> {
+        self.find(headers, |s| s.verified.then(|| s.who.clone()))
+            .flatten()
     }
 
     /// The anti-forgery token of the session the request's cookie names.

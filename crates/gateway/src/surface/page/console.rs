@@ -48,6 +48,7 @@ const NAV: &[(&str, &str)] = &[
     ("/approvals", "Approvals"),
     ("/console/calls", "Calls"),
     ("/console/grants", "Grants"),
+    ("/console/accounts", "Linked accounts"),
     ("/console/config", "Configuration"),
 ];
 

@@ -20,6 +20,7 @@
 //!
 //! Layer: `surface`.
 
+mod accounts;
 mod calls;
 mod chart;
 mod connect;
@@ -170,6 +171,8 @@ impl ApprovalDesk {
             .route("/console/assets/console.js", get(calls::script))
             .route("/console/grants", get(console::grants))
             .route("/console/grants/{id}/revoke", post(console::revoke))
+            .route("/console/accounts", get(accounts::list))
+            .route("/console/accounts/{server}/unlink", post(accounts::unlink))
             .route("/console/config", get(settings::config))
             .route("/console/config/reload", post(settings::reload))
             .route("/approvals", get(list))
