@@ -397,3 +397,68 @@ async fn what_entered_a_flow_on_one_instance_holds_a_call_on_the_other() {
     a.stop();
     b.stop();
 }
+
+/// People's linked accounts kept in PostgreSQL: what one instance linked
+/// (sealed under the shared state key) the other reads; a refresh keeps
+/// when it was linked; each sees only whose it is; unlinked is gone for
+/// both.
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run `cargo xtask scale-out`"]
+async fn linked_accounts_are_shared_by_instances_and_sealed() {
+    use toolgate_gateway::call::linked::{Held, Linking, unix_now};
+    use toolgate_gateway::store::accounts::AccountStore;
+    use toolgate_gateway::store::state_key::StateSecret;
+    let one: Arc<dyn AccountStore> = Arc::new(PgStore::connect(&postgres(), false).await.unwrap());
+    let two: Arc<dyn AccountStore> = Arc::new(PgStore::connect(&postgres(), false).await.unwrap());
+    let secret = StateSecret::from_text(&"p".repeat(40)).unwrap();
+    let a = Linking::new(&secret, one.clone(), "http://127.0.0.1:8790");
+    let b = Linking::new(&secret, two.clone(), "http://127.0.0.1:8790");
+    let subject = format!("pg-alice-{}", unix_now());
+    let held = |token: &str| Held {
+        access_token: token.into(),
+        refresh_token: Some("refresh".into()),
+        expires_at: Some(unix_now() + 600),
+        scope: None,
+    };
+    a.save(&subject, "crm", &held("first")).await.unwrap();
+    let row = two
+        .account(subject.clone(), "crm".into())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !row.sealed.windows(5).any(|w| w == b"first"),
+        "sealed at rest"
+    );
+    let seen = b.load(&subject, "crm").await.unwrap().unwrap().unwrap();
+    assert_eq!(seen.access_token, "first");
+    b.save(&subject, "crm", &held("second")).await.unwrap();
+    let again = two
+        .account(subject.clone(), "crm".into())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        again.linked_ms, row.linked_ms,
+        "a refresh keeps when it was linked"
+    );
+    assert_eq!(
+        a.load(&subject, "crm")
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+            .access_token,
+        "second"
+    );
+    let listed = one.accounts_of(subject.clone()).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(
+        one.accounts_of("pg-nobody".into())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(a.unlink(&subject, "crm").await.unwrap());
+    assert!(b.load(&subject, "crm").await.unwrap().is_none());
+}
