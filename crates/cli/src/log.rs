@@ -363,6 +363,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_caller_column_says_whose_identity_went_upstream() {
+        let mut row = AuditRow {
+            caller: Some("alice".into()),
+            ..AuditRow::default()
+        };
+        assert_eq!(caller_shown(&row), "alice");
+        row.identity = Some("alice (exchange)".into());
+        assert_eq!(caller_shown(&row), "alice → alice (exchange)");
+    }
+
+    #[test]
     fn times_are_utc_calendar_dates() {
         assert_eq!(format_time(0), "1970-01-01 00:00:00.000");
         assert_eq!(format_time(951_782_400_123), "2000-02-29 00:00:00.123");

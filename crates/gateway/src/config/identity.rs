@@ -164,6 +164,12 @@ impl IdentityConfig {
                     .into(),
             );
         }
+        // The connect page's own steps live beside `/connect/{server}`.
+        if self.mode == IdentityMode::User && matches!(server, "signed-in" | "callback") {
+            return fail(format!(
+                "mode \"user\" cannot serve a server named {server:?} (the connect page uses /connect/{server} for itself); rename it"
+            ));
+        }
         if self.timeout == Some(0) {
             return fail("timeout must be at least 1 second".into());
         }

@@ -226,3 +226,45 @@ fn an_identity_is_checked_when_loaded() {
         "https://up.example.com/mcp"
     );
 }
+
+#[test]
+fn a_user_identity_needs_its_sign_in_and_page_and_a_name_the_page_does_not_use() {
+    let auth =
+        "[auth]\nissuer = \"https://as\"\naudience = \"https://gw/mcp\"\njwks = \"j.json\"\n";
+    let user =
+        "[servers.a.identity]\nmode = \"user\"\nissuer = \"https://as\"\nclient_id = \"gw\"\n";
+    for (text, says) in [
+        (
+            format!("{auth}[approval]\npage = true\n[servers.a]\nurl = \"https://up/mcp\"\n{user}"),
+            "give [auth.sign_in]",
+        ),
+        (
+            format!(
+                "{auth}[auth.sign_in]\nclient_id = \"c\"\n[servers.a]\nurl = \"https://up/mcp\"\n{user}"
+            ),
+            "turn on [approval] page",
+        ),
+        (
+            format!(
+                "{auth}[auth.sign_in]\nclient_id = \"c\"\n[approval]\npage = true\n[servers.callback]\nurl = \"https://up/mcp\"\n[servers.callback.identity]\nmode = \"user\"\nissuer = \"https://as\"\nclient_id = \"gw\"\n"
+            ),
+            "rename it",
+        ),
+        (
+            format!(
+                "{auth}[auth.sign_in]\nclient_id = \"c\"\n[approval]\npage = true\n[servers.a]\nurl = \"https://up/mcp\"\n[servers.a.identity]\nmode = \"user\"\ntoken_endpoint = \"https://as/t\"\nclient_id = \"gw\"\n"
+            ),
+            "needs the issuer (or its authorization_endpoint",
+        ),
+    ] {
+        let e = GatewayConfig::parse_toml(&text, env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{text:?}: {e}");
+    }
+    let ok = format!(
+        "{auth}[auth.sign_in]\nclient_id = \"c\"\n[approval]\npage = true\n[servers.a]\nurl = \"https://up/mcp\"\n{user}"
+    );
+    let config = GatewayConfig::parse_toml(&ok, env).unwrap();
+    assert_eq!(config.auth.unwrap().sign_in.unwrap().scopes(), ["openid"]);
+}
