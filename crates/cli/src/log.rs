@@ -8,8 +8,9 @@ use comfy_table::{ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
 use serde_json::Value;
 use toolgate_gateway::config::GatewayConfig;
 use toolgate_gateway::store::AuditRow;
+use toolgate_gateway::store::calllog::logged::query;
 use toolgate_gateway::store::pg::PgStore;
-use toolgate_gateway::store::sqlite::{Filter, query};
+use toolgate_gateway::store::sqlite::Filter;
 use toolgate_protocol::error::with_causes;
 
 use crate::term::one_line;

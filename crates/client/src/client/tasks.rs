@@ -109,8 +109,17 @@ impl Client {
 
     /// `tasks/get`: the task as it stands.
     pub async fn get_task(&self, task_id: &str) -> Result<DetailedTask, ClientError> {
-        self.send::<GetTask>(&task_params(task_id), &CallOptions::default())
-            .await
+        self.get_task_with(task_id, &CallOptions::default()).await
+    }
+
+    /// [`Client::get_task`] with per-request options (a gateway's
+    /// [`CallOptions::bearer`]: a task is polled as whoever started it).
+    pub async fn get_task_with(
+        &self,
+        task_id: &str,
+        options: &CallOptions,
+    ) -> Result<DetailedTask, ClientError> {
+        self.send::<GetTask>(&task_params(task_id), options).await
     }
 
     /// `tasks/update`: answers to a task's input requests, by key.
@@ -119,20 +128,39 @@ impl Client {
         task_id: &str,
         input_responses: Map<String, Value>,
     ) -> Result<(), ClientError> {
+        self.update_task_with(task_id, input_responses, &CallOptions::default())
+            .await
+    }
+
+    /// [`Client::update_task`] with per-request options.
+    pub async fn update_task_with(
+        &self,
+        task_id: &str,
+        input_responses: Map<String, Value>,
+        options: &CallOptions,
+    ) -> Result<(), ClientError> {
         let params = UpdateTaskParams {
             task_id: task_id.to_owned(),
             input_responses,
             meta: None,
         };
-        self.send::<UpdateTask>(&params, &CallOptions::default())
-            .await
-            .map(drop)
+        self.send::<UpdateTask>(&params, options).await.map(drop)
     }
 
     /// `tasks/cancel`: ask the server to stop a task. The server only
     /// acknowledges; the task may still finish otherwise.
     pub async fn cancel_task(&self, task_id: &str) -> Result<(), ClientError> {
-        self.send::<CancelTask>(&task_params(task_id), &CallOptions::default())
+        self.cancel_task_with(task_id, &CallOptions::default())
+            .await
+    }
+
+    /// [`Client::cancel_task`] with per-request options.
+    pub async fn cancel_task_with(
+        &self,
+        task_id: &str,
+        options: &CallOptions,
+    ) -> Result<(), ClientError> {
+        self.send::<CancelTask>(&task_params(task_id), options)
             .await
             .map(drop)
     }
@@ -337,6 +365,8 @@ impl Client {
 pub struct TaskGuard {
     client: Client,
     task_id: Option<String>,
+    /// The token the cancellation carries, when not the transport's own.
+    bearer: Option<crate::transport::Bearer>,
 }
 
 impl TaskGuard {
@@ -352,10 +382,14 @@ impl Drop for TaskGuard {
             return;
         };
         let client = self.client.clone();
+        let options = CallOptions {
+            bearer: self.bearer.take(),
+            ..CallOptions::default()
+        };
         // Without a runtime (the program is ending) nothing can be sent.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(e) = client.cancel_task(&task_id).await {
+                if let Err(e) = client.cancel_task_with(&task_id, &options).await {
                     tracing::debug!(task = %task_id, error = %e, "abandoned task not cancelled");
                 }
             });
@@ -367,9 +401,20 @@ impl Client {
     /// A guard that sends `tasks/cancel` for `task_id` when dropped, unless
     /// [`TaskGuard::disarm`]ed first.
     pub fn cancel_on_drop(&self, task_id: &str) -> TaskGuard {
+        self.cancel_on_drop_as(task_id, None)
+    }
+
+    /// [`Client::cancel_on_drop`], the cancellation carrying `bearer`
+    /// ([`CallOptions::bearer`]) when given.
+    pub fn cancel_on_drop_as(
+        &self,
+        task_id: &str,
+        bearer: Option<crate::transport::Bearer>,
+    ) -> TaskGuard {
         TaskGuard {
             client: self.clone(),
             task_id: Some(task_id.to_owned()),
+            bearer,
         }
     }
 }

@@ -127,7 +127,7 @@ pub(crate) async fn relayed(
         // a plain call would otherwise carry, and copy, too.
         let outcome = Box::pin(upstream_task::follow(
             server,
-            client.clone(),
+            (client.clone(), bearer.clone()),
             &ctx,
             input,
             task_id,
@@ -146,7 +146,7 @@ pub(crate) async fn relayed(
         carry,
         Relaying {
             tool_call: true,
-            bearer,
+            bearer: bearer.clone(),
         },
         ("tools/call", Some(tool.as_str())),
         |client, previous, options| {
@@ -167,7 +167,7 @@ pub(crate) async fn relayed(
             ctx.note("upstream_task", task.task_id.as_str());
             Box::pin(upstream_task::follow(
                 server,
-                client.clone(),
+                (client.clone(), bearer.clone()),
                 &ctx,
                 ctx.inputs(),
                 task.task_id,

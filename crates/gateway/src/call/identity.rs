@@ -6,7 +6,7 @@
 //! exchanged at the upstream's authorization server (RFC 8693, with the
 //! upstream as the RFC 8707 `resource` and the scopes the tool's rule
 //! names). What comes back is checked by the client's
-//! [`TokenBroker`](toolgate_client::auth::TokenBroker) — the audience must
+//! [`TokenBroker`] — the audience must
 //! be the upstream and not the gateway, the scopes no wider than asked,
 //! the token not the caller's own — and kept per caller until shortly
 //! before it expires. While the authorization server is down, calls fail

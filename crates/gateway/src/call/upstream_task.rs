@@ -43,7 +43,7 @@ fn key(upstream_key: &str) -> String {
 /// `Err` ends this run asking the caller (the gateway task parks).
 pub(crate) async fn follow(
     server: &str,
-    client: Client,
+    (client, bearer): (Client, Option<toolgate_client::transport::Bearer>),
     ctx: &RequestContext,
     mut input: Inputs,
     task_id: String,
@@ -52,9 +52,15 @@ pub(crate) async fn follow(
 ) -> Result<Result<CallToolResult, ClientError>, ToolError> {
     // The caller waits on the gateway's task, not on this request.
     ctx.run_as_task().await;
+    // Polled, answered and cancelled as whoever started it: the caller's
+    // token at an upstream with `identity`, else the gateway's own.
+    let options = toolgate_client::CallOptions {
+        bearer: bearer.clone(),
+        ..Default::default()
+    };
     // Dropped with the handler (the gateway task cancelled or expired):
     // the upstream's task is cancelled too.
-    let guard = client.cancel_on_drop(&task_id);
+    let guard = client.cancel_on_drop_as(&task_id, bearer);
     let mut answers = Map::new();
     for (k, request) in &asked {
         if let Some(answer) = input.relay(&key(k), request.clone())? {
@@ -67,13 +73,13 @@ pub(crate) async fn follow(
         return Err(input.ask());
     }
     if !answers.is_empty()
-        && let Err(e) = client.update_task(&task_id, answers).await
+        && let Err(e) = client.update_task_with(&task_id, answers, &options).await
     {
         return Ok(Err(e));
     }
     let mut last_message: Option<String> = None;
     loop {
-        let task = match client.get_task(&task_id).await {
+        let task = match client.get_task_with(&task_id, &options).await {
             Ok(task) => task,
             Err(e) => {
                 guard.disarm();

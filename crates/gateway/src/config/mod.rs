@@ -59,7 +59,7 @@ pub use limits::{
     BudgetConfig, Cap, LoopsConfig, OnOutage, Period, RateLimitConfig, RateLimitRule,
 };
 pub(crate) use limits::{Cost, check_budgets};
-pub use observe::{AuditConfig, TelemetryConfig};
+pub use observe::{AuditConfig, AuditDurability, TelemetryConfig};
 pub use policy::{Action, LONGEST, PolicyConfig, RuleConfig};
 pub use secret::{Secret, Secrets, Shape};
 pub use upstream::{HttpKind, UpstreamConfig, UpstreamOAuth, default_prefix};

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// `[audit]`.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
@@ -21,6 +21,23 @@ pub struct AuditConfig {
     /// Keep no audit store at all (default false).
     #[serde(default)]
     pub disabled: bool,
+    /// Put the call log in front of the SQLite store: calls' rows are
+    /// appended to a log beside it and indexed into it in the background.
+    /// `process`: a row is written (`write(2)`) before its answer leaves,
+    /// so killing the gateway loses no answered call, and synced within
+    /// 10 ms; `sync`: the answer waits for the sync too. Unset: each row
+    /// is committed to SQLite before its answer (the default, for now).
+    pub durability: Option<AuditDurability>,
+}
+
+/// `[audit] durability`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AuditDurability {
+    /// Written before the answer; synced within 10 ms.
+    Process,
+    /// Synced before the answer (with the others of its group).
+    Sync,
 }
 
 /// `[telemetry]`.

@@ -16,6 +16,8 @@ use super::GatewayError;
 use crate::config::GatewayConfig;
 use crate::store::AuditSink;
 use crate::store::SharedNonces;
+use crate::store::calllog::logged::LoggedStore;
+use crate::store::calllog::writer::Durability;
 use crate::store::limits::SharedLimits;
 use crate::store::pending::MemoryPending;
 use crate::store::pending::Pending;
@@ -68,11 +70,23 @@ impl Stores {
                     flows = Some(kept);
                     (Some(store.clone()), store.nonces())
                 }
-                (_, Some(path)) => {
-                    let store = Arc::new(AuditStore::open(path, config.audit.arguments)?);
-                    flows = Some(store.clone());
-                    (Some(store.clone()), store.nonces())
-                }
+                (_, Some(path)) => match config.audit.durability {
+                    Some(durability) => {
+                        let durability = match durability {
+                            crate::config::AuditDurability::Process => Durability::Process,
+                            crate::config::AuditDurability::Sync => Durability::Sync,
+                        };
+                        let store =
+                            Arc::new(LoggedStore::open(path, config.audit.arguments, durability)?);
+                        flows = Some(store.store().clone());
+                        (Some(store.clone()), store.nonces())
+                    }
+                    None => {
+                        let store = Arc::new(AuditStore::open(path, config.audit.arguments)?);
+                        flows = Some(store.clone());
+                        (Some(store.clone()), store.nonces())
+                    }
+                },
                 _ => (None, Arc::new(MemoryNonceStore::new(state_ttl * 2))),
             };
         let shared_limits = match &config.ratelimit.redis {

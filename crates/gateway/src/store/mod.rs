@@ -8,6 +8,7 @@
 
 pub mod accounts;
 pub mod audit;
+pub mod calllog;
 pub mod error;
 pub mod flows;
 pub mod ledger;

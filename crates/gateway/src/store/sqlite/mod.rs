@@ -64,6 +64,16 @@ CREATE TABLE IF NOT EXISTS nonces (
 );
 ";
 
+/// How far the call log (`store::calllog`, in front of this store) is
+/// indexed here (schema 8).
+pub(crate) const LOG_PROGRESS: &str = "
+CREATE TABLE IF NOT EXISTS log_progress (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    segment INTEGER NOT NULL,
+    offset INTEGER NOT NULL
+);
+";
+
 /// The schema version this toolgate writes: 2 added grants, 3 budgets,
 /// 4 each call's result summary and trace id, 5 budget reservations and
 /// grants bound to a definition, 6 each call's endpoint and the name it
@@ -148,6 +158,7 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
             tx.execute_batch("ALTER TABLE calls ADD COLUMN identity TEXT;")?;
         }
         tx.execute_batch(accounts::TABLE)?;
+        tx.execute_batch(LOG_PROGRESS)?;
     }
     if version < VERSION {
         tx.execute_batch(&format!("PRAGMA user_version = {VERSION};"))?;

@@ -107,12 +107,13 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, StoreError> 
             },
         )
         .map_err(reading(path))?;
-    newest(
+    let stored = newest(
         rows.map(|r| r.map_err(reading(path))),
         tool.as_ref(),
         filter.endpoint.as_deref(),
         filter.limit,
-    )
+    )?;
+    Ok(stored)
 }
 
 /// Open the database at `path` read-only, as `toolgate log` and

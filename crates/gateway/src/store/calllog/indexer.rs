@@ -1,0 +1,318 @@
+//! The indexer: feeds the SQLite audit store from the call log, in the
+//! background, and removes the log behind it.
+//!
+//! It follows the log from the position the store last recorded, applies
+//! what it reads in one transaction per batch, and records the position
+//! after it in the same transaction — so a record is applied once however
+//! often the indexer stops and starts (and each statement is idempotent
+//! besides: a begun call is inserted only if absent, an outcome updates
+//! its row). A segment every record of which is in the store is deleted.
+//!
+//! Layer: `store`.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read as _, Seek as _, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rusqlite::{Connection, OptionalExtension as _, params};
+
+use super::record::{self, Bad, Kind, Record};
+use super::segment::{self, Position};
+use super::writer::Written;
+use crate::store::audit::AuditRow;
+
+/// Calls appended to the log and not yet in the store, by id, each with
+/// the position just past its last record: what readers add to what the
+/// store answers.
+#[derive(Default)]
+pub struct Tail {
+    rows: Mutex<BTreeMap<i64, (AuditRow, Position)>>,
+}
+
+impl Tail {
+    /// Keep `row` (its latest record ends at `at`).
+    pub fn keep(&self, row: AuditRow, at: Position) {
+        let mut rows = self.rows.lock();
+        let newer = rows.get(&row.id).is_none_or(|(_, seen)| *seen <= at);
+        if newer {
+            rows.insert(row.id, (row, at));
+        }
+    }
+
+    /// Forget `id` (its append failed).
+    pub fn forget(&self, id: i64) {
+        self.rows.lock().remove(&id);
+    }
+
+    /// The rows, newest first.
+    pub fn rows(&self) -> Vec<AuditRow> {
+        self.rows
+            .lock()
+            .values()
+            .rev()
+            .map(|(r, _)| r.clone())
+            .collect()
+    }
+
+    /// The highest id held.
+    pub fn max_id(&self) -> Option<i64> {
+        self.rows.lock().keys().next_back().copied()
+    }
+
+    /// Drop what the store now has: rows whose last record ends at or
+    /// before `indexed`.
+    fn indexed(&self, indexed: Position) {
+        self.rows.lock().retain(|_, (_, at)| *at > indexed);
+    }
+}
+
+/// Where the store is indexed to.
+pub fn progress(conn: &Connection) -> rusqlite::Result<Position> {
+    conn.query_row(
+        "SELECT segment, offset FROM log_progress WHERE one = 1",
+        [],
+        |r| {
+            Ok(Position {
+                segment: r.get::<_, i64>(0)? as u64,
+                offset: r.get::<_, i64>(1)? as u64,
+            })
+        },
+    )
+    .optional()
+    .map(Option::unwrap_or_default)
+}
+
+/// Reads whole records from the log, onwards from a position.
+pub struct Follower {
+    dir: PathBuf,
+    at: Position,
+    file: Option<File>,
+    pending: Vec<u8>,
+}
+
+impl Follower {
+    /// Follow the log in `dir` from `at`.
+    pub fn new(dir: &Path, at: Position) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            at,
+            file: None,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Where it has read to (past the last whole record returned).
+    pub fn position(&self) -> Position {
+        self.at
+    }
+
+    /// The whole records written since, each with the position after it
+    /// (at most `most`); moves to the next segment once this one is done
+    /// and a newer one exists.
+    pub fn next(&mut self, most: usize) -> std::io::Result<Vec<(Record, Position)>> {
+        let mut out = Vec::new();
+        loop {
+            if self.file.is_none() {
+                match File::open(segment::path_of(&self.dir, self.at.segment)) {
+                    Ok(mut f) => {
+                        f.seek(SeekFrom::Start(self.at.offset))?;
+                        self.file = Some(f);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        // Not begun yet, or set aside: the next one, if any.
+                        if segment::list(&self.dir)?
+                            .iter()
+                            .any(|n| *n > self.at.segment)
+                        {
+                            self.at = Position {
+                                segment: self.at.segment + 1,
+                                offset: 0,
+                            };
+                            continue;
+                        }
+                        return Ok(out);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let Some(file) = self.file.as_mut() else {
+                return Ok(out);
+            };
+            let mut fresh = Vec::new();
+            file.read_to_end(&mut fresh)?;
+            self.pending.extend_from_slice(&fresh);
+            let mut used = 0;
+            while out.len() < most {
+                match record::decode(&self.pending[used..]) {
+                    Ok((record, n)) => {
+                        used += n;
+                        self.at.offset += n as u64;
+                        out.push((record, self.at));
+                    }
+                    Err(Bad::Short) => break,
+                    Err(Bad::Corrupt) => {
+                        // The writer writes whole records: a bad one here
+                        // was altered after it was written. Nothing after
+                        // it can be trusted in this segment.
+                        tracing::error!(
+                            segment = self.at.segment,
+                            offset = self.at.offset,
+                            "the call log holds a record that does not check out; the rest of that segment is not indexed (see `toolgate log --verify`)"
+                        );
+                        self.pending.clear();
+                        used = 0;
+                        self.at = Position {
+                            segment: self.at.segment + 1,
+                            offset: 0,
+                        };
+                        self.file = None;
+                        break;
+                    }
+                }
+            }
+            self.pending.drain(..used);
+            if out.len() >= most || self.file.is_none() {
+                return Ok(out);
+            }
+            // This segment is read to its end: is there a newer one?
+            let newer = segment::list(&self.dir)?
+                .iter()
+                .any(|n| *n > self.at.segment);
+            if newer && self.pending.is_empty() {
+                self.at = Position {
+                    segment: self.at.segment + 1,
+                    offset: 0,
+                };
+                self.file = None;
+                continue;
+            }
+            return Ok(out);
+        }
+    }
+}
+
+/// Apply `records` to the store and record `to` as indexed, in one
+/// transaction.
+pub fn apply(
+    conn: &mut Connection,
+    records: &[(Record, Position)],
+    to: Position,
+) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT OR IGNORE INTO calls (id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+        )?;
+        let mut replace = tx.prepare_cached(
+            "INSERT OR REPLACE INTO calls (id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+        )?;
+        for (record, _) in records {
+            let r = &record.row;
+            let values = params![
+                r.id,
+                r.time_ms,
+                r.caller,
+                r.upstream,
+                r.tool,
+                r.arguments_digest,
+                r.arguments,
+                r.decision,
+                r.rule,
+                r.confirmation,
+                r.status,
+                r.latency_ms,
+                r.grant,
+                r.cost,
+                r.result,
+                r.trace_id,
+                r.endpoint,
+                r.shown,
+                r.flow,
+                r.flow_labels,
+                r.identity
+            ];
+            match record.kind {
+                Kind::Begin => insert.execute(values)?,
+                // An outcome, or a call recorded whole: the row as it ends.
+                Kind::Outcome | Kind::Row => replace.execute(values)?,
+            };
+        }
+        tx.execute(
+            "INSERT INTO log_progress (one, segment, offset) VALUES (1, ?1, ?2)
+             ON CONFLICT (one) DO UPDATE SET segment = excluded.segment, offset = excluded.offset",
+            params![to.segment as i64, to.offset as i64],
+        )?;
+    }
+    tx.commit()
+}
+
+/// Delete the segments before `indexed`'s: every record in them is in the
+/// store.
+pub fn remove_behind(dir: &Path, indexed: Position) {
+    let Ok(segments) = segment::list(dir) else {
+        return;
+    };
+    for n in segments.into_iter().filter(|n| *n < indexed.segment) {
+        if let Err(e) = std::fs::remove_file(segment::path_of(dir, n)) {
+            tracing::warn!(segment = n, error = %e, "an indexed call log segment could not be removed");
+        }
+    }
+}
+
+/// Run the indexer until the writer's side is gone: follow the log, apply,
+/// drop from `tail` what the store has, remove indexed segments.
+pub fn run(
+    mut conn: Connection,
+    dir: PathBuf,
+    written: Arc<Written>,
+    tail: Arc<Tail>,
+    indexed: Arc<Written>,
+) {
+    let start = match progress(&conn) {
+        Ok(at) => at,
+        Err(e) => {
+            tracing::error!(error = %e, "the call log's progress cannot be read; the indexer stops");
+            return;
+        }
+    };
+    let mut follower = Follower::new(&dir, start);
+    let mut seen = written.now();
+    loop {
+        let records = match follower.next(1024) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "the call log cannot be read; trying again");
+                seen = written.wait_past(seen, Duration::from_millis(500));
+                continue;
+            }
+        };
+        if records.is_empty() {
+            // Nothing new: wait for the writer (or look again shortly, as
+            // a segment may have moved on).
+            if Arc::strong_count(&written) == 1 {
+                return;
+            }
+            seen = written.wait_past(seen, Duration::from_millis(200));
+            continue;
+        }
+        let to = follower.position();
+        match apply(&mut conn, &records, to) {
+            Ok(()) => {
+                tail.indexed(to);
+                indexed.advance(to);
+                remove_behind(&dir, to);
+            }
+            Err(e) => {
+                // The store is busy or failing: the log keeps the records;
+                // read them again from the last committed position.
+                tracing::warn!(error = %e, "the audit store could not be fed from the call log; trying again");
+                follower = Follower::new(&dir, progress(&conn).unwrap_or(start));
+                seen = written.wait_past(seen, Duration::from_millis(500));
+            }
+        }
+    }
+}

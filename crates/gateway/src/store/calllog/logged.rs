@@ -1,0 +1,322 @@
+//! The SQLite audit store with the call log in front of it
+//! (`[audit] durability`): calls' rows go to the log, and reach the store
+//! through the indexer; everything decided across calls — nonces, grants,
+//! budgets, flow labels, linked accounts — stays in the store, synchronous.
+//!
+//! A call's id is given here, when its first record is appended (the next
+//! after the highest the store and the log hold), so a row written ahead
+//! and its outcome name the same call in the log and in the store. Readers
+//! see the store plus the log's unindexed tail: a reader after an answer
+//! sees that call, indexed or not.
+//!
+//! Layer: `store`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use toolgate_server::{NonceStore, SpendFuture};
+
+use super::indexer::{self, Tail};
+use super::record::{Kind, Record, encode};
+use super::segment::{Appender, Opened};
+use super::writer::{Durability, LogError, LogWriter};
+use crate::store::StoreError;
+use crate::store::audit::{AuditRow, AuditRows, AuditSink, GrantStore, StoreFuture};
+use crate::store::ledger::Ledger;
+use crate::store::sqlite::{AuditStore, Filter};
+
+/// Where the call log of the store at `db` lives: beside it.
+pub fn log_dir(db: &Path) -> PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_owned();
+    name.push(".log");
+    db.with_file_name(name)
+}
+
+/// The store behind its call log.
+pub struct LoggedStore {
+    inner: Arc<AuditStore>,
+    log: LogWriter,
+    tail: Arc<Tail>,
+    next_id: AtomicI64,
+    /// How far the indexer has brought the store.
+    indexed: Arc<super::writer::Written>,
+}
+
+impl LoggedStore {
+    /// Open the store at `path` and its log, replaying what the log holds
+    /// that the store does not, and start the writer and the indexer.
+    pub fn open(path: &Path, arguments: bool, durability: Durability) -> Result<Self, StoreError> {
+        let inner = Arc::new(AuditStore::open(path, arguments)?);
+        let io = |what: &str, e: std::io::Error| {
+            StoreError::Other(format!(
+                "the call log {}: {what}: {e}",
+                log_dir(path).display()
+            ))
+        };
+        let dir = log_dir(path);
+        let (appender, opened) = Appender::open(&dir).map_err(|e| io("cannot open", e))?;
+        let Opened {
+            torn_bytes,
+            set_aside,
+        } = opened;
+        if torn_bytes > 0 {
+            tracing::warn!(
+                bytes = torn_bytes,
+                "the call log ended in a record cut short (the process or the machine stopped mid-write); it was dropped, never applied"
+            );
+        }
+        if let Some(aside) = set_aside {
+            tracing::error!(file = %aside.display(), "a call log segment holds a record that does not check out (altered?); it was set aside, not applied: `toolgate log --verify` reports it");
+        }
+        let conn = crate::store::sqlite::open_for_writing(path)?;
+        let indexed_at = indexer::progress(&conn).map_err(|source| StoreError::Sqlite {
+            context: "the call log's progress".into(),
+            source,
+        })?;
+        // What the log holds beyond the store: readers see it now, the
+        // indexer applies it.
+        let tail = Arc::new(Tail::default());
+        let mut follower = indexer::Follower::new(&dir, indexed_at);
+        loop {
+            let records = follower.next(4096).map_err(|e| io("cannot read", e))?;
+            if records.is_empty() {
+                break;
+            }
+            for (record, at) in records {
+                tail.keep(record.row, at);
+            }
+        }
+        let stored: i64 = conn
+            .query_row("SELECT COALESCE(MAX(id), 0) FROM calls", [], |r| r.get(0))
+            .map_err(|source| StoreError::Sqlite {
+                context: "the audit store's last call".into(),
+                source,
+            })?;
+        let next_id = AtomicI64::new(stored.max(tail.max_id().unwrap_or(0)) + 1);
+        let log =
+            LogWriter::start(appender, durability).map_err(|e| io("cannot start its writer", e))?;
+        let written = log.written();
+        let feeding = tail.clone();
+        let indexed = Arc::new(super::writer::Written::default());
+        indexed.advance(indexed_at);
+        let progress = indexed.clone();
+        std::thread::Builder::new()
+            .name("toolgate-call-indexer".into())
+            .spawn(move || indexer::run(conn, dir, written, feeding, progress))
+            .map_err(|e| io("cannot start its indexer", e))?;
+        Ok(Self {
+            inner,
+            log,
+            tail,
+            next_id,
+            indexed,
+        })
+    }
+
+    /// Wait (at most `up_to`) until everything appended so far is in the
+    /// indexed store: whether it is.
+    pub async fn indexed(&self, up_to: std::time::Duration) -> bool {
+        let target = self.log.written().now();
+        let indexed = self.indexed.clone();
+        tokio::task::spawn_blocking(move || indexed.wait_for(target, up_to))
+            .await
+            .unwrap_or(false)
+    }
+
+    /// The indexed store beneath.
+    pub fn store(&self) -> &Arc<AuditStore> {
+        &self.inner
+    }
+
+    /// Append `row` as a record of `kind`: once it is as durable as the
+    /// setting promises, readers see it.
+    fn append(&self, kind: Kind, row: AuditRow) -> StoreFuture<()> {
+        let mut bytes = Vec::with_capacity(256);
+        let id = row.id;
+        let record = Record { kind, row };
+        encode(&record, &mut bytes);
+        let appended = self.log.append(bytes);
+        let tail = self.tail.clone();
+        Box::pin(async move {
+            match appended.await {
+                Ok(at) => {
+                    tail.keep(record.row, at);
+                    Ok(())
+                }
+                Err(e) => {
+                    if kind != Kind::Outcome {
+                        tail.forget(id);
+                    }
+                    Err(unrecorded(&e))
+                }
+            }
+        })
+    }
+}
+
+/// A call the log could not record: the call is refused (fail closed).
+fn unrecorded(e: &LogError) -> StoreError {
+    StoreError::Other(format!("the audit store cannot record calls now ({e})"))
+}
+
+impl AuditRows for LoggedStore {
+    fn write(&self, mut row: AuditRow) -> StoreFuture<()> {
+        row.id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.append(Kind::Row, row)
+    }
+
+    fn begin(&self, mut row: AuditRow) -> StoreFuture<i64> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        row.id = id;
+        let appended = self.append(Kind::Begin, row);
+        Box::pin(async move { appended.await.map(|()| id) })
+    }
+
+    fn complete(&self, id: i64, mut row: AuditRow) -> StoreFuture<()> {
+        row.id = id;
+        self.append(Kind::Outcome, row)
+    }
+
+    fn keeps_arguments(&self) -> bool {
+        self.inner.keeps_arguments()
+    }
+
+    fn rows(&self, filter: Filter) -> StoreFuture<Vec<AuditRow>> {
+        // The tail first: a row that leaves it is in the store by then.
+        let tail = self.tail.rows();
+        let stored = self.inner.rows(filter.clone());
+        Box::pin(async move {
+            let stored = stored.await?;
+            Ok(merged(tail, stored, &filter))
+        })
+    }
+}
+
+/// Rows of the SQLite store at `path` as [`crate::store::sqlite::query()`]
+/// reads them, plus the calls of its call log not indexed yet (what
+/// `toolgate log` reads: a reader after an answer sees that call, even
+/// while the gateway's indexer is behind or stopped).
+pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, StoreError> {
+    // The log first: a record that leaves it is in the store by then.
+    let tail = unindexed(path)?;
+    let stored = crate::store::sqlite::query(path, filter)?;
+    Ok(match tail {
+        Some(tail) => merged(tail, stored, filter),
+        None => stored,
+    })
+}
+
+/// The calls of the store's call log beyond what is indexed, each as its
+/// last record says (`None` without a log).
+fn unindexed(path: &Path) -> Result<Option<Vec<AuditRow>>, StoreError> {
+    let dir = log_dir(path);
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let conn = crate::store::sqlite::open_for_reading(path)?;
+    let from = indexer::progress(&conn).unwrap_or_default();
+    let mut follower = indexer::Follower::new(&dir, from);
+    let mut rows = std::collections::BTreeMap::new();
+    loop {
+        let records = follower.next(4096).map_err(|e| {
+            StoreError::Other(format!("reading the call log {}: {e}", dir.display()))
+        })?;
+        if records.is_empty() {
+            break;
+        }
+        for (record, _) in records {
+            rows.insert(record.row.id, record.row);
+        }
+    }
+    Ok(Some(rows.into_values().rev().collect()))
+}
+
+/// The rows of `stored` and of `tail` that `filter` selects, each once,
+/// oldest first, at most its limit (the newest).
+pub(crate) fn merged(tail: Vec<AuditRow>, stored: Vec<AuditRow>, filter: &Filter) -> Vec<AuditRow> {
+    let tool = filter
+        .tool
+        .as_deref()
+        .and_then(|g| glob::Pattern::new(g).ok());
+    let mut by_id: std::collections::BTreeMap<i64, AuditRow> =
+        stored.into_iter().map(|r| (r.id, r)).collect();
+    for row in tail {
+        let selected = filter.after_id.is_none_or(|a| row.id > a)
+            && filter.before_id.is_none_or(|b| row.id < b)
+            && filter.since_ms.is_none_or(|s| row.time_ms >= s)
+            && filter
+                .caller
+                .as_ref()
+                .is_none_or(|c| row.caller.as_ref() == Some(c))
+            && filter
+                .decision
+                .as_ref()
+                .is_none_or(|d| row.decision.as_ref() == Some(d))
+            && filter
+                .endpoint
+                .as_deref()
+                .is_none_or(|e| row.endpoint.as_deref().unwrap_or("-") == e)
+            && tool.as_ref().is_none_or(|p| p.matches(&row.tool));
+        if selected {
+            by_id.insert(row.id, row);
+        }
+    }
+    let mut out: Vec<AuditRow> = by_id.into_values().collect();
+    if let Some(n) = filter.limit
+        && out.len() > n
+    {
+        out.drain(..out.len() - n);
+    }
+    out
+}
+
+impl GrantStore for LoggedStore {
+    fn grant(&self, grant: crate::decide::grants::Grant) -> StoreFuture<()> {
+        self.inner.grant(grant)
+    }
+
+    fn granted(
+        &self,
+        caller: Option<String>,
+        tool: String,
+    ) -> StoreFuture<Option<crate::decide::grants::Grant>> {
+        self.inner.granted(caller, tool)
+    }
+
+    fn grants(&self, all: bool) -> StoreFuture<Vec<crate::decide::grants::Grant>> {
+        self.inner.grants(all)
+    }
+
+    fn revoke(&self, id: String, by: String) -> StoreFuture<crate::decide::grants::Revoked> {
+        self.inner.revoke(id, by)
+    }
+}
+
+impl NonceStore for LoggedStore {
+    fn spend(&self, nonce: String) -> SpendFuture {
+        self.inner.spend(nonce)
+    }
+}
+
+impl AuditSink for LoggedStore {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+
+    fn check(&self) -> StoreFuture<()> {
+        self.inner.check()
+    }
+
+    fn nonces(self: Arc<Self>) -> crate::store::SharedNonces {
+        self.inner.clone().nonces()
+    }
+
+    fn ledger(self: Arc<Self>) -> Arc<dyn Ledger> {
+        self.inner.clone().ledger()
+    }
+
+    fn accounts(self: Arc<Self>) -> Arc<dyn crate::store::accounts::AccountStore> {
+        self.inner.clone().accounts()
+    }
+}
