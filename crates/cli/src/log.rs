@@ -59,6 +59,11 @@ pub struct LogArgs {
     /// gateway stopped before their outcome was known).
     #[arg(long)]
     pub spend: bool,
+    /// Check the call log beside the store (`[audit] durability`): every
+    /// record's checksum; says what does not check out, and exits 1 if a
+    /// record was altered.
+    #[arg(long, conflicts_with_all = ["follow", "spend", "json"])]
+    pub verify: bool,
 }
 
 use toolgate_gateway::base::duration::parse_duration;
@@ -150,6 +155,53 @@ fn tool_shown(r: &AuditRow) -> String {
     }
 }
 
+/// `toolgate log --verify`.
+fn verify(db: &Database) -> anyhow::Result<u8> {
+    use toolgate_gateway::store::calllog::segment::End;
+    let Database::File(path) = db else {
+        return Err(exit::fail(
+            exit::USAGE,
+            "--verify checks the call log beside a SQLite store; PostgreSQL stores have none",
+        ));
+    };
+    let dir = toolgate_gateway::store::calllog::logged::log_dir(path);
+    if !dir.is_dir() {
+        outln!(
+            "no call log beside {} ([audit] durability is not set, or nothing was recorded yet)",
+            path.display()
+        );
+        return Ok(exit::OK);
+    }
+    let report = toolgate_gateway::store::calllog::verify::verify(&dir)
+        .map_err(|e| exit::fail(exit::USAGE, format!("reading {}: {e}", dir.display())))?;
+    for s in &report.segments {
+        let how = match s.end {
+            End::Clean => "checks out".to_owned(),
+            End::Torn { bytes, .. } => format!(
+                "checks out; {bytes} bytes of a record cut short at the end (a write that did not finish; dropped at the next start)"
+            ),
+            End::Corrupt { at } => format!(
+                "a record at byte {at} does not check out (the file was altered?); the records after it are not indexed"
+            ),
+        };
+        outln!("{}: {} records, {how}", s.path.display(), s.records);
+    }
+    for aside in &report.set_aside {
+        outln!(
+            "{}: set aside when the gateway found a record in it that does not check out",
+            aside.display()
+        );
+    }
+    if report.segments.is_empty() && report.set_aside.is_empty() {
+        outln!("{}: empty (everything is indexed)", dir.display());
+    }
+    Ok(if report.sound() {
+        exit::OK
+    } else {
+        exit::FAILED
+    })
+}
+
 /// The caller column: the verified caller, and the identity the call
 /// carried upstream when it was not the gateway's (`alice → alice
 /// (exchange)`).
@@ -194,6 +246,9 @@ fn table(rows: &[AuditRow]) -> Table {
 /// Run `toolgate log`.
 pub async fn log(args: LogArgs) -> anyhow::Result<u8> {
     let db = database(args.db.as_deref(), args.config.as_deref())?;
+    if args.verify {
+        return verify(&db);
+    }
     let pg = db.open().await?;
     let since_ms = match &args.since {
         Some(s) => {

@@ -17,16 +17,16 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_client::{CallOptions, Client, ClientError};
+use toolgate_gateway::Gateway;
 use toolgate_gateway::store::sqlite::{Filter, query};
-use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
 use toolgate_server::{
     JwtVerifier, RequestContext, ResourceServer, Server, TokenVerifier, ToolDef, VerifyFuture,
 };
 
-use support::{config, toml_string};
+use support::toml_string;
 
 /// Verifies with `inner`, and keeps every token it was shown.
 struct Recording {
@@ -102,20 +102,6 @@ fn caller(url: &str, token: &str) -> Client {
     Client::builder("test", "1")
         .timeout(Duration::from_secs(20))
         .build(HttpTransport::new(url, options).unwrap())
-}
-
-/// Call `tool`: whether it succeeded, and its text.
-async fn call(c: &Client, tool: &str) -> (bool, String) {
-    let result = match c
-        .call_tool(tool, Default::default(), &CallOptions::default())
-        .await
-    {
-        Ok(r) => r,
-        Err(ClientError::Tool { result, .. }) => *result,
-        Err(e) => panic!("{tool}: {e}"),
-    };
-    let text = result.content[0].as_text().unwrap_or_default().to_owned();
-    (result.is_error != Some(true), text)
 }
 
 struct World {
@@ -197,16 +183,7 @@ jwks = "{issuer}/jwks"
         odd = server("odd", &odd_url),
         db = toml_string(&db.display().to_string()),
     );
-    let config = config(&toml);
-    let rs = config.auth.as_ref().unwrap().resource_server().unwrap();
-    let gateway = Gateway::start(config, GatewayOptions::default())
-        .await
-        .unwrap();
-    let http = HttpConfig {
-        auth: Some(Arc::new(rs)),
-        ..HttpConfig::default()
-    };
-    tokio::spawn(serve_listener(gateway.server(), http, gateway_listener));
+    let gateway = oidc::serve_gateway(&toml, gateway_listener).await;
     World {
         auth,
         gateway_url,
@@ -238,25 +215,25 @@ async fn each_call_carries_a_token_exchanged_for_its_caller_and_never_the_caller
 
     // The upstream sees alice, for itself, with the scopes of the tool's
     // rule: crm.read for a read, and crm.write only where a rule adds it.
-    let (ok, text) = call(&alice, "crm.whoami").await;
+    let (ok, text) = oidc::call(&alice, "crm.whoami").await;
     assert!(ok, "{text}");
     let seen = parsed(&text);
     assert_eq!(seen["sub"], "alice");
     assert_eq!(seen["aud"], w.crm_url.as_str());
     assert_eq!(seen["scope"], "crm.read");
     assert_eq!(seen["client_id"], "gateway");
-    let (ok, text) = call(&alice, "crm.write_note").await;
+    let (ok, text) = oidc::call(&alice, "crm.write_note").await;
     assert!(ok, "{text}");
     assert_eq!(parsed(&text)["scope"], "crm.read crm.write");
 
     // Another caller is another identity upstream.
-    let (ok, text) = call(&caller(&w.gateway_url, &bob_token), "crm.whoami").await;
+    let (ok, text) = oidc::call(&caller(&w.gateway_url, &bob_token), "crm.whoami").await;
     assert!(ok, "{text}");
     assert_eq!(parsed(&text)["sub"], "bob");
 
     // The authorization server refuses mallory: an isError that says so,
     // with no token in it, and nothing reaches the upstream for her.
-    let (ok, text) = call(&caller(&w.gateway_url, &mallory_token), "crm.whoami").await;
+    let (ok, text) = oidc::call(&caller(&w.gateway_url, &mallory_token), "crm.whoami").await;
     assert!(!ok);
     assert!(
         text.contains("lack access to the upstream server crm"),
@@ -265,13 +242,13 @@ async fn each_call_carries_a_token_exchanged_for_its_caller_and_never_the_caller
     assert!(!text.contains(&mallory_token[..20]), "{text}");
 
     // A token issued for another audience is refused, not passed on.
-    let (ok, text) = call(&alice, "odd.whoami").await;
+    let (ok, text) = oidc::call(&alice, "odd.whoami").await;
     assert!(!ok);
     assert!(text.contains("another audience"), "{text}");
 
     // A second read by alice reuses the token obtained for the first.
     let before = w.seen[0].lock().unwrap().len();
-    let (ok, _) = call(&alice, "crm.whoami").await;
+    let (ok, _) = oidc::call(&alice, "crm.whoami").await;
     assert!(ok);
     let crm_seen = w.seen[0].lock().unwrap().clone();
     let alice_read: std::collections::BTreeSet<&String> = crm_seen
@@ -287,10 +264,10 @@ async fn each_call_carries_a_token_exchanged_for_its_caller_and_never_the_caller
     // The authorization server goes down: alice's kept token still serves
     // her reads; a caller with none kept fails at once, saying why.
     w.auth.stop().await;
-    let (ok, text) = call(&alice, "crm.whoami").await;
+    let (ok, text) = oidc::call(&alice, "crm.whoami").await;
     assert!(ok, "{text}");
     // (bob's token kept is for reads; a write asks for more scopes.)
-    let (ok, text) = call(&caller(&w.gateway_url, &bob_token), "crm.write_note").await;
+    let (ok, text) = oidc::call(&caller(&w.gateway_url, &bob_token), "crm.write_note").await;
     assert!(!ok);
     assert!(text.contains("cannot be reached"), "{text}");
 
@@ -357,16 +334,7 @@ jwks = {jwks}
         issuer = support::ISSUER,
         jwks = toml_string(&jwks.display().to_string()),
     );
-    let config = config(&toml);
-    let rs = config.auth.as_ref().unwrap().resource_server().unwrap();
-    let gateway = Gateway::start(config, GatewayOptions::default())
-        .await
-        .unwrap();
-    let http = HttpConfig {
-        auth: Some(Arc::new(rs)),
-        ..HttpConfig::default()
-    };
-    tokio::spawn(serve_listener(gateway.server(), http, listener));
+    let gateway = oidc::serve_gateway(&toml, listener).await;
 
     // In process, no token was presented: nothing to exchange.
     let local = support::downstream(&gateway).await;

@@ -24,8 +24,7 @@ use fantoccini::Locator;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
-use toolgate_client::{BoxFuture, CallOptions, Client, ClientError, InputHandler};
-use toolgate_gateway::GatewayOptions;
+use toolgate_client::{BoxFuture, Client, ClientError, InputHandler};
 use toolgate_protocol::types::{ClientCapabilities, ElicitRequestParams, ElicitResult};
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
 use toolgate_server::{
@@ -33,7 +32,7 @@ use toolgate_server::{
     VerifyFuture,
 };
 
-use support::{config, toml_string};
+use support::toml_string;
 
 /// Verifies with `inner`, keeps every token it was shown, and refuses
 /// those revoked (as an upstream told of a revocation would).
@@ -148,19 +147,6 @@ fn client(url: &str, token: &str, person: Option<Person>) -> Client {
     builder.build(HttpTransport::new(url, options).unwrap())
 }
 
-async fn call(c: &Client, tool: &str) -> (bool, String) {
-    let result = match c
-        .call_tool(tool, Default::default(), &CallOptions::default())
-        .await
-    {
-        Ok(r) => r,
-        Err(ClientError::Tool { result, .. }) => *result,
-        Err(e) => panic!("{tool}: {e}"),
-    };
-    let text = result.content[0].as_text().unwrap_or_default().to_owned();
-    (result.is_error != Some(true), text)
-}
-
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -266,19 +252,7 @@ client_id = "connect"
         key = toml_string(&key_file.display().to_string()),
         listen = page.trim_start_matches("http://"),
     );
-    let config = config(&toml);
-    let rs = config.auth.as_ref().unwrap().resource_server().unwrap();
-    let gateway = support::start(config, GatewayOptions::default())
-        .await
-        .unwrap();
-    tokio::spawn(serve_listener(
-        gateway.server(),
-        HttpConfig {
-            auth: Some(Arc::new(rs)),
-            ..HttpConfig::default()
-        },
-        gateway_listener,
-    ));
+    let _gateway = oidc::serve_gateway(&toml, gateway_listener).await;
 
     let chrome = browser::chromium(1000, 900).await;
     let alice_token = oidc::sign_in(&issuer, "alice", &gateway_url, "mcp").await;
@@ -303,7 +277,7 @@ client_id = "connect"
     // the call goes on, as her.
     let (alice_person, alice_links, alice_pages) = person("alice", true);
     let alice = client(&gateway_url, &alice_token, Some(alice_person));
-    let (ok, text) = call(&alice, "crm.whoami").await;
+    let (ok, text) = oidc::call(&alice, "crm.whoami").await;
     assert!(ok, "{text} / pages: {:?}", alice_pages.lock().unwrap());
     let claims: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(claims["sub"], "alice");
@@ -313,7 +287,7 @@ client_id = "connect"
     assert!(alice_pages.lock().unwrap()[0].contains("is linked"));
     chrome.screenshot("connect-linked").await;
     // Her next call needs nothing of her.
-    let (ok, _) = call(&alice, "crm.whoami").await;
+    let (ok, _) = oidc::call(&alice, "crm.whoami").await;
     assert!(ok);
     assert_eq!(alice_links.lock().unwrap().len(), 1);
 
@@ -321,7 +295,7 @@ client_id = "connect"
     // links nothing.
     let (bob_person, bob_links, _) = person("bob", false);
     let bob = client(&gateway_url, &bob_token, Some(bob_person));
-    let (ok, text) = call(&bob, "crm.whoami").await;
+    let (ok, text) = oidc::call(&bob, "crm.whoami").await;
     assert!(!ok && text.contains("chose not to link"), "{text}");
     let bobs_link = bob_links.lock().unwrap()[0].clone();
     assert!(bobs_link.starts_with(&format!("{page}/connect/crm?ticket=")));
@@ -332,13 +306,13 @@ client_id = "connect"
     let stolen = walk(&chrome.client, &bobs_link, "alice").await;
     assert!(stolen.contains("for someone else"), "{stolen}");
     chrome.screenshot("connect-stolen-link").await;
-    let (ok, _) = call(&bob, "crm.whoami").await;
+    let (ok, _) = oidc::call(&bob, "crm.whoami").await;
     assert!(!ok, "bob has no account");
     assert_eq!(bob_links.lock().unwrap().len(), 2);
 
     // A client that cannot open links gets the link in the answer.
     let plain = client(&gateway_url, &bob_token, None);
-    let (ok, text) = call(&plain, "crm.whoami").await;
+    let (ok, text) = oidc::call(&plain, "crm.whoami").await;
     assert!(!ok);
     assert!(
         text.contains(&format!("{page}/connect/crm?ticket=")),
@@ -354,9 +328,9 @@ client_id = "connect"
         .lock()
         .unwrap()
         .extend(seen.lock().unwrap().iter().cloned());
-    let (ok, text) = call(&alice, "crm.whoami").await;
+    let (ok, text) = oidc::call(&alice, "crm.whoami").await;
     assert!(!ok, "{text}");
-    let (ok, text) = call(&alice, "crm.whoami").await;
+    let (ok, text) = oidc::call(&alice, "crm.whoami").await;
     assert!(ok, "{text} / pages: {:?}", alice_pages.lock().unwrap());
     assert_eq!(parse_sub(&text), "alice");
     assert_eq!(alice_links.lock().unwrap().len(), 2);

@@ -26,6 +26,43 @@ fn dead() -> String {
     format!("http://{}", l.local_addr().unwrap())
 }
 
+/// A gateway configuration with an upstream in `mode = "user"` whose
+/// authorization server is `as_url`, callers from `issuer` for
+/// `audience`, a state key in `dir`, and `section` (the page or console).
+async fn user_mode(
+    dir: &std::path::Path,
+    as_url: &str,
+    issuer: &str,
+    audience: &str,
+    section: &str,
+) -> String {
+    let key = dir.join("state.key");
+    std::fs::write(&key, "k".repeat(48)).unwrap();
+    let jwks =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/auth/jwks.json");
+    let upstream = support::serve(support::shop(Arc::default(), "Orders an item.")).await;
+    format!(
+        r#"[servers.crm]
+url = "{upstream}"
+[servers.crm.identity]
+mode = "user"
+token_endpoint = "{as_url}/token"
+authorization_endpoint = "{as_url}/auth"
+client_id = "gateway"
+[state]
+key_file = {key}
+{section}[auth]
+issuer = "{issuer}"
+audience = "{audience}"
+jwks = {jwks}
+[auth.sign_in]
+client_id = "connect"
+"#,
+        key = toml_string(&key.display().to_string()),
+        jwks = toml_string(&jwks.display().to_string()),
+    )
+}
+
 fn user_identity(issuer: &str) -> UpstreamIdentity {
     let toml = format!(
         r#"[servers.crm]
@@ -135,35 +172,15 @@ async fn while_the_authorization_server_is_down_a_valid_token_is_still_sent() {
 #[tokio::test]
 async fn the_connect_page_refuses_what_it_must_not_act_on() {
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("state.key");
-    std::fs::write(&key, "k".repeat(48)).unwrap();
     let as_url = dead();
-    let jwks =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/auth/jwks.json");
-    let upstream = support::serve(support::shop(Arc::default(), "Orders an item.")).await;
-    let toml = format!(
-        r#"[servers.crm]
-url = "{upstream}"
-[servers.crm.identity]
-mode = "user"
-token_endpoint = "{as_url}/token"
-authorization_endpoint = "{as_url}/auth"
-client_id = "gateway"
-[state]
-key_file = {key}
-[approval]
-page = true
-listen = "127.0.0.1:0"
-[auth]
-issuer = "{as_url}"
-audience = "http://127.0.0.1:9/mcp"
-jwks = {jwks}
-[auth.sign_in]
-client_id = "connect"
-"#,
-        key = toml_string(&key.display().to_string()),
-        jwks = toml_string(&jwks.display().to_string()),
-    );
+    let toml = user_mode(
+        dir.path(),
+        &as_url,
+        &as_url,
+        "http://127.0.0.1:9/mcp",
+        "[approval]\npage = true\nlisten = \"127.0.0.1:0\"\n",
+    )
+    .await;
     let config = support::config(&toml);
     let gateway = support::start(config, GatewayOptions::default())
         .await
@@ -244,38 +261,11 @@ fn cookie_of(response: &str) -> String {
 async fn the_console_shows_a_person_their_own_linked_accounts_and_unlinks_them() {
     const AUDIENCE: &str = "https://gateway.test/mcp";
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("state.key");
-    std::fs::write(&key, "k".repeat(48)).unwrap();
-    let as_url = dead();
-    let jwks =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/auth/jwks.json");
-    let upstream = support::serve(support::shop(Arc::default(), "Orders an item.")).await;
-    let toml = format!(
-        r#"[servers.crm]
-url = "{upstream}"
-[servers.crm.identity]
-mode = "user"
-token_endpoint = "{as_url}/token"
-authorization_endpoint = "{as_url}/auth"
-client_id = "gateway"
-[state]
-key_file = {key}
-[console]
-listen = "127.0.0.1:0"
-[audit]
-path = {db}
-[auth]
-issuer = "{issuer}"
-audience = "{AUDIENCE}"
-jwks = {jwks}
-[auth.sign_in]
-client_id = "connect"
-"#,
-        issuer = support::ISSUER,
-        key = toml_string(&key.display().to_string()),
-        db = toml_string(&dir.path().join("audit.db").display().to_string()),
-        jwks = toml_string(&jwks.display().to_string()),
+    let section = format!(
+        "[console]\nlisten = \"127.0.0.1:0\"\n[audit]\npath = {}\n",
+        toml_string(&dir.path().join("audit.db").display().to_string())
     );
+    let toml = user_mode(dir.path(), &dead(), support::ISSUER, AUDIENCE, &section).await;
     let gateway = support::start(support::config(&toml), GatewayOptions::default())
         .await
         .unwrap();

@@ -297,3 +297,41 @@ pub fn claims(token: &str) -> Value {
         .unwrap_or_default();
     serde_json::from_slice(&bytes).unwrap_or(Value::Null)
 }
+
+/// Start a gateway from `toml` (and its page, if it has one) and serve it
+/// over HTTP on `listener`, callers verified by its `[auth]`.
+pub async fn serve_gateway(
+    toml: &str,
+    listener: tokio::net::TcpListener,
+) -> toolgate_gateway::Gateway {
+    let config = crate::support::config(toml);
+    let rs = config.auth.as_ref().unwrap().resource_server().unwrap();
+    let gateway = crate::support::start(config, Default::default())
+        .await
+        .unwrap();
+    let http = toolgate_server::transport::http::HttpConfig {
+        auth: Some(std::sync::Arc::new(rs)),
+        ..Default::default()
+    };
+    tokio::spawn(toolgate_server::transport::http::serve_listener(
+        gateway.server(),
+        http,
+        listener,
+    ));
+    gateway
+}
+
+/// Call `tool` with no arguments: whether it succeeded, and its text (a
+/// tool error is an answer here).
+pub async fn call(c: &toolgate_client::Client, tool: &str) -> (bool, String) {
+    let result = match c
+        .call_tool(tool, Default::default(), &Default::default())
+        .await
+    {
+        Ok(r) => r,
+        Err(toolgate_client::ClientError::Tool { result, .. }) => *result,
+        Err(e) => panic!("{tool}: {e}"),
+    };
+    let text = result.content[0].as_text().unwrap_or_default().to_owned();
+    (result.is_error != Some(true), text)
+}

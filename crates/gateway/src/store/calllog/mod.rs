@@ -18,4 +18,5 @@ pub mod indexer;
 pub mod logged;
 pub mod record;
 pub mod segment;
+pub mod verify;
 pub mod writer;

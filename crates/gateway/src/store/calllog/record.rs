@@ -208,6 +208,27 @@ pub fn decode(bytes: &[u8]) -> Result<(Record, usize), Bad> {
     Ok((Record { kind, row }, HEADER + len))
 }
 
+/// Whole-row records of the calls `ids`, back to back (for tests).
+#[cfg(test)]
+pub(crate) fn records_for_tests(ids: std::ops::Range<i64>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for id in ids {
+        encode(
+            &Record {
+                kind: Kind::Row,
+                row: AuditRow {
+                    id,
+                    tool: "t".into(),
+                    status: "ok".into(),
+                    ..AuditRow::default()
+                },
+            },
+            &mut out,
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -228,27 +228,7 @@ impl Appender {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::audit::AuditRow;
-    use crate::store::calllog::record::{Kind, encode};
-
-    fn records(ids: std::ops::Range<i64>) -> Vec<u8> {
-        let mut out = Vec::new();
-        for id in ids {
-            encode(
-                &Record {
-                    kind: Kind::Row,
-                    row: AuditRow {
-                        id,
-                        tool: "t".into(),
-                        status: "ok".into(),
-                        ..AuditRow::default()
-                    },
-                },
-                &mut out,
-            );
-        }
-        out
-    }
+    use crate::store::calllog::record::records_for_tests as records;
 
     fn ids(dir: &Path, n: u64) -> Vec<i64> {
         read(dir, n, 0)

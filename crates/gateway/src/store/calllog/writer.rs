@@ -225,25 +225,11 @@ fn sync(appender: &mut Appender, dirty: &mut Option<Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::audit::AuditRow;
-    use crate::store::calllog::record::{Kind, Record, encode};
+    use crate::store::calllog::record::records_for_tests;
     use crate::store::calllog::segment::{list, read};
 
     fn bytes(id: i64) -> Vec<u8> {
-        let mut out = Vec::new();
-        encode(
-            &Record {
-                kind: Kind::Row,
-                row: AuditRow {
-                    id,
-                    tool: "t".into(),
-                    status: "ok".into(),
-                    ..AuditRow::default()
-                },
-            },
-            &mut out,
-        );
-        out
+        records_for_tests(id..id + 1)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

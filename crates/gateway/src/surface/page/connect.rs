@@ -217,9 +217,21 @@ pub(super) async fn start(
         Ok(auth) => auth,
         Err(e) => return unreachable_page(&e),
     };
+    step_to(connect, &auth, Step::SignIn, ticket.sub, server)
+}
+
+/// Send the browser on to `auth`'s authorization server for `step`, the
+/// flow's state sealed in its cookie.
+fn step_to(
+    connect: &Connect,
+    auth: &toolgate_client::auth::Authorization,
+    step: Step,
+    sub: String,
+    server: String,
+) -> Response {
     let flow = Flow {
-        step: Step::SignIn,
-        sub: ticket.sub,
+        step,
+        sub,
         server,
         state: auth.state.clone(),
         verifier: auth.verifier.expose().to_owned(),
@@ -228,20 +240,31 @@ pub(super) async fn start(
     go(&auth.url, Some(&connect.linking.seal_flow(&flow)))
 }
 
+/// A step after the first: the page's checks, and the flow this browser
+/// began (its cookie, at `step`, for the `state` that came back).
+fn resume<'a>(
+    desk: &'a ApprovalDesk,
+    headers: &HeaderMap,
+    step: Step,
+    state: Option<&str>,
+) -> Result<(&'a Connect, Flow), Response> {
+    if let Some(refused) = desk.refuse(headers, false) {
+        return Err(refused);
+    }
+    let connect = desk.connect.as_ref().ok_or_else(missing)?;
+    let flow = flow_of(&connect.linking, headers, step, state).ok_or_else(not_started)?;
+    Ok((connect, flow))
+}
+
 /// `GET /connect/signed-in`: the person is who the link was for.
 pub(super) async fn signed_in(
     State(desk): State<Arc<ApprovalDesk>>,
     Query(r): Query<Redirected>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = desk.refuse(&headers, false) {
-        return refused;
-    }
-    let Some(connect) = &desk.connect else {
-        return missing();
-    };
-    let Some(flow) = flow_of(&connect.linking, &headers, Step::SignIn, r.state.as_deref()) else {
-        return not_started();
+    let (connect, flow) = match resume(&desk, &headers, Step::SignIn, r.state.as_deref()) {
+        Ok(resumed) => resumed,
+        Err(page) => return page,
     };
     if r.error.is_some() || !iss_ok(&connect.sign_in, r.iss.as_deref()).await {
         return page(
@@ -299,15 +322,7 @@ pub(super) async fn signed_in(
         Ok(auth) => auth,
         Err(e) => return unreachable_page(&e),
     };
-    let next = Flow {
-        step: Step::Upstream,
-        sub: flow.sub,
-        server: flow.server,
-        state: auth.state.clone(),
-        verifier: auth.verifier.expose().to_owned(),
-        exp: unix_now() + TICKET_LIFE.as_secs(),
-    };
-    go(&auth.url, Some(&connect.linking.seal_flow(&next)))
+    step_to(connect, &auth, Step::Upstream, flow.sub, flow.server)
 }
 
 /// `GET /connect/callback`: the upstream's authorization server's answer.
@@ -316,19 +331,9 @@ pub(super) async fn callback(
     Query(r): Query<Redirected>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refused) = desk.refuse(&headers, false) {
-        return refused;
-    }
-    let Some(connect) = &desk.connect else {
-        return missing();
-    };
-    let Some(flow) = flow_of(
-        &connect.linking,
-        &headers,
-        Step::Upstream,
-        r.state.as_deref(),
-    ) else {
-        return not_started();
+    let (connect, flow) = match resume(&desk, &headers, Step::Upstream, r.state.as_deref()) {
+        Ok(resumed) => resumed,
+        Err(page) => return page,
     };
     let Some(identity) = desk.gateway.identity_of(&flow.server) else {
         return missing();
