@@ -1,7 +1,10 @@
 //! The audit store's promise, tested the hard way: `kill -9` of
 //! `toolgate serve` while 200 calls are in flight loses no call whose
 //! result a client received (its row was written ahead of the forward,
-//! and the answer waited for it).
+//! and the answer waited for it) — with each row committed to SQLite, and
+//! with the call log in front of it (`[audit] durability`, both settings:
+//! what was written to the log before an answer survives the kill, and is
+//! read with the store).
 // Tests fail loudly by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,7 +15,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{CallOptions, Client};
-use toolgate_gateway::store::sqlite::{Filter, query};
+use toolgate_gateway::store::calllog::logged::query;
+use toolgate_gateway::store::sqlite::Filter;
 
 mod support;
 
@@ -38,15 +42,29 @@ async fn get(url: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_under_load_loses_no_call_whose_result_was_received() {
+    kill_9_under_load("committed", "").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_with_the_call_log_written_loses_no_answered_call() {
+    kill_9_under_load("process", "durability = \"process\"\n").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_with_the_call_log_synced_loses_no_answered_call() {
+    kill_9_under_load("sync", "durability = \"sync\"\n").await;
+}
+
+async fn kill_9_under_load(label: &str, audit: &str) {
     const CALLS: u64 = 200;
     const KILL_AFTER: usize = 50;
     let up = echo_upstream().await;
-    let dir = std::env::temp_dir().join(format!("toolgate-kill9-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("toolgate-kill9-{label}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("toolgate.toml"),
         format!(
-            "[servers.up]\nurl = \"{up}\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n[audit]\narguments = true\n"
+            "[servers.up]\nurl = \"{up}\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n[audit]\narguments = true\n{audit}"
         ),
     )
     .unwrap();
@@ -105,7 +123,7 @@ async fn kill_9_under_load_loses_no_call_whose_result_was_received() {
     let lost: Vec<&u64> = received.difference(&recorded).collect();
     assert!(
         lost.is_empty(),
-        "results received for calls the store lost: {lost:?}"
+        "{label}: results received for calls the store lost: {lost:?}"
     );
     assert!(received.len() >= KILL_AFTER);
     // The metrics had counted calls by tool and status before the kill.
@@ -116,7 +134,7 @@ async fn kill_9_under_load_loses_no_call_whose_result_was_received() {
         "{counted}"
     );
     eprintln!(
-        "received {} of {CALLS}; recorded {} ({forwarded} forwarded with no outcome: in flight at the kill)",
+        "{label}: received {} of {CALLS}; recorded {} ({forwarded} forwarded with no outcome: in flight at the kill)",
         received.len(),
         recorded.len()
     );
