@@ -426,6 +426,8 @@ async fn main() -> anyhow::Result<()> {
         servers.push((Kind::Gateway, None, None));
         servers.push((Kind::GatewayTwoThreads, None, None));
         servers.push((Kind::GatewayAudited, None, None));
+        servers.push((Kind::GatewayLogged, None, None));
+        servers.push((Kind::GatewayLoggedSync, None, None));
         servers.push((Kind::GatewayEndpoint, None, None));
         servers.push((Kind::GatewayFlows, None, None));
         if shared {

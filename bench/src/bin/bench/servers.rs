@@ -41,6 +41,12 @@ pub(crate) enum Kind {
     GatewayTwoThreads,
     /// The same, writing every call to its audit store before answering.
     GatewayAudited,
+    /// The same with the call log in front of the store, `durability =
+    /// "process"`: each record written (not synced) before the answer.
+    GatewayLogged,
+    /// The same with `durability = "sync"`: each answer waits for its
+    /// group's sync of the log.
+    GatewayLoggedSync,
     /// The same gateway serving a named endpoint (`[endpoints.bench]`, at
     /// `/mcp` in the default's place) with three shaped tools, the called
     /// one among them.
@@ -106,6 +112,12 @@ pub(crate) const GATEWAY_FLOWS: &str = "toolgate gateway, flow tracked on every 
 /// The label of the gateway row with the audit store on.
 pub(crate) const GATEWAY_AUDITED: &str = "toolgate gateway, audit store on";
 
+/// The label of the gateway row with the call log, `durability = "process"`.
+pub(crate) const GATEWAY_LOGGED: &str = "toolgate gateway, call log (process)";
+
+/// The label of the gateway row with the call log, `durability = "sync"`.
+pub(crate) const GATEWAY_LOGGED_SYNC: &str = "toolgate gateway, call log (sync)";
+
 /// The label of the two-instance gateway row.
 pub(crate) const GATEWAY_SHARED: &str = "toolgate gateway ×2, PostgreSQL + Redis";
 
@@ -124,6 +136,8 @@ impl Kind {
             Kind::Gateway => GATEWAY,
             Kind::GatewayTwoThreads => GATEWAY_TWO_THREADS,
             Kind::GatewayAudited => GATEWAY_AUDITED,
+            Kind::GatewayLogged => GATEWAY_LOGGED,
+            Kind::GatewayLoggedSync => GATEWAY_LOGGED_SYNC,
             Kind::GatewayEndpoint => GATEWAY_ENDPOINT,
             Kind::GatewayFlows => GATEWAY_FLOWS,
             Kind::GatewayShared => GATEWAY_SHARED,
@@ -155,7 +169,7 @@ pub(crate) async fn start_upstream(
 pub(crate) async fn start_gateway(
     bins: &Bins,
     extra: usize,
-    audited: bool,
+    audited: Audit,
     args: &[&str],
 ) -> anyhow::Result<Server> {
     let (upstream, upstream_addr) = start_upstream(bins, extra).await?;
@@ -265,11 +279,15 @@ pub(crate) async fn serve_config(
 pub(crate) async fn serve_gateway(
     bins: &Bins,
     server: &str,
-    audited: bool,
+    audited: Audit,
     args: &[&str],
 ) -> anyhow::Result<Server> {
     static STORES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let audit = if audited {
+    let durability = match audited {
+        Audit::Log(setting) => format!("durability = {setting:?}\n"),
+        Audit::Off | Audit::Store => String::new(),
+    };
+    let audit = if audited != Audit::Off {
         let n = STORES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let db = std::env::temp_dir().join(format!(
             "toolgate-bench-audit-{}-{n}.db",
@@ -279,7 +297,11 @@ pub(crate) async fn serve_gateway(
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
         }
-        format!("[audit]\npath = {:?}\n", db.display().to_string())
+        let _ = std::fs::remove_dir_all(format!("{}.log", db.display()));
+        format!(
+            "[audit]\npath = {:?}\n{durability}",
+            db.display().to_string()
+        )
     } else {
         "[audit]\ndisabled = true\n".to_owned()
     };
@@ -291,17 +313,38 @@ pub(crate) async fn serve_gateway(
     .await
 }
 
+/// What audit store a gateway row keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Audit {
+    /// None.
+    Off,
+    /// SQLite, each row committed before its answer.
+    Store,
+    /// SQLite behind the call log, with this `durability`.
+    Log(&'static str),
+}
+
 pub(crate) async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Result<Server> {
     if matches!(
         kind,
-        Kind::Gateway | Kind::GatewayAudited | Kind::GatewayTwoThreads
+        Kind::Gateway
+            | Kind::GatewayAudited
+            | Kind::GatewayLogged
+            | Kind::GatewayLoggedSync
+            | Kind::GatewayTwoThreads
     ) {
         let args: &[&str] = if matches!(kind, Kind::GatewayTwoThreads) {
             &["--threads", "2"]
         } else {
             &[]
         };
-        return start_gateway(bins, extra, matches!(kind, Kind::GatewayAudited), args).await;
+        let audit = match kind {
+            Kind::GatewayAudited => Audit::Store,
+            Kind::GatewayLogged => Audit::Log("process"),
+            Kind::GatewayLoggedSync => Audit::Log("sync"),
+            _ => Audit::Off,
+        };
+        return start_gateway(bins, extra, audit, args).await;
     }
     if matches!(kind, Kind::GatewayShared) {
         return start_shared_gateways(bins, extra).await;
@@ -333,7 +376,7 @@ pub(crate) async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Resu
             "[servers.up]\ncommand = {:?}\nargs = [\"--stdio\"]\n",
             bins.toolgate.display().to_string()
         );
-        return serve_gateway(bins, &server, false, &[]).await;
+        return serve_gateway(bins, &server, Audit::Off, &[]).await;
     }
     if matches!(kind, Kind::McpProxy) {
         let Some((node, script)) = &bins.mcp_proxy else {
@@ -411,6 +454,8 @@ pub(crate) async fn start(bins: &Bins, kind: Kind, extra: usize) -> anyhow::Resu
         Kind::Gateway
         | Kind::GatewayTwoThreads
         | Kind::GatewayAudited
+        | Kind::GatewayLogged
+        | Kind::GatewayLoggedSync
         | Kind::GatewayEndpoint
         | Kind::GatewayFlows
         | Kind::GatewayShared

@@ -148,6 +148,18 @@ pub(crate) fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
             ratio(rate(s, GATEWAY_AUDITED), rate(s, GATEWAY), share),
         );
     }
+    // The call log's targets (#62): `process` ≥ 0.8× at c=1 and ≥ 0.85× at
+    // c=32; `sync` ≥ 0.8× at c=32 (c=1 reported).
+    for (s, server, share) in [
+        ("HTTP tools/call, c=1", GATEWAY_LOGGED, 0.8),
+        ("HTTP tools/call, c=32", GATEWAY_LOGGED, 0.85),
+        ("HTTP tools/call, c=32", GATEWAY_LOGGED_SYNC, 0.8),
+    ] {
+        check(
+            format!("{s}: {server} ≥ {share}× without an audit store"),
+            ratio(rate(s, server), rate(s, GATEWAY), share),
+        );
+    }
     let p50 = |server: &str| {
         report
             .row("HTTP tools/call, c=1", server)
