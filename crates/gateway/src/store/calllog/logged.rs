@@ -136,7 +136,8 @@ impl LoggedStore {
         let id = row.id;
         let record = Record { kind, row };
         encode(&record, &mut bytes);
-        let appended = self.log.append(bytes);
+        // An outcome completes a call whose first record is durable.
+        let appended = self.log.append_as(bytes, kind != Kind::Outcome);
         let tail = self.tail.clone();
         Box::pin(async move {
             match appended.await {

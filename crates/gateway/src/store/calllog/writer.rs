@@ -51,6 +51,10 @@ type Reply = tokio::sync::oneshot::Sender<Result<Position, LogError>>;
 
 struct Job {
     bytes: Vec<u8>,
+    /// Whether, in `"sync"` mode, its answer waits for the sync (a call's
+    /// first record does; its outcome, like the store's, need not: the
+    /// call's row is durable already, and the next sync covers it).
+    sync: bool,
     reply: Reply,
 }
 
@@ -126,8 +130,18 @@ impl LogWriter {
         &self,
         bytes: Vec<u8>,
     ) -> impl std::future::Future<Output = Result<Position, LogError>> + Send + 'static {
+        self.append_as(bytes, true)
+    }
+
+    /// [`LogWriter::append`]; with `sync` false, a `"sync"` writer answers
+    /// once the bytes are written (an outcome whose call is durable).
+    pub fn append_as(
+        &self,
+        bytes: Vec<u8>,
+        sync: bool,
+    ) -> impl std::future::Future<Output = Result<Position, LogError>> + Send + 'static {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let queued = self.jobs.try_send(Job { bytes, reply });
+        let queued = self.jobs.try_send(Job { bytes, sync, reply });
         let jobs = self.jobs.clone();
         async move {
             match queued {
@@ -195,7 +209,8 @@ fn run(
         if outcome.is_ok() {
             dirty.get_or_insert_with(Instant::now);
             let due = dirty.is_some_and(|since| since.elapsed() >= SYNC_EVERY);
-            if durability == Durability::Sync || due {
+            let wanted = durability == Durability::Sync && batch.iter().any(|j| j.sync);
+            if wanted || due {
                 if let Err(e) = appender.sync() {
                     outcome = Err(LogError::Write(e.to_string()));
                 }
