@@ -6,7 +6,7 @@
 
 use toolgate_gateway::store::AuditRow;
 use toolgate_gateway::store::AuditRows as _;
-use toolgate_gateway::store::calllog::logged::{LoggedStore, log_dir};
+use toolgate_gateway::store::calllog::logged::{BACKLOG, LoggedStore, log_dir};
 use toolgate_gateway::store::calllog::segment;
 use toolgate_gateway::store::calllog::writer::Durability;
 
@@ -26,7 +26,7 @@ fn verify(db: &std::path::Path) -> (i32, String) {
 async fn a_clean_log_passes_and_an_edited_byte_is_found() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("audit.db");
-    let store = LoggedStore::open(&db, false, Durability::Sync).unwrap();
+    let store = LoggedStore::open(&db, false, Durability::Sync, BACKLOG).unwrap();
     for i in 0..3 {
         store
             .write(AuditRow {

@@ -7,7 +7,7 @@
 
 use toolgate_gateway::store::AuditRow;
 use toolgate_gateway::store::AuditRows as _;
-use toolgate_gateway::store::calllog::logged::{LoggedStore, log_dir, query};
+use toolgate_gateway::store::calllog::logged::{BACKLOG, LoggedStore, log_dir, query};
 use toolgate_gateway::store::calllog::segment;
 use toolgate_gateway::store::calllog::writer::Durability;
 use toolgate_gateway::store::sqlite::Filter;
@@ -42,7 +42,7 @@ async fn every_answered_call_is_read_at_once_and_survives_a_stop_with_the_indexe
     for durability in [Durability::Process, Durability::Sync] {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("audit.db");
-        let store = LoggedStore::open(&db, true, durability).unwrap();
+        let store = LoggedStore::open(&db, true, durability, BACKLOG).unwrap();
         let ids = record_calls(&store, 50).await;
         // Read after the answers: all there, with their outcomes, through
         // the store and through what `toolgate log` reads.
@@ -68,7 +68,7 @@ async fn every_answered_call_is_read_at_once_and_survives_a_stop_with_the_indexe
         // Stopped at once, whatever the indexer had done; opened again,
         // nothing answered is missing, and new calls get new ids.
         drop(store);
-        let store = LoggedStore::open(&db, true, durability).unwrap();
+        let store = LoggedStore::open(&db, true, durability, BACKLOG).unwrap();
         let more = record_calls(&store, 5).await;
         // The indexer brings them all into SQLite, each once.
         assert!(store.indexed(std::time::Duration::from_secs(30)).await);
@@ -90,7 +90,7 @@ async fn every_answered_call_is_read_at_once_and_survives_a_stop_with_the_indexe
 async fn a_torn_last_record_is_dropped_and_the_rest_applied_once() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("audit.db");
-    let store = LoggedStore::open(&db, false, Durability::Sync).unwrap();
+    let store = LoggedStore::open(&db, false, Durability::Sync, BACKLOG).unwrap();
     let ids = record_calls(&store, 3).await;
     drop(store);
     // Power lost in the middle of a record: half of one at the end.
@@ -100,12 +100,12 @@ async fn a_torn_last_record_is_dropped_and_the_rest_applied_once() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes.extend_from_slice(&[40, 0, 0, 0, 1, 2, 3, 4, 1, 7]);
     std::fs::write(&path, &bytes).unwrap();
-    let store = LoggedStore::open(&db, false, Durability::Sync).unwrap();
+    let store = LoggedStore::open(&db, false, Durability::Sync, BACKLOG).unwrap();
     let rows = store.rows(Filter::default()).await.unwrap();
     assert_eq!(rows.iter().map(|r| r.id).collect::<Vec<_>>(), ids);
     // Opened twice more: each call is in the store once.
     drop(store);
-    let store = LoggedStore::open(&db, false, Durability::Sync).unwrap();
+    let store = LoggedStore::open(&db, false, Durability::Sync, BACKLOG).unwrap();
     let rows = store.rows(Filter::default()).await.unwrap();
     assert_eq!(rows.len(), 3);
 }

@@ -190,6 +190,27 @@ pub trait CallLog: Send + Sync + 'static {
     }
 }
 
+/// A call its log refused to record ahead of its effect
+/// ([`RequestContext::write_ahead`](crate::RequestContext::write_ahead)):
+/// the handler must not go ahead.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the call to {tool} could not be recorded ahead of its effect")]
+pub struct NotRecorded {
+    /// The tool called.
+    pub tool: String,
+}
+
+impl NotRecorded {
+    /// What the caller is told: the call was not made, and why, without
+    /// the log's own error (that goes to the server's log).
+    pub fn answer(&self) -> String {
+        format!(
+            "The call to {} was not made: the audit store cannot record calls now (the operator's log says why). Try again later.",
+            toolgate_protocol::quote::quote(&self.tool)
+        )
+    }
+}
+
 /// The text a client gets when its call could not be recorded.
 pub(crate) fn unrecorded(tool: &str) -> String {
     format!(

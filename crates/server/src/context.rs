@@ -70,10 +70,16 @@ pub(crate) struct Ahead {
     start: crate::CallRecord,
     clock: std::time::Instant,
     begun: Option<BeginTask>,
+    /// The log refused the write ahead at once.
+    refused: bool,
 }
 
-/// The write ahead, running beside the handler.
-pub(crate) type BeginTask = tokio::task::JoinHandle<Result<Option<i64>, crate::BoxError>>;
+/// The write ahead: done when it was begun (a log that writes at once),
+/// or running beside the handler.
+pub(crate) enum BeginTask {
+    Done(Result<Option<i64>, crate::BoxError>),
+    Running(tokio::task::JoinHandle<Result<Option<i64>, crate::BoxError>>),
+}
 
 impl Ahead {
     pub(crate) fn new(
@@ -86,6 +92,7 @@ impl Ahead {
             start,
             clock,
             begun: None,
+            refused: false,
         }
     }
 }
@@ -332,31 +339,59 @@ impl RequestContext {
     /// while the handler goes on, and the answer waits for that row to be
     /// durable instead of for a write begun after the work. If the process
     /// dies before the answer, the row says the call was in flight.
+    ///
     /// Returns whether a write was started (or had been already): `false`
     /// without a call log that writes ahead
     /// ([`CallLog::writes_ahead`](crate::CallLog::writes_ahead)), for a call
-    /// that runs as a task, and outside a `tools/call`.
+    /// that runs as a task, and outside a `tools/call`. `Err` when the log
+    /// refused the record at once (a log that writes as it is asked, and
+    /// could not: its disk is full): the handler must not go ahead, since
+    /// nothing would record that it did — answer with
+    /// [`NotRecorded::answer`] instead.
     ///
     /// ```
     /// # use toolgate_server::RequestContext;
     /// let ctx = RequestContext::detached();
     /// ctx.note("upstream", "basket");
-    /// assert!(!ctx.write_ahead(), "no call log behind a detached context");
+    /// assert!(!ctx.write_ahead().unwrap(), "no call log behind a detached context");
     /// ```
-    pub fn write_ahead(&self) -> bool {
+    pub fn write_ahead(&self) -> Result<bool, crate::NotRecorded> {
         let mut noted = self.inner.notes.lock();
         let Noted { notes, ahead } = &mut *noted;
         let Some(ahead) = ahead.as_mut() else {
-            return false;
+            return Ok(false);
         };
+        if ahead.refused {
+            return Err(crate::NotRecorded {
+                tool: ahead.start.tool.clone(),
+            });
+        }
         if ahead.begun.is_none() {
             let mut record = ahead.start.clone();
             record.notes = notes.clone();
             record.elapsed = ahead.clock.elapsed();
-            // Spawned so the write goes out now, whatever the handler awaits next.
-            ahead.begun = Some(tokio::spawn(ahead.log.begin(record)));
+            let tool = record.tool.clone();
+            let mut begin = ahead.log.begin(record);
+            // A log that writes as it is asked has answered already: no
+            // task for it, and a refusal is known before the work begins.
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            match begin.as_mut().poll(&mut cx) {
+                std::task::Poll::Ready(Err(e)) => {
+                    let e = toolgate_protocol::error::with_causes(&*e);
+                    tracing::error!(tool = %tool, error = %e, "call not recorded ahead; it is refused");
+                    // The outcome is recorded the ordinary way (and
+                    // refused there too if the log still cannot write).
+                    ahead.refused = true;
+                    return Err(crate::NotRecorded { tool });
+                }
+                std::task::Poll::Ready(done) => ahead.begun = Some(BeginTask::Done(done)),
+                // Spawned so the write goes on, whatever the handler awaits next.
+                std::task::Poll::Pending => {
+                    ahead.begun = Some(BeginTask::Running(tokio::spawn(begin)));
+                }
+            }
         }
-        true
+        Ok(true)
     }
 
     /// Make [`RequestContext::write_ahead`] write to `ahead`'s log.
@@ -369,16 +404,20 @@ impl RequestContext {
         std::mem::take(&mut self.inner.notes.lock().notes)
     }
 
-    /// The notes made so far and the write ahead, if one was started.
+    /// The notes made so far, the write ahead if one was started, and
+    /// whether the log refused it at once.
     pub(crate) fn take_record(
         &self,
     ) -> (
         serde_json::Map<String, serde_json::Value>,
         Option<BeginTask>,
+        bool,
     ) {
         let mut noted = self.inner.notes.lock();
-        let begun = noted.ahead.take().and_then(|a| a.begun);
-        (std::mem::take(&mut noted.notes), begun)
+        let ahead = noted.ahead.take();
+        let refused = ahead.as_ref().is_some_and(|a| a.refused);
+        let begun = ahead.and_then(|a| a.begun);
+        (std::mem::take(&mut noted.notes), begun, refused)
     }
 
     /// Whether the request was cancelled.

@@ -185,7 +185,7 @@ pub use auth::resource_codes::INSUFFICIENT_SCOPE;
 pub use auth::{
     AuthContext, PresentedToken, ScopeHierarchy, TokenError, TokenVerifier, VerifyFuture,
 };
-pub use call_log::{Begun, CallLog, CallOutcome, CallRecord, Recorded};
+pub use call_log::{Begun, CallLog, CallOutcome, CallRecord, NotRecorded, Recorded};
 pub use context::{ClientCapability, RequestContext};
 pub use dispatch::TransportContext;
 pub use elicit::Elicitation;

@@ -304,6 +304,8 @@ struct Ahead {
     begun: Mutex<Vec<CallRecord>>,
     completed: Mutex<Vec<CallRecord>>,
     broken: bool,
+    /// Fails only after it was left to run (a log that writes later).
+    late: bool,
     declines: bool,
 }
 
@@ -314,8 +316,11 @@ impl CallLog for Ahead {
     }
     fn begin(&self, record: CallRecord) -> toolgate_server::Begun {
         self.begun.lock().unwrap().push(record);
-        let broken = self.broken;
+        let (broken, late) = (self.broken, self.late);
         Box::pin(async move {
+            if late {
+                tokio::task::yield_now().await;
+            }
             if broken {
                 Err("disk full".into())
             } else {
@@ -338,9 +343,16 @@ fn forwarding(log: Arc<dyn CallLog>, seen: Arc<Mutex<Vec<usize>>>) -> Server {
                     let seen = seen.clone();
                     async move {
                         ctx.note("upstream", "shop");
-                        let started = ctx.write_ahead();
+                        let started = match ctx.write_ahead() {
+                            Ok(started) => started,
+                            Err(refused) => {
+                                // Twice is refused twice, and asks nothing more.
+                                assert_eq!(ctx.write_ahead(), Err(refused.clone()));
+                                return Err(ToolError::new(refused.answer()));
+                            }
+                        };
                         // Twice is once.
-                        ctx.write_ahead();
+                        assert_eq!(ctx.write_ahead(), Ok(started));
                         seen.lock().unwrap().push(usize::from(started));
                         ctx.note("status", "sent");
                         Ok("sent".to_owned())
@@ -398,9 +410,30 @@ async fn a_log_that_says_it_does_not_write_ahead_is_not_asked_to() {
 }
 
 #[tokio::test]
-async fn a_write_ahead_that_fails_leaves_the_outcome_to_the_ordinary_record() {
+async fn a_write_ahead_refused_at_once_stops_the_handler_before_its_effect() {
     let log = Arc::new(Ahead {
         broken: true,
+        ..Ahead::default()
+    });
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = forwarding(log.clone(), seen.clone());
+    let answer = call(&s, "send", json!({})).await;
+    assert_eq!(answer["result"]["isError"], true);
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("was not made") && text.contains("audit store"), "{text}");
+    assert!(!text.contains("disk full"), "the log's own error stays in the server's log: {text}");
+    assert!(seen.lock().unwrap().is_empty(), "the effect never ran");
+    assert_eq!(log.begun.lock().unwrap().len(), 1, "asked once");
+    // The refusal is recorded the ordinary way.
+    let completed = log.completed.lock().unwrap();
+    assert_eq!(outcomes(&completed), [("send", CallOutcome::ToolError)]);
+}
+
+#[tokio::test]
+async fn a_write_ahead_that_fails_later_leaves_the_outcome_to_the_ordinary_record() {
+    let log = Arc::new(Ahead {
+        broken: true,
+        late: true,
         ..Ahead::default()
     });
     let s = forwarding(log.clone(), Arc::default());

@@ -137,6 +137,14 @@ pub(crate) async fn relayed(
         .await?;
         return answer(&upstream, &tool, &ctx, Some(client), outcome).await;
     }
+    // The row goes to the audit store beside the call, not before it: the
+    // answer waits for it, the forward does not. A log that cannot take it
+    // now (its disk is full) refuses the call: nothing goes upstream that
+    // the audit store would not show.
+    if let Err(refused) = ctx.write_ahead() {
+        ctx.note("status", "unrecorded");
+        return Ok(error(refused.answer()));
+    }
     let name = tool.clone();
     let mut checker: Option<Client> = None;
     let outcome = relay(
@@ -151,9 +159,6 @@ pub(crate) async fn relayed(
         ("tools/call", Some(tool.as_str())),
         |client, previous, options| {
             checker = Some(client.clone());
-            // The row goes to the audit store beside the call, not before
-            // it: the answer waits for it, the forward does not.
-            ctx.write_ahead();
             async move {
                 client
                     .call_tool_round(&name, args, previous, &options)

@@ -45,6 +45,7 @@ mod limits;
 mod observe;
 mod policy;
 mod secret;
+mod size;
 mod upstream;
 
 pub use approval::{ApprovalConfig, ConsoleConfig};
@@ -60,6 +61,7 @@ pub use limits::{
 };
 pub(crate) use limits::{Cost, check_budgets};
 pub use observe::{AuditConfig, AuditDurability, TelemetryConfig};
+pub use size::{ByteSize, SizeError};
 pub use policy::{Action, LONGEST, PolicyConfig, RuleConfig};
 pub use secret::{Secret, Secrets, Shape};
 pub use upstream::{HttpKind, UpstreamConfig, UpstreamOAuth, default_prefix};

@@ -21,13 +21,19 @@ pub struct AuditConfig {
     /// Keep no audit store at all (default false).
     #[serde(default)]
     pub disabled: bool,
-    /// Put the call log in front of the SQLite store: calls' rows are
-    /// appended to a log beside it and indexed into it in the background.
-    /// `process`: a row is written (`write(2)`) before its answer leaves,
-    /// so killing the gateway loses no answered call, and synced within
-    /// 10 ms; `sync`: the answer waits for the sync too. Unset: each row
-    /// is committed to SQLite before its answer (the default, for now).
+    /// When a call's row is kept. `process` (the default): appended to
+    /// the call log beside the SQLite store (`write(2)` done) before its
+    /// answer leaves, so killing the gateway loses no answered call, and
+    /// synced within 10 ms (a power loss loses at most that window); the
+    /// store is fed from the log in the background. `sync`: the answer
+    /// waits for the log's sync too (shared by the calls of its group).
+    /// `commit`: no call log; each row committed to SQLite before its
+    /// answer. The PostgreSQL store commits each row (no call log yet).
     pub durability: Option<AuditDurability>,
+    /// The most of the call log that may wait to be indexed (default
+    /// "64 MiB"): past it — the store has not been taking records — new
+    /// calls are refused until it catches up.
+    pub backlog: Option<crate::config::ByteSize>,
 }
 
 /// `[audit] durability`.
@@ -38,6 +44,8 @@ pub enum AuditDurability {
     Process,
     /// Synced before the answer (with the others of its group).
     Sync,
+    /// No call log: committed to SQLite before the answer.
+    Commit,
 }
 
 /// `[telemetry]`.

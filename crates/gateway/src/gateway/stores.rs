@@ -16,7 +16,8 @@ use super::GatewayError;
 use crate::config::GatewayConfig;
 use crate::store::AuditSink;
 use crate::store::SharedNonces;
-use crate::store::calllog::logged::LoggedStore;
+use crate::config::AuditDurability;
+use crate::store::calllog::logged::{BACKLOG, LoggedStore};
 use crate::store::calllog::writer::Durability;
 use crate::store::limits::SharedLimits;
 use crate::store::pending::MemoryPending;
@@ -71,17 +72,22 @@ impl Stores {
                     (Some(store.clone()), store.nonces())
                 }
                 (_, Some(path)) => match config.audit.durability {
-                    Some(durability) => {
-                        let durability = match durability {
-                            crate::config::AuditDurability::Process => Durability::Process,
-                            crate::config::AuditDurability::Sync => Durability::Sync,
+                    Some(AuditDurability::Process | AuditDurability::Sync) | None => {
+                        let durability = match config.audit.durability {
+                            Some(AuditDurability::Sync) => Durability::Sync,
+                            _ => Durability::Process,
                         };
-                        let store =
-                            Arc::new(LoggedStore::open(path, config.audit.arguments, durability)?);
+                        let backlog = config.audit.backlog.map_or(BACKLOG, |b| b.0);
+                        let store = Arc::new(LoggedStore::open(
+                            path,
+                            config.audit.arguments,
+                            durability,
+                            backlog,
+                        )?);
                         flows = Some(store.store().clone());
                         (Some(store.clone()), store.nonces())
                     }
-                    None => {
+                    Some(AuditDurability::Commit) => {
                         let store = Arc::new(AuditStore::open(path, config.audit.arguments)?);
                         flows = Some(store.clone());
                         (Some(store.clone()), store.nonces())

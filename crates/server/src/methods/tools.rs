@@ -170,6 +170,7 @@ pub(super) fn call(
         digest: binding.digest.clone(),
         arguments: log.wants_arguments().then(|| args_value.clone()),
         begun: None,
+        refused: false,
     });
     let input = match tool.input.get() {
         Ok(input) => input,
@@ -239,9 +240,10 @@ pub(super) fn call(
             };
             match (audit, noted) {
                 (Some(audit), Some(noted)) => {
-                    let (notes, begun) = noted.take_record();
+                    let (notes, begun, refused) = noted.take_record();
                     drop(noted);
-                    let audit = audit.after(begun).await;
+                    let mut audit = audit.after(begun).await;
+                    audit.refused = refused;
                     Some(audit.finish(frame, outcome, notes, &server, &id).await)
                 }
                 _ => Some(frame),
@@ -464,6 +466,9 @@ pub(crate) struct Audit {
     arguments: Option<Value>,
     /// The key of the row written ahead, once durable.
     begun: Option<i64>,
+    /// The log refused the write ahead: the handler did not go ahead, and
+    /// its answer says so.
+    refused: bool,
 }
 
 impl Audit {
@@ -491,7 +496,11 @@ impl Audit {
         let Some(begun) = begun else {
             return self;
         };
-        self.begun = match begun.await {
+        let done = match begun {
+            crate::context::BeginTask::Done(done) => Ok(done),
+            crate::context::BeginTask::Running(task) => task.await,
+        };
+        self.begun = match done {
             Ok(Ok(key)) => key,
             Ok(Err(e)) => {
                 let e = toolgate_protocol::error::with_causes(&*e);
@@ -526,6 +535,7 @@ impl Audit {
             digest: binding.digest,
             arguments: log.wants_arguments().then(|| arguments.clone()),
             begun: None,
+            refused: false,
         })
     }
 
@@ -553,8 +563,10 @@ impl Audit {
         let tool = record.tool.clone();
         match self.log.record(record).await {
             Ok(()) => frame,
-            // The row is durable already; only its outcome is missing.
-            Err(e) if self.begun.is_some() => {
+            // The row is durable already; only its outcome is missing. Or
+            // the call was refused, unmade, for want of a record: its
+            // answer says so already.
+            Err(e) if self.begun.is_some() || self.refused => {
                 let e = toolgate_protocol::error::with_causes(&*e);
                 tracing::error!(tool = %tool, error = %e, "the outcome of a call written ahead was not recorded");
                 frame

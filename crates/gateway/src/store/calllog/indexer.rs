@@ -1,74 +1,31 @@
 //! The indexer: feeds the SQLite audit store from the call log, in the
 //! background, and removes the log behind it.
 //!
-//! It follows the log from the position the store last recorded, applies
-//! what it reads in one transaction per batch, and records the position
-//! after it in the same transaction — so a record is applied once however
-//! often the indexer stops and starts (and each statement is idempotent
-//! besides: a begun call is inserted only if absent, an outcome updates
-//! its row). A segment every record of which is in the store is deleted.
+//! It takes the records just written from the writer ([`Feed`]: parsed
+//! already, never read back from the file; at start, what the log holds
+//! past the store's recorded position is read with a [`Follower`]),
+//! applies each batch in one transaction, and records the position after
+//! it in the same transaction — so a record is applied once however often
+//! the indexer stops and starts (and each statement is idempotent besides:
+//! a begun call is inserted only if absent, an outcome updates its row).
+//!
+//! The store's commits are not synced (`synchronous = NORMAL`): the log is
+//! what is durable, and a commit lost to a power loss takes its recorded
+//! position with it, so the records are applied again from the log. The
+//! one commit that is synced is the one before a segment is deleted.
 //!
 //! Layer: `store`.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension as _, params};
 
 use super::record::{self, Bad, Kind, Record};
 use super::segment::{self, Position};
-use super::writer::Written;
-use crate::store::audit::AuditRow;
-
-/// Calls appended to the log and not yet in the store, by id, each with
-/// the position just past its last record: what readers add to what the
-/// store answers.
-#[derive(Default)]
-pub struct Tail {
-    rows: Mutex<BTreeMap<i64, (AuditRow, Position)>>,
-}
-
-impl Tail {
-    /// Keep `row` (its latest record ends at `at`).
-    pub fn keep(&self, row: AuditRow, at: Position) {
-        let mut rows = self.rows.lock();
-        let newer = rows.get(&row.id).is_none_or(|(_, seen)| *seen <= at);
-        if newer {
-            rows.insert(row.id, (row, at));
-        }
-    }
-
-    /// Forget `id` (its append failed).
-    pub fn forget(&self, id: i64) {
-        self.rows.lock().remove(&id);
-    }
-
-    /// The rows, newest first.
-    pub fn rows(&self) -> Vec<AuditRow> {
-        self.rows
-            .lock()
-            .values()
-            .rev()
-            .map(|(r, _)| r.clone())
-            .collect()
-    }
-
-    /// The highest id held.
-    pub fn max_id(&self) -> Option<i64> {
-        self.rows.lock().keys().next_back().copied()
-    }
-
-    /// Drop what the store now has: rows whose last record ends at or
-    /// before `indexed`.
-    fn indexed(&self, indexed: Position) {
-        self.rows.lock().retain(|_, (_, at)| *at > indexed);
-    }
-}
+use super::writer::{Entry, Feed, Written};
 
 /// Where the store is indexed to.
 pub fn progress(conn: &Connection) -> rusqlite::Result<Position> {
@@ -197,11 +154,7 @@ impl Follower {
 
 /// Apply `records` to the store and record `to` as indexed, in one
 /// transaction.
-pub fn apply(
-    conn: &mut Connection,
-    records: &[(Record, Position)],
-    to: Position,
-) -> rusqlite::Result<()> {
+pub fn apply(conn: &mut Connection, records: &[Entry], to: Position) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
         let mut insert = tx.prepare_cached(
@@ -219,7 +172,8 @@ pub fn apply(
         let mut calls: Vec<(Kind, &Record)> = Vec::with_capacity(records.len());
         let mut at: std::collections::HashMap<i64, usize> =
             std::collections::HashMap::with_capacity(records.len());
-        for (record, _) in records {
+        for entry in records {
+            let record = &*entry.record;
             match at.get(&record.row.id) {
                 Some(&i) => calls[i].1 = record,
                 None => {
@@ -284,55 +238,46 @@ pub fn remove_behind(dir: &Path, indexed: Position) {
     }
 }
 
-/// Run the indexer until the writer's side is gone: follow the log, apply,
-/// drop from `tail` what the store has, remove indexed segments.
-pub fn run(
-    mut conn: Connection,
-    dir: PathBuf,
-    written: Arc<Written>,
-    tail: Arc<Tail>,
-    indexed: Arc<Written>,
-) {
-    let start = match progress(&conn) {
-        Ok(at) => at,
-        Err(e) => {
-            tracing::error!(error = %e, "the call log's progress cannot be read; the indexer stops");
-            return;
-        }
-    };
-    let mut follower = Follower::new(&dir, start);
-    let mut seen = written.now();
-    loop {
-        let records = match follower.next(1024) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(error = %e, "the call log cannot be read; trying again");
-                seen = written.wait_past(seen, Duration::from_millis(500));
-                continue;
-            }
-        };
-        if records.is_empty() {
-            // Nothing new: wait for the writer (or look again shortly, as
-            // a segment may have moved on).
-            if Arc::strong_count(&written) == 1 {
-                return;
-            }
-            seen = written.wait_past(seen, Duration::from_millis(200));
+/// Run the indexer until the writer is gone: take what was written, apply
+/// it, tell the writer (readers find it in the store now), remove indexed
+/// segments. `indexed` follows its progress.
+pub fn run(mut conn: Connection, dir: &Path, feed: &Feed, indexed: &Written) {
+    if let Err(e) = conn.pragma_update(None, "synchronous", "NORMAL") {
+        tracing::warn!(error = %e, "the audit store's indexer cannot relax its syncs; it syncs each batch");
+    }
+    let mut segment = indexed.now().segment;
+    while let Some(batch) = feed.take() {
+        let Some(to) = batch.last().map(|e| e.at) else {
             continue;
+        };
+        // Before the segments behind it go, the store holds their records
+        // durably: this commit is synced, and covers every earlier one.
+        let leaving = to.segment > segment;
+        if leaving {
+            let _ = conn.pragma_update(None, "synchronous", "FULL");
         }
-        let to = follower.position();
-        match apply(&mut conn, &records, to) {
+        let applied = apply(&mut conn, &batch, to);
+        if leaving {
+            let _ = conn.pragma_update(None, "synchronous", "NORMAL");
+        }
+        match applied {
             Ok(()) => {
-                tail.indexed(to);
+                feed.indexed(batch.len());
                 indexed.advance(to);
-                remove_behind(&dir, to);
+                if leaving {
+                    remove_behind(dir, to);
+                    segment = to.segment;
+                }
             }
             Err(e) => {
-                // The store is busy or failing: the log keeps the records;
-                // read them again from the last committed position.
+                // The store is busy or failing: the records stay with the
+                // writer (and in the log); take them again shortly.
                 tracing::warn!(error = %e, "the audit store could not be fed from the call log; trying again");
-                follower = Follower::new(&dir, progress(&conn).unwrap_or(start));
-                seen = written.wait_past(seen, Duration::from_millis(500));
+                feed.retry();
+                if feed.stopping() {
+                    return;
+                }
+                feed.pause(Duration::from_millis(500));
             }
         }
     }

@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use toolgate_server::{NonceStore, SpendFuture};
 
-use super::indexer::{self, Tail};
-use super::record::{Kind, Record, encode};
+use super::indexer;
+use super::record::{Kind, Record};
 use super::segment::{Appender, Opened};
-use super::writer::{Durability, LogError, LogWriter};
+use super::writer::{Durability, LogError, LogWriter, Written};
 use crate::store::StoreError;
 use crate::store::audit::{AuditRow, AuditRows, AuditSink, GrantStore, StoreFuture};
 use crate::store::ledger::Ledger;
@@ -33,20 +33,31 @@ pub fn log_dir(db: &Path) -> PathBuf {
     db.with_file_name(name)
 }
 
+/// The most bytes of records that may wait to be indexed, unless
+/// `[audit] backlog` says otherwise.
+pub const BACKLOG: u64 = 64 * 1024 * 1024;
+
 /// The store behind its call log.
 pub struct LoggedStore {
-    inner: Arc<AuditStore>,
+    /// Declared first: dropped (its last writes synced, the indexer told to
+    /// stop) before the store beneath.
     log: LogWriter,
-    tail: Arc<Tail>,
+    inner: Arc<AuditStore>,
     next_id: AtomicI64,
     /// How far the indexer has brought the store.
-    indexed: Arc<super::writer::Written>,
+    indexed: Arc<Written>,
+    indexer: Option<std::thread::JoinHandle<()>>,
 }
 
 impl LoggedStore {
     /// Open the store at `path` and its log, replaying what the log holds
     /// that the store does not, and start the writer and the indexer.
-    pub fn open(path: &Path, arguments: bool, durability: Durability) -> Result<Self, StoreError> {
+    pub fn open(
+        path: &Path,
+        arguments: bool,
+        durability: Durability,
+        backlog: u64,
+    ) -> Result<Self, StoreError> {
         let inner = Arc::new(AuditStore::open(path, arguments)?);
         let io = |what: &str, e: std::io::Error| {
             StoreError::Other(format!(
@@ -76,16 +87,14 @@ impl LoggedStore {
         })?;
         // What the log holds beyond the store: readers see it now, the
         // indexer applies it.
-        let tail = Arc::new(Tail::default());
+        let mut recovered = Vec::new();
         let mut follower = indexer::Follower::new(&dir, indexed_at);
         loop {
             let records = follower.next(4096).map_err(|e| io("cannot read", e))?;
             if records.is_empty() {
                 break;
             }
-            for (record, at) in records {
-                tail.keep(record.row, at);
-            }
+            recovered.extend(records);
         }
         let stored: i64 = conn
             .query_row("SELECT COALESCE(MAX(id), 0) FROM calls", [], |r| r.get(0))
@@ -93,31 +102,30 @@ impl LoggedStore {
                 context: "the audit store's last call".into(),
                 source,
             })?;
-        let next_id = AtomicI64::new(stored.max(tail.max_id().unwrap_or(0)) + 1);
-        let log =
-            LogWriter::start(appender, durability).map_err(|e| io("cannot start its writer", e))?;
-        let written = log.written();
-        let feeding = tail.clone();
-        let indexed = Arc::new(super::writer::Written::default());
+        let log = LogWriter::start(appender, recovered, durability, backlog)
+            .map_err(|e| io("cannot start its syncer", e))?;
+        let next_id = AtomicI64::new(stored.max(log.max_unindexed_id().unwrap_or(0)) + 1);
+        let feed = log.feed();
+        let indexed = Arc::new(Written::default());
         indexed.advance(indexed_at);
         let progress = indexed.clone();
-        std::thread::Builder::new()
+        let indexer = std::thread::Builder::new()
             .name("toolgate-call-indexer".into())
-            .spawn(move || indexer::run(conn, dir, written, feeding, progress))
+            .spawn(move || indexer::run(conn, &dir, &feed, &progress))
             .map_err(|e| io("cannot start its indexer", e))?;
         Ok(Self {
-            inner,
             log,
-            tail,
+            inner,
             next_id,
             indexed,
+            indexer: Some(indexer),
         })
     }
 
     /// Wait (at most `up_to`) until everything appended so far is in the
     /// indexed store: whether it is.
     pub async fn indexed(&self, up_to: std::time::Duration) -> bool {
-        let target = self.log.written().now();
+        let target = self.log.position();
         let indexed = self.indexed.clone();
         tokio::task::spawn_blocking(move || indexed.wait_for(target, up_to))
             .await
@@ -129,30 +137,22 @@ impl LoggedStore {
         &self.inner
     }
 
-    /// Append `row` as a record of `kind`: once it is as durable as the
-    /// setting promises, readers see it.
+    /// Append `row` as a record of `kind` now; the future says once it is
+    /// as durable as the setting promises (readers see it at once).
     fn append(&self, kind: Kind, row: AuditRow) -> StoreFuture<()> {
-        let mut bytes = Vec::with_capacity(256);
-        let id = row.id;
-        let record = Record { kind, row };
-        encode(&record, &mut bytes);
-        // An outcome completes a call whose first record is durable.
-        let appended = self.log.append_as(bytes, kind != Kind::Outcome);
-        let tail = self.tail.clone();
-        Box::pin(async move {
-            match appended.await {
-                Ok(at) => {
-                    tail.keep(record.row, at);
-                    Ok(())
-                }
-                Err(e) => {
-                    if kind != Kind::Outcome {
-                        tail.forget(id);
-                    }
-                    Err(unrecorded(&e))
-                }
-            }
-        })
+        let appended = self.log.append(Record { kind, row });
+        Box::pin(async move { appended.await.map(|_| ()).map_err(|e| unrecorded(&e)) })
+    }
+}
+
+impl Drop for LoggedStore {
+    fn drop(&mut self) {
+        // The indexer ends once the writer is gone; wait for it, so the
+        // store and its log are let go of when this returns.
+        self.log.stop();
+        if let Some(indexer) = self.indexer.take() {
+            let _ = indexer.join();
+        }
     }
 }
 
@@ -184,8 +184,8 @@ impl AuditRows for LoggedStore {
     }
 
     fn rows(&self, filter: Filter) -> StoreFuture<Vec<AuditRow>> {
-        // The tail first: a row that leaves it is in the store by then.
-        let tail = self.tail.rows();
+        // The log first: a row that leaves it is in the store by then.
+        let tail = self.log.unindexed();
         let stored = self.inner.rows(filter.clone());
         Box::pin(async move {
             let stored = stored.await?;

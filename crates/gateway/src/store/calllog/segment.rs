@@ -127,7 +127,8 @@ fn reaches_end(rest: &[u8]) -> bool {
 /// Appends records to the newest segment.
 pub struct Appender {
     dir: PathBuf,
-    file: File,
+    /// Shared with the syncer, which syncs it off the appenders' lock.
+    file: std::sync::Arc<File>,
     at: Position,
     limit: u64,
 }
@@ -179,7 +180,7 @@ impl Appender {
         Ok((
             Self {
                 dir: dir.to_owned(),
-                file,
+                file: std::sync::Arc::new(file),
                 at: Position { segment, offset },
                 limit,
             },
@@ -195,16 +196,18 @@ impl Appender {
             // begins: the indexer finishes a segment before the next.
             self.file.sync_data()?;
             let next = self.at.segment + 1;
-            self.file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path_of(&self.dir, next))?;
+            self.file = std::sync::Arc::new(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path_of(&self.dir, next))?,
+            );
             self.at = Position {
                 segment: next,
                 offset: 0,
             };
         }
-        if let Err(e) = self.file.write_all(bytes) {
+        if let Err(e) = (&*self.file).write_all(bytes) {
             // Part of it may be in the file: cut it back, so the next
             // append follows whole records (a disk that filled up).
             let _ = self.file.set_len(self.at.offset);
@@ -217,6 +220,12 @@ impl Appender {
     /// Make what was appended durable (`fdatasync`).
     pub fn sync(&mut self) -> io::Result<()> {
         self.file.sync_data()
+    }
+
+    /// The segment being appended to, to sync without holding the
+    /// appender.
+    pub fn file(&self) -> std::sync::Arc<File> {
+        self.file.clone()
     }
 
     /// Where the log ends.

@@ -1,30 +1,36 @@
-//! The call log's one writer: a thread that appends whatever is waiting
-//! with one write, and answers each appender once its bytes are in the
-//! file (`durability = "process"`: a SIGKILL loses nothing answered) or
-//! synced to the disk (`"sync"`: a power loss neither). In `"process"`
-//! mode what was written is synced at most [`SYNC_EVERY`] later, so a power
-//! loss or a kernel crash loses at most that window.
+//! Appending to the call log: each record is written (`write(2)`) by the
+//! task that made it, under one lock, before its answer leaves — no hand-off
+//! to another thread on the call's path. A syncer thread makes what was
+//! written durable (`fdatasync`): in `durability = "process"` at most
+//! [`SYNC_EVERY`] after the first unsynced write, so a power loss or a
+//! kernel crash loses at most that window; in `"sync"` as soon as someone
+//! waits, every write made meanwhile sharing the next sync (group commit).
+//!
+//! What was written and is not indexed yet stays here, in log order, as
+//! parsed rows ([`Pending`]): the indexer takes its batches from it (it
+//! never reads back what was just written), and readers add it to what the
+//! store answers, so a reader after an answer sees that call.
 //!
 //! A write that fails (the disk is full) is undone — the file is cut back
-//! to where it ended, so no torn record stays in it — and every appender of
-//! that batch is told; the next batch tries again, so the log recovers when
-//! space returns.
+//! to where it ended, so no torn record stays in it — and refused; the next
+//! append tries again, so the log recovers when space returns. Past the
+//! backlog bound (the store has not been taking records), new calls are
+//! refused the same way, outcomes of calls already forwarded still kept.
 //!
 //! Layer: `store`.
 
+use std::collections::VecDeque;
+use std::fs::File;
 use std::sync::Arc;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use super::record::{Kind, Record, encode};
 use super::segment::{Appender, Position};
 
 /// How long written bytes may wait for a sync in `"process"` mode.
 pub const SYNC_EVERY: Duration = Duration::from_millis(10);
-
-/// The most bytes one batch gathers before it is written.
-const BATCH_BYTES: usize = 1024 * 1024;
 
 /// When an appender is answered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,33 +38,36 @@ pub enum Durability {
     /// Once its bytes are written (`write(2)` done).
     #[default]
     Process,
-    /// Once they are synced (`fdatasync`), with the others of its batch.
+    /// Once they are synced (`fdatasync`), with the others of its group.
     Sync,
 }
 
 /// Why an append failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LogError {
-    /// The file could not be written (the disk is full, say).
+    /// The file could not be written or synced (the disk is full, say).
     #[error("the call log cannot be written: {0}")]
     Write(String),
+    /// More is waiting to be indexed than the bound allows (the indexed
+    /// store has not been taking records).
+    #[error("the call log holds {0} bytes not yet in the audit store, past its backlog bound")]
+    Backlog(u64),
     /// The writer is gone (the gateway is stopping).
     #[error("the call log's writer stopped")]
     Stopped,
 }
 
-type Reply = tokio::sync::oneshot::Sender<Result<Position, LogError>>;
-
-struct Job {
-    bytes: Vec<u8>,
-    /// Whether, in `"sync"` mode, its answer waits for the sync (a call's
-    /// first record does; its outcome, like the store's, need not: the
-    /// call's row is durable already, and the next sync covers it).
-    sync: bool,
-    reply: Reply,
+/// A record written and not yet indexed.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The record, as parsed (shared with readers while it waits).
+    pub record: Arc<Record>,
+    /// Where the log ends just past it.
+    pub at: Position,
+    bytes: u32,
 }
 
-/// Where the log has been written to, for the indexer to follow.
+/// A position that moves forward, and waiting for it.
 #[derive(Default)]
 pub struct Written {
     at: Mutex<Position>,
@@ -66,28 +75,15 @@ pub struct Written {
 }
 
 impl Written {
-    /// Where the log ends now.
+    /// Where it is now.
     pub fn now(&self) -> Position {
         *self.at.lock()
     }
 
-    /// Wait (at most `up_to`) until the log ends past `seen`.
-    pub fn wait_past(&self, seen: Position, up_to: Duration) -> Position {
-        let mut at = self.at.lock();
-        if *at == seen {
-            let _ = self.moved.wait_for(&mut at, up_to);
-        }
-        *at
-    }
-
-    fn set(&self, to: Position) {
+    /// Move on to `to`.
+    pub fn advance(&self, to: Position) {
         *self.at.lock() = to;
         self.moved.notify_all();
-    }
-
-    /// Move on to `to` (the indexer's progress).
-    pub fn advance(&self, to: Position) {
-        self.set(to);
     }
 
     /// Wait (at most `up_to`) until it is at or past `target`: whether it
@@ -104,179 +100,416 @@ impl Written {
     }
 }
 
-/// The handle appenders use.
-#[derive(Clone)]
+/// What the syncer has made durable, for `"sync"` appenders to wait on.
+#[derive(Clone, Debug, Default)]
+struct Synced {
+    at: Position,
+    /// The furthest a failed sync covered, and why it failed: bytes before
+    /// it are never said to be durable (a failed `fdatasync` may have
+    /// dropped them, and a later one succeeding does not bring them back).
+    failed: Option<(Position, String)>,
+}
+
+struct State {
+    appender: Appender,
+    pending: VecDeque<Entry>,
+    pending_bytes: u64,
+    /// How many at the front of `pending` the indexer is applying.
+    taken: usize,
+    /// When bytes were first written since the last sync.
+    dirty: Option<Instant>,
+    /// A `"sync"` appender waits for the next sync.
+    wanted: bool,
+    stopping: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    durability: Durability,
+    backlog: u64,
+    /// Wakes the syncer.
+    to_sync: Condvar,
+    /// Wakes the indexer.
+    to_index: Condvar,
+    synced: tokio::sync::watch::Sender<Synced>,
+}
+
+/// The most records the indexer takes at once.
+const INDEX_BATCH: usize = 4096;
+
+/// How long the indexer lets records gather before it takes them (unless a
+/// whole batch is waiting): fewer, larger transactions. Readers see the
+/// records meanwhile.
+const INDEX_EVERY: Duration = Duration::from_millis(20);
+
+/// The call log's appending side, and the records it holds for the indexer.
 pub struct LogWriter {
-    jobs: mpsc::SyncSender<Job>,
-    written: Arc<Written>,
+    shared: Arc<Shared>,
+    syncer: Option<std::thread::JoinHandle<()>>,
 }
 
 impl LogWriter {
-    /// Start the writer thread over `appender`.
-    pub fn start(appender: Appender, durability: Durability) -> std::io::Result<Self> {
-        let (jobs, rx) = mpsc::sync_channel(4096);
-        let written = Arc::new(Written::default());
-        written.set(appender.position());
-        let shared = written.clone();
-        std::thread::Builder::new()
-            .name("toolgate-call-log".into())
-            .spawn(move || run(appender, &rx, durability, &shared))?;
-        Ok(Self { jobs, written })
+    /// Start appending with `appender`; `recovered` are the records the
+    /// log holds beyond the indexed store (read at start), and `backlog`
+    /// the most bytes that may wait to be indexed before new calls are
+    /// refused.
+    pub fn start(
+        appender: Appender,
+        recovered: Vec<(Record, Position)>,
+        durability: Durability,
+        backlog: u64,
+    ) -> std::io::Result<Self> {
+        let mut pending = VecDeque::with_capacity(recovered.len());
+        let mut before = recovered.first().map_or(appender.position(), |_| Position::default());
+        let mut pending_bytes = 0;
+        for (record, at) in recovered {
+            // Sizes of recovered records, as far as positions tell them.
+            let bytes = if at.segment == before.segment {
+                at.offset.saturating_sub(before.offset)
+            } else {
+                at.offset
+            };
+            pending_bytes += bytes;
+            before = at;
+            pending.push_back(Entry {
+                record: Arc::new(record),
+                at,
+                bytes: u32::try_from(bytes).unwrap_or(u32::MAX),
+            });
+        }
+        let at = appender.position();
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                appender,
+                pending,
+                pending_bytes,
+                taken: 0,
+                dirty: None,
+                wanted: false,
+                stopping: false,
+            }),
+            durability,
+            backlog,
+            to_sync: Condvar::new(),
+            to_index: Condvar::new(),
+            synced: tokio::sync::watch::Sender::new(Synced {
+                at,
+                failed: None,
+            }),
+        });
+        let syncing = shared.clone();
+        let syncer = std::thread::Builder::new()
+            .name("toolgate-call-log-sync".into())
+            .spawn(move || run_syncer(&syncing))?;
+        Ok(Self {
+            shared,
+            syncer: Some(syncer),
+        })
     }
 
-    /// Append `bytes` (whole records): where the log ends after them, once
-    /// they are as durable as the setting promises.
+    /// Append `record` now (the write is done when this returns): where the
+    /// log ends after it, once it is as durable as the setting promises. In
+    /// `"sync"` mode an outcome (`Kind::Outcome`) does not wait for the
+    /// sync: its call's first record is durable already, and the next sync
+    /// covers it.
     pub fn append(
         &self,
-        bytes: Vec<u8>,
+        record: Record,
     ) -> impl std::future::Future<Output = Result<Position, LogError>> + Send + 'static {
-        self.append_as(bytes, true)
-    }
-
-    /// [`LogWriter::append`]; with `sync` false, a `"sync"` writer answers
-    /// once the bytes are written (an outcome whose call is durable).
-    pub fn append_as(
-        &self,
-        bytes: Vec<u8>,
-        sync: bool,
-    ) -> impl std::future::Future<Output = Result<Position, LogError>> + Send + 'static {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let queued = self.jobs.try_send(Job { bytes, sync, reply });
-        let jobs = self.jobs.clone();
+        let waits = self.shared.durability == Durability::Sync && record.kind != Kind::Outcome;
+        let written = self.write(record, waits);
+        let synced = waits.then(|| self.shared.synced.subscribe());
         async move {
-            match queued {
-                Ok(()) => {}
-                // A full queue: wait for room off the async threads.
-                Err(mpsc::TrySendError::Full(job)) => {
-                    tokio::task::spawn_blocking(move || jobs.send(job))
-                        .await
-                        .map_err(|_| LogError::Stopped)?
-                        .map_err(|_| LogError::Stopped)?;
+            let at = written?;
+            if let Some(mut synced) = synced {
+                let seen = synced
+                    .wait_for(|s| s.at >= at || s.failed.as_ref().is_some_and(|(f, _)| *f >= at))
+                    .await
+                    .map_err(|_| LogError::Stopped)?;
+                if let Some((failed, why)) = &seen.failed
+                    && *failed >= at
+                {
+                    return Err(LogError::Write(why.clone()));
                 }
-                Err(mpsc::TrySendError::Disconnected(_)) => return Err(LogError::Stopped),
             }
-            answer.await.map_err(|_| LogError::Stopped)?
+            Ok(at)
         }
     }
 
-    /// Where the log has been written to.
-    pub fn written(&self) -> Arc<Written> {
-        self.written.clone()
-    }
-}
-
-fn run(
-    mut appender: Appender,
-    rx: &mpsc::Receiver<Job>,
-    durability: Durability,
-    written: &Written,
-) {
-    // When bytes were first written since the last sync.
-    let mut dirty: Option<Instant> = None;
-    loop {
-        let first = match dirty {
-            Some(since) => match rx.recv_timeout(SYNC_EVERY.saturating_sub(since.elapsed())) {
-                Ok(job) => job,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    sync(&mut appender, &mut dirty);
-                    continue;
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-            },
-            None => match rx.recv() {
-                Ok(job) => job,
-                Err(_) => break,
-            },
-        };
-        let mut batch = vec![first];
-        let mut size = batch[0].bytes.len();
-        while size < BATCH_BYTES {
-            match rx.try_recv() {
-                Ok(job) => {
-                    size += job.bytes.len();
-                    batch.push(job);
-                }
-                Err(_) => break,
-            }
+    fn write(&self, record: Record, waits: bool) -> Result<Position, LogError> {
+        let mut bytes = Vec::with_capacity(512);
+        encode(&record, &mut bytes);
+        let shared = &*self.shared;
+        let mut state = shared.state.lock();
+        if state.stopping {
+            return Err(LogError::Stopped);
         }
-        let mut bytes = Vec::with_capacity(size);
-        for job in &batch {
-            bytes.extend_from_slice(&job.bytes);
+        if record.kind != Kind::Outcome && state.pending_bytes > shared.backlog {
+            return Err(LogError::Backlog(state.pending_bytes));
         }
-        let mut outcome = appender
+        let at = state
+            .appender
             .append(&bytes)
-            .map_err(|e| LogError::Write(e.to_string()));
-        if outcome.is_ok() {
-            dirty.get_or_insert_with(Instant::now);
-            let due = dirty.is_some_and(|since| since.elapsed() >= SYNC_EVERY);
-            let wanted = durability == Durability::Sync && batch.iter().any(|j| j.sync);
-            if wanted || due {
-                if let Err(e) = appender.sync() {
-                    outcome = Err(LogError::Write(e.to_string()));
-                }
-                dirty = None;
-            }
+            .map_err(|e| LogError::Write(e.to_string()))?;
+        let waiting = state.pending.len() - state.taken;
+        state.pending_bytes += bytes.len() as u64;
+        state.pending.push_back(Entry {
+            record: Arc::new(record),
+            at,
+            bytes: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
+        });
+        let first_dirty = state.dirty.is_none();
+        state.dirty.get_or_insert_with(Instant::now);
+        state.wanted |= waits;
+        let wake_syncer = first_dirty || waits;
+        drop(state);
+        // Wakes only a thread that waits: nothing to do for the others.
+        if wake_syncer {
+            shared.to_sync.notify_one();
         }
-        if let Ok(at) = &outcome {
-            written.set(*at);
-        } else if let Err(e) = &outcome {
-            tracing::error!(error = %e, "the call log could not be written; calls are refused until it can");
+        if waiting == 0 || waiting + 1 == INDEX_BATCH {
+            shared.to_index.notify_one();
         }
-        for job in batch {
-            let _ = job.reply.send(outcome.clone());
+        Ok(at)
+    }
+
+    /// Where the log ends now.
+    pub fn position(&self) -> Position {
+        self.shared.state.lock().appender.position()
+    }
+
+    /// The rows written and not yet indexed, newest first.
+    pub fn unindexed(&self) -> Vec<crate::store::audit::AuditRow> {
+        let state = self.shared.state.lock();
+        let mut seen = std::collections::HashSet::new();
+        // Newest first: a call's outcome before its begun record.
+        state
+            .pending
+            .iter()
+            .rev()
+            .filter(|e| seen.insert(e.record.row.id))
+            .map(|e| e.record.row.clone())
+            .collect()
+    }
+
+    /// The highest call id written and not yet indexed.
+    pub fn max_unindexed_id(&self) -> Option<i64> {
+        let state = self.shared.state.lock();
+        state.pending.iter().map(|e| e.record.row.id).max()
+    }
+
+    /// The indexer's side of the records waiting.
+    pub fn feed(&self) -> Feed {
+        Feed {
+            shared: self.shared.clone(),
         }
     }
-    sync(&mut appender, &mut dirty);
 }
 
-fn sync(appender: &mut Appender, dirty: &mut Option<Instant>) {
-    if dirty.take().is_some()
-        && let Err(e) = appender.sync()
-    {
-        tracing::error!(error = %e, "the call log could not be synced");
+impl LogWriter {
+    /// Refuse further appends, sync what was written, and let the indexer
+    /// end once it has taken what waits.
+    pub fn stop(&mut self) {
+        self.shared.state.lock().stopping = true;
+        self.shared.to_sync.notify_all();
+        self.shared.to_index.notify_all();
+        // The syncer makes the last writes durable before it ends.
+        if let Some(syncer) = self.syncer.take() {
+            let _ = syncer.join();
+        }
+    }
+}
+
+impl Drop for LogWriter {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// What the indexer takes records from.
+pub struct Feed {
+    shared: Arc<Shared>,
+}
+
+impl Feed {
+    /// The next records to index, oldest first: waits until some are
+    /// written (and, unless a whole batch is waiting, [`INDEX_EVERY`] for
+    /// more to gather). `None` once the writer is gone and nothing waits.
+    pub fn take(&self) -> Option<Vec<Entry>> {
+        let shared = &*self.shared;
+        let mut state = shared.state.lock();
+        while state.pending.len() == state.taken {
+            if state.stopping {
+                return None;
+            }
+            shared.to_index.wait(&mut state);
+        }
+        let deadline = Instant::now() + INDEX_EVERY;
+        while !state.stopping && state.pending.len() - state.taken < INDEX_BATCH {
+            if shared
+                .to_index
+                .wait_until(&mut state, deadline)
+                .timed_out()
+            {
+                break;
+            }
+        }
+        let from = state.taken;
+        let to = state.pending.len().min(from + INDEX_BATCH);
+        let batch: Vec<Entry> = state.pending.range(from..to).cloned().collect();
+        state.taken = to;
+        Some(batch)
+    }
+
+    /// The first `n` taken are in the store: readers get them from it now.
+    pub fn indexed(&self, n: usize) {
+        let mut state = self.shared.state.lock();
+        let n = n.min(state.pending.len());
+        let freed: u64 = state.pending.drain(..n).map(|e| u64::from(e.bytes)).sum();
+        state.pending_bytes = state.pending_bytes.saturating_sub(freed);
+        state.taken = state.taken.saturating_sub(n);
+    }
+
+    /// What was taken could not be applied: take it again next time.
+    pub fn retry(&self) {
+        self.shared.state.lock().taken = 0;
+    }
+
+    /// Wait (at most `up_to`, less if the writer stops) before trying again.
+    pub fn pause(&self, up_to: Duration) {
+        let mut state = self.shared.state.lock();
+        if !state.stopping {
+            let _ = self.shared.to_index.wait_for(&mut state, up_to);
+        }
+    }
+
+    /// Whether the writer is gone.
+    pub fn stopping(&self) -> bool {
+        self.shared.state.lock().stopping
+    }
+}
+
+fn run_syncer(shared: &Shared) {
+    loop {
+        let mut state = shared.state.lock();
+        loop {
+            match state.dirty {
+                None if state.stopping => return,
+                None => shared.to_sync.wait(&mut state),
+                Some(since) => {
+                    let due = since + SYNC_EVERY;
+                    if state.wanted || state.stopping || Instant::now() >= due {
+                        break;
+                    }
+                    let _ = shared.to_sync.wait_until(&mut state, due);
+                }
+            }
+        }
+        let at = state.appender.position();
+        let file: Arc<File> = state.appender.file();
+        state.dirty = None;
+        state.wanted = false;
+        drop(state);
+        // Off the lock: appenders go on writing while this syncs, and the
+        // next sync covers them (group commit).
+        match file.sync_data() {
+            Ok(()) => shared.synced.send_modify(|s| s.at = s.at.max(at)),
+            Err(e) => {
+                tracing::error!(error = %e, "the call log could not be synced; calls waiting for it are refused");
+                shared.synced.send_modify(|s| s.failed = Some((at, e.to_string())));
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::calllog::record::records_for_tests;
+    use crate::store::audit::AuditRow;
     use crate::store::calllog::segment::{list, read};
 
-    fn bytes(id: i64) -> Vec<u8> {
-        records_for_tests(id..id + 1)
+    fn record(id: i64) -> Record {
+        Record {
+            kind: Kind::Row,
+            row: AuditRow {
+                id,
+                tool: "t".into(),
+                status: "ok".into(),
+                ..AuditRow::default()
+            },
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_appends_all_land_whole_and_each_is_answered_after_its_write() {
+    async fn concurrent_appends_all_land_whole_and_in_the_order_the_indexer_takes_them() {
         for durability in [Durability::Process, Durability::Sync] {
             let dir = tempfile::tempdir().unwrap();
             let (appender, _) = Appender::open(dir.path()).unwrap();
-            let log = LogWriter::start(appender, durability).unwrap();
+            let log = Arc::new(LogWriter::start(appender, Vec::new(), durability, u64::MAX).unwrap());
             let mut tasks = tokio::task::JoinSet::new();
             for id in 0..200 {
                 let log = log.clone();
-                tasks.spawn(async move {
-                    let at = log.append(bytes(id)).await.unwrap();
-                    // Answered: the log is written past it already (what
-                    // the indexer follows).
-                    assert!(log.written().now() >= at);
-                    at
-                });
+                tasks.spawn(async move { log.append(record(id)).await.unwrap() });
             }
             let mut last = Position::default();
             while let Some(done) = tasks.join_next().await {
                 last = last.max(done.unwrap());
             }
-            assert_eq!(log.written().now(), last);
+            assert_eq!(log.position(), last);
             let segments = list(dir.path()).unwrap();
-            let mut ids: Vec<i64> = segments
+            let on_disk: Vec<(i64, Position)> = segments
                 .iter()
-                .flat_map(|n| read(dir.path(), *n, 0).unwrap().0)
-                .map(|(r, _)| r.row.id)
+                .flat_map(|n| {
+                    read(dir.path(), *n, 0)
+                        .unwrap()
+                        .0
+                        .into_iter()
+                        .map(|(r, offset)| {
+                            (
+                                r.row.id,
+                                Position {
+                                    segment: *n,
+                                    offset,
+                                },
+                            )
+                        })
+                })
                 .collect();
+            let mut ids: Vec<i64> = on_disk.iter().map(|(id, _)| *id).collect();
             ids.sort_unstable();
             assert_eq!(ids, (0..200).collect::<Vec<_>>(), "{durability:?}");
+            // What the indexer is given is what is in the file, in its order.
+            let feed = log.feed();
+            let taken: Vec<(i64, Position)> = feed
+                .take()
+                .unwrap()
+                .iter()
+                .map(|e| (e.record.row.id, e.at))
+                .collect();
+            assert_eq!(taken, on_disk, "{durability:?}");
+            feed.indexed(taken.len());
+            assert!(log.unindexed().is_empty());
         }
+    }
+
+    #[tokio::test]
+    async fn past_the_backlog_bound_new_calls_are_refused_and_outcomes_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (appender, _) = Appender::open(dir.path()).unwrap();
+        let log = LogWriter::start(appender, Vec::new(), Durability::Process, 150).unwrap();
+        log.append(record(1)).await.unwrap();
+        log.append(record(2)).await.unwrap();
+        let refused = log.append(record(3)).await.unwrap_err();
+        assert!(matches!(refused, LogError::Backlog(_)), "{refused}");
+        let outcome = Record {
+            kind: Kind::Outcome,
+            ..record(2)
+        };
+        log.append(outcome).await.unwrap();
+        // Indexed: room again.
+        let feed = log.feed();
+        let n = feed.take().unwrap().len();
+        feed.indexed(n);
+        log.append(record(3)).await.unwrap();
     }
 }
