@@ -4,7 +4,8 @@
 //! and the answer waited for it) — with each row committed to SQLite, and
 //! with the call log in front of it (`[audit] durability`, both settings:
 //! what was written to the log before an answer survives the kill, and is
-//! read with the store).
+//! read with the store), and with the indexer held behind (every answered
+//! call is in the log, and reaches the store after a restart, once).
 // Tests fail loudly by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -42,7 +43,7 @@ async fn get(url: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_under_load_loses_no_call_whose_result_was_received() {
-    kill_9_under_load("committed", "").await;
+    kill_9_under_load("committed", "durability = \"commit\"\n").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,5 +139,94 @@ async fn kill_9_under_load(label: &str, audit: &str) {
         received.len(),
         recorded.len()
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_the_indexer_is_held_behind_loses_no_answered_call() {
+    const CALLS: u64 = 30;
+    let up = echo_upstream().await;
+    let dir = std::env::temp_dir().join(format!("toolgate-kill9-behind-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        format!(
+            "[servers.up]\nurl = \"{up}\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n[audit]\narguments = true\ndurability = \"process\"\n"
+        ),
+    )
+    .unwrap();
+    let db = dir.join("toolgate-audit.db");
+    let support::Serving {
+        child: mut gateway,
+        url,
+        ..
+    } = serve_in(&dir, &[]).await;
+    // Another writer holds the store: the indexer cannot apply anything.
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let client = Client::builder("behind", "1")
+        .timeout(Duration::from_secs(20))
+        .build(HttpTransport::new(url, HttpOptions::default()).unwrap());
+    for n in 0..CALLS {
+        let args = json!({ "n": n }).as_object().unwrap().clone();
+        let result = client
+            .call_tool("echo", args, &CallOptions::default())
+            .await
+            .unwrap();
+        assert!(result.is_error.is_none(), "{result:?}");
+    }
+    let indexed: i64 = holder
+        .query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(indexed, 0, "the indexer was held behind");
+    gateway.start_kill().unwrap();
+    gateway.wait().await.unwrap();
+    holder.execute_batch("ROLLBACK").unwrap();
+    drop(holder);
+
+    let numbers = |rows: &[toolgate_gateway::store::AuditRow]| -> Vec<u64> {
+        let mut n: Vec<u64> = rows
+            .iter()
+            .filter(|r| r.status == "ok")
+            .filter_map(|r| {
+                let args: Value = serde_json::from_str(r.arguments.as_deref()?).ok()?;
+                args["n"].as_u64()
+            })
+            .collect();
+        n.sort_unstable();
+        n
+    };
+    // Read as `toolgate log` reads, with nothing running: all there.
+    let rows = query(&db, &Filter::default()).unwrap();
+    assert_eq!(numbers(&rows), (0..CALLS).collect::<Vec<_>>());
+    // Started again, the gateway serves and indexes what the log holds.
+    let support::Serving {
+        child: mut gateway,
+        url,
+        ..
+    } = serve_in(&dir, &[]).await;
+    let client = Client::builder("behind", "1")
+        .build(HttpTransport::new(url, HttpOptions::default()).unwrap());
+    let args = json!({ "n": CALLS }).as_object().unwrap().clone();
+    client
+        .call_tool("echo", args, &CallOptions::default())
+        .await
+        .unwrap();
+    gateway.start_kill().unwrap();
+    gateway.wait().await.unwrap();
+    // Whatever it had indexed before this kill, opening the store brings
+    // the rest in: each call once, in SQLite itself.
+    let store = toolgate_gateway::store::calllog::logged::LoggedStore::open(
+        &db,
+        true,
+        toolgate_gateway::store::calllog::writer::Durability::Process,
+        toolgate_gateway::store::calllog::logged::BACKLOG,
+    )
+    .unwrap();
+    assert!(store.indexed(Duration::from_secs(30)).await);
+    drop(store);
+    let rows = toolgate_gateway::store::sqlite::query(&db, &Filter::default()).unwrap();
+    assert_eq!(numbers(&rows), (0..=CALLS).collect::<Vec<_>>());
+    assert_eq!(rows.len() as u64, CALLS + 1, "each call once");
     std::fs::remove_dir_all(&dir).ok();
 }

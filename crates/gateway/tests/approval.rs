@@ -280,7 +280,7 @@ async fn on_the_page_a_person_can_approve_the_tool_for_the_next_hour() {
         order(&c, "SKU-0301").await,
         (false, "ordered SKU-0301".into())
     );
-    let rows = toolgate_gateway::store::sqlite::query(&db, &Default::default()).unwrap();
+    let rows = toolgate_gateway::store::calllog::logged::query(&db, &Default::default()).unwrap();
     let last: Vec<_> = rows
         .iter()
         .rev()

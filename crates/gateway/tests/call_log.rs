@@ -109,3 +109,60 @@ async fn a_torn_last_record_is_dropped_and_the_rest_applied_once() {
     let rows = store.rows(Filter::default()).await.unwrap();
     assert_eq!(rows.len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_gateway_on_the_same_log_is_refused_and_told_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let first = LoggedStore::open(&db, false, Durability::Process, BACKLOG).unwrap();
+    let second = LoggedStore::open(&db, false, Durability::Process, BACKLOG)
+        .err()
+        .expect("one appender per log")
+        .to_string();
+    assert!(
+        second.contains("in use by another gateway") && second.contains("[audit] path"),
+        "{second}"
+    );
+    drop(first);
+    LoggedStore::open(&db, false, Durability::Process, BACKLOG).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_is_recorded_through_the_log_and_takes_no_call_s_id() {
+    use toolgate_gateway::decide::grants::{Bound, Grant, Revoked};
+    use toolgate_gateway::store::GrantStore as _;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let store = LoggedStore::open(&db, false, Durability::Process, BACKLOG).unwrap();
+    let bound = Bound {
+        upstream: "shop",
+        upstream_tool: "pay",
+        digest: "sha256:aa",
+    };
+    let grant = Grant::new(
+        Some("alice"),
+        bound,
+        "shop.pay",
+        "rule 1",
+        std::time::Duration::from_secs(600),
+    );
+    store.grant(grant.clone()).await.unwrap();
+    // Calls not indexed yet hold the next ids; the revocation must not
+    // take one of them.
+    let calls = record_calls(&store, 5).await;
+    let Revoked::Now(_) = store.revoke(grant.id.clone(), "ops".into()).await.unwrap() else {
+        panic!("revoked now");
+    };
+    assert!(store.indexed(std::time::Duration::from_secs(30)).await);
+    drop(store);
+    let rows = toolgate_gateway::store::sqlite::query(&db, &Filter::default()).unwrap();
+    let revocation = rows
+        .iter()
+        .find(|r| r.status == "revoked")
+        .expect("recorded");
+    assert_eq!(revocation.tool, "toolgate.grant");
+    assert_eq!(revocation.grant.as_deref(), Some(grant.id.as_str()));
+    assert!(!calls.contains(&revocation.id));
+    let ok = rows.iter().filter(|r| r.status == "ok").count();
+    assert_eq!(ok, calls.len(), "every call kept its row: {rows:?}");
+}

@@ -16,8 +16,9 @@ use support::{args, downstream, http, log_in, origin_of, page_token, serve, shop
 use toolgate_client::CallOptions;
 use toolgate_gateway::config::GatewayConfig;
 use toolgate_gateway::store::GrantStore as _;
+use toolgate_gateway::store::calllog::logged::query;
 use toolgate_gateway::store::sqlite::grants;
-use toolgate_gateway::store::sqlite::{AuditStore, Filter, query};
+use toolgate_gateway::store::sqlite::{AuditStore, Filter};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_review::lock::{LockFile, lock_definition};
 

@@ -28,7 +28,8 @@ use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_gateway::GatewayOptions;
 use toolgate_gateway::config::GatewayConfig;
 use toolgate_gateway::store::GrantStore as _;
-use toolgate_gateway::store::sqlite::{AuditStore, Filter, query};
+use toolgate_gateway::store::calllog::logged::query;
+use toolgate_gateway::store::sqlite::{AuditStore, Filter};
 use toolgate_review::lock::{LockFile, lock_definition};
 
 /// A stdio upstream that will not start while the file `$DOWN` exists

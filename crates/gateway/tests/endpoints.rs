@@ -376,7 +376,8 @@ async fn a_call_through_an_endpoint_is_recorded_as_forwarded_with_where_it_came_
     let (ok, text) = outcome_of(&default, "t.refund", json!({})).await;
     assert!(ok, "{text}");
     gateway.stop();
-    use toolgate_gateway::store::sqlite::{Filter, query};
+    use toolgate_gateway::store::calllog::logged::query;
+    use toolgate_gateway::store::sqlite::Filter;
     let rows = query(&db, &Filter::default()).unwrap();
     let through = rows.iter().find(|r| r.endpoint.is_some()).unwrap();
     assert_eq!(through.tool, "t.search");

@@ -15,7 +15,8 @@ use support::{Person, config, outcome_of, refused, serve};
 use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_gateway::config::GatewayConfig;
-use toolgate_gateway::store::sqlite::{Filter, query};
+use toolgate_gateway::store::calllog::logged::query;
+use toolgate_gateway::store::sqlite::Filter;
 use toolgate_gateway::{Gateway, GatewayOptions};
 
 /// A gateway over the five flow servers with `extra` sections; its URL.

@@ -235,7 +235,7 @@ async fn a_changed_definition_is_withheld_until_it_is_locked_again() {
     assert!(!text.contains("ssh") && !text.contains("Orders"), "{text}");
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     // The refusal is recorded, told apart from a policy denial.
-    let rows = toolgate_gateway::store::sqlite::query(&db, &Default::default()).unwrap();
+    let rows = toolgate_gateway::store::calllog::logged::query(&db, &Default::default()).unwrap();
     let row = rows.last().unwrap();
     assert_eq!(
         (
@@ -805,7 +805,7 @@ async fn a_forwarded_call_is_in_the_store_while_the_upstream_holds_it() {
     // The store's writer takes jobs in order: once readiness has written
     // through it, the row queued before the forward is committed.
     assert_eq!(gateway.readiness().await.audit, "ok");
-    let rows = toolgate_gateway::store::sqlite::query(&db, &Default::default()).unwrap();
+    let rows = toolgate_gateway::store::calllog::logged::query(&db, &Default::default()).unwrap();
     let row = rows
         .iter()
         .find(|r| r.tool == "slow.hold")
@@ -827,7 +827,7 @@ async fn a_forwarded_call_is_in_the_store_while_the_upstream_holds_it() {
     assert_eq!(result.content[0].as_text(), Some("released"));
     // The outcome was queued before the answer left.
     assert_eq!(gateway.readiness().await.audit, "ok");
-    let rows = toolgate_gateway::store::sqlite::query(&db, &Default::default()).unwrap();
+    let rows = toolgate_gateway::store::calllog::logged::query(&db, &Default::default()).unwrap();
     let held: Vec<_> = rows.iter().filter(|r| r.tool == "slow.hold").collect();
     assert_eq!(held.len(), 1, "one row, completed: {held:?}");
     assert_eq!((held[0].id, held[0].status.as_str()), (id, "ok"));

@@ -19,8 +19,9 @@ use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_gateway::decide::grants::Revoked;
 use toolgate_gateway::store::AuditRow;
+use toolgate_gateway::store::calllog::logged::query;
+use toolgate_gateway::store::sqlite::Filter;
 use toolgate_gateway::store::sqlite::grants;
-use toolgate_gateway::store::sqlite::{Filter, query};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
 

@@ -20,7 +20,8 @@ use tokio::net::TcpListener;
 use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_gateway::Gateway;
-use toolgate_gateway::store::sqlite::{Filter, query};
+use toolgate_gateway::store::calllog::logged::query;
+use toolgate_gateway::store::sqlite::Filter;
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
 use toolgate_server::{
     JwtVerifier, RequestContext, ResourceServer, Server, TokenVerifier, ToolDef, VerifyFuture,

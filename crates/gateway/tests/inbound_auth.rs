@@ -13,7 +13,8 @@ use tokio::net::TcpListener;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{Client, ClientError};
 use toolgate_gateway::store::AuditRow;
-use toolgate_gateway::store::sqlite::{Filter, query};
+use toolgate_gateway::store::calllog::logged::query;
+use toolgate_gateway::store::sqlite::Filter;
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_server::transport::http::{HttpConfig, serve_listener};
 

@@ -14,7 +14,8 @@ use serde::Deserialize;
 use serde_json::json;
 use support::{config, downstream, serve};
 use toolgate_client::Client;
-use toolgate_gateway::store::sqlite::{Filter, query};
+use toolgate_gateway::store::calllog::logged::query;
+use toolgate_gateway::store::sqlite::Filter;
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_server::{Server, ToolDef, ToolError};
 

@@ -15,7 +15,8 @@ use support::{Person, Pipe, args, config, refused, serve, shop, tool_names};
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{CallEnd, CallOptions, CallRound, Client, ClientError, RoundInput};
 use toolgate_gateway::store::AuditRow;
-use toolgate_gateway::store::sqlite::{Filter, query};
+use toolgate_gateway::store::calllog::logged::query;
+use toolgate_gateway::store::sqlite::Filter;
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_protocol::types::CallToolResult;
 

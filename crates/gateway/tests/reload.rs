@@ -14,7 +14,8 @@ use support::{downstream, refused, serve, shop, toml_string, tool_names};
 use tokio::sync::Notify;
 use toolgate_client::CallOptions;
 use toolgate_gateway::config::GatewayConfig;
-use toolgate_gateway::store::sqlite::{Filter, query};
+use toolgate_gateway::store::calllog::logged::query;
+use toolgate_gateway::store::sqlite::Filter;
 use toolgate_gateway::{Gateway, GatewayOptions, Reloaded};
 use toolgate_server::{Server, ToolDef};
 

@@ -15,7 +15,8 @@ use std::sync::atomic::AtomicUsize;
 use support::{downstream, http, log_in, serve, shop};
 use toolgate_gateway::GatewayOptions;
 use toolgate_gateway::config::GatewayConfig;
-use toolgate_gateway::store::sqlite::{Filter, query};
+use toolgate_gateway::store::calllog::logged::query;
+use toolgate_gateway::store::sqlite::Filter;
 
 /// Each planted secret, with characters that every encoding changes.
 const PLANTED: &[(&str, &str)] = &[

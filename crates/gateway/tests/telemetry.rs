@@ -102,7 +102,7 @@ async fn a_call_is_traced_from_the_caller_through_the_gateway_to_the_upstream() 
     assert_eq!(given.trace_id(), "0af7651916cd43dd8448eb211c80319c");
     assert_eq!(Some(given.parent_id()), child["spanId"].as_str());
     // The call's row names its trace, to find it in the collector.
-    let rows = toolgate_gateway::store::sqlite::query(&db, &Default::default()).unwrap();
+    let rows = toolgate_gateway::store::calllog::logged::query(&db, &Default::default()).unwrap();
     assert_eq!(
         rows[0].trace_id.as_deref(),
         Some("0af7651916cd43dd8448eb211c80319c")

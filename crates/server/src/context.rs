@@ -347,7 +347,7 @@ impl RequestContext {
     /// refused the record at once (a log that writes as it is asked, and
     /// could not: its disk is full): the handler must not go ahead, since
     /// nothing would record that it did — answer with
-    /// [`NotRecorded::answer`] instead.
+    /// [`NotRecorded::answer`](crate::NotRecorded::answer) instead.
     ///
     /// ```
     /// # use toolgate_server::RequestContext;

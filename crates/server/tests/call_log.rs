@@ -420,8 +420,14 @@ async fn a_write_ahead_refused_at_once_stops_the_handler_before_its_effect() {
     let answer = call(&s, "send", json!({})).await;
     assert_eq!(answer["result"]["isError"], true);
     let text = answer["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("was not made") && text.contains("audit store"), "{text}");
-    assert!(!text.contains("disk full"), "the log's own error stays in the server's log: {text}");
+    assert!(
+        text.contains("was not made") && text.contains("audit store"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("disk full"),
+        "the log's own error stays in the server's log: {text}"
+    );
     assert!(seen.lock().unwrap().is_empty(), "the effect never ran");
     assert_eq!(log.begun.lock().unwrap().len(), 1, "asked once");
     // The refusal is recorded the ordinary way.

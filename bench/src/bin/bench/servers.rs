@@ -285,7 +285,8 @@ pub(crate) async fn serve_gateway(
     static STORES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let durability = match audited {
         Audit::Log(setting) => format!("durability = {setting:?}\n"),
-        Audit::Off | Audit::Store => String::new(),
+        Audit::Store => "durability = \"commit\"\n".to_owned(),
+        Audit::Off => String::new(),
     };
     let audit = if audited != Audit::Off {
         let n = STORES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -61,9 +61,9 @@ pub use limits::{
 };
 pub(crate) use limits::{Cost, check_budgets};
 pub use observe::{AuditConfig, AuditDurability, TelemetryConfig};
-pub use size::{ByteSize, SizeError};
 pub use policy::{Action, LONGEST, PolicyConfig, RuleConfig};
 pub use secret::{Secret, Secrets, Shape};
+pub use size::{ByteSize, SizeError};
 pub use upstream::{HttpKind, UpstreamConfig, UpstreamOAuth, default_prefix};
 
 /// A configuration problem, said so a person can fix it, with what failed

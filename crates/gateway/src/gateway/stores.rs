@@ -13,10 +13,10 @@ use std::time::Duration;
 use toolgate_server::MemoryNonceStore;
 
 use super::GatewayError;
+use crate::config::AuditDurability;
 use crate::config::GatewayConfig;
 use crate::store::AuditSink;
 use crate::store::SharedNonces;
-use crate::config::AuditDurability;
 use crate::store::calllog::logged::{BACKLOG, LoggedStore};
 use crate::store::calllog::writer::Durability;
 use crate::store::limits::SharedLimits;
@@ -72,7 +72,7 @@ impl Stores {
                     (Some(store.clone()), store.nonces())
                 }
                 (_, Some(path)) => match config.audit.durability {
-                    Some(AuditDurability::Process | AuditDurability::Sync) | None => {
+                    Some(AuditDurability::Process | AuditDurability::Sync) => {
                         let durability = match config.audit.durability {
                             Some(AuditDurability::Sync) => Durability::Sync,
                             _ => Durability::Process,
@@ -87,7 +87,9 @@ impl Stores {
                         flows = Some(store.store().clone());
                         (Some(store.clone()), store.nonces())
                     }
-                    Some(AuditDurability::Commit) => {
+                    // The default until the log's ids are shared with every
+                    // writer of the store (see `docs/gateway.md`).
+                    Some(AuditDurability::Commit) | None => {
                         let store = Arc::new(AuditStore::open(path, config.audit.arguments)?);
                         flows = Some(store.clone());
                         (Some(store.clone()), store.nonces())

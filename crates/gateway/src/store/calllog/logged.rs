@@ -47,6 +47,8 @@ pub struct LoggedStore {
     /// How far the indexer has brought the store.
     indexed: Arc<Written>,
     indexer: Option<std::thread::JoinHandle<()>>,
+    /// Held (locked) while this store appends to the log.
+    _lock: std::fs::File,
 }
 
 impl LoggedStore {
@@ -66,6 +68,22 @@ impl LoggedStore {
             ))
         };
         let dir = log_dir(path);
+        std::fs::create_dir_all(&dir).map_err(|e| io("cannot be made", e))?;
+        // One appender per log: a second gateway on the same file would
+        // interleave its records and reuse call ids.
+        let lock =
+            std::fs::File::create(dir.join("lock")).map_err(|e| io("cannot be locked", e))?;
+        if let Err(e) = lock.try_lock() {
+            return Err(StoreError::Other(match e {
+                std::fs::TryLockError::WouldBlock => format!(
+                    "the call log {} is in use by another gateway: give each instance its own [audit] path, or share a PostgreSQL store ([store] url)",
+                    dir.display()
+                ),
+                std::fs::TryLockError::Error(e) => {
+                    format!("the call log {}: cannot be locked: {e}", dir.display())
+                }
+            }));
+        }
         let (appender, opened) = Appender::open(&dir).map_err(|e| io("cannot open", e))?;
         let Opened {
             torn_bytes,
@@ -119,6 +137,7 @@ impl LoggedStore {
             next_id,
             indexed,
             indexer: Some(indexer),
+            _lock: lock,
         })
     }
 
@@ -289,8 +308,46 @@ impl GrantStore for LoggedStore {
         self.inner.grants(all)
     }
 
+    /// The grant is revoked in the store; the revocation's row goes
+    /// through the log, which gives rows their ids (a row inserted into
+    /// the store directly could take an id the log has given already).
     fn revoke(&self, id: String, by: String) -> StoreFuture<crate::decide::grants::Revoked> {
-        self.inner.revoke(id, by)
+        use crate::decide::grants::Revoked;
+        let path = self.inner.location();
+        let next = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let log = self.log.handle();
+        let revoked = {
+            let by = by.clone();
+            tokio::task::spawn_blocking(move || {
+                crate::store::sqlite::grants::revoke_recording(Path::new(&path), &id, &by, false)
+            })
+        };
+        let append = move |g: &crate::decide::grants::Grant| {
+            log.append(Record {
+                kind: Kind::Row,
+                row: AuditRow {
+                    id: next,
+                    time_ms: g.revoked_ms.unwrap_or_default(),
+                    caller: Some(by.clone()),
+                    upstream: g.upstream.clone(),
+                    tool: "toolgate.grant".into(),
+                    arguments_digest: String::new(),
+                    rule: Some(crate::decide::grants::revoked_rule(g)),
+                    status: "revoked".into(),
+                    grant: Some(g.id.clone()),
+                    ..AuditRow::default()
+                },
+            })
+        };
+        Box::pin(async move {
+            let revoked = revoked
+                .await
+                .map_err(|e| StoreError::Other(format!("writing the audit store: {e}")))??;
+            if let Revoked::Now(g) = &revoked {
+                append(g).await.map_err(|e| unrecorded(&e))?;
+            }
+            Ok(revoked)
+        })
     }
 }
 

@@ -7,7 +7,7 @@
 //! waits, every write made meanwhile sharing the next sync (group commit).
 //!
 //! What was written and is not indexed yet stays here, in log order, as
-//! parsed rows ([`Pending`]): the indexer takes its batches from it (it
+//! parsed rows ([`Entry`], in a queue): the indexer takes its batches from it (it
 //! never reads back what was just written), and readers add it to what the
 //! store answers, so a reader after an answer sees that call.
 //!
@@ -160,7 +160,9 @@ impl LogWriter {
         backlog: u64,
     ) -> std::io::Result<Self> {
         let mut pending = VecDeque::with_capacity(recovered.len());
-        let mut before = recovered.first().map_or(appender.position(), |_| Position::default());
+        let mut before = recovered
+            .first()
+            .map_or(appender.position(), |_| Position::default());
         let mut pending_bytes = 0;
         for (record, at) in recovered {
             // Sizes of recovered records, as far as positions tell them.
@@ -192,10 +194,7 @@ impl LogWriter {
             backlog,
             to_sync: Condvar::new(),
             to_index: Condvar::new(),
-            synced: tokio::sync::watch::Sender::new(Synced {
-                at,
-                failed: None,
-            }),
+            synced: tokio::sync::watch::Sender::new(Synced { at, failed: None }),
         });
         let syncing = shared.clone();
         let syncer = std::thread::Builder::new()
@@ -215,62 +214,15 @@ impl LogWriter {
     pub fn append(
         &self,
         record: Record,
-    ) -> impl std::future::Future<Output = Result<Position, LogError>> + Send + 'static {
-        let waits = self.shared.durability == Durability::Sync && record.kind != Kind::Outcome;
-        let written = self.write(record, waits);
-        let synced = waits.then(|| self.shared.synced.subscribe());
-        async move {
-            let at = written?;
-            if let Some(mut synced) = synced {
-                let seen = synced
-                    .wait_for(|s| s.at >= at || s.failed.as_ref().is_some_and(|(f, _)| *f >= at))
-                    .await
-                    .map_err(|_| LogError::Stopped)?;
-                if let Some((failed, why)) = &seen.failed
-                    && *failed >= at
-                {
-                    return Err(LogError::Write(why.clone()));
-                }
-            }
-            Ok(at)
-        }
+    ) -> impl std::future::Future<Output = Result<Position, LogError>> + Send + use<> {
+        self.shared.append(record)
     }
 
-    fn write(&self, record: Record, waits: bool) -> Result<Position, LogError> {
-        let mut bytes = Vec::with_capacity(512);
-        encode(&record, &mut bytes);
-        let shared = &*self.shared;
-        let mut state = shared.state.lock();
-        if state.stopping {
-            return Err(LogError::Stopped);
+    /// A handle that appends, for a future that outlives the borrow.
+    pub fn handle(&self) -> LogHandle {
+        LogHandle {
+            shared: self.shared.clone(),
         }
-        if record.kind != Kind::Outcome && state.pending_bytes > shared.backlog {
-            return Err(LogError::Backlog(state.pending_bytes));
-        }
-        let at = state
-            .appender
-            .append(&bytes)
-            .map_err(|e| LogError::Write(e.to_string()))?;
-        let waiting = state.pending.len() - state.taken;
-        state.pending_bytes += bytes.len() as u64;
-        state.pending.push_back(Entry {
-            record: Arc::new(record),
-            at,
-            bytes: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
-        });
-        let first_dirty = state.dirty.is_none();
-        state.dirty.get_or_insert_with(Instant::now);
-        state.wanted |= waits;
-        let wake_syncer = first_dirty || waits;
-        drop(state);
-        // Wakes only a thread that waits: nothing to do for the others.
-        if wake_syncer {
-            shared.to_sync.notify_one();
-        }
-        if waiting == 0 || waiting + 1 == INDEX_BATCH {
-            shared.to_index.notify_one();
-        }
-        Ok(at)
     }
 
     /// Where the log ends now.
@@ -326,6 +278,85 @@ impl Drop for LogWriter {
     }
 }
 
+/// Appends to the call log; cloned freely.
+#[derive(Clone)]
+pub struct LogHandle {
+    shared: Arc<Shared>,
+}
+
+impl LogHandle {
+    /// [`LogWriter::append`].
+    pub fn append(
+        &self,
+        record: Record,
+    ) -> impl std::future::Future<Output = Result<Position, LogError>> + Send + use<> {
+        self.shared.append(record)
+    }
+}
+
+impl Shared {
+    fn append(
+        &self,
+        record: Record,
+    ) -> impl std::future::Future<Output = Result<Position, LogError>> + Send + use<> {
+        let waits = self.durability == Durability::Sync && record.kind != Kind::Outcome;
+        let written = self.write(record, waits);
+        let synced = waits.then(|| self.synced.subscribe());
+        async move {
+            let at = written?;
+            if let Some(mut synced) = synced {
+                let seen = synced
+                    .wait_for(|s| s.at >= at || s.failed.as_ref().is_some_and(|(f, _)| *f >= at))
+                    .await
+                    .map_err(|_| LogError::Stopped)?;
+                if let Some((failed, why)) = &seen.failed
+                    && *failed >= at
+                {
+                    return Err(LogError::Write(why.clone()));
+                }
+            }
+            Ok(at)
+        }
+    }
+
+    fn write(&self, record: Record, waits: bool) -> Result<Position, LogError> {
+        let mut bytes = Vec::with_capacity(512);
+        encode(&record, &mut bytes);
+        let shared = self;
+        let mut state = shared.state.lock();
+        if state.stopping {
+            return Err(LogError::Stopped);
+        }
+        if record.kind != Kind::Outcome && state.pending_bytes > shared.backlog {
+            return Err(LogError::Backlog(state.pending_bytes));
+        }
+        let at = state
+            .appender
+            .append(&bytes)
+            .map_err(|e| LogError::Write(e.to_string()))?;
+        let waiting = state.pending.len() - state.taken;
+        state.pending_bytes += bytes.len() as u64;
+        state.pending.push_back(Entry {
+            record: Arc::new(record),
+            at,
+            bytes: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
+        });
+        let first_dirty = state.dirty.is_none();
+        state.dirty.get_or_insert_with(Instant::now);
+        state.wanted |= waits;
+        let wake_syncer = first_dirty || waits;
+        drop(state);
+        // Wakes only a thread that waits: nothing to do for the others.
+        if wake_syncer {
+            shared.to_sync.notify_one();
+        }
+        if waiting == 0 || waiting + 1 == INDEX_BATCH {
+            shared.to_index.notify_one();
+        }
+        Ok(at)
+    }
+}
+
 /// What the indexer takes records from.
 pub struct Feed {
     shared: Arc<Shared>,
@@ -333,7 +364,7 @@ pub struct Feed {
 
 impl Feed {
     /// The next records to index, oldest first: waits until some are
-    /// written (and, unless a whole batch is waiting, [`INDEX_EVERY`] for
+    /// written (and, unless a whole batch is waiting, 20 ms for
     /// more to gather). `None` once the writer is gone and nothing waits.
     pub fn take(&self) -> Option<Vec<Entry>> {
         let shared = &*self.shared;
@@ -346,11 +377,7 @@ impl Feed {
         }
         let deadline = Instant::now() + INDEX_EVERY;
         while !state.stopping && state.pending.len() - state.taken < INDEX_BATCH {
-            if shared
-                .to_index
-                .wait_until(&mut state, deadline)
-                .timed_out()
-            {
+            if shared.to_index.wait_until(&mut state, deadline).timed_out() {
                 break;
             }
         }
@@ -416,7 +443,9 @@ fn run_syncer(shared: &Shared) {
             Ok(()) => shared.synced.send_modify(|s| s.at = s.at.max(at)),
             Err(e) => {
                 tracing::error!(error = %e, "the call log could not be synced; calls waiting for it are refused");
-                shared.synced.send_modify(|s| s.failed = Some((at, e.to_string())));
+                shared
+                    .synced
+                    .send_modify(|s| s.failed = Some((at, e.to_string())));
             }
         }
     }
@@ -445,7 +474,8 @@ mod tests {
         for durability in [Durability::Process, Durability::Sync] {
             let dir = tempfile::tempdir().unwrap();
             let (appender, _) = Appender::open(dir.path()).unwrap();
-            let log = Arc::new(LogWriter::start(appender, Vec::new(), durability, u64::MAX).unwrap());
+            let log =
+                Arc::new(LogWriter::start(appender, Vec::new(), durability, u64::MAX).unwrap());
             let mut tasks = tokio::task::JoinSet::new();
             for id in 0..200 {
                 let log = log.clone();

@@ -118,6 +118,17 @@ pub fn list(path: &Path, all: bool) -> Result<Vec<Grant>, StoreError> {
 /// session's subject, or `cli`), and record the revocation there as a row
 /// (`toolgate.grant`, status `revoked`, `by` its caller).
 pub fn revoke(path: &Path, id: &str, by: &str) -> Result<Revoked, StoreError> {
+    revoke_recording(path, id, by, true)
+}
+
+/// [`revoke`]; with `row` false, the revocation's row is left to the
+/// caller (the call log, which gives rows their ids).
+pub(crate) fn revoke_recording(
+    path: &Path,
+    id: &str,
+    by: &str,
+    row: bool,
+) -> Result<Revoked, StoreError> {
     let shown = |source: rusqlite::Error| StoreError::Sqlite {
         context: format!("the audit store {}", path.display()),
         source,
@@ -150,11 +161,13 @@ pub fn revoke(path: &Path, id: &str, by: &str) -> Result<Revoked, StoreError> {
                 params![now, id, by],
             )
             .map_err(shown)?;
-            tx.execute(
-                "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, rule, status, latency_ms, grant_id) VALUES (?1, ?2, ?3, 'toolgate.grant', '', ?4, 'revoked', 0, ?5)",
-                params![now, by, g.upstream, revoked_rule(&g), g.id],
-            )
-            .map_err(shown)?;
+            if row {
+                tx.execute(
+                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, rule, status, latency_ms, grant_id) VALUES (?1, ?2, ?3, 'toolgate.grant', '', ?4, 'revoked', 0, ?5)",
+                    params![now, by, g.upstream, revoked_rule(&g), g.id],
+                )
+                .map_err(shown)?;
+            }
             g.revoked_ms = Some(now);
             g.revoked_by = Some(by.to_owned());
             Revoked::Now(g)
