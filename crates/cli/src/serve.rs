@@ -118,6 +118,7 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
     let options = GatewayOptions {
         lock,
         lock_file: o.lock.clone(),
+        check: o.check,
         ..Default::default()
     };
     // With its causes: a key file that cannot be read says why.

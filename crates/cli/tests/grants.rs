@@ -207,3 +207,47 @@ async fn log_spend_sums_what_charged_calls_cost_by_day_caller_and_tool() {
         table.stdout
     );
 }
+
+#[tokio::test]
+async fn beside_a_gateway_with_a_call_log_a_revocation_is_refused_and_sent_to_its_console() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = support::echo_upstream().await;
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        format!("[servers.up]\nurl = \"{up}\"\n[policy]\ndefault = \"allow\"\n"),
+    )
+    .unwrap();
+    let db = dir.path().join("toolgate-audit.db");
+    let grant = Grant::new(
+        Some("alice"),
+        toolgate_gateway::decide::grants::Bound {
+            upstream: "up",
+            upstream_tool: "echo",
+            digest: "sha256:00",
+        },
+        "up.echo",
+        "rule 1",
+        Duration::from_secs(3600),
+    );
+    // The gateway (a call log, the default) writes the store alone.
+    let mut gateway = support::serve_in(dir.path(), &[]).await;
+    toolgate_gateway::store::sqlite::grants::add(&db, &grant).unwrap();
+    let path = db.display().to_string();
+    let refused = grants_in(dir.path(), &path, &["grants", "--revoke", &grant.id]).await;
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused.stderr.contains("call log") && refused.stderr.contains("console revokes grants"),
+        "{}",
+        refused.stderr
+    );
+    let listed = toolgate_gateway::store::sqlite::grants::list(&db, false).unwrap();
+    assert_eq!(listed.len(), 1, "still active");
+    // A check of the configuration leaves the store alone, and works.
+    let checked = support::toolgate_in(dir.path(), &["serve", "--check"], &[]).await;
+    assert_eq!(checked.code, 0, "{}", checked.stderr);
+    // Stopped, the file is the command line's to write.
+    gateway.child.start_kill().unwrap();
+    gateway.child.wait().await.unwrap();
+    let revoked = grants_in(dir.path(), &path, &["grants", "--revoke", &grant.id]).await;
+    assert_eq!(revoked.code, 0, "{}", revoked.stderr);
+}

@@ -120,7 +120,7 @@ async fn a_second_gateway_on_the_same_log_is_refused_and_told_what_to_do() {
         .expect("one appender per log")
         .to_string();
     assert!(
-        second.contains("in use by another gateway") && second.contains("[audit] path"),
+        second.contains("being written by another gateway") && second.contains("[audit] path"),
         "{second}"
     );
     drop(first);
@@ -165,4 +165,47 @@ async fn a_revocation_is_recorded_through_the_log_and_takes_no_call_s_id() {
     assert!(!calls.contains(&revocation.id));
     let ok = rows.iter().filter(|r| r.status == "ok").count();
     assert_eq!(ok, calls.len(), "every call kept its row: {rows:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_writer_after_a_log_left_unindexed_takes_the_ids_after_its_calls() {
+    use toolgate_gateway::store::calllog::logged::drain;
+    use toolgate_gateway::store::calllog::record::{Kind, Record, encode};
+    use toolgate_gateway::store::sqlite::AuditStore;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    drop(AuditStore::open(&db, false).unwrap());
+    // A gateway with a log wrote three calls and was killed before its
+    // indexer ran.
+    let (mut log, _) = segment::Appender::open(&log_dir(&db)).unwrap();
+    let mut bytes = Vec::new();
+    for id in 1..=3 {
+        let mut done = row(&format!("t.{id}"));
+        done.id = id;
+        done.status = "ok".into();
+        encode(
+            &Record {
+                kind: Kind::Row,
+                row: done,
+            },
+            &mut bytes,
+        );
+    }
+    log.append(&bytes).unwrap();
+    drop(log);
+    drain(&db).unwrap();
+    let store = AuditStore::open(&db, false).unwrap();
+    store.write(row("after")).await.unwrap();
+    drop(store);
+    let rows = toolgate_gateway::store::sqlite::query(&db, &Filter::default()).unwrap();
+    let ids: Vec<(i64, &str)> = rows.iter().map(|r| (r.id, r.tool.as_str())).collect();
+    assert_eq!(ids, [(1, "t.1"), (2, "t.2"), (3, "t.3"), (4, "after")]);
+    // Drained twice is drained once.
+    drain(&db).unwrap();
+    assert_eq!(
+        toolgate_gateway::store::sqlite::query(&db, &Filter::default())
+            .unwrap()
+            .len(),
+        4
+    );
 }

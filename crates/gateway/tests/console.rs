@@ -15,10 +15,9 @@ use serde_json::json;
 use support::{args, downstream, http, log_in, origin_of, page_token, serve, shop};
 use toolgate_client::CallOptions;
 use toolgate_gateway::config::GatewayConfig;
-use toolgate_gateway::store::GrantStore as _;
 use toolgate_gateway::store::calllog::logged::query;
+use toolgate_gateway::store::sqlite::Filter;
 use toolgate_gateway::store::sqlite::grants;
-use toolgate_gateway::store::sqlite::{AuditStore, Filter};
 use toolgate_gateway::{Gateway, GatewayOptions};
 use toolgate_review::lock::{LockFile, lock_definition};
 
@@ -223,9 +222,8 @@ async fn the_console_shows_upstreams_tools_calls_and_the_configuration() {
 async fn a_grant_is_revoked_and_the_file_reloaded_from_the_console() {
     let c = start().await;
     // A grant, as an approval for the next hour leaves one.
-    let store = AuditStore::open(&c.db, false).unwrap();
     let grant = support::grant_of(Some("alice"), "shop.pay");
-    store.grant(grant.clone()).await.unwrap();
+    toolgate_gateway::store::sqlite::grants::add(&c.db, &grant).unwrap();
     let (_, page) = c.get("/console/grants").await;
     assert!(
         page.contains(&format!("<code>{}</code>", grant.id)),
@@ -668,9 +666,8 @@ async fn each_login_link_has_a_successor_that_is_handed_on_and_lands_on_the_over
     );
     // A grant revoked on the console is recorded under the session's
     // person.
-    let store = AuditStore::open(&db, false).unwrap();
     let grant = support::grant_of(Some("alice"), "shop.order");
-    store.grant(grant.clone()).await.unwrap();
+    toolgate_gateway::store::sqlite::grants::add(&db, &grant).unwrap();
     let console = Console {
         gateway,
         base,

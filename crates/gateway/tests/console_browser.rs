@@ -27,9 +27,8 @@ use toolgate_client::Client;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_gateway::GatewayOptions;
 use toolgate_gateway::config::GatewayConfig;
-use toolgate_gateway::store::GrantStore as _;
 use toolgate_gateway::store::calllog::logged::query;
-use toolgate_gateway::store::sqlite::{AuditStore, Filter};
+use toolgate_gateway::store::sqlite::Filter;
 use toolgate_review::lock::{LockFile, lock_definition};
 
 /// A stdio upstream that will not start while the file `$DOWN` exists
@@ -239,9 +238,8 @@ async fn a_person_sees_and_acts_on_the_gateway_from_the_console_in_chromium() {
     b.screenshot("console-call").await;
 
     // A grant revoked.
-    let store = AuditStore::open(&db, false).unwrap();
     let grant = support::grant_of(Some("alice"), "shop.order");
-    store.grant(grant.clone()).await.unwrap();
+    toolgate_gateway::store::sqlite::grants::add(&db, &grant).unwrap();
     b.client.goto(&go("/console/grants")).await.unwrap();
     b.screenshot("console-grants").await;
     b.click_then(

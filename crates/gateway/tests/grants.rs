@@ -48,7 +48,7 @@ struct Setup {
 fn toml(upstream: &str, url: &str, db: &Path, policy: &str) -> String {
     let jwks = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/auth/jwks.json");
     format!(
-        "[servers.shop]\nurl = \"{upstream}\"\n[audit]\npath = {db}\n[auth]\nissuer = \"{issuer}\"\naudience = \"{url}\"\njwks = {jwks}\n{policy}",
+        "[servers.shop]\nurl = \"{upstream}\"\n[audit]\npath = {db}\ndurability = \"commit\"\n[auth]\nissuer = \"{issuer}\"\naudience = \"{url}\"\njwks = {jwks}\n{policy}",
         issuer = support::ISSUER,
         db = support::toml_string(&db.display().to_string()),
         jwks = support::toml_string(&jwks.display().to_string()),

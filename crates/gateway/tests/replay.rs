@@ -78,7 +78,7 @@ fn config(upstream: &str, dir: &Path) -> GatewayConfig {
         std::fs::write(&key, "0123456789abcdef".repeat(4)).unwrap();
     }
     let text = format!(
-        "[servers.shop]\nurl = \"{upstream}\"\n[policy]\ndefault = \"confirm\"\n[state]\nkey_file = {}\n[audit]\npath = {}\n",
+        "[servers.shop]\nurl = \"{upstream}\"\n[policy]\ndefault = \"confirm\"\n[state]\nkey_file = {}\n[audit]\npath = {}\ndurability = \"commit\"\n",
         support::toml_string(&key.display().to_string()),
         support::toml_string(&dir.join("audit.db").display().to_string()),
     );

@@ -48,6 +48,7 @@ struct Args {
     out: PathBuf,
 }
 
+mod floor;
 mod servers;
 mod targets;
 
@@ -561,6 +562,10 @@ async fn main() -> anyhow::Result<()> {
             });
         }
         rows.extend(http_scenario(&bins, &s, rounds, secs).await?);
+    }
+    if wanted(floor::FLOOR) {
+        eprintln!("== {}", floor::FLOOR);
+        rows.extend(floor::rows(args.rounds)?);
     }
     if wanted("stdio") {
         eprintln!("== stdio");

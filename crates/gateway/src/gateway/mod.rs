@@ -203,8 +203,11 @@ impl Gateway {
             flows: flow_store,
             state_key,
             accounts,
-        } = Stores::open(&config, server_config.state_ttl).await?;
-        if audit.is_none() && config.policy.rules.iter().any(|r| r.remember.is_some()) {
+        } = Stores::open(&config, server_config.state_ttl, options.check).await?;
+        if audit.is_none()
+            && !options.check
+            && config.policy.rules.iter().any(|r| r.remember.is_some())
+        {
             tracing::warn!(
                 "[policy] rules with remember offer only \"this call only\": grants are kept in the audit store, and [audit] is disabled"
             );
@@ -409,6 +412,9 @@ impl Gateway {
         for u in self.ups().iter() {
             u.on_start(None);
             u.stop();
+        }
+        if let Some(audit) = &self.audit {
+            audit.close();
         }
     }
 }

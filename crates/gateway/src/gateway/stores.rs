@@ -55,10 +55,12 @@ impl Stores {
     pub(super) async fn open(
         config: &GatewayConfig,
         state_ttl: Duration,
+        check: bool,
     ) -> Result<Self, GatewayError> {
+        // A check leaves the file to the gateway that may be writing it.
         let audit_file = config
             .audit_path()
-            .filter(|_| config.source.is_some() || config.audit.path.is_some());
+            .filter(|_| !check && (config.source.is_some() || config.audit.path.is_some()));
         // Pending approvals are shared when the store is.
         let mut pending: Arc<dyn Pending> = Arc::new(MemoryPending::new(state_ttl));
         let mut flows: Option<Arc<dyn crate::store::flows::FlowStore>> = None;
@@ -72,7 +74,7 @@ impl Stores {
                     (Some(store.clone()), store.nonces())
                 }
                 (_, Some(path)) => match config.audit.durability {
-                    Some(AuditDurability::Process | AuditDurability::Sync) => {
+                    Some(AuditDurability::Process | AuditDurability::Sync) | None => {
                         let durability = match config.audit.durability {
                             Some(AuditDurability::Sync) => Durability::Sync,
                             _ => Durability::Process,
@@ -87,9 +89,10 @@ impl Stores {
                         flows = Some(store.store().clone());
                         (Some(store.clone()), store.nonces())
                     }
-                    // The default until the log's ids are shared with every
-                    // writer of the store (see `docs/gateway.md`).
-                    Some(AuditDurability::Commit) | None => {
+                    Some(AuditDurability::Commit) => {
+                        // What a gateway with a log left unindexed comes
+                        // first: its calls hold the next ids.
+                        crate::store::calllog::logged::drain(path)?;
                         let store = Arc::new(AuditStore::open(path, config.audit.arguments)?);
                         flows = Some(store.clone());
                         (Some(store.clone()), store.nonces())

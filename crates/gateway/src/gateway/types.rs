@@ -49,6 +49,10 @@ pub struct GatewayOptions {
     /// The first wait before restarting a failed upstream (default
     /// 250 ms); it doubles up to 30 s.
     pub restart_backoff: Option<Duration>,
+    /// Started only to check the configuration (`toolgate serve --check`):
+    /// the audit store is not opened — the gateway it checks for may be
+    /// running, and writing it.
+    pub check: bool,
 }
 
 /// How one upstream is doing, for `toolgate serve --check`.

@@ -147,6 +147,11 @@ pub trait AuditSink: AuditRows + GrantStore + NonceStore + Send + Sync {
     fn accounts(
         self: std::sync::Arc<Self>,
     ) -> std::sync::Arc<dyn crate::store::accounts::AccountStore>;
+    /// The gateway stopped: make what was written durable and let go of
+    /// the store's writers' lock, so another gateway may open it in this
+    /// process (a call log refuses rows after this). The default does
+    /// nothing.
+    fn close(&self) {}
 }
 
 fn note(notes: &Map<String, Value>, key: &str) -> Option<String> {

@@ -24,6 +24,7 @@ pub mod sealed;
 pub mod sqlite;
 pub mod state_key;
 pub mod tokens;
+pub mod writers;
 
 use std::sync::Arc;
 

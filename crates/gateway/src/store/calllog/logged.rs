@@ -11,7 +11,7 @@
 //!
 //! Layer: `store`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -26,12 +26,7 @@ use crate::store::audit::{AuditRow, AuditRows, AuditSink, GrantStore, StoreFutur
 use crate::store::ledger::Ledger;
 use crate::store::sqlite::{AuditStore, Filter};
 
-/// Where the call log of the store at `db` lives: beside it.
-pub fn log_dir(db: &Path) -> PathBuf {
-    let mut name = db.file_name().unwrap_or_default().to_owned();
-    name.push(".log");
-    db.with_file_name(name)
-}
+pub use crate::store::writers::log_dir;
 
 /// The most bytes of records that may wait to be indexed, unless
 /// `[audit] backlog` says otherwise.
@@ -46,9 +41,9 @@ pub struct LoggedStore {
     next_id: AtomicI64,
     /// How far the indexer has brought the store.
     indexed: Arc<Written>,
-    indexer: Option<std::thread::JoinHandle<()>>,
-    /// Held (locked) while this store appends to the log.
-    _lock: std::fs::File,
+    indexer: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The store's writers' lock, held alone while this appends.
+    held: parking_lot::Mutex<Option<crate::store::writers::Held>>,
 }
 
 impl LoggedStore {
@@ -60,7 +55,7 @@ impl LoggedStore {
         durability: Durability,
         backlog: u64,
     ) -> Result<Self, StoreError> {
-        let inner = Arc::new(AuditStore::open(path, arguments)?);
+        let inner = Arc::new(AuditStore::open_beneath_log(path, arguments)?);
         let io = |what: &str, e: std::io::Error| {
             StoreError::Other(format!(
                 "the call log {}: {what}: {e}",
@@ -68,22 +63,8 @@ impl LoggedStore {
             ))
         };
         let dir = log_dir(path);
-        std::fs::create_dir_all(&dir).map_err(|e| io("cannot be made", e))?;
-        // One appender per log: a second gateway on the same file would
-        // interleave its records and reuse call ids.
-        let lock =
-            std::fs::File::create(dir.join("lock")).map_err(|e| io("cannot be locked", e))?;
-        if let Err(e) = lock.try_lock() {
-            return Err(StoreError::Other(match e {
-                std::fs::TryLockError::WouldBlock => format!(
-                    "the call log {} is in use by another gateway: give each instance its own [audit] path, or share a PostgreSQL store ([store] url)",
-                    dir.display()
-                ),
-                std::fs::TryLockError::Error(e) => {
-                    format!("the call log {}: cannot be locked: {e}", dir.display())
-                }
-            }));
-        }
+        // One writer of calls while the log gives their ids.
+        let held = crate::store::writers::hold(path, crate::store::writers::Hold::Alone)?;
         let (appender, opened) = Appender::open(&dir).map_err(|e| io("cannot open", e))?;
         let Opened {
             torn_bytes,
@@ -136,8 +117,8 @@ impl LoggedStore {
             inner,
             next_id,
             indexed,
-            indexer: Some(indexer),
-            _lock: lock,
+            indexer: parking_lot::Mutex::new(Some(indexer)),
+            held: parking_lot::Mutex::new(Some(held)),
         })
     }
 
@@ -164,14 +145,24 @@ impl LoggedStore {
     }
 }
 
-impl Drop for LoggedStore {
-    fn drop(&mut self) {
-        // The indexer ends once the writer is gone; wait for it, so the
+impl LoggedStore {
+    /// Stop appending (later rows are refused), sync the log, let the
+    /// indexer finish what waits, and let go of the store's lock.
+    pub fn close(&self) {
+        // The indexer ends once the writer stops; wait for it, so the
         // store and its log are let go of when this returns.
         self.log.stop();
-        if let Some(indexer) = self.indexer.take() {
+        let indexer = self.indexer.lock().take();
+        if let Some(indexer) = indexer {
             let _ = indexer.join();
         }
+        self.held.lock().take();
+    }
+}
+
+impl Drop for LoggedStore {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -210,6 +201,39 @@ impl AuditRows for LoggedStore {
             let stored = stored.await?;
             Ok(merged(tail, stored, &filter))
         })
+    }
+}
+
+/// Bring what the call log of the store at `db` holds beyond the store
+/// into it: a gateway with a log stopped before indexing everything it
+/// wrote, and a writer of committed rows (`durability = "commit"`,
+/// `toolgate grants revoke`) is about to take the next ids after them.
+/// Applying a record twice applies it once, so this may run beside an
+/// indexer; nothing is deleted (the next gateway with a log does that).
+pub fn drain(db: &Path) -> Result<(), StoreError> {
+    let dir = log_dir(db);
+    if !dir.is_dir() || !db.exists() {
+        return Ok(());
+    }
+    let sql = |context: &str| {
+        let context = format!("{context} ({})", db.display());
+        move |source| StoreError::Sqlite { context, source }
+    };
+    let mut conn = crate::store::sqlite::open_for_writing(db)?;
+    let from = indexer::progress(&conn).map_err(sql("the call log's progress"))?;
+    let mut follower = indexer::Follower::new(&dir, from);
+    loop {
+        let records = follower.next(4096).map_err(|e| {
+            StoreError::Other(format!("reading the call log {}: {e}", dir.display()))
+        })?;
+        let Some(to) = records.last().map(|(_, at)| *at) else {
+            return Ok(());
+        };
+        let entries: Vec<_> = records
+            .into_iter()
+            .map(|(record, at)| super::writer::Entry::read_back(record, at))
+            .collect();
+        indexer::apply(&mut conn, &entries, to).map_err(sql("indexing the call log"))?;
     }
 }
 
@@ -376,5 +400,9 @@ impl AuditSink for LoggedStore {
 
     fn accounts(self: Arc<Self>) -> Arc<dyn crate::store::accounts::AccountStore> {
         self.inner.clone().accounts()
+    }
+
+    fn close(&self) {
+        LoggedStore::close(self);
     }
 }

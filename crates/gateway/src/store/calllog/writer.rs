@@ -67,6 +67,17 @@ pub struct Entry {
     bytes: u32,
 }
 
+impl Entry {
+    /// A record read back from the log (at start), ending at `at`.
+    pub fn read_back(record: Record, at: Position) -> Self {
+        Self {
+            record: Arc::new(record),
+            at,
+            bytes: 0,
+        }
+    }
+}
+
 /// A position that moves forward, and waiting for it.
 #[derive(Default)]
 pub struct Written {
@@ -145,7 +156,7 @@ const INDEX_EVERY: Duration = Duration::from_millis(20);
 /// The call log's appending side, and the records it holds for the indexer.
 pub struct LogWriter {
     shared: Arc<Shared>,
-    syncer: Option<std::thread::JoinHandle<()>>,
+    syncer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl LogWriter {
@@ -202,7 +213,7 @@ impl LogWriter {
             .spawn(move || run_syncer(&syncing))?;
         Ok(Self {
             shared,
-            syncer: Some(syncer),
+            syncer: Mutex::new(Some(syncer)),
         })
     }
 
@@ -261,12 +272,13 @@ impl LogWriter {
 impl LogWriter {
     /// Refuse further appends, sync what was written, and let the indexer
     /// end once it has taken what waits.
-    pub fn stop(&mut self) {
+    pub fn stop(&self) {
         self.shared.state.lock().stopping = true;
         self.shared.to_sync.notify_all();
         self.shared.to_index.notify_all();
         // The syncer makes the last writes durable before it ends.
-        if let Some(syncer) = self.syncer.take() {
+        let syncer = self.syncer.lock().take();
+        if let Some(syncer) = syncer {
             let _ = syncer.join();
         }
     }

@@ -33,6 +33,18 @@ CREATE INDEX IF NOT EXISTS grants_tool ON grants(tool);
 /// The columns schema version 5 added to `grants`.
 pub(crate) const BOUND_COLUMNS: [&str; 3] = ["upstream_tool", "digest", "revoked_by"];
 
+/// Add the grant `g` to the database at `path` (created if missing): a
+/// grant only, no row of calls, so it takes no writers' lock — what an
+/// approval for a span leaves, written from outside a gateway (tests, and
+/// tools that seed grants).
+pub fn add(path: &Path, g: &Grant) -> Result<(), StoreError> {
+    let conn = crate::store::sqlite::open_for_writing(path)?;
+    insert(&conn, g).map_err(|source| StoreError::Sqlite {
+        context: format!("the audit store {}", path.display()),
+        source,
+    })
+}
+
 pub(crate) fn insert(conn: &Connection, g: &Grant) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO grants (id, created_ms, expires_ms, revoked_ms, caller, upstream, tool, rule, upstream_tool, digest, revoked_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -117,7 +129,18 @@ pub fn list(path: &Path, all: bool) -> Result<Vec<Grant>, StoreError> {
 /// Revoke the grant `id` in the database at `path` as `by` (a console
 /// session's subject, or `cli`), and record the revocation there as a row
 /// (`toolgate.grant`, status `revoked`, `by` its caller).
+///
+/// It writes beside gateways that commit each row, and is refused, with
+/// what to do instead, while a gateway with a call log writes the store.
 pub fn revoke(path: &Path, id: &str, by: &str) -> Result<Revoked, StoreError> {
+    let _held = if path.exists() {
+        Some(crate::store::writers::hold(
+            path,
+            crate::store::writers::Hold::Shared,
+        )?)
+    } else {
+        None
+    };
     revoke_recording(path, id, by, true)
 }
 

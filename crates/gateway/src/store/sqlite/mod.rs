@@ -171,6 +171,8 @@ pub struct AuditStore {
     jobs: mpsc::Sender<Job>,
     arguments: bool,
     path: PathBuf,
+    /// The writers' lock, shared (none beneath a call log, which holds it).
+    held: parking_lot::Mutex<Option<crate::store::writers::Held>>,
 }
 
 fn stopped() -> StoreError {
@@ -197,8 +199,24 @@ pub(crate) fn open_for_writing(path: &Path) -> Result<Connection, StoreError> {
 }
 
 impl AuditStore {
-    /// Open the store at `path` and start its writer thread.
+    /// Open the store at `path` and start its writer thread. It writes
+    /// beside other such stores, never beside a gateway's call log
+    /// ([`crate::store::writers`]).
     pub fn open(path: &Path, arguments: bool) -> Result<Self, StoreError> {
+        let held = crate::store::writers::hold(path, crate::store::writers::Hold::Shared)?;
+        Self::open_held(path, arguments, Some(held))
+    }
+
+    /// The store beneath a call log, which holds the writers' lock alone.
+    pub(crate) fn open_beneath_log(path: &Path, arguments: bool) -> Result<Self, StoreError> {
+        Self::open_held(path, arguments, None)
+    }
+
+    fn open_held(
+        path: &Path,
+        arguments: bool,
+        held: Option<crate::store::writers::Held>,
+    ) -> Result<Self, StoreError> {
         let conn = open_for_writing(path)?;
         let (jobs, rx) = mpsc::channel(4096);
         let shown = path.display().to_string();
@@ -210,6 +228,7 @@ impl AuditStore {
             jobs,
             arguments,
             path: path.to_owned(),
+            held: parking_lot::Mutex::new(held),
         })
     }
 
@@ -348,6 +367,10 @@ impl AuditSink for AuditStore {
         self: std::sync::Arc<Self>,
     ) -> std::sync::Arc<dyn crate::store::accounts::AccountStore> {
         self
+    }
+
+    fn close(&self) {
+        self.held.lock().take();
     }
 }
 
