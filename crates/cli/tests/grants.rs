@@ -214,7 +214,7 @@ async fn beside_a_gateway_with_a_call_log_a_revocation_is_refused_and_sent_to_it
     let up = support::echo_upstream().await;
     std::fs::write(
         dir.path().join("toolgate.toml"),
-        format!("[servers.up]\nurl = \"{up}\"\n[policy]\ndefault = \"allow\"\n"),
+        format!("[servers.up]\nurl = \"{up}\"\n[policy]\ndefault = \"allow\"\n[audit]\ndurability = \"process\"\n"),
     )
     .unwrap();
     let db = dir.path().join("toolgate-audit.db");
@@ -229,7 +229,7 @@ async fn beside_a_gateway_with_a_call_log_a_revocation_is_refused_and_sent_to_it
         "rule 1",
         Duration::from_secs(3600),
     );
-    // The gateway (a call log, the default) writes the store alone.
+    // The gateway (with a call log) writes the store alone.
     let mut gateway = support::serve_in(dir.path(), &[]).await;
     toolgate_gateway::store::sqlite::grants::add(&db, &grant).unwrap();
     let path = db.display().to_string();

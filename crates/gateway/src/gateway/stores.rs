@@ -74,7 +74,7 @@ impl Stores {
                     (Some(store.clone()), store.nonces())
                 }
                 (_, Some(path)) => match config.audit.durability {
-                    Some(AuditDurability::Process | AuditDurability::Sync) | None => {
+                    Some(AuditDurability::Process | AuditDurability::Sync) => {
                         let durability = match config.audit.durability {
                             Some(AuditDurability::Sync) => Durability::Sync,
                             _ => Durability::Process,
@@ -89,7 +89,10 @@ impl Stores {
                         flows = Some(store.store().clone());
                         (Some(store.clone()), store.nonces())
                     }
-                    Some(AuditDurability::Commit) => {
+                    // The default until each instance can keep a log of its
+                    // own: hosts that each start `serve --stdio` share one
+                    // configuration's store (see docs/gateway.md).
+                    Some(AuditDurability::Commit) | None => {
                         // What a gateway with a log left unindexed comes
                         // first: its calls hold the next ids.
                         crate::store::calllog::logged::drain(path)?;
