@@ -101,7 +101,7 @@ impl LoggedStore {
                 context: "the audit store's last call".into(),
                 source,
             })?;
-        let log = LogWriter::start(appender, recovered, durability, backlog)
+        let log = LogWriter::start(appender, (indexed_at, recovered), durability, backlog)
             .map_err(|e| io("cannot start its syncer", e))?;
         let next_id = AtomicI64::new(stored.max(log.max_unindexed_id().unwrap_or(0)) + 1);
         let feed = log.feed();

@@ -161,22 +161,21 @@ pub struct LogWriter {
 
 impl LogWriter {
     /// Start appending with `appender`; `recovered` are the records the
-    /// log holds beyond the indexed store (read at start), and `backlog`
-    /// the most bytes that may wait to be indexed before new calls are
-    /// refused.
+    /// log holds beyond the indexed store (read at start, from `from`),
+    /// and `backlog` the most bytes that may wait to be indexed before new
+    /// calls are refused.
     pub fn start(
         appender: Appender,
-        recovered: Vec<(Record, Position)>,
+        (from, recovered): (Position, Vec<(Record, Position)>),
         durability: Durability,
         backlog: u64,
     ) -> std::io::Result<Self> {
         let mut pending = VecDeque::with_capacity(recovered.len());
-        let mut before = recovered
-            .first()
-            .map_or(appender.position(), |_| Position::default());
+        let mut before = from;
         let mut pending_bytes = 0;
         for (record, at) in recovered {
-            // Sizes of recovered records, as far as positions tell them.
+            // Each record's size, from where the one before it ended (a
+            // record in a later segment starts at its beginning).
             let bytes = if at.segment == before.segment {
                 at.offset.saturating_sub(before.offset)
             } else {
@@ -486,8 +485,15 @@ mod tests {
         for durability in [Durability::Process, Durability::Sync] {
             let dir = tempfile::tempdir().unwrap();
             let (appender, _) = Appender::open(dir.path()).unwrap();
-            let log =
-                Arc::new(LogWriter::start(appender, Vec::new(), durability, u64::MAX).unwrap());
+            let log = Arc::new(
+                LogWriter::start(
+                    appender,
+                    (Position::default(), Vec::new()),
+                    durability,
+                    u64::MAX,
+                )
+                .unwrap(),
+            );
             let mut tasks = tokio::task::JoinSet::new();
             for id in 0..200 {
                 let log = log.clone();
@@ -538,7 +544,13 @@ mod tests {
     async fn past_the_backlog_bound_new_calls_are_refused_and_outcomes_kept() {
         let dir = tempfile::tempdir().unwrap();
         let (appender, _) = Appender::open(dir.path()).unwrap();
-        let log = LogWriter::start(appender, Vec::new(), Durability::Process, 150).unwrap();
+        let log = LogWriter::start(
+            appender,
+            (Position::default(), Vec::new()),
+            Durability::Process,
+            150,
+        )
+        .unwrap();
         log.append(record(1)).await.unwrap();
         log.append(record(2)).await.unwrap();
         let refused = log.append(record(3)).await.unwrap_err();
@@ -553,5 +565,31 @@ mod tests {
         let n = feed.take().unwrap().len();
         feed.indexed(n);
         log.append(record(3)).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_tail_recovered_late_in_a_segment_counts_its_own_bytes_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (appender, _) = Appender::open(dir.path()).unwrap();
+        let mut one = Vec::new();
+        encode(&record(1), &mut one);
+        // Indexed up to 1,000 bytes into the segment; one record after it.
+        let from = Position {
+            segment: 0,
+            offset: 1000,
+        };
+        let at = Position {
+            segment: 0,
+            offset: 1000 + one.len() as u64,
+        };
+        let log = LogWriter::start(
+            appender,
+            (from, vec![(record(1), at)]),
+            Durability::Process,
+            150,
+        )
+        .unwrap();
+        // The backlog holds that one record's bytes, not the segment's.
+        log.append(record(2)).await.unwrap();
     }
 }
