@@ -15,44 +15,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt as _;
-use tokio::net::TcpListener;
 use toolgate_client::transport::http::{HttpOptions, HttpTransport};
 use toolgate_client::{CallOptions, Client};
 use toolgate_gateway::store::calllog::logged::query;
 use toolgate_gateway::store::sqlite::Filter;
-use toolgate_server::transport::http::{HttpConfig, serve_listener};
-use toolgate_server::{Server, ToolDef};
 
-#[derive(Deserialize, schemars::JsonSchema)]
-struct Numbered {
-    n: u64,
-}
-
-/// An upstream that counts the calls that reach it.
-async fn counting_upstream(seen: Arc<AtomicUsize>) -> String {
-    let server = Server::builder("up", "1")
-        .tool(
-            ToolDef::new("echo")
-                .description("Returns its number.")
-                .read_only()
-                .handler(move |args: Numbered| {
-                    let seen = seen.clone();
-                    async move {
-                        seen.fetch_add(1, Ordering::SeqCst);
-                        Ok(args.n.to_string())
-                    }
-                }),
-        )
-        .build()
-        .unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(serve_listener(server, HttpConfig::default(), listener));
-    url
-}
+mod support;
 
 /// Runs `toolgate serve` with its call log on a full tmpfs; a line on
 /// `$TG_FREE` frees it (answered on `$TG_FREED`), a second stops it.
@@ -88,7 +58,7 @@ async fn call(client: &Client, n: u64) -> (bool, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_refuses_calls_unforwarded_and_recovers_when_space_returns() {
     let seen = Arc::new(AtomicUsize::new(0));
-    let up = counting_upstream(seen.clone()).await;
+    let up = support::counting_upstream(seen.clone()).await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("toolgate.toml"),

@@ -45,12 +45,23 @@ struct Numbered {
 /// An upstream over HTTP whose one tool, `echo`, returns the number `n` it
 /// is given; its endpoint URL.
 pub async fn echo_upstream() -> String {
+    counting_upstream(std::sync::Arc::default()).await
+}
+
+/// [`echo_upstream`], counting in `seen` the calls that reach it.
+pub async fn counting_upstream(seen: std::sync::Arc<std::sync::atomic::AtomicUsize>) -> String {
     let server = Server::builder("up", "1")
         .tool(
             ToolDef::new("echo")
                 .description("Returns its number.")
                 .read_only()
-                .handler(|args: Numbered| async move { Ok(args.n.to_string()) }),
+                .handler(move |args: Numbered| {
+                    let seen = seen.clone();
+                    async move {
+                        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        Ok(args.n.to_string())
+                    }
+                }),
         )
         .build()
         .unwrap();

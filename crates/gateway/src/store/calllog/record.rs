@@ -208,23 +208,26 @@ pub fn decode(bytes: &[u8]) -> Result<(Record, usize), Bad> {
     Ok((Record { kind, row }, HEADER + len))
 }
 
+/// A whole-row record of the call `id` (for tests).
+#[cfg(test)]
+pub(crate) fn record_for_tests(id: i64) -> Record {
+    Record {
+        kind: Kind::Row,
+        row: AuditRow {
+            id,
+            tool: "t".into(),
+            status: "ok".into(),
+            ..AuditRow::default()
+        },
+    }
+}
+
 /// Whole-row records of the calls `ids`, back to back (for tests).
 #[cfg(test)]
 pub(crate) fn records_for_tests(ids: std::ops::Range<i64>) -> Vec<u8> {
     let mut out = Vec::new();
     for id in ids {
-        encode(
-            &Record {
-                kind: Kind::Row,
-                row: AuditRow {
-                    id,
-                    tool: "t".into(),
-                    status: "ok".into(),
-                    ..AuditRow::default()
-                },
-            },
-            &mut out,
-        );
+        encode(&record_for_tests(id), &mut out);
     }
     out
 }

@@ -217,11 +217,6 @@ impl Appender {
         Ok(self.at)
     }
 
-    /// Make what was appended durable (`fdatasync`).
-    pub fn sync(&mut self) -> io::Result<()> {
-        self.file.sync_data()
-    }
-
     /// The segment being appended to, to sync without holding the
     /// appender.
     pub fn file(&self) -> std::sync::Arc<File> {

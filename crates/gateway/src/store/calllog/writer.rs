@@ -465,20 +465,8 @@ fn run_syncer(shared: &Shared) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::audit::AuditRow;
+    use crate::store::calllog::record::record_for_tests as record;
     use crate::store::calllog::segment::{list, read};
-
-    fn record(id: i64) -> Record {
-        Record {
-            kind: Kind::Row,
-            row: AuditRow {
-                id,
-                tool: "t".into(),
-                status: "ok".into(),
-                ..AuditRow::default()
-            },
-        }
-    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_appends_all_land_whole_and_in_the_order_the_indexer_takes_them() {
