@@ -28,6 +28,7 @@ mod input;
 mod log;
 mod login;
 mod review;
+mod sandbox;
 mod serve;
 mod shell;
 mod target;
@@ -196,6 +197,16 @@ Examples:
   toolgate grants --revoke g-4f1c2a9e0b7d3c58
   toolgate grants --db postgres://gw@db/audit --revoke g-4f1c2a9e0b7d3c58")]
     Grants(grants::GrantsArgs),
+    /// What this machine can enforce of a stdio server's sandbox.
+    #[command(after_help = "\
+Examples:
+  toolgate sandbox check
+  toolgate sandbox check --json
+
+A sandbox is set per stdio server (`sandbox = \"strict\"`, docs/gateway.md):
+Landlock for files and TCP, namespaces for processes, /proc and the network,
+cgroups for the process and memory caps.")]
+    Sandbox(sandbox::SandboxArgs),
     /// Encode or decode an Mcp-Name / Mcp-Param-* header value.
     #[command(after_help = "\
 Examples:
@@ -269,6 +280,11 @@ async fn run(command: Command) -> anyhow::Result<u8> {
         Command::Man { out } => shell::man(Cli::command(), out.as_deref()),
         Command::Log(args) => log::log(args).await,
         Command::Grants(args) => grants::grants(args).await,
+        Command::Sandbox(args) => match args.action {
+            sandbox::SandboxAction::Check { json } => sandbox::check(json),
+            // Run before the runtime started (`main`).
+            _ => Ok(exit::FAILED),
+        },
         Command::Header {
             action: HeaderAction::Encode { value },
         } => {
@@ -298,6 +314,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The launcher's modes restrict the process they run in: one thread.
+    if let Command::Sandbox(args) = &cli.command
+        && let Some(code) = sandbox::before_runtime(&args.action)
+    {
+        return code;
+    }
     let threads = match &cli.command {
         Command::Serve(args) => serve_threads(
             args.threads,

@@ -119,6 +119,8 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
         lock,
         lock_file: o.lock.clone(),
         check: o.check,
+        // Sandboxed stdio servers start through this binary's launcher.
+        launcher: std::env::current_exe().ok(),
         ..Default::default()
     };
     // With its causes: a key file that cannot be read says why.

@@ -13,6 +13,7 @@ pub mod linked;
 pub mod metrics;
 pub(crate) mod parked;
 pub(crate) mod rounds;
+pub mod sandbox;
 pub mod stack;
 pub mod telemetry;
 pub mod upstream;

@@ -85,6 +85,8 @@ pub struct Upstream {
     link: Mutex<Link>,
     /// The first wait before a restart.
     first_backoff: Duration,
+    /// The program sandboxed stdio servers are started through.
+    launcher: Option<std::path::PathBuf>,
     /// Signalled when the connection fails.
     failed: tokio::sync::Notify,
     on_start: Mutex<Option<OnStart>>,
@@ -151,14 +153,27 @@ impl InputHandler for Relay {
     // and the upstream decides what follows. Nobody's answer is made up.
 }
 
+/// How upstreams are started.
+#[derive(Clone, Debug)]
+pub struct Starting {
+    /// The first wait before restarting a failed one.
+    pub backoff: Duration,
+    /// The program sandboxed stdio servers are started through (the
+    /// `toolgate` binary's `sandbox exec`); without it a server with a
+    /// sandbox is not started.
+    pub launcher: Option<std::path::PathBuf>,
+}
+
 impl Upstream {
     /// An upstream, not yet started, restarted after failures with a
-    /// backoff from `first_backoff` (doubling up to [`MAX_BACKOFF`]).
-    pub fn new(config: UpstreamConfig, first_backoff: Duration) -> Arc<Self> {
+    /// backoff from `starting.backoff` (doubling up to [`MAX_BACKOFF`]).
+    pub fn new(config: UpstreamConfig, starting: &Starting) -> Arc<Self> {
+        let first_backoff = starting.backoff;
         Arc::new_cyclic(|me| Upstream {
             me: me.clone(),
             link: Mutex::new(Link::default()),
             first_backoff,
+            launcher: starting.launcher.clone(),
             failed: tokio::sync::Notify::new(),
             on_start: Mutex::new(None),
             budget: config
@@ -303,7 +318,7 @@ impl Upstream {
                 None,
             ));
         }
-        let command = StdioCommand {
+        let mut command = StdioCommand {
             program: c
                 .command
                 .as_ref()
@@ -319,6 +334,9 @@ impl Upstream {
             inherit_env: c.inherit_env,
             process_group: true,
         };
+        if c.sandbox.is_some() {
+            command = crate::call::sandbox::wrap(command, c, self.launcher.as_deref())?;
+        }
         let transport = StdioTransport::spawn(&command)?;
         let stderr = transport.stderr_handle();
         let exit = transport.exit_handle();

@@ -7,7 +7,7 @@
 //! those tools (everything else is confirmed, the built-in default), and
 //! keys toolgate does not use are reported once and otherwise ignored.
 //! `${VAR}` in `command`, `args`, `env`, `cwd`, `url`, `headers`,
-//! `oauth` and `identity` is
+//! `oauth`, `identity` and a sandbox's paths is
 //! replaced by the environment variable `VAR` (an unset one is an error);
 //! `$${` writes a literal `${`.
 //!
@@ -44,6 +44,7 @@ mod identity;
 mod limits;
 mod observe;
 mod policy;
+mod sandbox;
 mod secret;
 mod size;
 mod upstream;
@@ -62,6 +63,7 @@ pub use limits::{
 pub(crate) use limits::{Cost, check_budgets};
 pub use observe::{AuditConfig, AuditDurability, TelemetryConfig};
 pub use policy::{Action, LONGEST, PolicyConfig, RuleConfig};
+pub use sandbox::{NetworkConfig, SandboxConfig, SandboxMode, SandboxTable};
 pub use secret::{Secret, Secrets, Shape};
 pub use size::{ByteSize, SizeError};
 pub use upstream::{HttpKind, UpstreamConfig, UpstreamOAuth, default_prefix};

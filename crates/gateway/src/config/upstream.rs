@@ -42,6 +42,14 @@ pub struct UpstreamConfig {
     /// Give it the gateway's whole environment instead of the minimal one.
     #[serde(default)]
     pub inherit_env: bool,
+    /// Run it in a sandbox (Linux): `"strict"`, `"network"`, or a table
+    /// `{ profile, read, write, network, processes, memory, cpu_seconds }`.
+    /// See docs/gateway.md, "Sandboxed stdio servers".
+    pub sandbox: Option<SandboxConfig>,
+    /// `"enforce"` (default): refuse to start it unless this machine
+    /// enforces every rule of its sandbox; `"best-effort"`: start it with
+    /// what holds, logging each rule that does not.
+    pub sandbox_mode: Option<SandboxMode>,
     /// The HTTP endpoint of a remote server: Streamable HTTP (either era),
     /// or the event stream of a server on the deprecated 2024-11-05
     /// HTTP+SSE transport (detected, or see `transport`).
@@ -267,6 +275,25 @@ impl UpstreamConfig {
         if let Some(identity) = &self.identity {
             identity.check(name, self)?;
         }
+        match &self.sandbox {
+            Some(_) if self.command.is_none() => {
+                return Err(err(format!(
+                    "server {name:?}: sandbox applies to stdio servers (a command), not to a url"
+                )));
+            }
+            Some(_) if self.inherit_env => {
+                return Err(err(format!(
+                    "server {name:?}: a sandbox with inherit_env = true would hand the server every secret in the gateway's environment; name what it needs in env instead"
+                )));
+            }
+            Some(sandbox) => sandbox.check(name)?,
+            None if self.sandbox_mode.is_some() => {
+                return Err(err(format!(
+                    "server {name:?}: sandbox_mode needs a sandbox (e.g. sandbox = \"strict\")"
+                )));
+            }
+            None => {}
+        }
         Ok(())
     }
 
@@ -318,6 +345,9 @@ impl UpstreamConfig {
         }
         if let Some(identity) = &mut self.identity {
             identity.expand(&name, env)?;
+        }
+        if let Some(sandbox) = &mut self.sandbox {
+            sandbox.expand(&name, env)?;
         }
         if let Some(cwd) = &mut self.cwd {
             let mut text = cwd.to_string_lossy().into_owned();

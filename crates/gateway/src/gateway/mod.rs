@@ -126,7 +126,8 @@ pub struct Inner {
     /// `[policy]` and the rate-limit rules as loaded, for saying whether a
     /// reload changed them.
     rules: RwLock<String>,
-    backoff: Duration,
+    /// How upstreams are started (also those a reload adds).
+    starting: crate::call::upstream::Starting,
     /// Budgets in Redis (`[ratelimit] redis`), instead of in this process.
     shared_limits: Option<Arc<dyn crate::store::limits::SharedLimits>>,
     /// Where callers' rate limits are counted (Redis, or this process).
@@ -275,13 +276,16 @@ impl Gateway {
             .as_ref()
             .map(|s| Arc::new(PendingApprovals::new(pending, &s.base)) as Arc<dyn Approvals>);
         let ratelimit = RwLock::new(Arc::new(config.ratelimit.clone()));
-        let backoff = options
-            .restart_backoff
-            .unwrap_or(crate::call::upstream::FIRST_BACKOFF);
+        let starting = crate::call::upstream::Starting {
+            backoff: options
+                .restart_backoff
+                .unwrap_or(crate::call::upstream::FIRST_BACKOFF),
+            launcher: options.launcher.clone(),
+        };
         let upstreams: Vec<Arc<Upstream>> = config
             .servers
             .into_values()
-            .map(|c| Upstream::new(c, backoff))
+            .map(|c| Upstream::new(c, &starting))
             .collect();
         let gateway = Gateway(Arc::new(Inner {
             server,
@@ -309,7 +313,7 @@ impl Gateway {
             supervisors: parking_lot::Mutex::default(),
             fixed,
             rules,
-            backoff,
+            starting,
             shared_limits,
             caller_limits,
             flows: RwLock::new(crate::decide::flows::Flows::new(&config.flows)?.map(Arc::new)),

@@ -190,7 +190,7 @@ impl Gateway {
             match wanted.get(name) {
                 Some(c) if **c == ups[i].config => {}
                 Some(c) => {
-                    slots[i] = Upstream::new((*c).clone(), self.backoff);
+                    slots[i] = Upstream::new((*c).clone(), &self.starting);
                     restarted.push(i);
                     report.changed.push((*name).to_owned());
                 }
@@ -204,7 +204,7 @@ impl Gateway {
         for (name, c) in &wanted {
             if !live.contains_key(name) {
                 started.push(slots.len());
-                slots.push(Upstream::new((*c).clone(), self.backoff));
+                slots.push(Upstream::new((*c).clone(), &self.starting));
                 report.added.push((*name).to_owned());
             }
         }

@@ -53,6 +53,10 @@ pub struct GatewayOptions {
     /// the audit store is not opened — the gateway it checks for may be
     /// running, and writing it.
     pub check: bool,
+    /// The program stdio servers with a `sandbox` are started through: a
+    /// `toolgate` binary (its `sandbox exec` mode). `toolgate serve` sets
+    /// it to itself; without it such a server is not started.
+    pub launcher: Option<std::path::PathBuf>,
 }
 
 /// How one upstream is doing, for `toolgate serve --check`.

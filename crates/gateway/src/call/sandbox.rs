@@ -1,0 +1,72 @@
+//! A stdio upstream with a `sandbox`: its command becomes the launcher's
+//! (`toolgate sandbox exec --policy … -- COMMAND`), with the policy resolved
+//! against the command as it will run (its `PATH`, its home, its working
+//! directory). The environment stays what it was: the minimal one plus
+//! what `env` names — the launcher passes it on and adds only `TMPDIR`.
+//!
+//! Layer: `call` (how an upstream is started).
+
+use std::path::Path;
+
+use toolgate_client::ClientError;
+use toolgate_client::transport::stdio::StdioCommand;
+use toolgate_sandbox::{Policy, ServerCommand};
+
+use crate::config::UpstreamConfig;
+
+/// The policy `config`'s sandbox resolves to (`None`: it has none).
+pub fn policy_of(
+    config: &UpstreamConfig,
+) -> Option<Result<Policy, toolgate_sandbox::SandboxError>> {
+    let sandbox = config.sandbox.as_ref()?;
+    let env = |name: &str| {
+        config
+            .env
+            .get(name)
+            .map(|v| v.expose().to_owned())
+            .or_else(|| std::env::var(name).ok())
+    };
+    let server = ServerCommand {
+        program: config
+            .command
+            .as_ref()
+            .map(|c| c.expose().to_owned())
+            .unwrap_or_default(),
+        args: config.args.iter().map(|a| a.expose().to_owned()).collect(),
+        cwd: config.cwd.clone(),
+        path: env("PATH"),
+        home: env("HOME").map(Into::into),
+    };
+    Some(sandbox.request(config.sandbox_mode).resolve(&server))
+}
+
+/// `command` started through `launcher` in the sandbox `config` asks for.
+pub fn wrap(
+    command: StdioCommand,
+    config: &UpstreamConfig,
+    launcher: Option<&Path>,
+) -> Result<StdioCommand, ClientError> {
+    let Some(policy) = policy_of(config) else {
+        return Ok(command);
+    };
+    let Some(launcher) = launcher else {
+        return Err(ClientError::transport(
+            "this server has a sandbox, and this gateway has no launcher to start it through (run it with `toolgate serve`)",
+        ));
+    };
+    let policy = policy.map_err(|e| ClientError::transport(format!("sandbox: {e}")))?;
+    let mut args = vec![
+        "sandbox".to_owned(),
+        "exec".to_owned(),
+        "--policy".to_owned(),
+        policy.to_arg(),
+        "--".to_owned(),
+        command.program,
+    ];
+    args.extend(command.args);
+    Ok(StdioCommand {
+        program: launcher.to_string_lossy().into_owned(),
+        args,
+        ..command
+    })
+}

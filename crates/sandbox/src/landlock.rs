@@ -1,0 +1,107 @@
+//! The Landlock domain of a sandbox: which paths it reads and writes, which
+//! TCP ports it connects to, and the scopes that keep it from signalling
+//! processes or reaching abstract unix sockets outside it. Inherited across
+//! `exec` and by every child, and it cannot be lifted.
+//!
+//! Layer: used by the launcher's second stage (and the probe).
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, NetPort, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+};
+
+use crate::SandboxError;
+use crate::policy::{Mode, Network, Policy};
+
+/// The ABI the rules are written for (see [`crate::policy::LANDLOCK_ABI`]).
+const RULES: ABI = ABI::V6;
+
+/// The kernel's Landlock ABI, as far as this crate knows ABIs (0: none).
+/// Restricts the calling thread with an empty best-effort domain to ask.
+pub fn abi() -> u8 {
+    let status = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::Execute)
+        .and_then(|r| r.create())
+        .and_then(|r| r.restrict_self());
+    match status {
+        Ok(status) => match status.landlock {
+            LandlockStatus::Available { effective_abi, .. } => {
+                effective_abi.to_string().parse().unwrap_or(0)
+            }
+            _ => 0,
+        },
+        Err(_) => 0,
+    }
+}
+
+/// Restrict this process (and all it starts) to `policy`'s paths and
+/// ports. `extra_read` are paths the launcher adds (its own `/proc`).
+/// In [`Mode::BestEffort`] returns what the kernel did not enforce.
+pub fn restrict(policy: &Policy, extra_read: &[&str]) -> Result<Vec<String>, SandboxError> {
+    let level = match policy.mode {
+        Mode::Enforce => CompatLevel::HardRequirement,
+        Mode::BestEffort => CompatLevel::BestEffort,
+    };
+    let fail = |e: landlock::RulesetError| SandboxError::Landlock(e.to_string());
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(level)
+        .handle_access(AccessFs::from_all(RULES))
+        .map_err(fail)?
+        .scope(Scope::from_all(RULES))
+        .map_err(fail)?;
+    let ports: Vec<u16> = match &policy.network {
+        // Outbound TCP is allowed: only listening is handled (and denied).
+        Network::Outbound => {
+            ruleset = ruleset.handle_access(AccessNet::BindTcp).map_err(fail)?;
+            Vec::new()
+        }
+        Network::Ports(endpoints) => {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(RULES))
+                .map_err(fail)?;
+            endpoints.iter().map(|e| e.port).collect()
+        }
+        Network::None | Network::Loopback => {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(RULES))
+                .map_err(fail)?;
+            Vec::new()
+        }
+    };
+    let read = policy
+        .read
+        .iter()
+        .map(|p| p.as_path())
+        .chain(extra_read.iter().map(std::path::Path::new));
+    let created = ruleset
+        .create()
+        .map_err(fail)?
+        .add_rules(path_beneath_rules(read, AccessFs::from_read(RULES)))
+        .map_err(fail)?
+        .add_rules(path_beneath_rules(&policy.write, AccessFs::from_all(RULES)))
+        .map_err(fail)?
+        .add_rules(
+            ports
+                .into_iter()
+                .map(|p| Ok::<_, landlock::RulesetError>(NetPort::new(p, AccessNet::ConnectTcp))),
+        )
+        .map_err(fail)?;
+    let status = created.restrict_self().map_err(fail)?;
+    let mut gaps = Vec::new();
+    match status.ruleset {
+        RulesetStatus::FullyEnforced => {}
+        RulesetStatus::PartiallyEnforced => gaps.push(format!(
+            "Landlock enforced part of the rules (kernel ABI below {})",
+            crate::policy::LANDLOCK_ABI
+        )),
+        RulesetStatus::NotEnforced => gaps.push(
+            "Landlock enforced nothing: the server can read and write every file the gateway can"
+                .to_owned(),
+        ),
+    }
+    if !status.no_new_privs {
+        gaps.push("no_new_privs is not set".to_owned());
+    }
+    Ok(gaps)
+}
