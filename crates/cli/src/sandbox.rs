@@ -141,3 +141,94 @@ pub fn check(json: bool) -> anyhow::Result<u8> {
         Ok(exit::FAILED)
     }
 }
+
+/// For `serve --check`: each sandboxed server's profile, and whether this
+/// machine enforces all of it. An enforced sandbox that would not hold
+/// fails the check.
+pub fn report(servers: &[toolgate_gateway::config::UpstreamConfig]) -> u8 {
+    if servers.is_empty() {
+        return exit::OK;
+    }
+    let support = std::env::current_exe()
+        .map_err(anyhow::Error::from)
+        .and_then(|exe| Support::query(&exe).map_err(anyhow::Error::from));
+    outln!();
+    outln!("Sandboxes:");
+    let mut code = exit::OK;
+    for server in servers {
+        let Some(sandbox) = &server.sandbox else { continue };
+        let mode = server.sandbox_mode.unwrap_or_default();
+        let name = crate::term::one_line(&server.name);
+        let profile = sandbox.profile_name();
+        let policy = match toolgate_gateway::call::sandbox::policy_of(server) {
+            Some(Ok(policy)) => policy,
+            Some(Err(e)) => {
+                code = exit::FAILED;
+                outln!("  {name}: {profile}: {}", crate::term::one_line(&e.to_string()));
+                continue;
+            }
+            None => continue,
+        };
+        let gaps = match &support {
+            Ok(support) => policy.gaps(support),
+            Err(e) => vec![format!("cannot ask the kernel: {e}")],
+        };
+        let shape = describe(&policy);
+        if gaps.is_empty() {
+            outln!("  {name}: {profile} ({shape}): enforced in full");
+            continue;
+        }
+        let how = match mode {
+            toolgate_gateway::config::SandboxMode::Enforce => {
+                code = exit::FAILED;
+                "NOT STARTED (sandbox_mode = \"enforce\"): not enforced here"
+            }
+            toolgate_gateway::config::SandboxMode::BestEffort => {
+                "started best-effort; not enforced here"
+            }
+        };
+        outln!("  {name}: {profile} ({shape}): {how}:");
+        for gap in gaps {
+            outln!("      - {gap}");
+        }
+    }
+    code
+}
+
+/// A policy in a few words: what it writes, its network and caps.
+fn describe(policy: &Policy) -> String {
+    let mut parts = Vec::new();
+    let writes: Vec<String> = policy
+        .write
+        .iter()
+        .filter(|p| !toolgate_sandbox::DEVICES.iter().any(|d| p.as_os_str() == *d))
+        .map(|p| p.display().to_string())
+        .collect();
+    parts.push(if writes.is_empty() {
+        "writes nowhere".to_owned()
+    } else {
+        format!("writes {}", writes.join(", "))
+    });
+    parts.push(match &policy.network {
+        toolgate_sandbox::Network::None => "no network".to_owned(),
+        toolgate_sandbox::Network::Loopback => "its own loopback".to_owned(),
+        toolgate_sandbox::Network::Outbound => "outbound TCP".to_owned(),
+        toolgate_sandbox::Network::Ports(list) => format!(
+            "TCP to {}",
+            list.iter()
+                .map(|e| format!("{}:{}", e.host, e.port))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    });
+    if let Some(n) = policy.processes {
+        parts.push(format!("{n} processes"));
+    }
+    if let Some(m) = policy.memory {
+        parts.push(format!("{} MiB", m >> 20));
+    }
+    if let Some(s) = policy.cpu_seconds {
+        parts.push(format!("{s} s of CPU"));
+    }
+    parts.join("; ")
+}

@@ -92,6 +92,12 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
         console.listen = Some(addr.clone());
         config.console = Some(console);
     }
+    let sandboxed: Vec<toolgate_gateway::config::UpstreamConfig> = config
+        .servers
+        .values()
+        .filter(|c| c.enabled && c.sandbox.is_some())
+        .cloned()
+        .collect();
     let auth_config = config.auth.clone().filter(|_| o.http.is_some());
     let auth =
         match (&config.auth, &o.http) {
@@ -131,7 +137,10 @@ pub async fn serve(o: ServeArgs) -> anyhow::Result<u8> {
         )
     })?;
     if o.check {
-        return Ok(check(&gateway));
+        let names: Vec<&str> = sandboxed.iter().map(|c| c.name.as_str()).collect();
+        let code = check(&gateway, &names);
+        let sandboxes = crate::sandbox::report(&sandboxed);
+        return Ok(code.max(sandboxes));
     }
     // The approval page and the console are surfaces over the running
     // gateway, on the socket it bound at start.
@@ -371,7 +380,7 @@ fn stop_signal() -> impl std::future::Future<Output = ()> {
 }
 
 /// `--check`: a table of the upstreams; the status says whether all is well.
-fn check(gateway: &Gateway) -> u8 {
+fn check(gateway: &Gateway, sandboxed: &[&str]) -> u8 {
     let mut table = Table::new();
     table.load_preset(presets::NOTHING).set_header([
         "SERVER",
@@ -442,7 +451,12 @@ fn check(gateway: &Gateway) -> u8 {
                 outln!("  | {}", one_line(line));
             }
         }
-        if s.transport == "stdio" {
+        if sandboxed.contains(&s.name.as_str()) {
+            outln!(
+                "{}: it runs in a sandbox: see below what this machine enforces; a file or directory it needs may be missing from the sandbox's `read` or `write`",
+                one_line(&s.name)
+            );
+        } else if s.transport == "stdio" {
             outln!(
                 "{}: a stdio server gets a minimal environment (PATH, HOME, locale, proxies); give it what it needs with `env`, or `inherit_env = true`",
                 one_line(&s.name)

@@ -37,10 +37,14 @@ pub struct ServerEntry {
     pub trusted: bool,
     /// Whether the URL may be (or is) a 2024-11-05 HTTP+SSE server.
     pub sse: SseMode,
+    /// The gateway configuration's entry, when it sets a sandbox: the CLI
+    /// starts the server in it too.
+    pub sandboxed: Option<Box<UpstreamConfig>>,
 }
 
 impl From<UpstreamConfig> for ServerEntry {
     fn from(c: UpstreamConfig) -> Self {
+        let sandboxed = c.sandbox.is_some().then(|| Box::new(c.clone()));
         let exposed = |m: BTreeMap<String, toolgate_gateway::config::Secret>| {
             m.into_iter()
                 .map(|(k, v)| (k, v.expose().to_owned()))
@@ -56,6 +60,7 @@ impl From<UpstreamConfig> for ServerEntry {
             headers: exposed(c.headers),
             trusted: c.trusted,
             sse: toolgate_gateway::config::HttpKind::sse_mode(c.transport),
+            sandboxed,
         }
     }
 }
@@ -379,6 +384,8 @@ pub struct Connection {
     stderr: Option<StderrTail>,
     /// A started server given the minimal environment (not `--inherit-env`).
     minimal_env: bool,
+    /// A started server that runs in its configuration's sandbox.
+    sandboxed: bool,
 }
 
 impl Connection {
@@ -402,6 +409,12 @@ impl Connection {
             return error.context(format!(
                 "{} needs authorization: run `toolgate login {}`, then try again",
                 self.name, self.name
+            ));
+        }
+        if exited && self.sandboxed {
+            return error.context(format!(
+                "{} runs in a sandbox (its stderr above says what it refused); a file or directory it needs may be missing from the sandbox's `read` or `write` (`toolgate sandbox check` says what this machine enforces)",
+                self.name
             ));
         }
         if exited {
@@ -447,6 +460,7 @@ impl Target {
             trusted,
             stderr,
             minimal_env: !(reach.inherit_env || self.entry.inherit_env),
+            sandboxed: self.entry.sandboxed.is_some(),
         })
     }
 
@@ -490,7 +504,7 @@ impl Target {
                 format!("server {:?} has neither a command nor a url", self.name),
             ));
         };
-        let command = StdioCommand {
+        let mut command = StdioCommand {
             program: program.clone(),
             args: self.entry.args.clone(),
             env: self
@@ -504,6 +518,13 @@ impl Target {
             // Ctrl-C on the terminal should reach the server too.
             process_group: false,
         };
+        if let Some(upstream) = &self.entry.sandboxed {
+            // As the gateway would start it: through this binary's launcher.
+            let launcher = std::env::current_exe().ok();
+            command =
+                toolgate_gateway::call::sandbox::wrap(command, upstream, launcher.as_deref())
+                    .with_context(|| format!("cannot start {}", self.name))?;
+        }
         let transport = StdioTransport::spawn(&command)
             .with_context(|| format!("cannot start {}", self.name))?;
         let stderr = transport.stderr_handle();

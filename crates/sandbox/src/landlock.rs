@@ -16,6 +16,23 @@ use crate::policy::{Mode, Network, Policy};
 /// The ABI the rules are written for (see [`crate::policy::LANDLOCK_ABI`]).
 const RULES: ABI = ABI::V6;
 
+/// `TOOLGATE_SANDBOX_ABI=N`: act as if the kernel offered Landlock ABI `N`
+/// at most — to see how a profile fares on an older kernel (`sandbox
+/// check`, `best-effort`), and to test refusals on this one.
+pub const CEILING_VAR: &str = "TOOLGATE_SANDBOX_ABI";
+
+fn ceiling() -> Option<u8> {
+    std::env::var(CEILING_VAR).ok()?.trim().parse().ok()
+}
+
+/// The rules' ABI under the ceiling, if one is set.
+fn rules_abi() -> ABI {
+    match ceiling() {
+        Some(n) if n < crate::policy::LANDLOCK_ABI => ABI::from(i32::from(n)),
+        _ => RULES,
+    }
+}
+
 /// The kernel's Landlock ABI, as far as this crate knows ABIs (0: none).
 /// Restricts the calling thread with an empty best-effort domain to ask.
 pub fn abi() -> u8 {
@@ -24,7 +41,7 @@ pub fn abi() -> u8 {
         .handle_access(AccessFs::Execute)
         .and_then(|r| r.create())
         .and_then(|r| r.restrict_self());
-    match status {
+    let kernel = match status {
         Ok(status) => match status.landlock {
             LandlockStatus::Available { effective_abi, .. } => {
                 effective_abi.to_string().parse().unwrap_or(0)
@@ -32,7 +49,8 @@ pub fn abi() -> u8 {
             _ => 0,
         },
         Err(_) => 0,
-    }
+    };
+    ceiling().map_or(kernel, |c| kernel.min(c))
 }
 
 /// Restrict this process (and all it starts) to `policy`'s paths and
@@ -44,11 +62,22 @@ pub fn restrict(policy: &Policy, extra_read: &[&str]) -> Result<Vec<String>, San
         Mode::BestEffort => CompatLevel::BestEffort,
     };
     let fail = |e: landlock::RulesetError| SandboxError::Landlock(e.to_string());
+    let rules = rules_abi();
+    if rules != RULES && policy.mode == Mode::Enforce {
+        return Err(SandboxError::Landlock(format!(
+            "ABI {rules} (of {}, {CEILING_VAR} is set): {}",
+            crate::policy::LANDLOCK_ABI,
+            crate::policy::missing_below(
+                rules.to_string().parse().unwrap_or(0),
+                &policy.network
+            )
+        )));
+    }
     let mut ruleset = Ruleset::default()
         .set_compatibility(level)
-        .handle_access(AccessFs::from_all(RULES))
+        .handle_access(AccessFs::from_all(rules))
         .map_err(fail)?
-        .scope(Scope::from_all(RULES))
+        .scope(Scope::from_all(rules))
         .map_err(fail)?;
     let ports: Vec<u16> = match &policy.network {
         // Outbound TCP is allowed: only listening is handled (and denied).
@@ -58,13 +87,13 @@ pub fn restrict(policy: &Policy, extra_read: &[&str]) -> Result<Vec<String>, San
         }
         Network::Ports(endpoints) => {
             ruleset = ruleset
-                .handle_access(AccessNet::from_all(RULES))
+                .handle_access(AccessNet::from_all(rules))
                 .map_err(fail)?;
             endpoints.iter().map(|e| e.port).collect()
         }
         Network::None | Network::Loopback => {
             ruleset = ruleset
-                .handle_access(AccessNet::from_all(RULES))
+                .handle_access(AccessNet::from_all(rules))
                 .map_err(fail)?;
             Vec::new()
         }
@@ -77,9 +106,9 @@ pub fn restrict(policy: &Policy, extra_read: &[&str]) -> Result<Vec<String>, San
     let created = ruleset
         .create()
         .map_err(fail)?
-        .add_rules(path_beneath_rules(read, AccessFs::from_read(RULES)))
+        .add_rules(path_beneath_rules(read, AccessFs::from_read(rules)))
         .map_err(fail)?
-        .add_rules(path_beneath_rules(&policy.write, AccessFs::from_all(RULES)))
+        .add_rules(path_beneath_rules(&policy.write, AccessFs::from_all(rules)))
         .map_err(fail)?
         .add_rules(
             ports
@@ -90,10 +119,15 @@ pub fn restrict(policy: &Policy, extra_read: &[&str]) -> Result<Vec<String>, San
     let status = created.restrict_self().map_err(fail)?;
     let mut gaps = Vec::new();
     match status.ruleset {
-        RulesetStatus::FullyEnforced => {}
+        RulesetStatus::FullyEnforced if rules == RULES => {}
         RulesetStatus::PartiallyEnforced => gaps.push(format!(
             "Landlock enforced part of the rules (kernel ABI below {})",
             crate::policy::LANDLOCK_ABI
+        )),
+        RulesetStatus::FullyEnforced => gaps.push(format!(
+            "Landlock ABI {rules} (of {}): {}",
+            crate::policy::LANDLOCK_ABI,
+            crate::policy::missing_below(rules.to_string().parse().unwrap_or(0), &policy.network)
         )),
         RulesetStatus::NotEnforced => gaps.push(
             "Landlock enforced nothing: the server can read and write every file the gateway can"

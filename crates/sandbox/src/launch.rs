@@ -245,7 +245,12 @@ fn enter_inner(policy: &Policy, stage: &Stage, command: &[OsString]) -> Result<i
     if let (Some(bytes), true) = (policy.memory, stage.data_rlimit) {
         limit(Resource::RLIMIT_DATA, bytes, "memory")?;
     }
-    gaps.extend(crate::landlock::restrict(policy, &extra_read)?);
+    gaps.extend(crate::landlock::restrict(policy, &extra_read).map_err(|e| {
+        SandboxError::Setup(format!(
+            "refusing to start {:?}: {e}. Set sandbox_mode = \"best-effort\" to start it with what this machine enforces",
+            command.first().cloned().unwrap_or_default()
+        ))
+    })?);
     gaps.extend(drop_capabilities());
     if !gaps.is_empty() {
         if policy.mode == Mode::Enforce {
@@ -272,6 +277,7 @@ fn enter_inner(policy: &Policy, stage: &Stage, command: &[OsString]) -> Result<i
         match waitpid(None::<Pid>, None) {
             Ok(WaitStatus::Exited(pid, code)) if pid == server => return Ok(code),
             Ok(WaitStatus::Signaled(pid, signal, _)) if pid == server => {
+                eprintln!("toolgate sandbox: {}", ended_by(policy, signal));
                 return Ok(128 + signal as i32);
             }
             Ok(_) | Err(nix::Error::EINTR) => continue,
@@ -281,6 +287,29 @@ fn enter_inner(policy: &Policy, stage: &Stage, command: &[OsString]) -> Result<i
                 )));
             }
         }
+    }
+}
+
+/// Why a signal most likely ended the server, in its sandbox's terms.
+fn ended_by(policy: &Policy, signal: Signal) -> String {
+    match signal {
+        Signal::SIGXCPU => format!(
+            "the server used its CPU time (cpu_seconds = {}) and was stopped",
+            policy.cpu_seconds.unwrap_or_default()
+        ),
+        Signal::SIGKILL => {
+            let mut causes = Vec::new();
+            if let Some(m) = policy.memory {
+                causes.push(format!("past its memory cap ({} MiB)", m >> 20));
+            }
+            if let Some(s) = policy.cpu_seconds {
+                causes.push(format!("past its CPU time ({s} s)"));
+            }
+            causes.push("ended by the gateway".to_owned());
+            format!("the server was killed (SIGKILL): {}", causes.join(", or "))
+        }
+        Signal::SIGSYS => "the server was killed by SIGSYS (a forbidden system call)".to_owned(),
+        other => format!("the server was killed by {other}"),
     }
 }
 

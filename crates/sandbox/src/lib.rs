@@ -29,6 +29,8 @@ pub mod install;
 #[cfg(target_os = "linux")]
 mod landlock;
 #[cfg(target_os = "linux")]
+pub use landlock::CEILING_VAR;
+#[cfg(target_os = "linux")]
 mod launch;
 #[cfg(target_os = "linux")]
 mod netlink;

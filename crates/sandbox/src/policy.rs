@@ -129,7 +129,7 @@ impl Policy {
 }
 
 /// What an older ABI leaves out of these rules.
-fn missing_below(abi: u8, network: &Network) -> String {
+pub(crate) fn missing_below(abi: u8, network: &Network) -> String {
     let mut missing = Vec::new();
     if abi < 2 {
         missing.push("moving files across directories");

@@ -129,7 +129,14 @@ impl Support {
                 ),
                 self.pids_cgroup || !self.root,
             ),
-            ("memory cgroup (memory; else RLIMIT_DATA)".to_owned(), true),
+            (
+                if self.memory_cgroup {
+                    "memory cgroup (memory)".to_owned()
+                } else {
+                    "memory: RLIMIT_DATA (no memory cgroup to join)".to_owned()
+                },
+                true,
+            ),
         ]
     }
 }

@@ -54,7 +54,21 @@ pub fn wrap(
             "this server has a sandbox, and this gateway has no launcher to start it through (run it with `toolgate serve`)",
         ));
     };
+    if command.inherit_env {
+        return Err(ClientError::transport(
+            "a sandboxed server does not get the whole environment: name what it needs in env",
+        ));
+    }
     let policy = policy.map_err(|e| ClientError::transport(format!("sandbox: {e}")))?;
+    let mut command = command;
+    #[cfg(target_os = "linux")]
+    if let Ok(ceiling) = std::env::var(toolgate_sandbox::CEILING_VAR) {
+        // The gateway's ceiling holds for its launchers (which get the
+        // server's environment, not the gateway's).
+        command
+            .env
+            .push((toolgate_sandbox::CEILING_VAR.to_owned(), ceiling));
+    }
     let mut args = vec![
         "sandbox".to_owned(),
         "exec".to_owned(),
