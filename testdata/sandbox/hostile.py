@@ -34,6 +34,17 @@ def attempt(what, target):
             s.sendall(b"escaped")
             s.close()
             return False, "connected to " + target
+        if what == "selfloop":
+            # Listen on loopback and connect to itself.
+            server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            port = server.getsockname()[1]
+            client = socket.create_connection(("127.0.0.1", port), timeout=3)
+            conn, _ = server.accept()
+            client.sendall(b"ping")
+            got = conn.recv(4)
+            return False, "loopback answered " + got.decode()
         if what == "udp":
             host, port = target.rsplit(":", 1)
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

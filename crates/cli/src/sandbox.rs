@@ -156,7 +156,9 @@ pub fn report(servers: &[toolgate_gateway::config::UpstreamConfig]) -> u8 {
     outln!("Sandboxes:");
     let mut code = exit::OK;
     for server in servers {
-        let Some(sandbox) = &server.sandbox else { continue };
+        let Some(sandbox) = &server.sandbox else {
+            continue;
+        };
         let mode = server.sandbox_mode.unwrap_or_default();
         let name = crate::term::one_line(&server.name);
         let profile = sandbox.profile_name();
@@ -164,7 +166,10 @@ pub fn report(servers: &[toolgate_gateway::config::UpstreamConfig]) -> u8 {
             Some(Ok(policy)) => policy,
             Some(Err(e)) => {
                 code = exit::FAILED;
-                outln!("  {name}: {profile}: {}", crate::term::one_line(&e.to_string()));
+                outln!(
+                    "  {name}: {profile}: {}",
+                    crate::term::one_line(&e.to_string())
+                );
                 continue;
             }
             None => continue,
@@ -201,7 +206,11 @@ fn describe(policy: &Policy) -> String {
     let writes: Vec<String> = policy
         .write
         .iter()
-        .filter(|p| !toolgate_sandbox::DEVICES.iter().any(|d| p.as_os_str() == *d))
+        .filter(|p| {
+            !toolgate_sandbox::DEVICES
+                .iter()
+                .any(|d| p.as_os_str() == *d)
+        })
         .map(|p| p.display().to_string())
         .collect();
     parts.push(if writes.is_empty() {

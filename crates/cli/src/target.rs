@@ -521,9 +521,8 @@ impl Target {
         if let Some(upstream) = &self.entry.sandboxed {
             // As the gateway would start it: through this binary's launcher.
             let launcher = std::env::current_exe().ok();
-            command =
-                toolgate_gateway::call::sandbox::wrap(command, upstream, launcher.as_deref())
-                    .with_context(|| format!("cannot start {}", self.name))?;
+            command = toolgate_gateway::call::sandbox::wrap(command, upstream, launcher.as_deref())
+                .with_context(|| format!("cannot start {}", self.name))?;
         }
         let transport = StdioTransport::spawn(&command)
             .with_context(|| format!("cannot start {}", self.name))?;

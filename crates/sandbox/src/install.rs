@@ -186,8 +186,7 @@ fn manager_root(file: &Path) -> Option<PathBuf> {
     let name = root.file_name()?.to_str()?;
     let is_manager = matches!(name, ".pyenv" | ".nodenv" | ".rbenv" | ".asdf" | ".volta");
     let entry = dir.file_name()?;
-    (is_manager && (entry == "shims" || entry == "bin"))
-        .then(|| root.to_path_buf())
+    (is_manager && (entry == "shims" || entry == "bin")).then(|| root.to_path_buf())
 }
 
 /// The install prefix of a program in `<prefix>/bin/`: a directory with a

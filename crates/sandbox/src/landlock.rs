@@ -6,8 +6,8 @@
 //! Layer: used by the launcher's second stage (and the probe).
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, NetPort, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 
 use crate::SandboxError;
@@ -67,37 +67,33 @@ pub fn restrict(policy: &Policy, extra_read: &[&str]) -> Result<Vec<String>, San
         return Err(SandboxError::Landlock(format!(
             "ABI {rules} (of {}, {CEILING_VAR} is set): {}",
             crate::policy::LANDLOCK_ABI,
-            crate::policy::missing_below(
-                rules.to_string().parse().unwrap_or(0),
-                &policy.network
-            )
+            crate::policy::missing_below(rules.to_string().parse().unwrap_or(0), &policy.network)
         )));
     }
     let mut ruleset = Ruleset::default()
         .set_compatibility(level)
         .handle_access(AccessFs::from_all(rules))
-        .map_err(fail)?
-        .scope(Scope::from_all(rules))
         .map_err(fail)?;
-    let ports: Vec<u16> = match &policy.network {
+    // Below ABI 6 there are no scopes, below 4 no TCP rules: asking for an
+    // empty set is an error, not a no-op.
+    let scopes = Scope::from_all(rules);
+    if !scopes.is_empty() {
+        ruleset = ruleset.scope(scopes).map_err(fail)?;
+    }
+    let tcp = AccessNet::from_all(rules);
+    let (net, ports): (_, Vec<u16>) = match &policy.network {
         // Outbound TCP is allowed: only listening is handled (and denied).
-        Network::Outbound => {
-            ruleset = ruleset.handle_access(AccessNet::BindTcp).map_err(fail)?;
-            Vec::new()
-        }
-        Network::Ports(endpoints) => {
-            ruleset = ruleset
-                .handle_access(AccessNet::from_all(rules))
-                .map_err(fail)?;
-            endpoints.iter().map(|e| e.port).collect()
-        }
-        Network::None | Network::Loopback => {
-            ruleset = ruleset
-                .handle_access(AccessNet::from_all(rules))
-                .map_err(fail)?;
-            Vec::new()
-        }
+        Network::Outbound => (tcp & AccessNet::BindTcp, Vec::new()),
+        Network::Ports(endpoints) => (tcp, endpoints.iter().map(|e| e.port).collect()),
+        // Its own network namespace is the boundary: it may listen and
+        // connect there (a server driving a helper over localhost).
+        Network::Loopback => (BitFlags::EMPTY, Vec::new()),
+        Network::None => (tcp, Vec::new()),
     };
+    let ports = if net.is_empty() { Vec::new() } else { ports };
+    if !net.is_empty() {
+        ruleset = ruleset.handle_access(net).map_err(fail)?;
+    }
     let read = policy
         .read
         .iter()

@@ -246,6 +246,9 @@ fn enter_inner(policy: &Policy, stage: &Stage, command: &[OsString]) -> Result<i
         limit(Resource::RLIMIT_DATA, bytes, "memory")?;
     }
     gaps.extend(crate::landlock::restrict(policy, &extra_read).map_err(|e| {
+        if policy.mode == Mode::BestEffort {
+            return e;
+        }
         SandboxError::Setup(format!(
             "refusing to start {:?}: {e}. Set sandbox_mode = \"best-effort\" to start it with what this machine enforces",
             command.first().cloned().unwrap_or_default()

@@ -137,7 +137,7 @@ pub(crate) fn missing_below(abi: u8, network: &Network) -> String {
     if abi < 3 {
         missing.push("truncating files");
     }
-    if abi < 4 && !matches!(network, Network::Outbound) {
+    if abi < 4 && matches!(network, Network::None | Network::Ports(_)) {
         missing.push("TCP connect and bind rules");
     }
     if abi < 5 {

@@ -93,9 +93,19 @@ pub async fn serve_in_telling(
     dir: &Path,
     args: &[&str],
 ) -> (Serving, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    serve_in_env(dir, args, &[]).await
+}
+
+/// [`serve_in_telling`], with `envs` added to the gateway's environment.
+pub async fn serve_in_env(
+    dir: &Path,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> (Serving, tokio::sync::mpsc::UnboundedReceiver<String>) {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(["serve", "--http", "127.0.0.1:0"])
         .args(args)
+        .envs(envs.iter().copied())
         .current_dir(dir)
         .env("RUST_LOG", "error")
         .stdin(Stdio::null())

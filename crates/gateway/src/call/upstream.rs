@@ -417,6 +417,18 @@ impl Upstream {
         };
         self.failed.notify_one();
         link.failed = Some((Instant::now(), wait));
+        // A sandbox's launcher says last why the server ended (a cap it
+        // reached): the failure is reported in those words.
+        let said = link
+            .stderr
+            .as_ref()
+            .filter(|_| self.config.sandbox.is_some())
+            .and_then(|tail| tail.lines().pop())
+            .and_then(|last| last.strip_prefix("toolgate sandbox: ").map(str::to_owned));
+        let reason = match said {
+            Some(why) => format!("{reason}: {why}"),
+            None => reason,
+        };
         link.last_error = Some(self.scrub(&reason));
         // Dropping the client ends a stdio child (kill on drop).
         link.client = None;

@@ -268,3 +268,92 @@ fn a_user_identity_needs_its_sign_in_and_page_and_a_name_the_page_does_not_use()
     let config = GatewayConfig::parse_toml(&ok, env).unwrap();
     assert_eq!(config.auth.unwrap().sign_in.unwrap().scopes(), ["openid"]);
 }
+
+#[test]
+fn a_sandbox_is_read_as_a_profile_or_a_table_and_its_mistakes_are_named() {
+    let env = |name: &str| match name {
+        "HOME" => Some("/home/ann".to_owned()),
+        "DATA" => Some("/srv/data".to_owned()),
+        _ => None,
+    };
+    let c = GatewayConfig::parse_toml(
+        "[servers.a]\ncommand = \"x\"\nsandbox = \"network\"\n\
+         [servers.b]\ncommand = \"y\"\nsandbox_mode = \"best-effort\"\n\
+         sandbox = { write = [\"~/notes\", \"${DATA}/out\"], network = [\"api.example.com:443\"], memory = \"512 MiB\", processes = 8, cpu_seconds = 60 }\n",
+        env,
+    )
+    .unwrap();
+    let a = c.servers["a"].sandbox.as_ref().unwrap();
+    assert_eq!(a.profile_name(), "network");
+    let b = c.servers["b"].sandbox.as_ref().unwrap().table();
+    assert_eq!(b.write, ["/home/ann/notes", "/srv/data/out"]);
+    assert_eq!(b.memory, Some(ByteSize(512 << 20)));
+    let request = c.servers["b"]
+        .sandbox
+        .as_ref()
+        .unwrap()
+        .request(c.servers["b"].sandbox_mode);
+    assert_eq!(request.mode, toolgate_sandbox::Mode::BestEffort);
+    assert_eq!(
+        request.network,
+        Some(toolgate_sandbox::Network::Ports(vec![toolgate_sandbox::Endpoint {
+            host: "api.example.com".to_owned(),
+            port: 443
+        }]))
+    );
+    for (text, says) in [
+        (
+            "[servers.a]\nurl = \"http://h/mcp\"\nsandbox = \"strict\"\n",
+            "server \"a\": sandbox applies to stdio servers (a command), not to a url",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nsandbox = \"paranoid\"\n",
+            "server \"a\": sandbox profile \"paranoid\" is unknown: use \"strict\" or \"network\"",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nsandbox = { network = \"internet\" }\n",
+            "server \"a\": sandbox network: \"internet\" is unknown",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nsandbox = { network = [\"example.com\"] }\n",
+            "server \"a\": sandbox network: \"example.com\" is not host:port",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nsandbox = { network = [\"example.com:99999\"] }\n",
+            "the port is not 1 to 65535",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nsandbox = { processes = 0 }\n",
+            "server \"a\": sandbox processes must be at least 1",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nsandbox = { cpu_seconds = 0 }\n",
+            "server \"a\": sandbox cpu_seconds must be at least 1",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\ninherit_env = true\nsandbox = \"strict\"\n",
+            "would hand the server every secret in the gateway's environment",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nsandbox_mode = \"best-effort\"\n",
+            "server \"a\": sandbox_mode needs a sandbox",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nsandbox_mode = \"lenient\"\n",
+            "unknown variant `lenient`, expected `enforce` or `best-effort`",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nsandbox = { write = [\"${NOPE}/x\"] }\n",
+            "NOPE",
+        ),
+        (
+            "[servers.a]\ncommand = \"x\"\nsandbox = { writes = [\"/x\"] }\n",
+            "sandbox",
+        ),
+    ] {
+        let e = GatewayConfig::parse_toml(text, env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{text:?}: {e}");
+    }
+}
