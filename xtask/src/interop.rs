@@ -189,7 +189,8 @@ pub fn run() -> anyhow::Result<()> {
     checks_legacy(&node_bin, &path, &mut failures)?;
     checks_ts1_client(&node_bin, &path, &mut failures)?;
     crate::interop_endpoints::check(&python, &path, &mut failures)?;
-    let total = 16 + 8 + 3 + 9 + 1 + 2 + 1;
+    crate::interop_sandbox::check(&path, &mut failures)?;
+    let total = 16 + 8 + 3 + 9 + 1 + 2 + 1 + crate::interop_sandbox::CHECKS;
     println!(
         "interop: {} passed, {} failed",
         total - failures.len(),

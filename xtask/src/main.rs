@@ -54,6 +54,7 @@ mod fuzz;
 mod identity;
 mod interop;
 mod interop_endpoints;
+mod interop_sandbox;
 mod package;
 mod services;
 mod support;

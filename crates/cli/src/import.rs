@@ -97,6 +97,11 @@ pub struct ImportArgs {
     /// (`[endpoints.NAME]`), and with `--install` point the host at it.
     #[arg(long, value_name = "NAME")]
     pub endpoint: Option<String>,
+    /// Run every imported stdio server in this sandbox profile (`strict`
+    /// or `network`); a directory a server is given as an argument is
+    /// made writable for it.
+    #[arg(long, value_name = "PROFILE", value_parser = ["strict", "network"])]
+    pub sandbox: Option<String>,
 }
 
 /// `toolgate import`.
@@ -153,7 +158,7 @@ pub fn import(o: ImportArgs) -> anyhow::Result<u8> {
     // A host whose client cannot show a form cannot approve a call in
     // the host: installed there, the approval page is how a person does.
     let page = o.install && !asks.unwrap_or(false);
-    let mut config = to_toml(&servers, &path, page)?;
+    let mut config = to_toml(&servers, &path, page, o.sandbox.as_deref())?;
     if let Some(name) = &o.endpoint {
         config.push_str(&endpoint_section(name, servers.keys()));
     }
@@ -345,9 +350,43 @@ fn backup_of(path: &Path) -> PathBuf {
     candidate
 }
 
+/// `sandbox` of an imported stdio server: the profile, and the directories
+/// it is given as arguments (server-filesystem's roots) writable.
+fn sandbox_of(name: &str, entry: &Map<String, Value>, profile: &str) -> toml::Value {
+    let dirs: Vec<toml::Value> = entry
+        .get("args")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|a| Path::new(a).is_absolute() && Path::new(a).is_dir())
+        .map(|a| toml::Value::String(a.to_owned()))
+        .collect();
+    if dirs.is_empty() {
+        return toml::Value::String(profile.to_owned());
+    }
+    errln!(
+        "toolgate: {}: its sandbox lets it write {} (the directories it is given); narrow `write` if it only reads them",
+        one_line(name),
+        dirs.iter()
+            .filter_map(toml::Value::as_str)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut table = toml::Table::new();
+    table.insert("profile".into(), toml::Value::String(profile.to_owned()));
+    table.insert("write".into(), toml::Value::Array(dirs));
+    toml::Value::Table(table)
+}
+
 /// The servers as a `toolgate.toml`, reporting what does not carry over;
 /// with `page`, the approval page on and its login link in a file.
-fn to_toml(servers: &Map<String, Value>, from: &Path, page: bool) -> anyhow::Result<String> {
+fn to_toml(
+    servers: &Map<String, Value>,
+    from: &Path,
+    page: bool,
+    sandbox: Option<&str>,
+) -> anyhow::Result<String> {
     let mut tables = toml::Table::new();
     let mut allowed = Vec::new();
     for (name, entry) in servers {
@@ -372,6 +411,9 @@ fn to_toml(servers: &Map<String, Value>, from: &Path, page: bool) -> anyhow::Res
         // The deprecated HTTP+SSE transport (2024-11-05), by name.
         if entry.get("type").and_then(Value::as_str) == Some("sse") {
             table.insert("transport".into(), toml::Value::String("sse".into()));
+        }
+        if let Some(profile) = sandbox.filter(|_| entry.contains_key("command")) {
+            table.insert("sandbox".into(), sandbox_of(name, entry, profile));
         }
         let prefix = toolgate_gateway::config::default_prefix(name);
         for key in ["autoApprove", "alwaysAllow"] {
@@ -449,7 +491,7 @@ mod tests {
             "hosted": {"type": "sse", "url": "https://old.example.com/sse"}
         }))
         .unwrap();
-        let text = to_toml(&servers, Path::new("/home/u/.cursor/mcp.json"), false).unwrap();
+        let text = to_toml(&servers, Path::new("/home/u/.cursor/mcp.json"), false, None).unwrap();
         let config = toolgate_gateway::config::GatewayConfig::parse_toml(&text, |v| {
             (v == "TOKEN").then(|| "t".to_owned())
         })
@@ -476,7 +518,7 @@ mod tests {
             "files": {"command": "npx", "autoApprove": ["*", "get_[a-z]*", "read_file"]}
         }))
         .unwrap();
-        let text = to_toml(&servers, Path::new("/h/mcp.json"), true).unwrap();
+        let text = to_toml(&servers, Path::new("/h/mcp.json"), true, None).unwrap();
         let config = toolgate_gateway::config::GatewayConfig::parse_toml(&text, |_| None).unwrap();
         let globs: Vec<glob::Pattern> = config.policy.rules[0]
             .tools
@@ -492,6 +534,32 @@ mod tests {
             config.approval.login_file.as_deref(),
             Some(Path::new("toolgate-login.txt"))
         );
+    }
+
+    #[test]
+    fn a_sandbox_profile_goes_into_every_stdio_server_with_its_directories_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().display().to_string();
+        let servers: Map<String, Value> = serde_json::from_value(json!({
+            "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", root]},
+            "time": {"command": "uvx", "args": ["mcp-server-time"]},
+            "web": {"url": "https://mcp.example.com/mcp"}
+        }))
+        .unwrap();
+        let text = to_toml(&servers, Path::new("/h/mcp.json"), false, Some("strict")).unwrap();
+        let config = toolgate_gateway::config::GatewayConfig::parse_toml(&text, |_| None).unwrap();
+        let files = config.servers["files"].sandbox.as_ref().unwrap().table();
+        assert_eq!(files.profile.as_deref(), Some("strict"));
+        assert_eq!(files.write, [root]);
+        assert_eq!(
+            config.servers["time"]
+                .sandbox
+                .as_ref()
+                .unwrap()
+                .profile_name(),
+            "strict"
+        );
+        assert!(config.servers["web"].sandbox.is_none());
     }
 
     #[cfg(unix)]

@@ -14,11 +14,10 @@ use toolgate_sandbox::{Policy, ServerCommand};
 
 use crate::config::UpstreamConfig;
 
-/// The policy `config`'s sandbox resolves to (`None`: it has none).
-pub fn policy_of(
-    config: &UpstreamConfig,
-) -> Option<Result<Policy, toolgate_sandbox::SandboxError>> {
-    let sandbox = config.sandbox.as_ref()?;
+/// The server's command as the sandbox runs it: as configured, except
+/// that `npx PACKAGE` whose package npx's cache holds runs the cached entry
+/// point (npx would ask the registry and write its shared cache first).
+pub fn server_command(config: &UpstreamConfig) -> ServerCommand {
     let env = |name: &str| {
         config
             .env
@@ -26,7 +25,7 @@ pub fn policy_of(
             .map(|v| v.expose().to_owned())
             .or_else(|| std::env::var(name).ok())
     };
-    let server = ServerCommand {
+    let mut server = ServerCommand {
         program: config
             .command
             .as_ref()
@@ -36,8 +35,29 @@ pub fn policy_of(
         cwd: config.cwd.clone(),
         path: env("PATH"),
         home: env("HOME").map(Into::into),
+        npm_cache: env("npm_config_cache").map(Into::into),
     };
-    Some(sandbox.request(config.sandbox_mode).resolve(&server))
+    if let Some((bin, args)) = toolgate_sandbox::install::npx_cached(
+        &server.program,
+        &server.args,
+        server.npm_cache().as_deref(),
+    ) {
+        server.program = bin.to_string_lossy().into_owned();
+        server.args = args;
+    }
+    server
+}
+
+/// The policy `config`'s sandbox resolves to (`None`: it has none).
+pub fn policy_of(
+    config: &UpstreamConfig,
+) -> Option<Result<Policy, toolgate_sandbox::SandboxError>> {
+    let sandbox = config.sandbox.as_ref()?;
+    Some(
+        sandbox
+            .request(config.sandbox_mode)
+            .resolve(&server_command(config)),
+    )
 }
 
 /// `command` started through `launcher` in the sandbox `config` asks for.
@@ -69,15 +89,16 @@ pub fn wrap(
             .env
             .push((toolgate_sandbox::CEILING_VAR.to_owned(), ceiling));
     }
+    let server = server_command(config);
     let mut args = vec![
         "sandbox".to_owned(),
         "exec".to_owned(),
         "--policy".to_owned(),
         policy.to_arg(),
         "--".to_owned(),
-        command.program,
+        server.program,
     ];
-    args.extend(command.args);
+    args.extend(server.args);
     Ok(StdioCommand {
         program: launcher.to_string_lossy().into_owned(),
         args,

@@ -296,10 +296,12 @@ fn a_sandbox_is_read_as_a_profile_or_a_table_and_its_mistakes_are_named() {
     assert_eq!(request.mode, toolgate_sandbox::Mode::BestEffort);
     assert_eq!(
         request.network,
-        Some(toolgate_sandbox::Network::Ports(vec![toolgate_sandbox::Endpoint {
-            host: "api.example.com".to_owned(),
-            port: 443
-        }]))
+        Some(toolgate_sandbox::Network::Ports(vec![
+            toolgate_sandbox::Endpoint {
+                host: "api.example.com".to_owned(),
+                port: 443
+            }
+        ]))
     );
     for (text, says) in [
         (
