@@ -216,15 +216,22 @@ fn enter_inner(policy: &Policy, stage: &Stage, command: &[OsString]) -> Result<i
     if stage.namespaces && getpid() == Pid::from_raw(1) {
         // A /proc that shows this namespace's processes only: no
         // /proc/<gateway>/environ to read.
-        mount(
+        let mounted = mount(
             Some("proc"),
             "/proc",
             Some("proc"),
             MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
             None::<&str>,
-        )
-        .map_err(setup("cannot mount a /proc of its own"))?;
-        extra_read.push("/proc");
+        );
+        match mounted {
+            Ok(()) => extra_read.push("/proc"),
+            // Unprivileged, the kernel refuses a new /proc where the host's
+            // has parts masked (inside a container): the server then gets
+            // no /proc at all — stricter, not weaker.
+            Err(e) => eprintln!(
+                "toolgate sandbox: no /proc of its own ({e}): the server runs without /proc"
+            ),
+        }
     }
     if stage.net && policy.network == Network::Loopback {
         crate::netlink::loopback_up()?;

@@ -49,6 +49,7 @@ struct Args {
 }
 
 mod floor;
+mod sandbox;
 mod servers;
 mod targets;
 
@@ -570,6 +571,10 @@ async fn main() -> anyhow::Result<()> {
     if wanted("stdio") {
         eprintln!("== stdio");
         rows.extend(stdio_rows(&bins, args.rounds, secs).await?);
+    }
+    if wanted("sandbox") || wanted(sandbox::START) {
+        eprintln!("== sandbox");
+        rows.extend(sandbox::rows(&bins, args.rounds, secs).await?);
     }
     if wanted("client") {
         eprintln!("== clients");

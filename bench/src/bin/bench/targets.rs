@@ -63,6 +63,26 @@ pub(crate) fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
         let (a, b) = (a?, b?);
         Some((format!("{:.2}×", a / b), a >= at_least * b))
     };
+    // #63: a sandbox adds under 20 ms to a stdio server's start, and its
+    // calls cost the same (within this machine's noise, taken as 10%).
+    let p50 = |scenario: &str, server: &str| report.row(scenario, server).map(|r| r.median.p50_ms);
+    if let (Some(plain), Some(strict)) = (
+        p50(crate::sandbox::START, crate::sandbox::PLAIN),
+        p50(crate::sandbox::START, crate::sandbox::STRICT),
+    ) {
+        check(
+            "stdio start: a strict sandbox adds < 20 ms".to_owned(),
+            Some((format!("+{:.1} ms", strict - plain), strict - plain < 20.0)),
+        );
+    }
+    check(
+        "stdio tools/call in a strict sandbox: ≥ 0.9× plain".to_owned(),
+        ratio(
+            rate(crate::sandbox::CALLS, crate::sandbox::STRICT),
+            rate(crate::sandbox::CALLS, crate::sandbox::PLAIN),
+            0.9,
+        ),
+    );
     for c in ["c=1", "c=32"] {
         let s = format!("HTTP tools/call, {c}");
         check(
