@@ -377,3 +377,70 @@ async fn get(url: &str) -> String {
     stream.read_to_string(&mut response).await.unwrap();
     response
 }
+
+/// A user who is not root gets the same sandbox, through a user namespace:
+/// its own PID namespace, the files denied, the process cap (then
+/// `RLIMIT_NPROC`, counted in that namespace). Run as `nobody` when the
+/// tests run as root.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_user_who_is_not_root_gets_the_sandbox_through_a_user_namespace() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let launcher = dir.path().join("toolgate");
+    std::fs::copy(env!("CARGO_BIN_EXE_toolgate"), &launcher).unwrap();
+    let policy = json!({
+        "profile": "strict",
+        "read": ["/usr", "/bin", "/lib", "/lib64", "/etc/ld.so.cache", launcher],
+        "write": ["/dev/null"],
+        "network": "none",
+        "processes": 8,
+        "memory": null,
+        "cpu_seconds": null,
+        "mode": "enforce",
+        "private_tmp": true
+    });
+    let script = format!(
+        "echo pid=$$; cat {} || echo denied; for i in 1 2 3 4 5 6 7 8 9 10 11 12; do sleep 5 & done; echo forked",
+        secret.display()
+    );
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
+    let mut command = if root {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&launcher);
+        c
+    } else {
+        std::process::Command::new(&launcher)
+    };
+    let out = command
+        .args(["sandbox", "exec", "--policy", &policy.to_string(), "--"])
+        .args(["/bin/sh", "-c", &script])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TMPDIR", dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("pid=2"),
+        "not in a PID namespace: {stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("denied") && !stdout.contains(SECRET),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("Cannot fork"),
+        "the process cap did not hold: {stdout}\n{stderr}"
+    );
+}
