@@ -32,6 +32,30 @@ pub struct StdioOutcome {
     pub peak_kib: u64,
 }
 
+impl StdioOutcome {
+    /// This run as a report's round; `cpu`: with the server's CPU time (not
+    /// for a server started through a launcher, whose CPU is not the
+    /// server's).
+    pub fn round(&self, cpu: bool) -> crate::report::Round {
+        crate::report::Round {
+            rate: self.samples as f64 / self.elapsed.as_secs_f64(),
+            p50_ms: self.latency.value_at_quantile(0.5) as f64 / 1000.0,
+            p99_ms: self.latency.value_at_quantile(0.99) as f64 / 1000.0,
+            cpu_per_10k: if cpu {
+                self.cpu_seconds / self.samples.max(1) as f64 * 10_000.0
+            } else {
+                0.0
+            },
+            peak_mib: if cpu {
+                self.peak_kib as f64 / 1024.0
+            } else {
+                0.0
+            },
+            errors: self.errors,
+        }
+    }
+}
+
 /// Call `test_simple_text` on `program args` (a stdio server) with
 /// `in_flight` requests outstanding, for `duration`.
 pub async fn run(

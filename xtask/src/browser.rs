@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::{cargo, root};
+use crate::cargo;
 
 /// The Debian packages the browser test needs.
 const PACKAGES: &[&str] = &["chromium", "chromium-driver"];
@@ -39,7 +39,7 @@ pub fn run_browser() -> anyhow::Result<()> {
     ])?;
     eprintln!(
         "browser: screenshots in {}",
-        root().join("target/browser-artifacts").display()
+        crate::target_dir().join("browser-artifacts").display()
     );
     Ok(())
 }

@@ -149,7 +149,7 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
         "toolgate",
     ])?;
     let port = free_port()?;
-    let binary = root().join("target/debug/everything-server");
+    let binary = crate::built("debug", "everything-server");
     let server = Command::new(&binary)
         .args(["--port", &port.to_string()])
         .env("RUST_LOG", "warn")
@@ -179,7 +179,7 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
             "[servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\nprefix = \"\"\n[policy]\ndefault = \"allow\"\n[flows]\nenabled = false\n[endpoints.conformance]\nservers = [\"everything\"]\n"
         ),
     )?;
-    let toolgate = root().join("target/debug/toolgate");
+    let toolgate = crate::built("debug", "toolgate");
     let gateway = Command::new(&toolgate)
         .args(["serve", "--http", &format!("127.0.0.1:{gateway_port}")])
         .arg("--config")
@@ -277,7 +277,7 @@ pub fn run(scenarios: &[String]) -> anyhow::Result<()> {
         }
     }
     if scenarios.is_empty() {
-        let client = root().join("target/debug/everything-client");
+        let client = crate::built("debug", "everything-client");
         let runs = CLIENT_SCENARIOS
             .iter()
             .chain(AUTH_SCENARIOS)

@@ -51,11 +51,15 @@ pub fn dist(args: &[String]) -> anyhow::Result<()> {
         ],
         &envs,
     )?;
-    let release = root()
-        .join(if fast { crate::QUICK_TARGET } else { "target" })
-        .join("release");
+    // The fast build names its own target directory; the other goes where
+    // cargo puts builds (`CARGO_TARGET_DIR` included).
+    let release = if fast {
+        root().join(crate::QUICK_TARGET).join("release")
+    } else {
+        crate::target_dir().join("release")
+    };
     let name = format!("toolgate-{version}-{TARGET}");
-    let out = root().join("target/dist");
+    let out = crate::target_dir().join("dist");
     let stage = out.join(&name);
     if stage.exists() {
         std::fs::remove_dir_all(&stage)?;

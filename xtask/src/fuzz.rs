@@ -71,7 +71,7 @@ pub fn fuzz(targets: &[&str], secs: u32, asan: bool) -> anyhow::Result<()> {
     run(nightly(&cargo_fuzz)
         .args(["fuzz", "build", "--sanitizer", sanitizer])
         .current_dir(root()))?;
-    let logs = root().join("target/fuzz-logs");
+    let logs = crate::target_dir().join("fuzz-logs");
     std::fs::create_dir_all(&logs)?;
     for target in targets {
         let corpus = seed(target)?;
@@ -131,7 +131,7 @@ fn install() -> anyhow::Result<PathBuf> {
 
 /// The target's corpus directory, with the seeds written into it.
 fn seed(target: &str) -> anyhow::Result<PathBuf> {
-    let dir = root().join("target/fuzz-corpus").join(target);
+    let dir = crate::target_dir().join("fuzz-corpus").join(target);
     std::fs::create_dir_all(&dir)?;
     let seeds = seeds(target)?;
     for (i, seed) in seeds.iter().enumerate() {

@@ -65,7 +65,7 @@ fn install_py() -> anyhow::Result<PathBuf> {
 
 /// Run `toolgate ARGS`, returning exit code and stdout.
 fn toolgate(args: &[&str], path: &str) -> anyhow::Result<(i32, String)> {
-    let out = Command::new(root().join("target/debug/toolgate"))
+    let out = Command::new(crate::built("debug", "toolgate"))
         .args(args)
         .env("PATH", path)
         .stdin(Stdio::null())
@@ -254,7 +254,7 @@ fn checks_old_sse(
         ),
     )?;
     let config = config.display().to_string();
-    let gateway_bin = root().join("target/debug/toolgate").display().to_string();
+    let gateway_bin = crate::built("debug", "toolgate").display().to_string();
     let mut expect = |what: &str, ok: bool| {
         eprintln!(
             "{} gateway over HTTP+SSE: {what}",
@@ -402,10 +402,7 @@ fn checks_legacy(node_bin: &Path, path: &str, failures: &mut Vec<String>) -> any
         ),
     )?;
     let config = config.display().to_string();
-    let gateway_bin = crate::root()
-        .join("target/debug/toolgate")
-        .display()
-        .to_string();
+    let gateway_bin = crate::built("debug", "toolgate").display().to_string();
     let via = |args: &[&str]| -> anyhow::Result<(i32, String)> {
         let mut argv: Vec<&str> = args.to_vec();
         argv.extend([
@@ -518,7 +515,7 @@ fn checks_ts1_client(
 ) -> anyhow::Result<()> {
     let script = install_ts1(node_bin)?.display().to_string();
     let node = node_bin.join("node");
-    let basket = root().join("target/debug/basket").display().to_string();
+    let basket = crate::built("debug", "basket").display().to_string();
     let mut run = |label: &str, args: &[&str]| -> anyhow::Result<()> {
         let out = Command::new(&node)
             .arg(&script)

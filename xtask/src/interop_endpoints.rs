@@ -60,7 +60,7 @@ pub fn check(python: &str, path: &str, failures: &mut Vec<String>) -> anyhow::Re
     std::fs::write(&file, config(upstream))?;
     let port = free_port()?;
     let _gateway = start_quiet(
-        Command::new(root().join("target/debug/toolgate"))
+        Command::new(crate::built("debug", "toolgate"))
             .arg("serve")
             .arg("--config")
             .arg(&file)

@@ -100,7 +100,7 @@ default = "allow"
         }
     };
     let toolgate = |args: &[&str]| -> anyhow::Result<(i32, String)> {
-        let out = Command::new(root().join("target/debug/toolgate"))
+        let out = Command::new(crate::built("debug", "toolgate"))
             .args(args)
             .args(["--config", &file])
             .env("PATH", path)

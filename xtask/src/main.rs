@@ -72,6 +72,33 @@ fn root() -> PathBuf {
         .unwrap_or_default()
 }
 
+/// Where cargo puts what it builds: `cargo metadata`'s `target_directory`,
+/// which honours `CARGO_TARGET_DIR` and `build.target-dir` as the builds
+/// do (asked once; `<root>/target` if cargo cannot say).
+fn target_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        Command::new(cargo)
+            .args(["metadata", "--format-version", "1", "--no-deps"])
+            .current_dir(root())
+            .env_remove("CARGO_MANIFEST_DIR")
+            .env_remove("CARGO_MANIFEST_PATH")
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+            .and_then(|v| v["target_directory"].as_str().map(PathBuf::from))
+            .unwrap_or_else(|| root().join("target"))
+    })
+    .clone()
+}
+
+/// `name` as cargo built it in `profile` (`debug`, `release`).
+fn built(profile: &str, name: &str) -> PathBuf {
+    target_dir().join(profile).join(name)
+}
+
 /// Run `cmd`, echoing it, and fail if it fails.
 fn run(cmd: &mut Command) -> anyhow::Result<()> {
     eprintln!("+ {cmd:?}");
@@ -325,7 +352,7 @@ fn bench(args: &[String]) -> anyhow::Result<()> {
     // The two-instance gateway row shares these.
     let postgres = services::Postgres::start()?;
     let redis = services::Redis::start()?;
-    run(Command::new(root().join("target/release/bench"))
+    run(Command::new(built("release", "bench"))
         .args(args)
         .env("TOOLGATE_BENCH_POSTGRES", &postgres.url)
         .env("TOOLGATE_BENCH_REDIS", &redis.url)

@@ -59,7 +59,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     for (name, budget) in CRATES {
         let files = list(name)?;
         check_contents(name, &files)?;
-        let file = root().join(format!("target/package/{name}-{version}.crate"));
+        let file = crate::target_dir().join(format!("package/{name}-{version}.crate"));
         let size = std::fs::metadata(&file)
             .with_context(|| format!("{} was not written", file.display()))?
             .len();

@@ -475,6 +475,18 @@ fn check(gateway: &Gateway, sandboxed: &[&str]) -> u8 {
             code = exit::FAILED;
         }
     }
+    // A rule placed after one that already decides all its calls does
+    // nothing, silently: a deny after a confirm of the same tools.
+    let shadowed = gateway.shadowed_rules();
+    if !shadowed.is_empty() {
+        outln!();
+        for rule in shadowed {
+            outln!("warning: policy {rule}: move it before them, or remove it");
+        }
+        if code == exit::OK {
+            code = exit::FAILED;
+        }
+    }
     gateway.stop();
     code
 }

@@ -23,20 +23,9 @@ mod support;
 
 use support::{echo_upstream, serve_in};
 
-/// The response to a plain HTTP/1.1 GET of `url` (`http://HOST:PORT/PATH`).
+/// The response to a plain HTTP/1.1 GET of `url`, which must be a `200`.
 async fn get(url: &str) -> String {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest.split_once('/').unwrap();
-    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
-    stream
-        .write_all(
-            format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
-        .await
-        .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
+    let response = support::http_get(url).await;
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     response
 }

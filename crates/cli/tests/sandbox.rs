@@ -18,7 +18,7 @@ use toolgate_client::{CallOptions, Client};
 use toolgate_gateway::store::calllog::logged::query;
 use toolgate_gateway::store::sqlite::Filter;
 
-use support::{serve_in_env, toolgate_in};
+use support::{http_get as get, serve_in_env, toolgate_in};
 
 /// The real interpreter (not a pyenv shim): the profile must find its
 /// install, wherever it is.
@@ -360,22 +360,6 @@ async fn a_path_the_sandbox_names_must_exist() {
         "{}",
         run.stdout
     );
-}
-
-async fn get(url: &str) -> String {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let rest = url.strip_prefix("http://").unwrap_or(url);
-    let (host, path) = rest.split_once('/').unwrap();
-    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
-    stream
-        .write_all(
-            format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
-        .await
-        .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    response
 }
 
 /// A user who is not root gets the same sandbox, through a user namespace:

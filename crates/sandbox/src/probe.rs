@@ -118,17 +118,18 @@ impl Support {
                 ),
                 self.user_namespace || self.root,
             ),
-            (
-                format!(
-                    "pids cgroup (processes{})",
-                    if self.root {
-                        "; needed as root"
-                    } else {
-                        "; else RLIMIT_NPROC"
-                    }
+            match (self.pids_cgroup, self.root) {
+                (true, _) => ("pids cgroup (processes)".to_owned(), true),
+                (false, true) => (
+                    "pids cgroup (processes: root is exempt from RLIMIT_NPROC)".to_owned(),
+                    false,
                 ),
-                self.pids_cgroup || !self.root,
-            ),
+                (false, false) => (
+                    "processes: RLIMIT_NPROC in its user namespace (no pids cgroup to join)"
+                        .to_owned(),
+                    true,
+                ),
+            },
             (
                 if self.memory_cgroup {
                     "memory cgroup (memory)".to_owned()

@@ -220,15 +220,9 @@ async fn stdio_rows(bins: &Bins, rounds: usize, secs: Duration) -> anyhow::Resul
         }
         for i in order {
             let (name, program) = servers[i];
-            let o = stdio::run(program, &["--stdio"], 64, secs).await?;
-            let r = Round {
-                rate: o.samples as f64 / o.elapsed.as_secs_f64(),
-                p50_ms: o.latency.value_at_quantile(0.5) as f64 / 1000.0,
-                p99_ms: o.latency.value_at_quantile(0.99) as f64 / 1000.0,
-                cpu_per_10k: o.cpu_seconds / o.samples.max(1) as f64 * 10_000.0,
-                peak_mib: o.peak_kib as f64 / 1024.0,
-                errors: o.errors,
-            };
+            let r = stdio::run(program, &["--stdio"], 64, secs)
+                .await?
+                .round(true);
             eprintln!(
                 "  {label:<34} {name:<28} {:>9.0}/s  p50 {:>7.3} ms  p99 {:>7.3} ms",
                 r.rate, r.p50_ms, r.p99_ms

@@ -123,15 +123,9 @@ pub(crate) async fn rows(bins: &Bins, rounds: usize, secs: Duration) -> anyhow::
                 errors: 0,
             });
             let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-            let o = stdio::run(Path::new(program), &argv, 64, secs).await?;
-            let r = Round {
-                rate: o.samples as f64 / o.elapsed.as_secs_f64(),
-                p50_ms: o.latency.value_at_quantile(0.5) as f64 / 1000.0,
-                p99_ms: o.latency.value_at_quantile(0.99) as f64 / 1000.0,
-                cpu_per_10k: 0.0,
-                peak_mib: 0.0,
-                errors: o.errors,
-            };
+            let r = stdio::run(Path::new(program), &argv, 64, secs)
+                .await?
+                .round(false);
             eprintln!(
                 "  {CALLS:<44} {:<32} {:>9.0}/s  p50 {:>7.3} ms  p99 {:>7.3} ms",
                 labels[i], r.rate, r.p50_ms, r.p99_ms

@@ -137,3 +137,21 @@ pub async fn serve_in_env(
     };
     (serving, rx)
 }
+
+/// The whole response (status line, headers, body) to a plain HTTP/1.1 GET
+/// of `url` (`http://HOST:PORT/PATH`).
+pub async fn http_get(url: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    stream
+        .write_all(
+            format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response
+}

@@ -256,9 +256,15 @@ impl Gateway {
         let endpoints = endpoints::build(&config, &policy, &endpoint_parts)?;
         if let Some(secret) = &state_key {
             builder = builder.state_key(secret.key());
-        } else {
+        } else if config.store.url.is_some() {
+            // Where it matters: several instances share the store, and an
+            // approval asked on one is answered on another.
             tracing::warn!(
-                "no state key (TOOLGATE_STATE_KEY or [state] key_file): using a random one, so approvals complete only on this process"
+                "no state key: each instance signs approvals with a random key of its own, so one asked on this instance cannot be completed on another; set TOOLGATE_STATE_KEY (the same on every instance) or [state] key_file"
+            );
+        } else if !options.check {
+            tracing::info!(
+                "no state key (TOOLGATE_STATE_KEY or [state] key_file): a random one for this process, so approvals still open when it restarts must be asked again"
             );
         }
         let server = builder.build()?;
@@ -386,6 +392,9 @@ impl Gateway {
             tracing::warn!(
                 "policy {rule} matches no tool of any upstream that answered: check its patterns"
             );
+        }
+        for shadowed in gateway.shadowed_rules() {
+            tracing::warn!("policy {shadowed}: move it before them, or remove it");
         }
         for i in 0..ups.len() {
             gateway.supervise(i);

@@ -187,6 +187,12 @@ impl Gateway {
         self.policy().unmatched(self.seen.read().values().flatten())
     }
 
+    /// Policy rules that never apply to the tools the upstreams offered:
+    /// earlier rules decide every call they would (each named).
+    pub fn shadowed_rules(&self) -> Vec<String> {
+        self.policy().shadowed(self.seen.read().values().flatten())
+    }
+
     /// The gateway tool names, sorted.
     pub fn tool_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.offer.read().tools.keys().cloned().collect();
