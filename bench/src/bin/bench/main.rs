@@ -4,8 +4,9 @@
 //! Usage: `bench [--quick] [--seconds S] [--rounds R] [--out DIR]`
 //! (normally through `cargo xtask bench`, which builds in release first).
 //!
-//! The scenarios and the memory figures are here; [`servers`] starts each
-//! server under test and [`mod@targets`] judges a report.
+//! The scenarios are here; [`memory`] measures the memory figures,
+//! [`servers`] starts each server under test and [`mod@targets`] judges a
+//! report.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,9 +15,9 @@ use bytes::Bytes;
 use clap::Parser;
 use serde_json::{Value, json};
 use toolgate_bench::load::{self, Target};
-use toolgate_bench::report::{MemoryRow, Report, Round, Row, TOOLGATE};
+use toolgate_bench::report::{Report, Round, Row, TOOLGATE};
 use toolgate_bench::tools::{self, ORDER_TOOL, ORDER_TOOL_UNCHECKED};
-use toolgate_bench::{clients, listen, stdio};
+use toolgate_bench::{clients, stdio};
 
 #[derive(Parser)]
 struct Args {
@@ -49,6 +50,7 @@ struct Args {
 }
 
 mod floor;
+mod memory;
 mod sandbox;
 mod servers;
 mod targets;
@@ -282,93 +284,6 @@ pub(crate) const IDLE: &str = "idle (after a first call)";
 
 /// Send `tools/call` with `params` for a moment, one at a time, then let
 /// the server settle before its memory is read.
-async fn calls_then_rest(addr: std::net::SocketAddr, params: Value) -> anyhow::Result<()> {
-    let (body, headers) = request("tools/call", params);
-    let target = Target {
-        addr,
-        also: None,
-        body,
-        headers,
-        walk: false,
-        fresh_ids: false,
-    };
-    load::run(&target, 1, Duration::from_millis(100)).await?;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    Ok(())
-}
-
-async fn memory_rows(bins: &Bins, streams: usize) -> anyhow::Result<Vec<MemoryRow>> {
-    let mut rows = Vec::new();
-    let mib = |kib: u64| kib as f64 / 1024.0;
-    for kind in [Kind::Toolgate, Kind::RmcpDefault, Kind::RmcpBest] {
-        let server = start(bins, kind, 0).await?;
-        let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
-        calls_then_rest(addr, json!({"name": "test_simple_text", "arguments": {}})).await?;
-        let m = server.memory();
-        rows.push(MemoryRow {
-            what: IDLE.into(),
-            server: kind.label().into(),
-            mib: mib(m.rss_kib),
-            unit: "MiB".into(),
-        });
-        rows.push(MemoryRow {
-            what: "idle, anonymous (heap and stacks, without code pages)".into(),
-            server: kind.label().into(),
-            mib: mib(m.anon_kib),
-            unit: "MiB".into(),
-        });
-        // toolgate compiles a schema on its tool's first call: show what a
-        // compiled validator (with a pattern) adds once the tool is used.
-        calls_then_rest(
-            addr,
-            json!({"name": ORDER_TOOL, "arguments": tools::order_arguments()}),
-        )
-        .await?;
-        rows.push(MemoryRow {
-            what: "idle, after calls to the validated tool too".into(),
-            server: kind.label().into(),
-            mib: mib(server.memory().rss_kib),
-            unit: "MiB".into(),
-        });
-    }
-    let server = start(bins, Kind::Toolgate, 0).await?;
-    let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
-    let before = server.memory();
-    let open = listen::open_h2(addr, streams, 100).await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = server.memory();
-    eprintln!(
-        "  {streams} listen streams (HTTP/2, 100 per connection): {:.1} MiB → {:.1} MiB",
-        mib(before.rss_kib),
-        mib(after.rss_kib)
-    );
-    rows.push(MemoryRow {
-        what: format!("{streams} open subscriptions/listen streams (HTTP/2, 100 per connection)"),
-        server: TOOLGATE.into(),
-        mib: mib(after.rss_kib),
-        unit: "MiB".into(),
-    });
-    drop(open);
-    drop(server);
-    // Over HTTP/1.1 every stream is a connection of its own; hyper keeps
-    // ~16 KiB of buffers per connection, so report that case per stream.
-    let server = start(bins, Kind::Toolgate, 0).await?;
-    let addr = server.addr.ok_or_else(|| anyhow::anyhow!("no address"))?;
-    let h1 = streams.min(2000);
-    let before = server.memory();
-    let open = listen::open(addr, h1).await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = server.memory();
-    rows.push(MemoryRow {
-        what: format!("{h1} listen streams over HTTP/1.1 (a connection each)"),
-        server: TOOLGATE.into(),
-        mib: (after.rss_kib.saturating_sub(before.rss_kib)) as f64 / h1 as f64,
-        unit: "KiB per stream".into(),
-    });
-    drop(open);
-    Ok(rows)
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // The workspace's reqwest leaves the rustls provider to the program,
@@ -576,7 +491,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let memory = if wanted("memory") {
         eprintln!("== memory");
-        memory_rows(&bins, args.streams).await?
+        memory::rows(&bins, args.streams).await?
     } else {
         Vec::new()
     };
