@@ -10,8 +10,8 @@ use toolgate_bench::load::{self, Target};
 use toolgate_bench::report::{MemoryRow, TOOLGATE};
 use toolgate_bench::tools::{self, ORDER_TOOL};
 
-use crate::{IDLE, request};
 use crate::servers::*;
+use crate::{IDLE, request};
 
 async fn calls_then_rest(addr: std::net::SocketAddr, params: Value) -> anyhow::Result<()> {
     let (body, headers) = request("tools/call", params);
