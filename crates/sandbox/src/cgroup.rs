@@ -7,8 +7,17 @@
 
 use std::path::{Path, PathBuf};
 
-/// The name prefix of a sandbox's groups: `toolgate-sandbox-<launcher pid>`.
-const PREFIX: &str = "toolgate-sandbox-";
+/// The name prefix of what a launcher makes (its groups, its temporary
+/// directory): `toolgate-sandbox-<launcher pid>`.
+pub(crate) const PREFIX: &str = "toolgate-sandbox-";
+
+/// Whether `name` is something a launcher made that is no longer running
+/// (killed before it could remove it).
+pub(crate) fn left_by_a_gone_launcher(name: &std::ffi::OsStr) -> bool {
+    name.to_str()
+        .and_then(|n| n.strip_prefix(PREFIX))
+        .is_some_and(|pid| pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists())
+}
 
 /// The groups of one sandbox, one per controller.
 #[derive(Debug, Default)]
@@ -120,11 +129,7 @@ fn sweep(parent: &Path) {
         return;
     };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else {
-            continue;
-        };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+        if left_by_a_gone_launcher(&entry.file_name()) {
             let _ = std::fs::remove_dir(entry.path());
         }
     }

@@ -15,7 +15,7 @@
 //! Layer: the top of this crate; the `toolgate` binary calls it.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use nix::mount::{MsFlags, mount};
@@ -152,19 +152,12 @@ fn private_tmp() -> Result<PathBuf, SandboxError> {
     let base = std::env::temp_dir();
     if let Ok(entries) = std::fs::read_dir(&base) {
         for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("toolgate-sandbox-"))
-            else {
-                continue;
-            };
-            if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            if crate::cgroup::left_by_a_gone_launcher(&entry.file_name()) {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
         }
     }
-    let dir = base.join(format!("toolgate-sandbox-{}", std::process::id()));
+    let dir = base.join(format!("{}{}", crate::cgroup::PREFIX, std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::DirBuilder::new()
         .mode(0o700)

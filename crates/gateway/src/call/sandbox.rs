@@ -66,7 +66,7 @@ pub fn wrap(
     config: &UpstreamConfig,
     launcher: Option<&Path>,
 ) -> Result<StdioCommand, ClientError> {
-    let Some(policy) = policy_of(config) else {
+    let Some(sandbox) = &config.sandbox else {
         return Ok(command);
     };
     let Some(launcher) = launcher else {
@@ -79,7 +79,13 @@ pub fn wrap(
             "a sandboxed server does not get the whole environment: name what it needs in env",
         ));
     }
-    let policy = policy.map_err(|e| ClientError::transport(format!("sandbox: {e}")))?;
+    // One resolution of the command (npx's cache is read once), for the
+    // policy and for what the launcher runs.
+    let server = server_command(config);
+    let policy = sandbox
+        .request(config.sandbox_mode)
+        .resolve(&server)
+        .map_err(|e| ClientError::transport(format!("sandbox: {e}")))?;
     let mut command = command;
     #[cfg(target_os = "linux")]
     if let Ok(ceiling) = std::env::var(toolgate_sandbox::CEILING_VAR) {
@@ -89,7 +95,6 @@ pub fn wrap(
             .env
             .push((toolgate_sandbox::CEILING_VAR.to_owned(), ceiling));
     }
-    let server = server_command(config);
     let mut args = vec![
         "sandbox".to_owned(),
         "exec".to_owned(),
