@@ -326,6 +326,9 @@ pub(crate) struct Inner {
     pub(crate) instructions: Option<String>,
     pub(crate) config: ServerConfig,
     pub(crate) tools: Catalog<RegisteredTool>,
+    /// Tools callable but never listed ([`ToolDef::unlisted`](crate::ToolDef::unlisted)); their bus
+    /// has no listener, so they announce no change.
+    pub(crate) unlisted: Catalog<RegisteredTool>,
     pub(crate) prompts: Catalog<PromptEntry>,
     pub(crate) resources: Catalog<ResourceEntry>,
     pub(crate) templates: Catalog<TemplateEntry>,
@@ -542,15 +545,22 @@ impl Server {
         if tool.tasks != crate::tasks::TaskSupport::Never {
             self.inner.tasks.enable();
         }
-        self.inner
-            .tools
-            .insert(tool)
+        // One name, one tool, listed or not.
+        let (home, other) = if tool.routing.unlisted {
+            (&self.inner.unlisted, &self.inner.tools)
+        } else {
+            (&self.inner.tools, &self.inner.unlisted)
+        };
+        if other.get_hidden(&tool.tool.name).is_some() {
+            return Err(RegistrationError::Duplicate(tool.tool.name.clone()));
+        }
+        home.insert(tool)
             .map_err(|t| RegistrationError::Duplicate(t.tool.name.clone()))
     }
 
-    /// Remove a tool; whether it existed.
+    /// Remove a tool, listed or not; whether it existed.
     pub fn remove_tool(&self, name: &str) -> bool {
-        self.inner.tools.remove(name)
+        self.inner.tools.remove(name) || self.inner.unlisted.remove(name)
     }
 
     /// Register a prompt on the running server.
@@ -915,6 +925,7 @@ impl ServerBuilder {
             } else {
                 Catalog::new(bus.clone(), Change::ToolsListChanged)
             },
+            unlisted: Catalog::new(ChangeBus::default(), Change::ToolsListChanged),
             prompts: Catalog::new(bus.clone(), Change::PromptsListChanged),
             resources: Catalog::new(bus.clone(), Change::ResourcesListChanged),
             templates: Catalog::new(bus.clone(), Change::ResourcesListChanged),

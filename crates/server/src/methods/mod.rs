@@ -7,6 +7,7 @@ mod listen;
 mod lists;
 mod prompts;
 mod resources;
+mod route;
 pub(crate) mod tools;
 
 use std::future::Future;

@@ -53,11 +53,24 @@ pub(super) fn call(
         }
     };
     let auth = transport.auth.as_ref();
-    let Some(tool) = server.inner.tools.get(&name, auth) else {
+    let super::route::Resolved { name, args, via } =
+        match super::route::resolve(server, name, args, auth) {
+            Ok(resolved) => resolved,
+            Err(unrouted) => {
+                let refused = Refused {
+                    name: unrouted.name,
+                    args: unrouted.args,
+                    via: None,
+                };
+                let outcome = CallOutcome::InvalidArguments;
+                return Ok(refused.answer(server, &req.id, transport, unrouted.text, outcome));
+            }
+        };
+    let Some(tool) = super::route::lookup(server, &name, auth) else {
         let unknown = || RpcError::invalid_params(format!("Unknown tool: {}", quote(&name)));
-        let Some(hidden) = server.inner.tools.get_hidden(&name) else {
+        let Some(hidden) = super::route::lookup_hidden(server, &name) else {
             if let Some(withheld) = server.inner.unlisted_answer.as_ref().and_then(|f| f(&name)) {
-                let refused = Refused { name, args };
+                let refused = Refused { name, args, via };
                 return Ok(refused.withheld(server, &req.id, transport, withheld));
             }
             return Err((req.id, unknown()));
@@ -74,7 +87,11 @@ pub(super) fn call(
                 ),
             )
             .with_data(serde_json::json!({ "requiredScopes": needed }));
-            let refused = Refused { name, args };
+            let refused = Refused {
+                name,
+                args,
+                via: via.clone(),
+            };
             return Ok(refused.error(
                 server,
                 &req.id,
@@ -92,7 +109,11 @@ pub(super) fn call(
             .map(|f| f(auth))
             .unwrap_or_default();
         let error = unknown();
-        let refused = Refused { name, args };
+        let refused = Refused {
+            name,
+            args,
+            via: via.clone(),
+        };
         return Ok(refused.error(
             server,
             &req.id,
@@ -118,7 +139,11 @@ pub(super) fn call(
     if let Some(limiter) = &tool.limiter {
         let caller = transport.auth.as_ref().and_then(|a| a.subject());
         if let Err(text) = limiter.check(&tool.tool.name, caller) {
-            let refused = Refused { name, args };
+            let refused = Refused {
+                name,
+                args,
+                via: via.clone(),
+            };
             return Ok(refused.answer(server, &req.id, transport, text, CallOutcome::RateLimited));
         }
     }
@@ -155,7 +180,11 @@ pub(super) fn call(
                 StateFault::Moved => CallOutcome::Moved,
                 StateFault::Expired => CallOutcome::Expired,
             };
-            let refused = Refused { name, args };
+            let refused = Refused {
+                name,
+                args,
+                via: via.clone(),
+            };
             let error = refusal.error;
             return Ok(refused.error(server, &req.id, transport, error, outcome, Map::new()));
         }
@@ -171,6 +200,7 @@ pub(super) fn call(
         arguments: log.wants_arguments().then(|| args_value.clone()),
         begun: None,
         refused: false,
+        via,
     });
     let input = match tool.input.get() {
         Ok(input) => input,
@@ -401,6 +431,8 @@ fn task_required(name: &str) -> RpcError {
 struct Refused {
     name: String,
     args: Map<String, Value>,
+    /// The router the call came through.
+    via: Option<Arc<str>>,
 }
 
 impl Refused {
@@ -414,7 +446,8 @@ impl Refused {
         outcome: CallOutcome,
     ) -> Reply {
         let frame = server.result_frame(id, &CallToolResult::error(text));
-        let audit = Audit::start(server, &self.name, &Value::Object(self.args), transport);
+        let audit = Audit::start(server, &self.name, &Value::Object(self.args), transport)
+            .map(|a| a.via(self.via));
         recorded(server, id, frame, audit, outcome, Map::new())
     }
 
@@ -428,7 +461,8 @@ impl Refused {
         withheld: crate::server::Withheld,
     ) -> Reply {
         let frame = server.result_frame(id, &CallToolResult::error(withheld.text));
-        let audit = Audit::start(server, &self.name, &Value::Object(self.args), transport);
+        let audit = Audit::start(server, &self.name, &Value::Object(self.args), transport)
+            .map(|a| a.via(self.via));
         recorded(
             server,
             id,
@@ -450,7 +484,8 @@ impl Refused {
         notes: Map<String, Value>,
     ) -> Reply {
         let frame = error_frame(Some(id), error);
-        let audit = Audit::start(server, &self.name, &Value::Object(self.args), transport);
+        let audit = Audit::start(server, &self.name, &Value::Object(self.args), transport)
+            .map(|a| a.via(self.via));
         recorded(server, id, frame, audit, outcome, notes)
     }
 }
@@ -469,6 +504,8 @@ pub(crate) struct Audit {
     /// The log refused the write ahead: the handler did not go ahead, and
     /// its answer says so.
     refused: bool,
+    /// The router the call came through, noted as `"via"`.
+    via: Option<Arc<str>>,
 }
 
 impl Audit {
@@ -483,7 +520,7 @@ impl Audit {
             arguments_digest: self.digest.clone(),
             arguments: self.arguments.clone(),
             outcome: CallOutcome::InFlight,
-            notes: Map::new(),
+            notes: self.noted(Map::new()),
             begun: None,
         };
         Ahead::new(self.log.clone(), start, self.clock)
@@ -536,7 +573,22 @@ impl Audit {
             arguments: log.wants_arguments().then(|| arguments.clone()),
             begun: None,
             refused: false,
+            via: None,
         })
+    }
+
+    /// Noting the router the call came through.
+    fn via(mut self, via: Option<Arc<str>>) -> Self {
+        self.via = via;
+        self
+    }
+
+    /// `notes` with the router the call came through.
+    fn noted(&self, mut notes: Map<String, Value>) -> Map<String, Value> {
+        if let Some(via) = &self.via {
+            notes.entry("via").or_insert_with(|| Value::from(&**via));
+        }
+        notes
     }
 
     /// Record the call, then hand back `frame` — or, if the record could
@@ -549,6 +601,7 @@ impl Audit {
         server: &Server,
         id: &RequestId,
     ) -> Frame {
+        let notes = self.noted(notes);
         let record = CallRecord {
             started: self.started,
             elapsed: self.clock.elapsed(),

@@ -31,7 +31,11 @@
 mod extract;
 mod handler;
 mod output;
+mod routing;
 mod schema_gen;
+
+pub(crate) use routing::Routing;
+pub use routing::{Route, Router};
 
 use crate::tasks::TaskSupport;
 use std::future::Future;
@@ -117,6 +121,8 @@ pub struct ToolDef {
     needs_state: Vec<(std::any::TypeId, &'static str)>,
     /// What is wrong with the handler's parameters, reported at registration.
     problem: Option<String>,
+    /// Listed or not; a router or not.
+    routing: Routing,
 }
 
 impl ToolDef {
@@ -146,6 +152,7 @@ impl ToolDef {
             task_from_handler: false,
             needs_state: Vec::new(),
             problem: None,
+            routing: Routing::default(),
         }
     }
 
@@ -526,6 +533,7 @@ impl ToolEntry {
             timeout: def.timeout.unwrap_or(config.call_timeout),
             tasks: def.tasks,
             task_from_handler: def.task_from_handler,
+            routing: def.routing,
         })
     }
 }
@@ -558,6 +566,8 @@ pub(crate) struct RegisteredTool {
     pub(crate) tasks: TaskSupport,
     /// The handler starts the task itself.
     pub(crate) task_from_handler: bool,
+    /// Listed or not; a router or not.
+    pub(crate) routing: Routing,
 }
 
 /// What the call log records of a call hidden from its caller.
