@@ -10,4 +10,5 @@ pub mod flows;
 pub mod grants;
 pub mod loops;
 pub mod policy;
+pub mod search;
 pub mod shape;
