@@ -176,6 +176,7 @@ mod time_limit;
 mod tls;
 pub mod tool;
 pub mod transport;
+mod weak;
 
 #[cfg(feature = "jwt")]
 pub use auth::JwtVerifier;
@@ -199,6 +200,7 @@ pub use registry::Change;
 pub use resource::{ResourceEntry, TemplateEntry};
 pub use server::{Server, ServerBuilder, ServerConfig, UnlistedAnswer, Withheld};
 pub use state::StateKey;
+pub use weak::WeakServer;
 /// Entry points for the fuzz targets (feature `fuzzing`): not part of the API.
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing {

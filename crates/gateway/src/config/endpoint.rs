@@ -53,6 +53,15 @@ pub struct EndpointConfig {
     /// How its tools look to the model, by gateway tool name.
     #[serde(default)]
     pub shape: BTreeMap<String, ShapeConfig>,
+    /// How the model learns of its tools: `"list"` (default) lists every
+    /// one; `"search"` lists the `pinned` ones beside `find_tools` and
+    /// `call_tool`, through which the model finds and calls the rest.
+    #[serde(default)]
+    pub disclosure: super::Disclosure,
+    /// With `disclosure = "search"`: globs on the gateway tool name
+    /// (`prefix.tool`) of the tools listed anyway.
+    #[serde(default)]
+    pub pinned: Vec<String>,
 }
 
 /// `[endpoints.NAME.ratelimit]`.
@@ -233,6 +242,7 @@ pub(crate) fn check_endpoints(
                 )));
             }
         }
+        super::disclosure::check(name, endpoint)?;
         super::limits::check_rate_rules(
             &endpoint.ratelimit.rules,
             &format!("[endpoints.{name}.ratelimit] rule"),

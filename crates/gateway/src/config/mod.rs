@@ -38,6 +38,7 @@ use serde_json::Value;
 
 mod approval;
 mod auth;
+mod disclosure;
 mod endpoint;
 mod flows;
 mod identity;
@@ -51,6 +52,7 @@ mod upstream;
 
 pub use approval::{ApprovalConfig, ConsoleConfig};
 pub use auth::{AuthConfig, SignIn};
+pub use disclosure::{CALL_TOOL, Disclosure, FIND_TOOLS};
 pub use endpoint::{
     DEFAULT_PATH, EndpointAuth, EndpointConfig, EndpointRateLimit, Narrow, ShapeConfig,
     valid_endpoint_name,

@@ -177,6 +177,13 @@ impl Gateway {
                     scopes: section.auth.as_ref().map_or(&[][..], |a| &a.scopes[..]),
                     endpoint: Some(&endpoint.name),
                 });
+                // On a searching endpoint, only pinned tools are listed.
+                let searched = section.disclosure == crate::config::Disclosure::Search;
+                let entry = if searched && !section.pins(name) {
+                    entry.unlisted()
+                } else {
+                    entry
+                };
                 match endpoint.server.add_tool(entry) {
                     Ok(()) => {
                         offer.tools.insert(
@@ -185,6 +192,7 @@ impl Gateway {
                                 upstream: i,
                                 gateway: name.clone(),
                                 definition: tool.clone(),
+                                shown: shaped.tool.clone(),
                                 generation,
                             },
                         );

@@ -30,6 +30,9 @@ pub(super) struct Shown {
     pub(super) gateway: String,
     /// The upstream's definition it was shaped from.
     pub(super) definition: Tool,
+    /// The definition shaped, as the endpoint shows it (what its search
+    /// indexes).
+    pub(super) shown: Tool,
     pub(super) generation: u64,
 }
 
@@ -194,11 +197,12 @@ pub(super) struct Plan {
 /// server says and offers besides tools, who may call it.
 fn layout(name: &str, e: &EndpointConfig) -> String {
     format!(
-        "{} {:?} {:?} {}",
+        "{} {:?} {:?} {} {:?}",
         e.path_of(name),
         e.instructions,
         e.auth,
-        e.servers.is_empty()
+        e.servers.is_empty(),
+        e.disclosure,
     )
 }
 
@@ -334,13 +338,17 @@ fn build_one(
     if let Some(secret) = &shared.secret {
         builder = builder.state_key(secret.key_for(name));
     }
+    let server = builder.build()?;
+    if endpoint.disclosure == crate::config::Disclosure::Search {
+        super::disclosure::register(&server, offer.clone())?;
+    }
     Ok(Arc::new(Endpoint {
         name: name.to_owned(),
         path: endpoint.path_of(name),
         config: RwLock::new(Arc::new(endpoint.clone())),
         policy: RwLock::new(policy),
         budgets: RwLock::new(budgets),
-        server: builder.build()?,
+        server,
         offer,
     }))
 }

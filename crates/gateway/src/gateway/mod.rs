@@ -27,6 +27,7 @@ use crate::decide::policy::{Policy, ToolFacts};
 use crate::store::AuditSink;
 
 mod catalogue;
+mod disclosure;
 mod endpoint_tools;
 mod endpoints;
 mod lock;

@@ -89,6 +89,10 @@ pub struct AuditRow {
     /// Whose identity the call carried upstream and how (`alice
     /// (exchange)`), when not the gateway's own.
     pub identity: Option<String>,
+    /// How the caller reached the tool, when not by its name: `search`
+    /// (through a searching endpoint's `call_tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// The future of a store operation.
@@ -207,6 +211,7 @@ pub fn row_of(record: &CallRecord) -> AuditRow {
         flow: note(notes, "flow"),
         flow_labels: note(notes, "flow_labels"),
         identity: note(notes, "identity"),
+        via: note(notes, "via"),
     }
 }
 

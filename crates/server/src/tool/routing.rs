@@ -89,3 +89,11 @@ impl ToolDef {
         })
     }
 }
+
+impl ToolEntry {
+    /// The entry, offered without being listed ([`ToolDef::unlisted`]).
+    pub fn unlisted(mut self) -> Self {
+        self.def.routing.unlisted = true;
+        self
+    }
+}

@@ -158,13 +158,13 @@ pub fn apply(conn: &mut Connection, records: &[Entry], to: Position) -> rusqlite
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
         let mut insert = tx.prepare_cached(
-            "INSERT OR IGNORE INTO calls (id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+            "INSERT OR IGNORE INTO calls (id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity, via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
         )?;
         let mut replace = tx.prepare_cached(
-            "INSERT OR REPLACE INTO calls (id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+            "INSERT OR REPLACE INTO calls (id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity, via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
         )?;
         let mut update = tx.prepare_cached(
-            "UPDATE calls SET time_ms = ?2, caller = ?3, upstream = ?4, tool = ?5, arguments_digest = ?6, arguments = ?7, decision = ?8, rule = ?9, confirmation = ?10, status = ?11, latency_ms = ?12, grant_id = ?13, cost = ?14, result = ?15, trace_id = ?16, endpoint = ?17, shown = ?18, flow = ?19, flow_labels = ?20, identity = ?21 WHERE id = ?1",
+            "UPDATE calls SET time_ms = ?2, caller = ?3, upstream = ?4, tool = ?5, arguments_digest = ?6, arguments = ?7, decision = ?8, rule = ?9, confirmation = ?10, status = ?11, latency_ms = ?12, grant_id = ?13, cost = ?14, result = ?15, trace_id = ?16, endpoint = ?17, shown = ?18, flow = ?19, flow_labels = ?20, identity = ?21, via = ?22 WHERE id = ?1",
         )?;
         // One statement per call: a call begun and ended in this batch is
         // inserted once, as it ended (half the work of an insert and an
@@ -205,7 +205,8 @@ pub fn apply(conn: &mut Connection, records: &[Entry], to: Position) -> rusqlite
                 r.shown,
                 r.flow,
                 r.flow_labels,
-                r.identity
+                r.identity,
+                r.via
             ];
             match (first, record.kind) {
                 // Begun, no outcome yet: never over a row that has one.

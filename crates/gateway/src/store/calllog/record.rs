@@ -100,6 +100,7 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
         &r.flow,
         &r.flow_labels,
         &r.identity,
+        &r.via,
     ] {
         put_str(out, s.as_deref());
     }
@@ -201,6 +202,12 @@ pub fn decode(bytes: &[u8]) -> Result<(Record, usize), Bad> {
         flow: r.string()?,
         flow_labels: r.string()?,
         identity: r.string()?,
+        // Records written before `via` end here.
+        via: if r.bytes.is_empty() {
+            None
+        } else {
+            r.string()?
+        },
     };
     if !r.bytes.is_empty() {
         return Err(Bad::Corrupt);

@@ -218,7 +218,7 @@ impl PgStore {
         let client = self.client().await?;
         client
             .query_one(
-                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) RETURNING id",
+                "INSERT INTO toolgate_calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity, via) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) RETURNING id",
                 &[
                     &r.time_ms,
                     &r.caller,
@@ -240,6 +240,7 @@ impl PgStore {
                     &r.flow,
                     &r.flow_labels,
                     &r.identity,
+                    &r.via,
                 ],
             )
             .await
@@ -252,7 +253,7 @@ impl PgStore {
         let client = self.outcome_client().await?;
         client
             .execute(
-                "UPDATE toolgate_calls SET upstream = $2, decision = $3, rule = $4, confirmation = $5, status = $6, latency_ms = $7, grant_id = $8, cost = $9, result = $10, trace_id = $11, arguments_digest = $12, arguments = $13, flow = $14, flow_labels = $15, identity = $16 WHERE id = $1",
+                "UPDATE toolgate_calls SET upstream = $2, decision = $3, rule = $4, confirmation = $5, status = $6, latency_ms = $7, grant_id = $8, cost = $9, result = $10, trace_id = $11, arguments_digest = $12, arguments = $13, flow = $14, flow_labels = $15, identity = $16, via = $17 WHERE id = $1",
                 &[
                     &id,
                     &r.upstream,
@@ -270,6 +271,7 @@ impl PgStore {
                     &r.flow,
                     &r.flow_labels,
                     &r.identity,
+                    &r.via,
                 ],
             )
             .await
@@ -323,7 +325,7 @@ impl PgStore {
         };
         let rows = client
             .query(
-                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) AND id < $6 ORDER BY id DESC LIMIT $5",
+                "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity, via FROM toolgate_calls WHERE id > $1 AND time_ms >= $2 AND ($3::TEXT IS NULL OR caller = $3) AND ($4::TEXT IS NULL OR decision = $4) AND id < $6 ORDER BY id DESC LIMIT $5",
                 &[
                     &filter.after_id.unwrap_or(0),
                     &filter.since_ms.unwrap_or(0),
@@ -362,6 +364,7 @@ impl PgStore {
                 flow: r.get(18),
                 flow_labels: r.get(19),
                 identity: r.get(20),
+                via: r.get(21),
             })
         });
         crate::store::sqlite::query::newest(

@@ -140,6 +140,9 @@ CREATE TABLE IF NOT EXISTS toolgate_accounts (
     PRIMARY KEY (subject, server)
 );
 ",
+    "
+ALTER TABLE toolgate_calls ADD COLUMN IF NOT EXISTS via TEXT;
+",
 ];
 
 /// The advisory lock key of migrations ("toolgate" in ASCII).

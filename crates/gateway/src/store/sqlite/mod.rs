@@ -78,8 +78,9 @@ CREATE TABLE IF NOT EXISTS log_progress (
 /// 4 each call's result summary and trace id, 5 budget reservations and
 /// grants bound to a definition, 6 each call's endpoint and the name it
 /// was called by, 7 flow labels and each call's flow, 8 the identity a
-/// call carried upstream and people's linked accounts.
-const VERSION: i32 = 8;
+/// call carried upstream and people's linked accounts, 9 how a call
+/// reached its tool (`via`).
+const VERSION: i32 = 9;
 
 /// Bring a store to [`VERSION`], one process at a time.
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
@@ -159,6 +160,14 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
         }
         tx.execute_batch(accounts::TABLE)?;
         tx.execute_batch(LOG_PROGRESS)?;
+    }
+    if version < 9 {
+        let has = tx
+            .prepare("SELECT 1 FROM pragma_table_info('calls') WHERE name = 'via'")?
+            .exists([])?;
+        if !has {
+            tx.execute_batch("ALTER TABLE calls ADD COLUMN via TEXT;")?;
+        }
     }
     if version < VERSION {
         tx.execute_batch(&format!("PRAGMA user_version = {VERSION};"))?;

@@ -66,9 +66,10 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, StoreError> 
         ("NULL", "NULL")
     };
     let identity = if version >= 8 { "identity" } else { "NULL" };
+    let via = if version >= 9 { "via" } else { "NULL" };
     let mut stmt = conn
         .prepare(&format!(
-            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, {grant}, {cost}, {result}, {trace}, {endpoint}, {shown}, {flow}, {flow_labels}, {identity} FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) AND id < ?5 ORDER BY id DESC"
+            "SELECT id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, {grant}, {cost}, {result}, {trace}, {endpoint}, {shown}, {flow}, {flow_labels}, {identity}, {via} FROM calls WHERE id > ?1 AND time_ms >= ?2 AND (?3 IS NULL OR caller = ?3) AND (?4 IS NULL OR decision = ?4) AND id < ?5 ORDER BY id DESC"
         ))
         .map_err(not_a_store(path))?;
     let rows = stmt
@@ -103,6 +104,7 @@ pub fn query(path: &Path, filter: &Filter) -> Result<Vec<AuditRow>, StoreError> 
                     flow: r.get(18)?,
                     flow_labels: r.get(19)?,
                     identity: r.get(20)?,
+                    via: r.get(21)?,
                 })
             },
         )

@@ -185,7 +185,8 @@ macro_rules! row_params {
             $r.shown,
             $r.flow,
             $r.flow_labels,
-            $r.identity
+            $r.identity,
+            $r.via
         ]
     };
 }
@@ -198,7 +199,7 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
         let mut insert = tx.prepare_cached(
-                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity, via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
                 )?;
         let mut spend =
             tx.prepare_cached("INSERT OR IGNORE INTO nonces (nonce, spent_ms) VALUES (?1, ?2)")?;
@@ -214,7 +215,7 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
                 }
                 Job::Complete(id, r, _) => {
                     let mut update = tx.prepare_cached(
-                                "UPDATE calls SET upstream = ?2, decision = ?3, rule = ?4, confirmation = ?5, status = ?6, latency_ms = ?7, grant_id = ?8, cost = ?9, result = ?10, trace_id = ?11, arguments_digest = ?12, arguments = ?13, flow = ?14, flow_labels = ?15, identity = ?16 WHERE id = ?1",
+                                "UPDATE calls SET upstream = ?2, decision = ?3, rule = ?4, confirmation = ?5, status = ?6, latency_ms = ?7, grant_id = ?8, cost = ?9, result = ?10, trace_id = ?11, arguments_digest = ?12, arguments = ?13, flow = ?14, flow_labels = ?15, identity = ?16, via = ?17 WHERE id = ?1",
                             )?;
                     update.execute(params![
                         id,
@@ -232,7 +233,8 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
                         r.arguments,
                         r.flow,
                         r.flow_labels,
-                        r.identity
+                        r.identity,
+                        r.via
                     ])?;
                 }
                 Job::Nonce(nonce, _) => {
