@@ -52,6 +52,7 @@ struct Args {
 mod floor;
 mod memory;
 mod sandbox;
+mod search;
 mod servers;
 mod targets;
 
@@ -485,6 +486,13 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("== sandbox");
         rows.extend(sandbox::rows(&bins, args.rounds, secs).await?);
     }
+    let mut search_figures = Value::Null;
+    if wanted("search") || wanted(search::SEARCH) {
+        eprintln!("== search");
+        let (search_rows, figures) = search::rows(args.rounds).await?;
+        rows.extend(search_rows);
+        search_figures = figures;
+    }
     if wanted("client") {
         eprintln!("== clients");
         rows.extend(client_rows(&bins, args.rounds, secs).await?);
@@ -504,6 +512,7 @@ async fn main() -> anyhow::Result<()> {
             "rmcp": "3.11 (crates.io)",
             "allocator": format!("{} in every bench server (toolgate's, rmcp's, the ceiling, the forwarder); the gateway is the `toolgate` binary, on mimalloc", toolgate_bench::ALLOCATOR_NAME),
             "load": "toolgate-bench load generator: HTTP/1.1 keep-alive, fixed concurrency, HDR histogram",
+            "search": search_figures,
         }),
         rows,
         memory,
