@@ -16,7 +16,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolgate_bench::report::{Round, Row};
+use toolgate_bench::report::{Report, Round, Row};
 use toolgate_gateway::decide::search::quality::{Known, judge};
 use toolgate_gateway::decide::search::{Catalogue, Question, ToolSearch};
 use toolgate_server::protocol::types::Tool;
@@ -160,4 +160,55 @@ async fn list_bytes(tools: &[Tool]) -> anyhow::Result<(usize, usize)> {
     }
     gateway.stop();
     Ok((sizes[0], sizes[1]))
+}
+
+/// #65: the search's quality, what it saves the model, and its speed.
+pub(crate) fn targets(report: &Report, check: &mut impl FnMut(String, Option<(String, bool)>)) {
+    let figures = &report.context["search"];
+    let f = |key: &str| figures[key].as_f64();
+    if let (Some(recall), Some(mrr), Some(unseen), Some(unseen_mrr)) = (
+        f("recall_at_5"),
+        f("mrr"),
+        f("heldout_recall_at_5"),
+        f("heldout_mrr"),
+    ) {
+        check(
+            format!(
+                "search: recall@5 ≥ 0.9 over {} questions, {} tools",
+                figures["questions"], figures["tools"]
+            ),
+            Some((
+                format!(
+                    "{recall:.3} (MRR {mrr:.3}); {} held out: {unseen:.3} (MRR {unseen_mrr:.3})",
+                    figures["heldout_questions"]
+                ),
+                recall >= 0.9,
+            )),
+        );
+    }
+    if let (Some(list), Some(search)) = (f("list_tokens"), f("search_list_tokens")) {
+        let saved = 1.0 - search / list;
+        check(
+            format!(
+                "search: tools/list ≥ 90% fewer tokens at {} tools (bytes/4)",
+                figures["tools"]
+            ),
+            Some((
+                format!("{list:.0} → {search:.0} (−{:.1}%)", saved * 100.0),
+                saved >= 0.9,
+            )),
+        );
+    }
+    if let Some(row) = report.row(SEARCH, RANKER) {
+        check(
+            "search over 1,000 tools: p50 < 1 ms".to_owned(),
+            Some((
+                format!(
+                    "p50 {:.3} ms, p99 {:.3} ms",
+                    row.median.p50_ms, row.median.p99_ms
+                ),
+                row.median.p50_ms < 1.0,
+            )),
+        );
+    }
 }

@@ -83,7 +83,7 @@ pub(crate) fn targets(report: &Report, streams: usize) -> Vec<report::Target> {
             0.9,
         ),
     );
-    search_targets(report, &mut check);
+    crate::search::targets(report, &mut check);
     for c in ["c=1", "c=32"] {
         let s = format!("HTTP tools/call, {c}");
         check(
@@ -364,56 +364,5 @@ mod tests {
         assert_eq!(with(29_000.0).map(|(_, holds)| holds), Some(false));
         // Without the forwarder or the ceiling there is nothing to judge.
         assert!(two_hop_bound(&report(&[(TOOLGATE, 1.0), (CEILING, 2.0)])).is_none());
-    }
-}
-
-/// #65: the search's quality, what it saves the model, and its speed.
-fn search_targets(report: &Report, check: &mut impl FnMut(String, Option<(String, bool)>)) {
-    let figures = &report.context["search"];
-    let f = |key: &str| figures[key].as_f64();
-    if let (Some(recall), Some(mrr), Some(unseen), Some(unseen_mrr)) = (
-        f("recall_at_5"),
-        f("mrr"),
-        f("heldout_recall_at_5"),
-        f("heldout_mrr"),
-    ) {
-        check(
-            format!(
-                "search: recall@5 ≥ 0.9 over {} questions, {} tools",
-                figures["questions"], figures["tools"]
-            ),
-            Some((
-                format!(
-                    "{recall:.3} (MRR {mrr:.3}); {} held out: {unseen:.3} (MRR {unseen_mrr:.3})",
-                    figures["heldout_questions"]
-                ),
-                recall >= 0.9,
-            )),
-        );
-    }
-    if let (Some(list), Some(search)) = (f("list_tokens"), f("search_list_tokens")) {
-        let saved = 1.0 - search / list;
-        check(
-            format!(
-                "search: tools/list ≥ 90% fewer tokens at {} tools (bytes/4)",
-                figures["tools"]
-            ),
-            Some((
-                format!("{list:.0} → {search:.0} (−{:.1}%)", saved * 100.0),
-                saved >= 0.9,
-            )),
-        );
-    }
-    if let Some(row) = report.row(crate::search::SEARCH, crate::search::RANKER) {
-        check(
-            "search over 1,000 tools: p50 < 1 ms".to_owned(),
-            Some((
-                format!(
-                    "p50 {:.3} ms, p99 {:.3} ms",
-                    row.median.p50_ms, row.median.p99_ms
-                ),
-                row.median.p50_ms < 1.0,
-            )),
-        );
     }
 }
