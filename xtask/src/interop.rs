@@ -50,7 +50,7 @@ fn install_ts1(node_bin: &Path) -> anyhow::Result<PathBuf> {
     Ok(script)
 }
 
-fn install_legacy(node_bin: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn install_legacy(node_bin: &Path) -> anyhow::Result<PathBuf> {
     let dir = tools_dir().join("interop-legacy");
     let packages: Vec<&str> = LEGACY_SERVERS.split(' ').collect();
     npm_install(&dir, "{\"private\": true}\n", &packages, Some(node_bin))?;
@@ -190,7 +190,8 @@ pub fn run() -> anyhow::Result<()> {
     checks_ts1_client(&node_bin, &path, &mut failures)?;
     crate::interop_endpoints::check(&python, &path, &mut failures)?;
     crate::interop_sandbox::check(&path, &mut failures)?;
-    let total = 16 + 8 + 3 + 9 + 1 + 2 + 1 + crate::interop_sandbox::CHECKS;
+    crate::interop_search::check(&python, &node_bin, &path, &mut failures)?;
+    let total = 16 + 8 + 3 + 9 + 1 + 2 + 1 + 1 + crate::interop_sandbox::CHECKS;
     println!(
         "interop: {} passed, {} failed",
         total - failures.len(),

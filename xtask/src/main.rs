@@ -55,6 +55,7 @@ mod identity;
 mod interop;
 mod interop_endpoints;
 mod interop_sandbox;
+mod interop_search;
 mod package;
 mod services;
 mod support;

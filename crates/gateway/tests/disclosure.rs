@@ -233,17 +233,16 @@ async fn a_found_tool_s_call_is_that_tool_s_own_call() {
     assert_eq!(asked.len(), 1);
     let question = asked[0]["message"].as_str().unwrap();
     assert!(question.contains("Tool: t.refund"), "{question}");
-    // Unlisted tools are callable by name too, as themselves (by a
-    // client that does not check names against the list first).
+    // By its own name an unlisted tool is unknown: tools/list is the set
+    // of tools a client can call.
     let direct = c
         .request(
             "tools/call",
             support::args(json!({"name": "t.send_email", "arguments": {"to": "bo@example.com", "subject": "x"}})),
             &toolgate_client::CallOptions::default(),
         )
-        .await
-        .unwrap();
-    assert_eq!(direct["content"][0]["text"], "sent \"x\"", "{direct}");
+        .await;
+    assert!(direct.is_err(), "{direct:?}");
     assert_eq!(
         *r.seen.lock(),
         [
@@ -283,7 +282,6 @@ async fn a_found_tool_s_call_is_that_tool_s_own_call() {
             // The approval's round, then the approved call.
             ("t.refund", "input_required", Some("search"), Some("s")),
             ("t.refund", "ok", Some("search"), Some("s")),
-            ("t.send_email", "ok", None, Some("s")),
         ],
         "{rows:?}"
     );

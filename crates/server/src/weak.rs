@@ -37,8 +37,8 @@ impl Server {
         }
     }
 
-    /// The definition of the tool `name`, listed or not, as `tools/list`
-    /// would show it to `auth`; `None` when there is none, or `auth` may
+    /// The definition of the tool `name`, listed or not (reached through a
+    /// router), as `tools/list` would show it to `auth`; `None` when there is none, or `auth` may
     /// not see it.
     pub fn tool(&self, name: &str, auth: Option<&AuthContext>) -> Option<Tool> {
         let inner = &self.inner;

@@ -1,5 +1,5 @@
 //! Unlisted tools and routers: a tool offered without being listed is
-//! callable by name; a router's call is the call of the tool it names —
+//! reached only through a router; a router's call is the call of the tool it names —
 //! validated against that tool's schema, bound to it across rounds,
 //! recorded under its name with the router's `via`.
 // Tests fail loudly by design.
@@ -108,7 +108,7 @@ fn text(answer: &Value) -> &str {
 }
 
 #[tokio::test]
-async fn an_unlisted_tool_is_not_listed_and_is_callable_by_name() {
+async fn an_unlisted_tool_is_reached_only_through_a_router() {
     let s = server(Arc::default());
     let list = send(&s, "alice", "tools/list", json!({})).await;
     let names: Vec<&str> = list["result"]["tools"]
@@ -118,6 +118,8 @@ async fn an_unlisted_tool_is_not_listed_and_is_callable_by_name() {
         .filter_map(|t| t["name"].as_str())
         .collect();
     assert_eq!(names, ["call_tool"]);
+    // tools/list is the set of tools a client can call: by its own name an
+    // unlisted tool is unknown.
     let direct = send(
         &s,
         "alice",
@@ -125,7 +127,15 @@ async fn an_unlisted_tool_is_not_listed_and_is_callable_by_name() {
         json!({"name": "count", "arguments": {"n": 4}}),
     )
     .await;
-    assert_eq!(text(&direct), "4");
+    assert_eq!(direct["error"]["code"], -32602, "{direct}");
+    let routed = send(
+        &s,
+        "alice",
+        "tools/call",
+        json!({"name": "call_tool", "arguments": {"name": "count", "arguments": {"n": 4}}}),
+    )
+    .await;
+    assert_eq!(text(&routed), "4");
     // One name, one tool: an unlisted tool cannot take a listed one's name.
     let again = ToolDef::new("call_tool")
         .unlisted()
@@ -136,7 +146,7 @@ async fn an_unlisted_tool_is_not_listed_and_is_callable_by_name() {
         &s,
         "alice",
         "tools/call",
-        json!({"name": "count", "arguments": {"n": 4}}),
+        json!({"name": "call_tool", "arguments": {"name": "count", "arguments": {"n": 4}}}),
     )
     .await;
     assert_eq!(gone["error"]["code"], -32602);
@@ -248,10 +258,10 @@ async fn a_routed_round_binds_to_the_tool_it_names() {
         .unwrap()
         .clone();
     let answers = json!({ key.clone(): {"action": "accept", "content": {}} });
-    // The same round through the tool's own name is the same call.
     let mut retry = json!({"name": "ask", "arguments": {}, "requestState": state.clone(), "inputResponses": answers.clone()});
+    // By its own name the unlisted tool is unknown, round or not.
     let direct = send(&s, "alice", "tools/call", retry.clone()).await;
-    assert_eq!(text(&direct), "asked and done", "{direct}");
+    assert_eq!(direct["error"]["code"], -32602, "{direct}");
     // Its state does not fit another tool's call.
     retry["name"] = json!("call_tool");
     retry["arguments"] = json!({"name": "count", "arguments": {"n": 1}});

@@ -1,5 +1,8 @@
-//! Which tool a `tools/call` reaches: a listed or unlisted tool by its
-//! name, or — through a router — the tool the router names.
+//! Which tool a `tools/call` reaches: a listed tool by its name, or —
+//! through a router — the tool the router names, listed or not. An
+//! unlisted tool is unknown by its own name: `tools/list` is the set of
+//! tools a client can call (`server/tools`), and the router is how the
+//! rest are reached.
 
 use std::sync::Arc;
 
@@ -17,6 +20,13 @@ pub(super) struct Resolved {
     pub(super) via: Option<Arc<str>>,
 }
 
+impl Resolved {
+    /// Whether an unlisted tool may answer: only through a router.
+    pub(super) fn reaches_unlisted(&self) -> bool {
+        self.via.is_some()
+    }
+}
+
 /// A router's call that names no callable tool: the router's name and
 /// arguments (for the record) and what to tell the caller.
 pub(super) struct Unrouted {
@@ -25,26 +35,33 @@ pub(super) struct Unrouted {
     pub(super) text: String,
 }
 
-/// The tool `name` as `auth` may see it, listed or not.
+/// The tool `name` as `auth` may see it: a listed one, or with
+/// `unlisted`, an unlisted one too.
 pub(super) fn lookup(
     server: &Server,
     name: &str,
     auth: Option<&AuthContext>,
+    unlisted: bool,
 ) -> Option<Arc<RegisteredTool>> {
     let inner = &server.inner;
     inner
         .tools
         .get(name, auth)
-        .or_else(|| inner.unlisted.get(name, auth))
+        .or_else(|| unlisted.then(|| inner.unlisted.get(name, auth)).flatten())
 }
 
-/// The tool `name` whoever asks, listed or not (to tell hidden from absent).
-pub(super) fn lookup_hidden(server: &Server, name: &str) -> Option<Arc<RegisteredTool>> {
+/// The tool `name` whoever asks (to tell hidden from absent), as
+/// [`lookup`] finds it.
+pub(super) fn lookup_hidden(
+    server: &Server,
+    name: &str,
+    unlisted: bool,
+) -> Option<Arc<RegisteredTool>> {
     let inner = &server.inner;
     inner
         .tools
         .get_hidden(name)
-        .or_else(|| inner.unlisted.get_hidden(name))
+        .or_else(|| unlisted.then(|| inner.unlisted.get_hidden(name)).flatten())
 }
 
 /// The call `name(args)` stands for: itself, unless `name` is a router
@@ -55,7 +72,7 @@ pub(super) fn resolve(
     args: Map<String, Value>,
     auth: Option<&AuthContext>,
 ) -> Result<Resolved, Unrouted> {
-    let routed = lookup(server, &name, auth).and_then(|tool| tool.routing.router.clone());
+    let routed = lookup(server, &name, auth, false).and_then(|tool| tool.routing.router.clone());
     let Some((via, router)) = routed else {
         return Ok(Resolved {
             name,
@@ -68,7 +85,7 @@ pub(super) fn resolve(
         Err(text) => return Err(Unrouted { name, args, text }),
     };
     // A router naming a router would let one call hide behind another.
-    if lookup(server, &route.tool, auth).is_some_and(|t| t.routing.router.is_some()) {
+    if lookup(server, &route.tool, auth, true).is_some_and(|t| t.routing.router.is_some()) {
         let text = format!(
             "{} cannot call {}: it is a tool of the server's own; call it directly.",
             quote(&name),

@@ -53,22 +53,23 @@ pub(super) fn call(
         }
     };
     let auth = transport.auth.as_ref();
-    let super::route::Resolved { name, args, via } =
-        match super::route::resolve(server, name, args, auth) {
-            Ok(resolved) => resolved,
-            Err(unrouted) => {
-                let refused = Refused {
-                    name: unrouted.name,
-                    args: unrouted.args,
-                    via: None,
-                };
-                let outcome = CallOutcome::InvalidArguments;
-                return Ok(refused.answer(server, &req.id, transport, unrouted.text, outcome));
-            }
-        };
-    let Some(tool) = super::route::lookup(server, &name, auth) else {
+    let resolved = match super::route::resolve(server, name, args, auth) {
+        Ok(resolved) => resolved,
+        Err(unrouted) => {
+            let refused = Refused {
+                name: unrouted.name,
+                args: unrouted.args,
+                via: None,
+            };
+            let outcome = CallOutcome::InvalidArguments;
+            return Ok(refused.answer(server, &req.id, transport, unrouted.text, outcome));
+        }
+    };
+    let unlisted = resolved.reaches_unlisted();
+    let super::route::Resolved { name, args, via } = resolved;
+    let Some(tool) = super::route::lookup(server, &name, auth, unlisted) else {
         let unknown = || RpcError::invalid_params(format!("Unknown tool: {}", quote(&name)));
-        let Some(hidden) = super::route::lookup_hidden(server, &name) else {
+        let Some(hidden) = super::route::lookup_hidden(server, &name, unlisted) else {
             if let Some(withheld) = server.inner.unlisted_answer.as_ref().and_then(|f| f(&name)) {
                 let refused = Refused { name, args, via };
                 return Ok(refused.withheld(server, &req.id, transport, withheld));

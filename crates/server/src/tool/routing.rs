@@ -3,7 +3,9 @@
 //!
 //! A server with hundreds of tools can list a few and let the model find
 //! the rest ([`ToolDef::unlisted`]): an unlisted tool is absent from
-//! `tools/list` and callable by its name like any other. A router tool
+//! `tools/list` and reached only through a router — `tools/list` is the
+//! set of tools a client can call, so by its own name it is unknown. A
+//! router tool
 //! ([`ToolDef::routes`]) takes the name and arguments of the tool it calls:
 //! its call is answered as a call of that tool — validated against its
 //! schema, bound to it for every round, recorded under its name with the
@@ -43,9 +45,11 @@ pub(crate) struct Routing {
 }
 
 impl ToolDef {
-    /// Offer the tool without listing it: `tools/list` never shows it (and
-    /// registering or removing it announces no change), while `tools/call`
-    /// and routers reach it by name, with every check a listed tool has.
+    /// Offer the tool only through a router ([`ToolDef::router`]):
+    /// `tools/list` never shows it (registering or removing it announces
+    /// no change) and a `tools/call` by its own name finds no such tool,
+    /// while a router's call reaches it with every check a listed tool
+    /// has.
     pub fn unlisted(mut self) -> Self {
         self.routing.unlisted = true;
         self
