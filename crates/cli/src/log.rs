@@ -147,11 +147,17 @@ fn json_line(row: &AuditRow) -> String {
 
 /// The tool column: the gateway tool, and for a call through an endpoint
 /// where it came from (`coding: find_issue → t.search`).
+/// A call through a searching endpoint's `call_tool` says so
+/// (`work: t.send_email (via search)`).
 fn tool_shown(r: &AuditRow) -> String {
-    match (&r.endpoint, &r.shown) {
+    let tool = match (&r.endpoint, &r.shown) {
         (Some(e), Some(shown)) => format!("{e}: {shown} → {}", r.tool),
         (Some(e), None) => format!("{e}: {}", r.tool),
         _ => r.tool.clone(),
+    };
+    match &r.via {
+        Some(via) => format!("{tool} (via {via})"),
+        None => tool,
     }
 }
 
@@ -427,6 +433,18 @@ mod tests {
         assert_eq!(caller_shown(&row), "alice");
         row.identity = Some("alice (exchange)".into());
         assert_eq!(caller_shown(&row), "alice → alice (exchange)");
+    }
+
+    #[test]
+    fn the_tool_column_says_where_a_call_came_from_and_how() {
+        let mut row = AuditRow {
+            tool: "t.send_email".into(),
+            endpoint: Some("work".into()),
+            ..AuditRow::default()
+        };
+        assert_eq!(tool_shown(&row), "work: t.send_email");
+        row.via = Some("search".into());
+        assert_eq!(tool_shown(&row), "work: t.send_email (via search)");
     }
 
     #[test]

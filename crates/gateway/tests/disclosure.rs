@@ -243,14 +243,7 @@ async fn a_found_tool_s_call_is_that_tool_s_own_call() {
         )
         .await;
     assert!(direct.is_err(), "{direct:?}");
-    assert_eq!(
-        *r.seen.lock(),
-        [
-            "send_email ana@example.com",
-            "refund",
-            "send_email bo@example.com"
-        ]
-    );
+    assert_eq!(*r.seen.lock(), ["send_email ana@example.com", "refund"]);
     let rows = r
         .gateway
         .audit_sink()

@@ -245,6 +245,7 @@ pub(super) async fn one(Viewer { gateway, .. }: Viewer, Path(id): Path<String>) 
         ),
         ("tool", r.tool.clone()),
         ("called as", opt(&r.shown)),
+        ("via", opt(&r.via)),
         ("decision", opt(&r.decision)),
         ("rule", opt(&r.rule)),
         ("confirmation", r.confirmation_shown()),
