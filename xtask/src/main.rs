@@ -10,6 +10,10 @@
 //!   warnings`) and every test that needs no network, no service and no
 //!   install (those needing PostgreSQL, Redis or Chromium are `#[ignore]`d
 //!   and run by `scale-out` and `browser`). The first part of `ci`.
+//! - `cargo xtask demo`: the example gateway from a fresh clone (the
+//!   README's run command): builds it, serves it, says what to try.
+//! - `cargo xtask docs`: the shell blocks of README.md and docs/cli.md
+//!   marked runnable, run as written (the last stage of `ci`).
 //! - `cargo xtask conformance [SCENARIO...]`: only the conformance run.
 //! - `cargo xtask interop`: `toolgate` against servers built with the
 //!   official TypeScript (npm) and Python (PyPI) SDKs, over stdio and HTTP.
@@ -48,7 +52,9 @@
 
 mod browser;
 mod conformance;
+mod demo;
 mod dist;
+mod doctest;
 mod features;
 mod fuzz;
 mod identity;
@@ -239,6 +245,9 @@ fn ci() -> anyhow::Result<()> {
     stages.run("identity (oidc-provider)", identity::run)?;
     stages.run("conformance", || conformance::run(&[]))?;
     stages.run("interop", interop::run)?;
+    // The README's and docs/cli.md's commands, run as written (the README's
+    // run command among them, from this clone).
+    stages.run("docs (README, cli.md)", doctest::run)?;
     eprintln!("ci: all checks passed\n{stages}");
     Ok(())
 }
@@ -437,6 +446,8 @@ fn main() -> anyhow::Result<()> {
         Some("conformance") => conformance::run(&args[1..]),
         Some("interop") => interop::run(),
         Some("bench") => bench(&args[1..]),
+        Some("demo") => demo::run(&args[1..]),
+        Some("docs") => doctest::run(),
         Some("fuzz") => fuzz::run_args(&args[1..]),
         Some("browser") => browser::run_browser(),
         Some("identity") => identity::run(),
@@ -446,7 +457,7 @@ fn main() -> anyhow::Result<()> {
         Some("features") => features::run_features(),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | check | conformance [SCENARIO...] | interop | identity | bench | fuzz [--secs N] [--asan] [TARGET...] | browser | scale-out | package [--no-verify] | dist [--fast] | features>"
+                "usage: cargo xtask <ci | check | demo [--http ADDR] [--console ADDR] | docs | conformance [SCENARIO...] | interop | identity | bench | fuzz [--secs N] [--asan] [TARGET...] | browser | scale-out | package [--no-verify] | dist [--fast] | features>"
             );
             std::process::exit(2);
         }

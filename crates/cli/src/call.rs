@@ -12,7 +12,7 @@ use crate::exit;
 use crate::input::Answers;
 use crate::target::{self, Reach};
 use crate::term::{self, ask, clean, one_line};
-use crate::tools::{risk_label, unknown_tool};
+use crate::tools::unknown_tool;
 use crate::{errln, outln};
 
 /// Options of `toolgate call`.
@@ -67,7 +67,7 @@ pub async fn call(
     let Some(definition) = tools.iter().find(|t| t.name == tool) else {
         return Err(unknown_tool(tool, &conn.name, &tools));
     };
-    let (risk, open_world) = classify(definition, conn.trusted);
+    let (risk, _) = classify(definition, conn.trusted);
     errln!(
         "server:    {}\ntool:      {}{}",
         one_line(&conn.name),
@@ -81,7 +81,7 @@ pub async fn call(
     if let Some(d) = &definition.description {
         errln!("about:     {}", term::short(d, 300));
     }
-    errln!("risk:      {}", risk_label(risk, open_world));
+    errln!("risk:      {}", crate::risk::told(definition, conn.trusted));
     errln!(
         "arguments: {}",
         clean(&serde_json::to_string_pretty(&Value::Object(

@@ -21,6 +21,7 @@
 mod args;
 mod call;
 mod exit;
+mod findings;
 mod flows;
 mod grants;
 mod import;
@@ -28,6 +29,7 @@ mod input;
 mod log;
 mod login;
 mod review;
+mod risk;
 mod sandbox;
 mod serve;
 mod shell;

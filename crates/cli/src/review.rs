@@ -192,9 +192,7 @@ pub async fn run_audit(
                 servers.len(),
                 findings.len()
             );
-            for f in &findings {
-                print_finding(f, "fix:     ");
-            }
+            crate::findings::print(&findings);
             let caps = capabilities(servers);
             outln!();
             if caps.is_empty() {

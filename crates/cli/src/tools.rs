@@ -2,7 +2,7 @@
 
 use comfy_table::{ContentArrangement, Row, Table, presets};
 use serde_json::Value;
-use toolgate_client::{Risk, classify};
+use toolgate_client::Risk;
 use toolgate_protocol::types::Tool;
 
 use crate::exit;
@@ -151,7 +151,7 @@ pub async fn tools(
     print_table(&[(None, &tools, conn.trusted)]);
     if !conn.trusted {
         errln!(
-            "\nrisk ignores annotations: {} is not trusted (pass --trust, or set \"trusted\": true in the config)",
+            "\nrisk: what {} declares is a claim, beside what each definition shows (pass --trust, or set \"trusted\": true in the config, to take its declarations as facts)",
             conn.name
         );
     }
@@ -220,11 +220,10 @@ fn print_table(groups: &[(Option<&str>, &[Tool], bool)]) {
     }
     for (server, tools, trusted) in groups {
         for t in *tools {
-            let (risk, open_world) = classify(t, *trusted);
             let mut cells = vec![
                 one_line(&t.name),
                 arguments(t),
-                risk_label(risk, open_world),
+                crate::risk::told(t, *trusted),
                 flow_classes(t, *trusted),
                 short(
                     t.description.as_deref().unwrap_or(""),
@@ -259,12 +258,11 @@ fn flow_classes(tool: &Tool, trusted: bool) -> String {
 
 /// One tool in full.
 fn show(tool: &Tool, trusted: bool) {
-    let (risk, open_world) = classify(tool, trusted);
     outln!("name:        {}", one_line(&tool.name));
     if let Some(title) = &tool.title {
         outln!("title:       {}", one_line(title));
     }
-    outln!("risk:        {}", risk_label(risk, open_world));
+    outln!("risk:        {}", crate::risk::told(tool, trusted));
     let flows = toolgate_review::flows::FlowClasses::of(tool, trusted);
     if !flows.is_empty() {
         outln!("flows:       {}", one_line(&flows.explain()));
