@@ -5,8 +5,8 @@
 //! A block is runnable when its info string says so:
 //!
 //! - ```` ```sh runnable ````: each line (a `\` joins the next) runs with
-//!   `sh -c` from the repository root and must exit 0, or with the code a
-//!   trailing `# exits N` names. A line ending in `&` runs in the
+//!   `sh -c` from the repository root and must exit 0, or with the code its
+//!   trailing comment names (`… exits N`). A line ending in `&` runs in the
 //!   background until the document's end; when it says `--http ADDR`,
 //!   the next line waits until ADDR answers.
 //! - ```` ```sh runnable serve=ADDR ````: the block's one command runs in
@@ -34,11 +34,12 @@ use crate::{built, cargo, root};
 const DOCUMENTS: [&str; 2] = ["README.md", "docs/cli.md"];
 
 /// What the commands may leave at the root, removed afterwards.
-const WRITTEN: [&str; 5] = [
+const WRITTEN: [&str; 6] = [
     "toolgate.lock",
     "audit.sarif",
     "examples/toolgate-audit.db",
     "examples/toolgate-audit.db-wal",
+    "examples/toolgate-audit.db-shm",
     "examples/toolgate-audit.db.log",
 ];
 
@@ -104,11 +105,18 @@ pub(crate) fn blocks(name: &str, text: &str) -> Vec<Block> {
     out
 }
 
-/// The exit code a command's trailing `# exits N` expects (0 without one).
+/// The exit code a command's trailing comment expects by saying `exits N`
+/// (0 without one).
 pub(crate) fn expected_exit(command: &str) -> i32 {
-    command
-        .rsplit_once("# exits ")
-        .and_then(|(_, n)| n.split_whitespace().next()?.parse().ok())
+    let Some((_, comment)) = command.split_once(" #") else {
+        return 0;
+    };
+    comment
+        .split_once("exits ")
+        .and_then(|(_, n)| {
+            let digits: String = n.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
         .unwrap_or(0)
 }
 
@@ -279,6 +287,10 @@ mod tests {
         assert_eq!(found[2].run, Some(Some("127.0.0.1:8787".into())));
         assert_eq!(expected_exit(&found[0].commands[1]), 1);
         assert_eq!(expected_exit(&found[0].commands[0]), 0);
+        assert_eq!(
+            expected_exit("toolgate call x # asks (no terminal: exits 6)"),
+            6
+        );
         assert_eq!(
             http_of("cargo run -p basket -- --http localhost:8080 &").as_deref(),
             Some("127.0.0.1:8080")

@@ -125,7 +125,11 @@ mod tests {
             "{}",
             told(&delete, false)
         );
-        assert!(told(&delete, true).starts_with("read-only, open-world (declared, trusted); deletes"), "{}", told(&delete, true));
+        assert!(
+            told(&delete, true).starts_with("read-only, open-world (declared, trusted); deletes"),
+            "{}",
+            told(&delete, true)
+        );
         let blank = tool(serde_json::json!({"name": "x", "inputSchema": {"type": "object"}}));
         assert_eq!(
             told(&blank, false),
