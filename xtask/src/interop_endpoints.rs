@@ -59,19 +59,48 @@ pub fn check(python: &str, path: &str, failures: &mut Vec<String>) -> anyhow::Re
     let file = dir.path().join("toolgate.toml");
     std::fs::write(&file, config(upstream))?;
     let port = free_port()?;
-    let _gateway = start_quiet(
+    let _gateway = serve(&file, port, path)?;
+    client(
+        python,
+        "interop/py-client-endpoints.py",
+        &format!("http://127.0.0.1:{port}"),
+        path,
+        label,
+        failures,
+    )
+}
+
+/// `toolgate serve --config file --http 127.0.0.1:port`, until dropped.
+pub(crate) fn serve(
+    file: &std::path::Path,
+    port: u16,
+    path: &str,
+) -> anyhow::Result<crate::support::ChildGuard> {
+    start_quiet(
         Command::new(crate::built("debug", "toolgate"))
             .arg("serve")
             .arg("--config")
-            .arg(&file)
+            .arg(file)
             .args(["--http", &format!("127.0.0.1:{port}")])
             .env("PATH", path),
         port,
         "toolgate serve",
-    )?;
+    )
+}
+
+/// Run the Python client `script` with `arg`, its lines echoed; a failure
+/// is pushed onto `failures` under `label`.
+pub(crate) fn client(
+    python: &str,
+    script: &str,
+    arg: &str,
+    path: &str,
+    label: &str,
+    failures: &mut Vec<String>,
+) -> anyhow::Result<()> {
     let out = Command::new(python)
-        .arg(root().join("interop/py-client-endpoints.py"))
-        .arg(format!("http://127.0.0.1:{port}"))
+        .arg(root().join(script))
+        .arg(arg)
         .env("PATH", path)
         .stdin(Stdio::null())
         .output()

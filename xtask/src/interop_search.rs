@@ -2,13 +2,8 @@
 //! (`disclosure = "search"`) of one `toolgate serve` over the basket,
 //! server-everything and server-filesystem (`interop/py-client-search.py`).
 
+use crate::support::{ScratchDir, free_port};
 use std::path::Path;
-use std::process::{Command, Stdio};
-
-use anyhow::Context as _;
-
-use crate::root;
-use crate::support::{ScratchDir, free_port, start_quiet};
 
 /// The gateway's configuration: one searching endpoint over three
 /// servers, the basket's clock pinned, creating a basket confirmed.
@@ -64,35 +59,13 @@ pub fn check(
     let basket = crate::built("debug", "basket").display().to_string();
     std::fs::write(&file, config(&basket, &bin, &data))?;
     let port = free_port()?;
-    let _gateway = start_quiet(
-        Command::new(crate::built("debug", "toolgate"))
-            .arg("serve")
-            .arg("--config")
-            .arg(&file)
-            .args(["--http", &format!("127.0.0.1:{port}")])
-            .env("PATH", path),
-        port,
-        "toolgate serve",
-    )?;
-    let out = Command::new(python)
-        .arg(root().join("interop/py-client-search.py"))
-        .arg(format!("http://127.0.0.1:{port}/mcp/found"))
-        .env("PATH", path)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("running {label}"))?;
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for line in said.lines() {
-        eprintln!("     {line}");
-    }
-    let ok = out.status.success();
-    eprintln!("{} {label}", if ok { "ok  " } else { "FAIL" });
-    if !ok {
-        failures.push(format!("{label}:\n{said}"));
-    }
-    Ok(())
+    let _gateway = crate::interop_endpoints::serve(&file, port, path)?;
+    crate::interop_endpoints::client(
+        python,
+        "interop/py-client-search.py",
+        &format!("http://127.0.0.1:{port}/mcp/found"),
+        path,
+        label,
+        failures,
+    )
 }
