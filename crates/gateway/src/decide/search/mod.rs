@@ -215,17 +215,12 @@ impl Catalogue {
     /// A question's tokens as the index keys them.
     fn question(&self, text: &str) -> Vec<u32> {
         Words::default()
-            .weighed(text, LITERAL)
+            .tokens(text)
             .iter()
             .map(|t| <u32 as TokenEmbedder>::embed(t))
             .collect()
     }
 }
-
-/// How many times a question's own word counts against one word of the
-/// same concept. Measured: counting it twice lost 5 points of recall@5;
-/// the concepts carry the meaning.
-const LITERAL: usize = 1;
 
 /// How many times a tool's name counts against its description: the
 /// words a tool is best known by weigh more, not so much that one shared

