@@ -66,6 +66,8 @@ pub fn audit(servers: &[ServerTools]) -> Vec<Finding> {
             rules::effects::free_text::check(&subject, &effects, &mut findings);
             rules::schema::check(&subject, &mut findings);
             rules::output::check(&subject, &effects, &mut findings);
+            rules::secrets::check(&subject, &mut findings);
+            rules::reach::check(&subject, &effects, &mut findings);
             *seen.entry(&tool.name).or_default() += 1;
             let list = owners.entry(&tool.name).or_default();
             if !list.contains(&server.server.as_str()) {

@@ -28,7 +28,7 @@ use toolgate_review::{Effects, ServerTools, audit};
 /// The rules a reviewer's judgement can disagree with.
 const SCORED: &[&str] = &[
     "TG-N003", "TG-D003", "TG-D005", "TG-E001", "TG-E003", "TG-E004", "TG-S004", "TG-S008",
-    "TG-S009", "TG-O001", "TG-O002", "TG-O003",
+    "TG-S009", "TG-S010", "TG-O001", "TG-O002", "TG-O003", "TG-O004",
 ];
 
 /// Minimum precision and recall, per rule or effect with at least
@@ -221,10 +221,11 @@ fn the_rules_meet_their_thresholds_on_the_corpus() {
         {
             failures.push(label.clone());
         }
-        assert!(
-            label.starts_with("effect ") || s.tp > 0,
-            "{label}: the corpus has no case this rule should find"
-        );
+        if !label.starts_with("effect ") && s.tp == 0 {
+            failures.push(format!(
+                "{label} (the corpus has no case this rule should find)"
+            ));
+        }
     }
     println!(
         "{:<16} {:>4} {:>4} {:>4} {:>9.2} {:>7.2}",

@@ -5,7 +5,9 @@ pub(crate) mod descriptions;
 pub(crate) mod effects;
 pub(crate) mod names;
 pub(crate) mod output;
+pub(crate) mod reach;
 pub(crate) mod schema;
+pub(crate) mod secrets;
 
 use toolgate_protocol::types::Tool;
 
@@ -165,6 +167,12 @@ pub const RULES: &[Rule] = &[
         rationale: "A tool that executes or sends and takes any string for the command or the destination runs anything and reaches anyone; an enum or a pattern narrows it.",
     },
     Rule {
+        id: "TG-S010",
+        severity: Severity::Medium,
+        summary: "Free text for what a tool fetches",
+        rationale: "A tool that takes any URL reaches whatever the model names: cloud metadata, the private network, or an attacker's host with the conversation in the query; an enum or a pattern that names the domain pins it.",
+    },
+    Rule {
         id: "TG-O001",
         severity: Severity::Low,
         summary: "Data-returning tool without an outputSchema",
@@ -181,6 +189,12 @@ pub const RULES: &[Rule] = &[
         severity: Severity::Medium,
         summary: "A tool that spends does not say what a call costs",
         rationale: "A description that states the cost and its terms (per call, on success only, nothing on a miss) lets the model plan the cheaper path; without it, it cannot weigh one call against another.",
+    },
+    Rule {
+        id: "TG-O004",
+        severity: Severity::High,
+        summary: "The tool returns secrets",
+        rationale: "A tool that returns the environment, credentials, keys or passwords puts them in the model's context, where a poisoned tool or an injected instruction can send them anywhere.",
     },
 ];
 

@@ -71,10 +71,11 @@ pub struct Effects {
 impl Effects {
     /// Read a tool's effects.
     pub fn of(tool: &Tool) -> Self {
-        let params: Vec<String> = tool
+        let properties = tool
             .input_schema
             .get("properties")
-            .and_then(Value::as_object)
+            .and_then(Value::as_object);
+        let params: Vec<String> = properties
             .map(|p| p.keys().cloned().collect())
             .unwrap_or_default();
         let normalized: Vec<String> = params.iter().map(|p| words(p).join("_")).collect();
@@ -119,7 +120,8 @@ impl Effects {
                     text: param.clone(),
                 });
             }
-            if NETWORK_PARAMS.contains(&n) {
+            let schema = properties.and_then(|p| p.get(param));
+            if NETWORK_PARAMS.contains(&n) && !schema.is_some_and(own_resource) {
                 network.push(param.clone());
             }
         }
@@ -166,6 +168,25 @@ impl Effects {
             .collect::<Vec<_>>()
             .join("; ")
     }
+}
+
+/// Whether a parameter is a URI of the server's own resources ("the URI of
+/// the resource to read"), which the tool looks up rather than visits. A
+/// description that also speaks of a URL or HTTP is a location after all.
+pub(crate) fn own_resource(schema: &Value) -> bool {
+    let described = words(
+        schema
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+    );
+    about_a_resource(&described)
+}
+
+/// [`own_resource`] over a parameter description's words.
+pub(crate) fn about_a_resource(described: &[String]) -> bool {
+    let has = |w: &[&str]| described.iter().any(|d| w.contains(&d.as_str()));
+    has(&["resource", "resources"]) && !has(&["url", "urls", "http", "https"])
 }
 
 /// The description's first sentence, which says what the tool does; later
@@ -273,7 +294,7 @@ fn is_verb(word: &str) -> bool {
 }
 
 /// Lower-cased words of prose, keeping contractions whole (`doesn't`).
-fn prose_words(text: &str) -> Vec<String> {
+pub(crate) fn prose_words(text: &str) -> Vec<String> {
     text.split(|c: char| !(c.is_alphanumeric() || c == '\''))
         .filter(|w| !w.is_empty())
         .map(|w| w.trim_matches('\'').to_lowercase())

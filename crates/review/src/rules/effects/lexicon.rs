@@ -284,7 +284,7 @@ pub(super) const DETERMINERS: &[&str] = &[
 /// start of the sentence, a coordination (`create or update`), or a subject
 /// (`this tool deletes`, `a tool that runs`). A verb elsewhere is usually
 /// part of a noun phrase (`progress updates`, `staged for commit`).
-pub(super) const VERB_POSITIONS: &[&str] = &[
+pub(crate) const VERB_POSITIONS: &[&str] = &[
     "and",
     "or",
     "then",
@@ -316,7 +316,7 @@ pub(super) const VERB_POSITIONS: &[&str] = &[
 pub(super) const COMPOUNDS: &[(&str, &str)] = &[("port", "forward"), ("fast", "forward")];
 
 /// Words that negate a verb within the three words before it.
-pub(super) const NEGATIONS: &[&str] = &[
+pub(crate) const NEGATIONS: &[&str] = &[
     "not", "never", "no", "cannot", "can't", "cant", "doesn't", "doesnt", "won't", "wont",
     "without", "nor", "neither", "don't", "dont", "isn't",
 ];
@@ -398,7 +398,7 @@ pub(super) const NETWORK_PARAMS: &[&str] = &[
 ];
 
 /// Parameters that are where a sending tool sends to.
-pub(super) const DESTINATION_PARAMS: &[&str] = &[
+pub(crate) const DESTINATION_PARAMS: &[&str] = &[
     "to",
     "recipient",
     "recipients",
@@ -428,7 +428,7 @@ pub(super) const DESTINATION_PARAMS: &[&str] = &[
 /// True when `word` is `base` or a present-tense or -ing form of it. Past
 /// forms are left out on purpose: "with duplicates removed" describes a
 /// result, not an action.
-pub(super) fn is_form(word: &str, base: &str) -> bool {
+pub(crate) fn is_form(word: &str, base: &str) -> bool {
     if word == base {
         return true;
     }

@@ -14,9 +14,10 @@ mod lexicon;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub(crate) use evidence::first_sentence;
 pub use evidence::{Effects, Evidence, Source};
+pub(crate) use evidence::{about_a_resource, first_sentence, prose_words};
 use explain::Claim;
+pub(crate) use lexicon::{DESTINATION_PARAMS, NEGATIONS, VERB_POSITIONS, is_form};
 
 use super::Subject;
 use crate::Finding;
