@@ -52,6 +52,13 @@ pub struct Postgres {
 impl Postgres {
     /// Install if needed, create a cluster and start it.
     pub fn start() -> anyhow::Result<Self> {
+        Self::start_in(&std::env::temp_dir())
+    }
+
+    /// [`Postgres::start`] with the cluster under `base` (the soak puts it
+    /// on tmpfs, so that the disk's fsync stalls do not read as the
+    /// gateway's latency).
+    pub fn start_in(base: &Path) -> anyhow::Result<Self> {
         let bin = match postgres_bin() {
             Some(bin) => bin,
             None => {
@@ -59,7 +66,7 @@ impl Postgres {
                 postgres_bin().context("postgresql was installed but no pg_ctl was found")?
             }
         };
-        let dir = std::env::temp_dir().join(format!("toolgate-pg-{}", std::process::id()));
+        let dir = base.join(format!("toolgate-pg-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
         if is_root() {
@@ -127,7 +134,7 @@ impl Drop for Postgres {
 
 /// Debian's `redis-server`, installed when missing; the tests start
 /// their own servers with it (one of them stops its server mid-run).
-fn redis_server() -> anyhow::Result<PathBuf> {
+pub(crate) fn redis_server() -> anyhow::Result<PathBuf> {
     let path = PathBuf::from("/usr/bin/redis-server");
     if !path.exists() {
         crate::support::apt_install(&["redis-server"])?;
