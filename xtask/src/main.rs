@@ -292,7 +292,12 @@ fn discard(dir: &str) -> anyhow::Result<()> {
 /// Bytes free on the disk holding the workspace, as `df` reads them; `None`
 /// when `df` cannot say.
 fn free_space() -> Option<u64> {
-    let out = Command::new("df").arg("-Pk").arg(root()).output().ok()?;
+    free_space_at(&root())
+}
+
+/// Bytes free on the file system holding `path`, as `df` reads them.
+pub(crate) fn free_space_at(path: &std::path::Path) -> Option<u64> {
+    let out = Command::new("df").arg("-Pk").arg(path).output().ok()?;
     let text = String::from_utf8(out.stdout).ok()?;
     let kib: u64 = text
         .lines()

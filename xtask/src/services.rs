@@ -52,13 +52,14 @@ pub struct Postgres {
 impl Postgres {
     /// Install if needed, create a cluster and start it.
     pub fn start() -> anyhow::Result<Self> {
-        Self::start_in(&std::env::temp_dir())
+        Self::start_in(&std::env::temp_dir(), "")
     }
 
-    /// [`Postgres::start`] with the cluster under `base` (the soak puts it
-    /// on tmpfs, so that the disk's fsync stalls do not read as the
+    /// [`Postgres::start`] with the cluster under `base` and `extra` server
+    /// options (the soak puts it on tmpfs, or else does not wait for the
+    /// disk at commit, so that the disk's fsync stalls do not read as the
     /// gateway's latency).
-    pub fn start_in(base: &Path) -> anyhow::Result<Self> {
+    pub fn start_in(base: &Path, extra: &str) -> anyhow::Result<Self> {
         let bin = match postgres_bin() {
             Some(bin) => bin,
             None => {
@@ -82,7 +83,7 @@ impl Postgres {
             .stdout(std::process::Stdio::null()))?;
         let port = free_port()?;
         let options = format!(
-            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={}",
+            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={}{extra}",
             dir.display()
         );
         let pg = Self {

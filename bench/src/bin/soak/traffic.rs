@@ -67,11 +67,8 @@ impl Outcome {
             Outcome::Refused(t) => format!("refused: {t}"),
             Outcome::Failed(t) => t.clone(),
         };
-        for (says, cause) in CAUSES {
-            if text.contains(says) {
-                return Some((*cause).to_owned());
-            }
-        }
+        // The gateway's answer about an upstream first: its text may quote
+        // the upstream's own error ("Connection refused").
         if let Some(rest) = text.strip_prefix("refused: The upstream server ") {
             let server = rest.split_whitespace().next().unwrap_or("?");
             let what = if rest.contains("failed during the call") {
@@ -80,6 +77,11 @@ impl Outcome {
                 "unavailable"
             };
             return Some(format!("{server} {what}"));
+        }
+        for (says, cause) in CAUSES {
+            if text.contains(says) {
+                return Some((*cause).to_owned());
+            }
         }
         let mut out = String::new();
         let mut digits = false;
@@ -308,7 +310,7 @@ mod tests {
         );
         assert!(!down.must_be_recorded());
         let upstream = Outcome::Refused(
-            "The upstream server basket is unavailable (cannot reach the server: POST http://127.0.0.1:4242/mcp)".into(),
+            "The upstream server basket is unavailable (cannot reach the server: POST http://127.0.0.1:4242/mcp: Connection refused (os error 111))".into(),
         );
         assert_eq!(upstream.cause().as_deref(), Some("basket unavailable"));
         assert!(upstream.must_be_recorded());
