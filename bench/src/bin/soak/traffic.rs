@@ -108,6 +108,10 @@ const CAUSES: &[(&str, &str)] = &[
         "rate limits unavailable (Redis down)",
     ),
     (
+        "cannot check the budget",
+        "budget unavailable (PostgreSQL down)",
+    ),
+    (
         "connection closed before message completed",
         "connection closed in flight",
     ),
@@ -319,5 +323,12 @@ mod tests {
         assert_eq!(a.cause(), b.cause());
         assert!(!a.must_be_recorded());
         assert_eq!(Outcome::Ok.cause(), None);
+        let budget = Outcome::Refused(
+            "The gateway cannot check the budget of \"everything.get-sum\" right now (its store is unavailable), so the call was not forwarded.".into(),
+        );
+        assert_eq!(
+            budget.cause().as_deref(),
+            Some("budget unavailable (PostgreSQL down)")
+        );
     }
 }
