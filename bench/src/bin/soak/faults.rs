@@ -10,7 +10,7 @@ use serde_json::Map;
 use toolgate_client::CallOptions;
 
 use crate::traffic::{Outcome, Traffic, call};
-use crate::world::{Basket, Instance, Redis, Setup, children, kill_pid, runs};
+use crate::world::{Instance, Service, Setup, children, kill_pid, runs};
 
 /// What is broken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,8 +77,8 @@ impl Window {
 /// What the faults act on.
 pub struct Targets<'a> {
     pub setup: &'a Setup,
-    pub redis: &'a mut Redis,
-    pub basket: &'a mut Basket,
+    pub redis: &'a mut Service,
+    pub basket: &'a mut Service,
     pub instances: &'a mut [Instance],
     pub traffic: &'a Arc<Traffic>,
     /// Listen streams held open on each instance, reopened after a restart.
@@ -93,7 +93,7 @@ pub async fn inject(fault: Fault, t: &mut Targets<'_>) -> anyhow::Result<Window>
         Fault::Basket => {
             t.basket.kill().await;
             tokio::time::sleep(Duration::from_secs(2)).await;
-            t.basket.up(t.setup).await?;
+            t.basket.up().await?;
         }
         Fault::Everything => {
             let pid = t.instances[0].pid();
@@ -111,7 +111,7 @@ pub async fn inject(fault: Fault, t: &mut Targets<'_>) -> anyhow::Result<Window>
         Fault::Redis => {
             t.redis.kill().await;
             tokio::time::sleep(Duration::from_secs(3)).await;
-            t.redis.up(t.setup).await?;
+            t.redis.up().await?;
         }
         Fault::Instance => {
             t.traffic.up[1].store(false, Ordering::Relaxed);

@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use report::{Run, Sample};
 use toolgate_bench::process::{free_addr, memory};
 use traffic::Traffic;
-use world::{Basket, Instance, Redis, Setup, open_fds};
+use world::{Instance, Service, Setup, open_fds};
 
 #[derive(Parser)]
 #[command(about = "Soak two gateway instances under load, with faults")]
@@ -54,7 +54,7 @@ fn toml_string(s: &str) -> String {
 }
 
 /// The configuration both instances share.
-fn config(setup: &Setup, basket: &Basket, redis: &Redis, dir: &Path) -> anyhow::Result<PathBuf> {
+fn config(setup: &Setup, basket: &Service, redis: &Service, dir: &Path) -> anyhow::Result<PathBuf> {
     let key = dir.join("state.key");
     std::fs::write(
         &key,
@@ -140,8 +140,8 @@ async fn main() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("toolgate-soak-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
 
-    let mut redis = Redis::start(&setup, free_addr()?).await?;
-    let mut basket = Basket::start(&setup, free_addr()?).await?;
+    let mut redis = Service::redis(&setup, free_addr()?).await?;
+    let mut basket = Service::basket(&setup, free_addr()?).await?;
     let config = config(&setup, &basket, &redis, &dir)?;
     let mut instances = Vec::new();
     for name in NAMES {

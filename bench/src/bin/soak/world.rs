@@ -63,15 +63,11 @@ impl Setup {
 pub struct Proc(Child);
 
 impl Proc {
-    fn spawn(cmd: &mut Command, log: Option<&Path>) -> anyhow::Result<Self> {
-        let stderr = match log {
-            Some(path) => Stdio::from(std::fs::File::create(path)?),
-            None => Stdio::null(),
-        };
+    fn spawn(cmd: &mut Command) -> anyhow::Result<Self> {
         Ok(Self(
             cmd.stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(stderr)
+                .stderr(Stdio::null())
                 .kill_on_drop(true)
                 .spawn()?,
         ))
@@ -111,66 +107,64 @@ pub async fn get_status(addr: SocketAddr, path: &str) -> Option<u16> {
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
 }
 
-/// A `redis-server` on a fixed loopback port, nothing saved to disk.
-pub struct Redis {
+/// A helper process on a fixed loopback address (Redis, the basket),
+/// started again on the same address after a fault.
+pub struct Service {
     pub addr: SocketAddr,
+    what: &'static str,
+    program: PathBuf,
+    args: Vec<String>,
     proc: Option<Proc>,
 }
 
-impl Redis {
-    pub async fn start(setup: &Setup, addr: SocketAddr) -> anyhow::Result<Self> {
-        let mut redis = Self { addr, proc: None };
-        redis.up(setup).await?;
-        Ok(redis)
+impl Service {
+    /// A `redis-server` on `addr`'s port, nothing saved to disk.
+    pub async fn redis(setup: &Setup, addr: SocketAddr) -> anyhow::Result<Self> {
+        let port = addr.port().to_string();
+        let args = [
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ];
+        Self::start("redis-server", &setup.redis_server, &args, addr).await
     }
 
-    /// Start it again on its port.
-    pub async fn up(&mut self, setup: &Setup) -> anyhow::Result<()> {
-        let port = self.addr.port().to_string();
-        self.proc = Some(Proc::spawn(
-            Command::new(&setup.redis_server).args([
-                "--port",
-                &port,
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ]),
-            None,
-        )?);
-        listening(self.addr, "redis-server", Duration::from_secs(10)).await
+    /// The basket example serving HTTP on `addr`: the upstream both
+    /// instances share.
+    pub async fn basket(setup: &Setup, addr: SocketAddr) -> anyhow::Result<Self> {
+        let at = addr.to_string();
+        Self::start("basket", &setup.basket, &["--http", &at], addr).await
     }
 
-    pub async fn kill(&mut self) {
-        if let Some(mut p) = self.proc.take() {
-            p.kill().await;
-        }
-    }
-}
-
-/// The basket example over HTTP: the upstream both instances share.
-pub struct Basket {
-    pub addr: SocketAddr,
-    proc: Option<Proc>,
-}
-
-impl Basket {
-    pub async fn start(setup: &Setup, addr: SocketAddr) -> anyhow::Result<Self> {
-        let mut basket = Self { addr, proc: None };
-        basket.up(setup).await?;
-        Ok(basket)
+    async fn start(
+        what: &'static str,
+        program: &Path,
+        args: &[&str],
+        addr: SocketAddr,
+    ) -> anyhow::Result<Self> {
+        let mut service = Self {
+            addr,
+            what,
+            program: program.to_owned(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            proc: None,
+        };
+        service.up().await?;
+        Ok(service)
     }
 
-    pub async fn up(&mut self, setup: &Setup) -> anyhow::Result<()> {
-        self.proc = Some(Proc::spawn(
-            Command::new(&setup.basket).args(["--http", &self.addr.to_string()]),
-            None,
-        )?);
-        listening(self.addr, "basket", Duration::from_secs(10)).await
+    /// Start it (again) and wait until it listens.
+    pub async fn up(&mut self) -> anyhow::Result<()> {
+        self.proc = Some(Proc::spawn(Command::new(&self.program).args(&self.args))?);
+        listening(self.addr, self.what, Duration::from_secs(10)).await
     }
 
+    /// SIGKILL, and reap it.
     pub async fn kill(&mut self) {
         if let Some(mut p) = self.proc.take() {
             p.kill().await;
