@@ -124,12 +124,7 @@ pub(crate) fn check(s: &Subject<'_>, out: &mut Vec<Finding>) {
     }
     prose(s, description, "the description", "", out);
     // The model reads parameter descriptions too ("full-schema poisoning").
-    let properties = s
-        .tool
-        .input_schema
-        .get("properties")
-        .and_then(serde_json::Value::as_object);
-    for (name, prop) in properties.into_iter().flatten() {
+    for (name, prop) in s.properties().into_iter().flatten() {
         if let Some(text) = prop.get("description").and_then(serde_json::Value::as_str) {
             let location = format!("inputSchema/properties/{name}/description: ");
             prose(

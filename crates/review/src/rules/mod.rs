@@ -205,6 +205,14 @@ pub(crate) struct Subject<'a> {
 }
 
 impl Subject<'_> {
+    /// The input schema's top-level `properties`, when it has them.
+    pub(crate) fn properties(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.tool
+            .input_schema
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+    }
+
     pub(crate) fn finding(
         &self,
         rule: &'static str,

@@ -57,12 +57,7 @@ const STORED_LINKS: &[&str] = &[
 const URL_FORMATS: &[&str] = &["uri", "url", "iri", "uri-reference", "iri-reference"];
 
 pub(crate) fn check(s: &Subject<'_>, effects: &Effects, out: &mut Vec<Finding>) {
-    let Some(properties) = s
-        .tool
-        .input_schema
-        .get("properties")
-        .and_then(Value::as_object)
-    else {
+    let Some(properties) = s.properties() else {
         return;
     };
     let acts = effects.has(Effect::Send) || effects.has(Effect::Execute);

@@ -135,19 +135,22 @@ const QUIET: &[&str] = &[
 
 pub(crate) fn check(s: &Subject<'_>, out: &mut Vec<Finding>) {
     let description = s.tool.description.as_deref().unwrap_or("");
-    let redacted = prose_words(description)
-        .iter()
-        .any(|w| REDACTED.contains(&w.as_str()))
-        || QUIET.iter().any(|q| description.to_lowercase().contains(q));
-    if redacted {
-        return;
-    }
     let evidence = from_name(&s.tool.name)
         .map(|w| format!("name {:?} ({w})", s.tool.name))
         .or_else(|| {
             from_description(first_sentence(description)).map(|p| format!("description {p:?}"))
         });
-    if let Some(evidence) = evidence {
+    // Only a tool that looks like it hands secrets over is read in full
+    // for a statement that it leaves the values out.
+    let Some(evidence) = evidence else {
+        return;
+    };
+    let lower = description.to_lowercase();
+    let redacted = prose_words(&lower)
+        .iter()
+        .any(|w| REDACTED.contains(&w.as_str()))
+        || QUIET.iter().any(|q| lower.contains(q));
+    if !redacted {
         out.push(s.finding(
             "TG-O004",
             "the tool returns secrets (the environment, credentials, keys or passwords) into the model's context",

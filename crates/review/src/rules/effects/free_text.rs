@@ -20,12 +20,7 @@ pub(crate) fn check(s: &Subject<'_>, effects: &Effects, out: &mut Vec<Finding>) 
     if !runs && !sends {
         return;
     }
-    let Some(properties) = s
-        .tool
-        .input_schema
-        .get("properties")
-        .and_then(Value::as_object)
-    else {
+    let Some(properties) = s.properties() else {
         return;
     };
     for (name, schema) in properties {
