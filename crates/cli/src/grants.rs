@@ -47,12 +47,9 @@ pub async fn grants(args: GrantsArgs) -> anyhow::Result<u8> {
             let outcome = match (&db, &pg) {
                 // The revocation is recorded as the command line's.
                 (_, Some(pg)) => pg.revoke(id, "cli").await,
-                // What a stopped gateway's call log holds comes first: its
-                // calls hold the next ids.
-                (Database::File(path), None) => {
-                    toolgate_gateway::store::calllog::logged::drain(path)
-                        .and_then(|()| grants::revoke(path, id, "cli"))
-                }
+                // Beside a running gateway too, a call log's included: the
+                // row takes an id above those the log has reserved.
+                (Database::File(path), None) => grants::revoke(path, id, "cli"),
                 (Database::Postgres(_), None) => Ok(Revoked::Unknown),
             }
             .map_err(|e| exit::fail(exit::PROTOCOL, with_causes(&e)))?;

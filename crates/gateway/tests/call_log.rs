@@ -120,8 +120,14 @@ async fn a_second_gateway_on_the_same_log_is_refused_and_told_what_to_do() {
         .expect("one appender per log")
         .to_string();
     assert!(
-        second.contains("being written by another gateway") && second.contains("[audit] path"),
+        second.contains("call log written by another gateway") && second.contains("[audit] path"),
         "{second}"
+    );
+    // What a gateway with `durability` unset asks: not now.
+    assert!(
+        LoggedStore::open_unless_held(&db, false, Durability::Process, BACKLOG)
+            .unwrap()
+            .is_none()
     );
     drop(first);
     LoggedStore::open(&db, false, Durability::Process, BACKLOG).unwrap();
@@ -207,5 +213,53 @@ async fn a_committed_writer_after_a_log_left_unindexed_takes_the_ids_after_its_c
             .unwrap()
             .len(),
         4
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_writers_write_beside_a_live_log_and_no_two_rows_share_an_id() {
+    use toolgate_gateway::store::sqlite::AuditStore;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let logged =
+        std::sync::Arc::new(LoggedStore::open(&db, false, Durability::Process, BACKLOG).unwrap());
+    // Another host's gateway, committing each row, and the command line.
+    let committed = std::sync::Arc::new(AuditStore::open(&db, false).unwrap());
+    let mut writers = tokio::task::JoinSet::new();
+    for n in 0..200 {
+        let (logged, committed) = (logged.clone(), committed.clone());
+        writers.spawn(async move {
+            if n % 2 == 0 {
+                let id = logged.begin(row(&format!("log.{n}"))).await.unwrap();
+                let mut done = row(&format!("log.{n}"));
+                done.status = "ok".into();
+                logged.complete(id, done).await.unwrap();
+            } else {
+                committed.write(row(&format!("commit.{n}"))).await.unwrap();
+            }
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done.unwrap();
+    }
+    // Read while the log's calls may not be indexed yet, then once they are.
+    for _ in 0..2 {
+        let rows = logged.rows(Filter::default()).await.unwrap();
+        assert_eq!(rows.len(), 200, "every call once");
+        let ids: std::collections::BTreeSet<i64> = rows.iter().map(|r| r.id).collect();
+        assert_eq!(ids.len(), 200, "no two rows share an id");
+        assert!(logged.indexed(std::time::Duration::from_secs(30)).await);
+    }
+    drop(logged);
+    drop(committed);
+    let rows = toolgate_gateway::store::sqlite::query(&db, &Filter::default()).unwrap();
+    assert_eq!(rows.len(), 200);
+    let tools: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.tool.as_str()).collect();
+    assert_eq!(tools.len(), 200, "no row overwrote another");
+    // Each log call's outcome reached its own row.
+    assert!(
+        rows.iter()
+            .all(|r| (r.status == "ok") == r.tool.starts_with("log.")),
+        "{rows:?}"
     );
 }

@@ -21,15 +21,17 @@ pub struct AuditConfig {
     /// Keep no audit store at all (default false).
     #[serde(default)]
     pub disabled: bool,
-    /// When a call's row is kept. `process`: appended to the call log
-    /// beside the SQLite store (`write(2)` done) before its answer leaves,
-    /// so killing the gateway loses no answered call, and synced within
-    /// 10 ms (a power loss loses at most that window); the store is fed
-    /// from the log in the background. `sync`: the answer waits for the
-    /// log's sync too (shared by the calls of its group). `commit` (the
-    /// default, for now): no call log; each row committed to SQLite before
-    /// its answer — what several instances sharing one SQLite file need (a
-    /// log writes its store alone). The PostgreSQL store commits each row.
+    /// When a call's row is kept. `process` (the default): appended to the
+    /// call log beside the SQLite store (`write(2)` done) before its answer
+    /// leaves, so killing the gateway loses no answered call, and synced
+    /// within 10 ms (a power loss loses at most that window); the store is
+    /// fed from the log in the background. `sync`: the answer waits for the
+    /// log's sync too (shared by the calls of its group). `commit`: no call
+    /// log; each row committed to SQLite before its answer. A store keeps
+    /// one call log: unset, a gateway that finds another's log on its store
+    /// (hosts that each start `serve --stdio` on one configuration) commits
+    /// each row beside it; `process` or `sync` set is refused then. The
+    /// PostgreSQL store commits each row.
     pub durability: Option<AuditDurability>,
     /// The most of the call log that may wait to be indexed (default
     /// "64 MiB"): past it — the store has not been taking records — new

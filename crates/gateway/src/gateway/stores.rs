@@ -64,45 +64,62 @@ impl Stores {
         // Pending approvals are shared when the store is.
         let mut pending: Arc<dyn Pending> = Arc::new(MemoryPending::new(state_ttl));
         let mut flows: Option<Arc<dyn crate::store::flows::FlowStore>> = None;
-        let (audit, nonces): (Option<Arc<dyn AuditSink>>, SharedNonces) =
-            match (&config.store.url, &audit_file) {
-                (Some(url), _) if !config.audit.disabled => {
-                    let (store, shared, kept) =
-                        postgres(url, config.audit.arguments, state_ttl).await?;
-                    pending = shared;
-                    flows = Some(kept);
-                    (Some(store.clone()), store.nonces())
-                }
-                (_, Some(path)) => match config.audit.durability {
-                    Some(AuditDurability::Process | AuditDurability::Sync) => {
-                        let durability = match config.audit.durability {
-                            Some(AuditDurability::Sync) => Durability::Sync,
-                            _ => Durability::Process,
-                        };
-                        let backlog = config.audit.backlog.map_or(BACKLOG, |b| b.0);
-                        let store = Arc::new(LoggedStore::open(
+        let (audit, nonces): (Option<Arc<dyn AuditSink>>, SharedNonces) = match (
+            &config.store.url,
+            &audit_file,
+        ) {
+            (Some(url), _) if !config.audit.disabled => {
+                let (store, shared, kept) =
+                    postgres(url, config.audit.arguments, state_ttl).await?;
+                pending = shared;
+                flows = Some(kept);
+                (Some(store.clone()), store.nonces())
+            }
+            (_, Some(path)) => {
+                let backlog = config.audit.backlog.map_or(BACKLOG, |b| b.0);
+                let logged = |durability| {
+                    LoggedStore::open(path, config.audit.arguments, durability, backlog)
+                };
+                let logged = match config.audit.durability {
+                    Some(AuditDurability::Process) => Some(logged(Durability::Process)?),
+                    Some(AuditDurability::Sync) => Some(logged(Durability::Sync)?),
+                    Some(AuditDurability::Commit) => None,
+                    // The default: a call log, unless another gateway's
+                    // log writes this store (hosts that each start
+                    // `serve --stdio` on one configuration): then rows
+                    // committed beside it.
+                    None => {
+                        let opened = LoggedStore::open_unless_held(
                             path,
                             config.audit.arguments,
-                            durability,
+                            Durability::Process,
                             backlog,
-                        )?);
-                        flows = Some(store.store().clone());
-                        (Some(store.clone()), store.nonces())
+                        )?;
+                        if opened.is_none() {
+                            tracing::info!(store = %path.display(), "another gateway's call log writes this audit store; this one commits each row beside it");
+                        }
+                        opened
                     }
-                    // The default until each instance can keep a log of its
-                    // own: hosts that each start `serve --stdio` share one
-                    // configuration's store (see docs/gateway.md).
-                    Some(AuditDurability::Commit) | None => {
-                        // What a gateway with a log left unindexed comes
-                        // first: its calls hold the next ids.
+                };
+                match logged {
+                    Some(store) => {
+                        let store = Arc::new(store);
+                        flows = Some(store.store().clone());
+                        (Some(store.clone() as Arc<dyn AuditSink>), store.nonces())
+                    }
+                    None => {
+                        // What a stopped gateway's log left unindexed
+                        // comes first: this store's readers read the
+                        // store alone.
                         crate::store::calllog::logged::drain(path)?;
                         let store = Arc::new(AuditStore::open(path, config.audit.arguments)?);
                         flows = Some(store.clone());
-                        (Some(store.clone()), store.nonces())
+                        (Some(store.clone() as Arc<dyn AuditSink>), store.nonces())
                     }
-                },
-                _ => (None, Arc::new(MemoryNonceStore::new(state_ttl * 2))),
-            };
+                }
+            }
+            _ => (None, Arc::new(MemoryNonceStore::new(state_ttl * 2))),
+        };
         let shared_limits = match &config.ratelimit.redis {
             Some(url) => Some(redis(url, config.ratelimit.on_outage).await?),
             None => None,

@@ -1,15 +1,16 @@
-//! Who may write calls into a SQLite audit store at once.
+//! Which call log writes a SQLite audit store.
 //!
-//! A gateway with a call log ([`crate::store::calllog`]) gives calls their
-//! ids as it appends them, before the store holds them: nothing else may
-//! insert into the same store meanwhile, or it could take an id the log has
-//! given already. So the log's gateway holds an exclusive lock on
-//! `<db>.log/lock`, and everything else that writes calls — a gateway that
-//! commits each row (`durability = "commit"`), `toolgate grants revoke` —
-//! holds a shared one: any number of those together, or the one log, never
-//! both. Readers take no lock.
+//! A store has at most one call log ([`crate::store::calllog`]): its
+//! gateway holds an exclusive lock on `<db>.log/lock` while it appends.
+//! Writers of committed rows (gateways with `durability = "commit"`,
+//! `toolgate grants revoke`) take no lock: the ids a log gives are
+//! reserved in the store ([`crate::store::calllog::ids`]), and they take
+//! ids above them, so they write beside a log. What needs the lock besides
+//! the log's gateway is bringing a stopped log's records into the store
+//! ([`crate::store::calllog::logged::drain`]), which must not run beside a
+//! live indexer that removes the segments it reads.
 //!
-//! The locks are `flock(2)` locks on a file of their own (not the database,
+//! The lock is a `flock(2)` lock on a file of its own (not the database,
 //! whose locks are SQLite's), let go of when the file is closed or the
 //! process ends, however it ends.
 //!
@@ -27,24 +28,15 @@ pub fn log_dir(db: &Path) -> PathBuf {
     db.with_file_name(name)
 }
 
-/// How a writer holds the store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hold {
-    /// The call log's gateway: alone.
-    Alone,
-    /// A writer of committed rows: beside others like it.
-    Shared,
-}
-
 /// A held lock; let go of when dropped.
 #[derive(Debug)]
 pub struct Held {
     _file: File,
 }
 
-/// Take the writers' lock of the store at `db`, or say who holds it and
-/// what to do.
-pub fn hold(db: &Path, how: Hold) -> Result<Held, StoreError> {
+/// Take the call log's lock of the store at `db`: `Ok(None)` while another
+/// gateway's log holds it.
+pub fn hold(db: &Path) -> Result<Option<Held>, StoreError> {
     let dir = log_dir(db);
     let failed = |e: std::io::Error| {
         StoreError::Other(format!(
@@ -59,24 +51,20 @@ pub fn hold(db: &Path, how: Hold) -> Result<Held, StoreError> {
         .write(true)
         .open(dir.join("lock"))
         .map_err(failed)?;
-    let taken = match how {
-        Hold::Alone => file.try_lock(),
-        Hold::Shared => file.try_lock_shared(),
-    };
-    match taken {
-        Ok(()) => Ok(Held { _file: file }),
-        Err(TryLockError::WouldBlock) => Err(StoreError::Other(match how {
-            Hold::Alone => format!(
-                "the audit store {} is being written by another gateway or `toolgate` command; a call log (`[audit] durability = \"process\"` or \"sync\") needs it alone: give this instance its own [audit] path, share a PostgreSQL store ([store] url), or set durability = \"commit\" on every instance that shares the file",
-                db.display()
-            ),
-            Hold::Shared => format!(
-                "the audit store {} is being written by a gateway with a call log (`[audit] durability = \"process\"` or \"sync\"), which needs it alone: use that gateway (its console revokes grants), stop it first, or set durability = \"commit\" on every instance that shares the file",
-                db.display()
-            ),
-        })),
+    match file.try_lock() {
+        Ok(()) => Ok(Some(Held { _file: file })),
+        Err(TryLockError::WouldBlock) => Ok(None),
         Err(TryLockError::Error(e)) => Err(failed(e)),
     }
+}
+
+/// Why a call log cannot be kept on the store at `db` now: another
+/// gateway's log writes it.
+pub fn held_by_another(db: &Path) -> StoreError {
+    StoreError::Other(format!(
+        "the audit store {} has a call log written by another gateway, and a store keeps one: give this instance its own [audit] path, share a PostgreSQL store ([store] url), or leave `durability` unset (this instance then commits each row beside that log)",
+        db.display()
+    ))
 }
 
 #[cfg(test)]
@@ -84,19 +72,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_log_writes_alone_and_committed_writers_together() {
+    fn one_log_writes_a_store_at_a_time() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("audit.db");
-        let one = hold(&db, Hold::Shared).unwrap();
-        let two = hold(&db, Hold::Shared).unwrap();
-        let refused = hold(&db, Hold::Alone).unwrap_err().to_string();
-        assert!(refused.contains("needs it alone"), "{refused}");
-        drop((one, two));
-        let log = hold(&db, Hold::Alone).unwrap();
-        let refused = hold(&db, Hold::Shared).unwrap_err().to_string();
-        assert!(refused.contains("console revokes grants"), "{refused}");
-        assert!(hold(&db, Hold::Alone).is_err());
+        let log = hold(&db).unwrap().expect("the first log holds it");
+        assert!(hold(&db).unwrap().is_none());
+        assert!(
+            held_by_another(&db)
+                .to_string()
+                .contains("leave `durability` unset")
+        );
         drop(log);
-        hold(&db, Hold::Shared).unwrap();
+        assert!(hold(&db).unwrap().is_some());
     }
 }

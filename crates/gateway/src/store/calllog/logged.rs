@@ -3,8 +3,8 @@
 //! through the indexer; everything decided across calls — nonces, grants,
 //! budgets, flow labels, linked accounts — stays in the store, synchronous.
 //!
-//! A call's id is given here, when its first record is appended (the next
-//! after the highest the store and the log hold), so a row written ahead
+//! A call's id is given here, when its first record is appended (from a
+//! block reserved in the store, [`super::ids`]), so a row written ahead
 //! and its outcome name the same call in the log and in the store. Readers
 //! see the store plus the log's unindexed tail: a reader after an answer
 //! sees that call, indexed or not.
@@ -13,7 +13,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use toolgate_server::{NonceStore, SpendFuture};
 
@@ -38,11 +37,11 @@ pub struct LoggedStore {
     /// stop) before the store beneath.
     log: LogWriter,
     inner: Arc<AuditStore>,
-    next_id: AtomicI64,
+    ids: super::ids::Ids,
     /// How far the indexer has brought the store.
     indexed: Arc<Written>,
     indexer: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// The store's writers' lock, held alone while this appends.
+    /// The store's call log lock, held while this appends.
     held: parking_lot::Mutex<Option<crate::store::writers::Held>>,
 }
 
@@ -55,7 +54,22 @@ impl LoggedStore {
         durability: Durability,
         backlog: u64,
     ) -> Result<Self, StoreError> {
-        let inner = Arc::new(AuditStore::open_beneath_log(path, arguments)?);
+        Self::open_unless_held(path, arguments, durability, backlog)?
+            .ok_or_else(|| crate::store::writers::held_by_another(path))
+    }
+
+    /// [`LoggedStore::open`], or `None` while another gateway's log writes
+    /// the store (a store keeps one).
+    pub fn open_unless_held(
+        path: &Path,
+        arguments: bool,
+        durability: Durability,
+        backlog: u64,
+    ) -> Result<Option<Self>, StoreError> {
+        let Some(held) = crate::store::writers::hold(path)? else {
+            return Ok(None);
+        };
+        let inner = Arc::new(AuditStore::open(path, arguments)?);
         let io = |what: &str, e: std::io::Error| {
             StoreError::Other(format!(
                 "the call log {}: {what}: {e}",
@@ -63,8 +77,6 @@ impl LoggedStore {
             ))
         };
         let dir = log_dir(path);
-        // One writer of calls while the log gives their ids.
-        let held = crate::store::writers::hold(path, crate::store::writers::Hold::Alone)?;
         let (appender, opened) = Appender::open(&dir).map_err(|e| io("cannot open", e))?;
         let Opened {
             torn_bytes,
@@ -103,7 +115,10 @@ impl LoggedStore {
             })?;
         let log = LogWriter::start(appender, (indexed_at, recovered), durability, backlog)
             .map_err(|e| io("cannot start its syncer", e))?;
-        let next_id = AtomicI64::new(stored.max(log.max_unindexed_id().unwrap_or(0)) + 1);
+        // Ids above what the store and the log hold (a log written before
+        // ids were reserved gave the next after the store's last).
+        let floor = stored.max(log.max_unindexed_id().unwrap_or(0));
+        let ids = super::ids::Ids::start(path, floor)?;
         let feed = log.feed();
         let indexed = Arc::new(Written::default());
         indexed.advance(indexed_at);
@@ -112,14 +127,14 @@ impl LoggedStore {
             .name("toolgate-call-indexer".into())
             .spawn(move || indexer::run(conn, &dir, &feed, &progress))
             .map_err(|e| io("cannot start its indexer", e))?;
-        Ok(Self {
+        Ok(Some(Self {
             log,
             inner,
-            next_id,
+            ids,
             indexed,
             indexer: parking_lot::Mutex::new(Some(indexer)),
             held: parking_lot::Mutex::new(Some(held)),
-        })
+        }))
     }
 
     /// Wait (at most `up_to`) until everything appended so far is in the
@@ -152,6 +167,7 @@ impl LoggedStore {
         // The indexer ends once the writer stops; wait for it, so the
         // store and its log are let go of when this returns.
         self.log.stop();
+        self.ids.stop();
         let indexer = self.indexer.lock().take();
         if let Some(indexer) = indexer {
             let _ = indexer.join();
@@ -173,12 +189,12 @@ fn unrecorded(e: &LogError) -> StoreError {
 
 impl AuditRows for LoggedStore {
     fn write(&self, mut row: AuditRow) -> StoreFuture<()> {
-        row.id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        row.id = self.ids.next();
         self.append(Kind::Row, row)
     }
 
     fn begin(&self, mut row: AuditRow) -> StoreFuture<i64> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = self.ids.next();
         row.id = id;
         let appended = self.append(Kind::Begin, row);
         Box::pin(async move { appended.await.map(|()| id) })
@@ -205,16 +221,21 @@ impl AuditRows for LoggedStore {
 }
 
 /// Bring what the call log of the store at `db` holds beyond the store
-/// into it: a gateway with a log stopped before indexing everything it
-/// wrote, and a writer of committed rows (`durability = "commit"`,
-/// `toolgate grants revoke`) is about to take the next ids after them.
-/// Applying a record twice applies it once, so this may run beside an
-/// indexer; nothing is deleted (the next gateway with a log does that).
+/// into it, when no gateway's log is live there: a gateway with a log
+/// stopped before indexing everything it wrote, and a writer of committed
+/// rows opening the store (whose own readers read the store alone) brings
+/// those calls in first. Applying a record twice applies it once; nothing
+/// is deleted (the next gateway with a log does that).
 pub fn drain(db: &Path) -> Result<(), StoreError> {
     let dir = log_dir(db);
     if !dir.is_dir() || !db.exists() {
         return Ok(());
     }
+    // A live gateway's log is its indexer's to bring in (it removes the
+    // segments this would read).
+    let Some(_held) = crate::store::writers::hold(db)? else {
+        return Ok(());
+    };
     let sql = |context: &str| {
         let context = format!("{context} ({})", db.display());
         move |source| StoreError::Sqlite { context, source }
@@ -338,7 +359,7 @@ impl GrantStore for LoggedStore {
     fn revoke(&self, id: String, by: String) -> StoreFuture<crate::decide::grants::Revoked> {
         use crate::decide::grants::Revoked;
         let path = self.inner.location();
-        let next = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let next = self.ids.next();
         let log = self.log.handle();
         let revoked = {
             let by = by.clone();

@@ -15,6 +15,7 @@
 //!
 //! Layer: `store`.
 
+pub mod ids;
 pub mod indexer;
 pub mod logged;
 pub mod record;

@@ -130,17 +130,9 @@ pub fn list(path: &Path, all: bool) -> Result<Vec<Grant>, StoreError> {
 /// session's subject, or `cli`), and record the revocation there as a row
 /// (`toolgate.grant`, status `revoked`, `by` its caller).
 ///
-/// It writes beside gateways that commit each row, and is refused, with
-/// what to do instead, while a gateway with a call log writes the store.
+/// It writes beside running gateways, a call log's too (its row takes an
+/// id above those the log has reserved).
 pub fn revoke(path: &Path, id: &str, by: &str) -> Result<Revoked, StoreError> {
-    let _held = if path.exists() {
-        Some(crate::store::writers::hold(
-            path,
-            crate::store::writers::Hold::Shared,
-        )?)
-    } else {
-        None
-    };
     revoke_recording(path, id, by, true)
 }
 
@@ -186,7 +178,7 @@ pub(crate) fn revoke_recording(
             .map_err(shown)?;
             if row {
                 tx.execute(
-                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, rule, status, latency_ms, grant_id) VALUES (?1, ?2, ?3, 'toolgate.grant', '', ?4, 'revoked', 0, ?5)",
+                    &format!("INSERT INTO calls (id, time_ms, caller, upstream, tool, arguments_digest, rule, status, latency_ms, grant_id) VALUES ({}, ?1, ?2, ?3, 'toolgate.grant', '', ?4, 'revoked', 0, ?5)", crate::store::sqlite::NEXT_ID),
                     params![now, by, g.upstream, revoked_rule(&g), g.id],
                 )
                 .map_err(shown)?;

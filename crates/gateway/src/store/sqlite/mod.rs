@@ -74,6 +74,36 @@ CREATE TABLE IF NOT EXISTS log_progress (
 );
 ";
 
+/// The ids reserved for calls a call log has given or may give (schema
+/// 10): a writer of committed rows takes ids above them, so a call log
+/// and committed writers share a store without taking each other's ids.
+pub(crate) const CALL_IDS: &str = "
+CREATE TABLE IF NOT EXISTS call_ids (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    upto INTEGER NOT NULL
+);
+";
+
+/// The id a writer of committed rows gives the row it inserts: after every
+/// row in the store and every id a call log has reserved (evaluated inside
+/// the inserting transaction, which holds the write lock).
+pub(crate) const NEXT_ID: &str = "(SELECT MAX(COALESCE((SELECT MAX(id) FROM calls), 0), COALESCE((SELECT upto FROM call_ids WHERE one = 1), 0)) + 1)";
+
+/// Reserve `n` ids for a call log, above every row in the store, every id
+/// reserved before and `floor`: the ids `first..first + n`.
+pub(crate) fn reserve_ids(conn: &mut Connection, n: i64, floor: i64) -> rusqlite::Result<i64> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let upto: i64 = tx.query_row(
+        "INSERT INTO call_ids (one, upto) VALUES (1, MAX((SELECT COALESCE(MAX(id), 0) FROM calls), ?2) + ?1)
+         ON CONFLICT (one) DO UPDATE SET upto = MAX(upto, (SELECT COALESCE(MAX(id), 0) FROM calls), ?2) + ?1
+         RETURNING upto",
+        rusqlite::params![n, floor],
+        |r| r.get(0),
+    )?;
+    tx.commit()?;
+    Ok(upto - n + 1)
+}
+
 /// The schema version this toolgate writes: 2 added grants, 3 budgets,
 /// 4 each call's result summary and trace id, 5 budget reservations and
 /// grants bound to a definition, 6 each call's endpoint and the name it
@@ -169,6 +199,9 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
             tx.execute_batch("ALTER TABLE calls ADD COLUMN via TEXT;")?;
         }
     }
+    if version < 10 {
+        tx.execute_batch(CALL_IDS)?;
+    }
     if version < VERSION {
         tx.execute_batch(&format!("PRAGMA user_version = {VERSION};"))?;
     }
@@ -180,8 +213,6 @@ pub struct AuditStore {
     jobs: mpsc::Sender<Job>,
     arguments: bool,
     path: PathBuf,
-    /// The writers' lock, shared (none beneath a call log, which holds it).
-    held: parking_lot::Mutex<Option<crate::store::writers::Held>>,
 }
 
 fn stopped() -> StoreError {
@@ -209,23 +240,9 @@ pub(crate) fn open_for_writing(path: &Path) -> Result<Connection, StoreError> {
 
 impl AuditStore {
     /// Open the store at `path` and start its writer thread. It writes
-    /// beside other such stores, never beside a gateway's call log
-    /// ([`crate::store::writers`]).
+    /// beside other such stores and beside a gateway's call log, taking
+    /// ids above those the log has reserved.
     pub fn open(path: &Path, arguments: bool) -> Result<Self, StoreError> {
-        let held = crate::store::writers::hold(path, crate::store::writers::Hold::Shared)?;
-        Self::open_held(path, arguments, Some(held))
-    }
-
-    /// The store beneath a call log, which holds the writers' lock alone.
-    pub(crate) fn open_beneath_log(path: &Path, arguments: bool) -> Result<Self, StoreError> {
-        Self::open_held(path, arguments, None)
-    }
-
-    fn open_held(
-        path: &Path,
-        arguments: bool,
-        held: Option<crate::store::writers::Held>,
-    ) -> Result<Self, StoreError> {
         let conn = open_for_writing(path)?;
         let (jobs, rx) = mpsc::channel(4096);
         let shown = path.display().to_string();
@@ -237,7 +254,6 @@ impl AuditStore {
             jobs,
             arguments,
             path: path.to_owned(),
-            held: parking_lot::Mutex::new(held),
         })
     }
 
@@ -378,9 +394,9 @@ impl AuditSink for AuditStore {
         self
     }
 
-    fn close(&self) {
-        self.held.lock().take();
-    }
+    /// Nothing to let go of: a writer of committed rows holds no lock (its
+    /// thread ends when the store is dropped).
+    fn close(&self) {}
 }
 
 impl Ledger for AuditStore {

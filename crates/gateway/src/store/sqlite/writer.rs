@@ -199,8 +199,8 @@ fn write_batch(conn: &mut Connection, batch: &[Job], done: &mut [Done]) -> rusql
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     {
         let mut insert = tx.prepare_cached(
-                    "INSERT INTO calls (time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity, via) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
-                )?;
+            &format!("INSERT INTO calls (id, time_ms, caller, upstream, tool, arguments_digest, arguments, decision, rule, confirmation, status, latency_ms, grant_id, cost, result, trace_id, endpoint, shown, flow, flow_labels, identity, via) VALUES ({}, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)", crate::store::sqlite::NEXT_ID),
+        )?;
         let mut spend =
             tx.prepare_cached("INSERT OR IGNORE INTO nonces (nonce, spent_ms) VALUES (?1, ?2)")?;
         let now = now_ms(SystemTime::now());
