@@ -178,6 +178,20 @@ async fn an_upstreams_budget_is_shared_and_an_outage_fails_closed_until_redis_re
         text,
         "The gateway cannot check its rate limits right now, so the call was not forwarded. Try again shortly."
     );
+    // The checks after it do not wait behind the reconnection: refused at
+    // once. (Held behind it, each waited a reconnect's backoff, 100 ms or
+    // more; 20 of them in under a second cannot have.)
+    let started = std::time::Instant::now();
+    for _ in 0..20 {
+        let (failed, text) = call(&cb, "shop.greet", json!({})).await;
+        assert!(failed, "{text}");
+        assert!(text.contains("cannot check its rate limits"), "{text}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refused at once while Redis is away: {:?} for 20 calls",
+        started.elapsed()
+    );
     assert!(ca.list_tools().await.is_ok(), "lists are still served");
     // An instance told to let calls through meanwhile does so.
     let (failed, text) = call(&c_open, "shop.greet", json!({})).await;
