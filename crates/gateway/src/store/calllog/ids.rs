@@ -12,10 +12,11 @@
 //! [`FRESH_FOR`] after it was reserved, then the rest is left unused, and
 //! its size follows the rate (what the last block's lifetime took, twice).
 //! Rows of a log and of a committed writer are thus out of id order by at
-//! most that long. A spare block is reserved by a thread of its own while
-//! the current one is used, so a call waits for the store only when the
-//! spare is missing or stale (the first call after a pause), and then at
-//! most [`WAIT_ON_A_CALL`].
+//! most that long. While calls come, a thread of its own keeps a spare
+//! block reserved no longer than half that ago, so a call waits for the
+//! store only when there is none (the first call after a pause), and then
+//! at most [`WAIT_ON_A_CALL`]. Ids rise; they are not consecutive (what a
+//! block or a spare leaves unused is never given).
 //!
 //! The log keeps taking calls while the store cannot be written (that is
 //! what it is for): a call that finds no block and cannot reserve one
@@ -42,7 +43,7 @@ pub const FRESH_FOR: Duration = Duration::from_millis(100);
 
 /// How long a call waits for the store's lock to reserve a block before it
 /// takes an id above the gap instead.
-pub const WAIT_ON_A_CALL: Duration = Duration::from_millis(25);
+pub const WAIT_ON_A_CALL: Duration = Duration::from_secs(1);
 
 /// How far above the last id given a call takes its id while no block
 /// can be reserved.
@@ -50,7 +51,7 @@ pub const GAP: i64 = 1 << 32;
 
 /// How long after a failed reservation calls take ids above the gap
 /// without trying the store themselves (the reserver keeps trying).
-const DOWN_FOR: Duration = Duration::from_secs(1);
+const DOWN_FOR: Duration = Duration::from_secs(5);
 
 const SMALLEST: i64 = 16;
 const LARGEST: i64 = 4096;
@@ -76,6 +77,10 @@ struct State {
     size: i64,
     /// The spare is wanted (the reserver's cue).
     wanted: bool,
+    /// Calls came since the spare was reserved (it is kept fresh then).
+    active: bool,
+    /// The reserver waits for a cue with no deadline (no calls came).
+    idle: bool,
     stopping: bool,
     /// Ids no reservation may go below: what the log held when opened.
     floor: i64,
@@ -121,6 +126,8 @@ impl Ids {
                 spare: None,
                 size: SMALLEST,
                 wanted: true,
+                active: false,
+                idle: false,
                 stopping: false,
                 floor,
                 last: floor,
@@ -147,6 +154,11 @@ impl Ids {
         let shared = &*self.shared;
         let now = Instant::now();
         let mut state = shared.state.lock();
+        state.active = true;
+        if state.idle {
+            state.idle = false;
+            shared.cue.notify_one();
+        }
         loop {
             let last = state.last;
             if let Some(block) = state.current.as_mut() {
@@ -182,9 +194,9 @@ impl Ids {
                     }
                     // None ready: reserve one on this call, waiting a
                     // little for the store's lock.
-                    let (size, floor) = (state.size, state.floor.max(last));
+                    let size = state.size;
                     drop(state);
-                    let reserved = reserve(&shared.quick, &shared.shown, size, floor);
+                    let reserved = reserve(shared, &shared.quick, size);
                     state = shared.state.lock();
                     match reserved {
                         Ok(block) => state.current = Some(block),
@@ -217,16 +229,17 @@ impl Drop for Ids {
     }
 }
 
-fn reserve(
-    conn: &Mutex<Connection>,
-    shown: &str,
-    size: i64,
-    floor: i64,
-) -> Result<Block, StoreError> {
+fn reserve(shared: &Shared, conn: &Mutex<Connection>, size: i64) -> Result<Block, StoreError> {
     let mut conn = conn.lock();
+    // Above every id given (ids above a gap included), as of when the
+    // store's lock is held.
+    let floor = || {
+        let state = shared.state.lock();
+        state.floor.max(state.last)
+    };
     let first = crate::store::sqlite::reserve_ids(&mut conn, size, floor).map_err(|source| {
         StoreError::Sqlite {
-            context: format!("reserving call ids in the audit store {shown}"),
+            context: format!("reserving call ids in the audit store {}", shared.shown),
             source,
         }
     })?;
@@ -237,22 +250,42 @@ fn reserve(
     })
 }
 
-/// Keep a spare block ready while calls come.
+/// Keep a spare block ready, and reserved less than half [`FRESH_FOR`]
+/// ago, while calls come.
 fn reserve_spares(shared: &Shared) {
     loop {
-        let (size, floor) = {
+        let size = {
             let mut state = shared.state.lock();
-            while !state.wanted && !state.stopping {
-                shared.cue.wait(&mut state);
-            }
-            if state.stopping {
-                return;
+            loop {
+                if state.stopping {
+                    return;
+                }
+                let now = Instant::now();
+                let stale = state
+                    .spare
+                    .is_none_or(|s| now.duration_since(s.at) >= FRESH_FOR / 2);
+                if state.wanted || (state.active && stale) {
+                    break;
+                }
+                match state.spare {
+                    // Calls come: renew it when it is half-way stale.
+                    Some(spare) if state.active => {
+                        let due = spare.at + FRESH_FOR / 2;
+                        let _ = shared.cue.wait_until(&mut state, due);
+                    }
+                    // None came since: wait for one.
+                    _ => {
+                        state.idle = true;
+                        shared.cue.wait(&mut state);
+                        state.idle = false;
+                    }
+                }
             }
             state.wanted = false;
-            // Above every id given, ids above a gap included.
-            (state.size, state.floor.max(state.last))
+            state.active = false;
+            state.size
         };
-        match reserve(&shared.conn, &shared.shown, size, floor) {
+        match reserve(shared, &shared.conn, size) {
             Ok(block) => shared.state.lock().spare = Some(block),
             // Calls take ids above the gap meanwhile; the next call asks
             // again, after a pause (a store that fails at once).
@@ -326,7 +359,8 @@ mod tests {
         // Another writer holds the store's write lock.
         let holder = crate::store::sqlite::open_for_writing(&db).unwrap();
         holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-        // Stale blocks force a reservation, which cannot be made now.
+        // Stale blocks force a reservation, which cannot be made now (a
+        // call waits WAIT_ON_A_CALL for it).
         std::thread::sleep(FRESH_FOR * 2);
         let during: Vec<i64> = (0..5).map(|_| ids.next()).collect();
         assert!(during[0] >= before + GAP, "{before} {during:?}");

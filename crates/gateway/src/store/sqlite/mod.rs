@@ -90,9 +90,15 @@ CREATE TABLE IF NOT EXISTS call_ids (
 pub(crate) const NEXT_ID: &str = "(SELECT MAX(COALESCE((SELECT MAX(id) FROM calls), 0), COALESCE((SELECT upto FROM call_ids WHERE one = 1), 0)) + 1)";
 
 /// Reserve `n` ids for a call log, above every row in the store, every id
-/// reserved before and `floor`: the ids `first..first + n`.
-pub(crate) fn reserve_ids(conn: &mut Connection, n: i64, floor: i64) -> rusqlite::Result<i64> {
+/// reserved before and `floor` (asked once the store's write lock is held,
+/// so it counts ids given while waiting for it): the ids `first..first + n`.
+pub(crate) fn reserve_ids(
+    conn: &mut Connection,
+    n: i64,
+    floor: impl FnOnce() -> i64,
+) -> rusqlite::Result<i64> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let floor = floor();
     let upto: i64 = tx.query_row(
         "INSERT INTO call_ids (one, upto) VALUES (1, MAX((SELECT COALESCE(MAX(id), 0) FROM calls), ?2) + ?1)
          ON CONFLICT (one) DO UPDATE SET upto = MAX(upto, (SELECT COALESCE(MAX(id), 0) FROM calls), ?2) + ?1
