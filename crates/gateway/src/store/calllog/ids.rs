@@ -4,7 +4,7 @@
 //! So that a writer of committed rows on the same store (another gateway
 //! with `durability = "commit"`, `toolgate grants revoke`) never takes an
 //! id the log has given, the log reserves its ids in the store
-//! ([`crate::store::sqlite::reserve_ids`]) and committed writers take ids
+//! (table `call_ids`) and committed writers take ids
 //! above every reservation.
 //!
 //! Ids are read as the calls' order (`toolgate log --follow` and the
